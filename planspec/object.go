@@ -1,0 +1,139 @@
+package planspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// object is a JSON object that remembers its key order and the raw bytes of every
+// value, so that keys stepseq does not know survive a read and a write verbatim and
+// in place.
+type object struct {
+	keys []string
+	vals map[string]json.RawMessage
+}
+
+// parseObject splits a JSON object into its members without interpreting them.
+func parseObject(data []byte) (object, error) {
+	o := object{vals: map[string]json.RawMessage{}}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return o, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return o, fmt.Errorf("want an object, got %s", describe(data))
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return o, err
+		}
+		key := tok.(string) // object keys are always strings
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return o, err
+		}
+		if _, dup := o.vals[key]; !dup {
+			o.keys = append(o.keys, key)
+		}
+		o.vals[key] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func (o *object) has(key string) bool {
+	_, ok := o.vals[key]
+	return ok
+}
+
+// set stores v under key, keeping the key's place when it was already there.
+func (o *object) set(key string, v any) {
+	raw, err := marshal(v)
+	if err != nil {
+		// Only values built by this package reach here; they always marshal.
+		panic(fmt.Sprintf("planspec: marshal %s: %v", key, err))
+	}
+	if o.vals == nil {
+		o.vals = map[string]json.RawMessage{}
+	}
+	if _, ok := o.vals[key]; !ok {
+		o.keys = append(o.keys, key)
+	}
+	o.vals[key] = raw
+}
+
+func (o *object) del(key string) {
+	if _, ok := o.vals[key]; !ok {
+		return
+	}
+	delete(o.vals, key)
+	for i, k := range o.keys {
+		if k == key {
+			o.keys = append(o.keys[:i:i], o.keys[i+1:]...)
+			break
+		}
+	}
+}
+
+// MarshalJSON writes the members in order, compact.
+func (o object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(o.vals[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// marshal is json.Marshal without HTML escaping, as Python's json.dump writes.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// describe names the JSON type of a raw value for error messages.
+func describe(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case '"':
+		return "a string " + clip(string(raw), 40)
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "the number " + clip(string(raw), 40)
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,412 @@
+package planspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Status words of a step run, and of the whole state (only IN_PROGRESS and DONE).
+const (
+	StatusPending    = "PENDING"
+	StatusInProgress = "IN_PROGRESS"
+	StatusDone       = "DONE"
+	StatusFailed     = "FAILED"
+)
+
+// MaxStateSize caps what ParseState reads: a state file is a few kilobytes per step.
+const MaxStateSize = 64 << 20
+
+// ErrInvalidState is matched by every error ParseState returns for content that is
+// not a valid state file.
+var ErrInvalidState = errors.New("planspec: invalid state")
+
+// State is a state.json as the Agent Step Sequencer skill writes it. Keys it does not
+// know, at every level, are kept verbatim and written back in place.
+type State struct {
+	Steps            map[string]*StepSpec // plan.steps
+	StepQueue        []string
+	CurrentStep      int
+	StepRuns         map[string]*StepRun
+	StepDelayMinutes float64
+	Blockers         []string
+	LastHeartbeatIso string
+	Artifacts        []string
+	Status           string
+	// Settings are stepseq's plan-level additions, under the top-level "stepseq" key.
+	Settings Settings
+
+	raw     object
+	planRaw object
+}
+
+// StepSpec is one entry of plan.steps: the original's title, instruction and
+// requiredOutputs, and stepseq's optional additions.
+type StepSpec struct {
+	Title           string
+	Instruction     string
+	RequiredOutputs []string
+	When            string   // gate: launch only once true
+	Skip            string   // true when the step comes up: DONE without a launch
+	Check           string   // extra success test
+	On              []string // globs whose changes re-run the step
+	Timeout         Duration
+	AwaitOutputs    Duration
+	Retries         *int
+	Agent           []string
+
+	raw object
+}
+
+// StepRun is one entry of stepRuns.
+type StepRun struct {
+	Status     string
+	Tries      int
+	LastRunIso string
+	Stdout     *string
+	Error      *string
+	Skipped    bool
+	// Agent records the process of the current try, so that a restarted stepseq can
+	// tell a live agent from a gone one (stored under the run's "stepseq" key).
+	Agent *AgentRecord
+
+	raw object
+}
+
+// AgentRecord identifies the process running a try. StartTicks is the process start
+// time from /proc, so that a reused pid is never mistaken for the agent.
+type AgentRecord struct {
+	PID           int    `json:"pid,omitempty"`
+	StartTicks    uint64 `json:"startTicks,omitempty"`
+	StartedIso    string `json:"startedIso,omitempty"`
+	FinishedIso   string `json:"finishedIso,omitempty"`
+	Interruptions int    `json:"interruptions,omitempty"`
+}
+
+// Settings are the plan-level settings stepseq adds under the top-level "stepseq" key.
+type Settings struct {
+	Name       string
+	Agent      []string
+	MaxRetries *int
+	Timeout    Duration
+	Vars       map[string]any
+	Source     string // plan file the state came from, relative to the workspace
+	Hash       string // content hash of that plan file
+
+	raw object
+}
+
+// NewState returns an empty, runnable state.
+func NewState() *State {
+	return &State{
+		Steps:     map[string]*StepSpec{},
+		StepQueue: []string{},
+		StepRuns:  map[string]*StepRun{},
+		Blockers:  []string{},
+		Artifacts: []string{},
+		Status:    StatusInProgress,
+	}
+}
+
+// Run returns the run record of step id, creating a PENDING one when there is none.
+func (s *State) Run(id string) *StepRun {
+	if s.StepRuns == nil {
+		s.StepRuns = map[string]*StepRun{}
+	}
+	r, ok := s.StepRuns[id]
+	if !ok || r == nil {
+		r = &StepRun{Status: StatusPending}
+		s.StepRuns[id] = r
+	}
+	return r
+}
+
+// StateError is a problem with one key of a state file.
+type StateError struct {
+	File string
+	Key  string // dotted path, e.g. stepRuns.build.tries
+	Msg  string
+}
+
+func (e *StateError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.File, e.Key, e.Msg)
+}
+
+func (e *StateError) Unwrap() error { return ErrInvalidState }
+
+// StateErrors is every problem found in one state file.
+type StateErrors []*StateError
+
+func (es StateErrors) Error() string {
+	var b bytes.Buffer
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+func (es StateErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// ParseState reads a state file. name is used in messages. It rejects what the
+// original could not run (wrong types, a queued id with no step, NaN) and reports
+// every problem, each naming the key and what would be right.
+func ParseState(r io.Reader, name string) (*State, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxStateSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(data) > MaxStateSize {
+		return nil, &StateError{File: name, Msg: fmt.Sprintf("larger than %d MiB: not a state file", MaxStateSize>>20)}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &StateError{File: name, Msg: "empty file: want a JSON object"}
+	}
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON (%v); NaN and Infinity are not JSON", err)}
+	}
+	d := &stateDecoder{file: name}
+	st := d.state(data)
+	if len(d.errs) > 0 {
+		return nil, d.errs
+	}
+	return st, nil
+}
+
+// Marshal encodes the state as the original writes it: two-space indentation.
+func (s *State) Marshal() []byte {
+	o := s.raw
+	o.keys = slices.Clone(o.keys)
+	o.vals = maps.Clone(o.vals)
+
+	plan := s.planRaw
+	plan.keys = slices.Clone(plan.keys)
+	plan.vals = maps.Clone(plan.vals)
+	steps := object{vals: map[string]json.RawMessage{}}
+	for _, id := range s.stepOrder() {
+		steps.set(id, s.Steps[id].object())
+	}
+	plan.set("steps", steps)
+	o.set("plan", plan)
+	o.set("stepQueue", nonNil(s.StepQueue))
+	o.set("currentStep", s.CurrentStep)
+	runs := object{vals: map[string]json.RawMessage{}}
+	for _, id := range s.runOrder() {
+		runs.set(id, s.StepRuns[id].object())
+	}
+	o.set("stepRuns", runs)
+	o.set("stepDelayMinutes", s.StepDelayMinutes)
+	o.set("blockers", nonNil(s.Blockers))
+	if s.LastHeartbeatIso != "" || o.has("lastHeartbeatIso") {
+		o.set("lastHeartbeatIso", s.LastHeartbeatIso)
+	}
+	o.set("artifacts", nonNil(s.Artifacts))
+	o.set("status", s.Status)
+	if !s.Settings.empty() {
+		o.set("stepseq", s.Settings.object())
+	} else {
+		o.del("stepseq")
+	}
+
+	compact, _ := o.MarshalJSON()
+	var out bytes.Buffer
+	_ = json.Indent(&out, compact, "", "  ") // compact is valid JSON by construction
+	out.WriteByte('\n')
+	return out.Bytes()
+}
+
+// Clone returns a deep copy, through the file format, so that no change to the copy
+// reaches the original.
+func (s *State) Clone() *State {
+	c, err := ParseState(bytes.NewReader(s.Marshal()), "clone")
+	if err != nil {
+		panic(fmt.Sprintf("planspec: state does not survive its own encoding: %v", err))
+	}
+	return c
+}
+
+// stepOrder lists plan.steps ids: those already in the file first, in file order,
+// then the queue's order, then the rest sorted.
+func (s *State) stepOrder() []string {
+	return orderKeys(s.planStepsOrder(), s.StepQueue, slices.Sorted(maps.Keys(s.Steps)), func(id string) bool {
+		return s.Steps[id] != nil
+	})
+}
+
+func (s *State) runOrder() []string {
+	var prev []string
+	if raw, ok := s.raw.vals["stepRuns"]; ok {
+		if o, err := parseObject(raw); err == nil {
+			prev = o.keys
+		}
+	}
+	return orderKeys(prev, s.StepQueue, slices.Sorted(maps.Keys(s.StepRuns)), func(id string) bool {
+		return s.StepRuns[id] != nil
+	})
+}
+
+func (s *State) planStepsOrder() []string {
+	if raw, ok := s.planRaw.vals["steps"]; ok {
+		if o, err := parseObject(raw); err == nil {
+			return o.keys
+		}
+	}
+	return nil
+}
+
+func orderKeys(first, second, rest []string, keep func(string) bool) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, list := range [][]string{first, second, rest} {
+		for _, id := range list {
+			if !seen[id] && keep(id) {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
+func (sp *StepSpec) object() object {
+	o := sp.raw
+	o.keys = slices.Clone(o.keys)
+	o.vals = maps.Clone(o.vals)
+	o.set("title", sp.Title)
+	o.set("instruction", sp.Instruction)
+	setOrDel(&o, "requiredOutputs", sp.RequiredOutputs, len(sp.RequiredOutputs) > 0 || o.has("requiredOutputs"))
+	setOrDel(&o, "when", sp.When, sp.When != "")
+	setOrDel(&o, "skip", sp.Skip, sp.Skip != "")
+	setOrDel(&o, "check", sp.Check, sp.Check != "")
+	setOrDel(&o, "on", sp.On, len(sp.On) > 0)
+	setOrDel(&o, "timeout", sp.Timeout, sp.Timeout > 0)
+	setOrDel(&o, "awaitOutputs", sp.AwaitOutputs, sp.AwaitOutputs > 0)
+	setOrDel(&o, "retries", sp.Retries, sp.Retries != nil)
+	setOrDel(&o, "agent", sp.Agent, len(sp.Agent) > 0)
+	return o
+}
+
+func (r *StepRun) object() object {
+	o := r.raw
+	o.keys = slices.Clone(o.keys)
+	o.vals = maps.Clone(o.vals)
+	o.set("status", r.Status)
+	o.set("tries", r.Tries)
+	setOrDel(&o, "lastRunIso", r.LastRunIso, r.LastRunIso != "")
+	setOrDel(&o, "stdout", r.Stdout, r.Stdout != nil)
+	setOrDel(&o, "error", r.Error, r.Error != nil)
+	setOrDel(&o, "skipped", r.Skipped, r.Skipped)
+	setOrDel(&o, "stepseq", r.Agent, r.Agent != nil)
+	return o
+}
+
+func (st *Settings) empty() bool {
+	return st.Name == "" && len(st.Agent) == 0 && st.MaxRetries == nil && st.Timeout == 0 &&
+		len(st.Vars) == 0 && st.Source == "" && st.Hash == "" && len(st.raw.keys) == 0
+}
+
+func (st *Settings) object() object {
+	o := st.raw
+	o.keys = slices.Clone(o.keys)
+	o.vals = maps.Clone(o.vals)
+	setOrDel(&o, "name", st.Name, st.Name != "")
+	setOrDel(&o, "agent", st.Agent, len(st.Agent) > 0)
+	setOrDel(&o, "maxRetries", st.MaxRetries, st.MaxRetries != nil)
+	setOrDel(&o, "timeout", st.Timeout, st.Timeout > 0)
+	setOrDel(&o, "vars", st.Vars, len(st.Vars) > 0)
+	setOrDel(&o, "source", st.Source, st.Source != "")
+	setOrDel(&o, "hash", st.Hash, st.Hash != "")
+	return o
+}
+
+func setOrDel(o *object, key string, v any, present bool) {
+	if present {
+		o.set(key, v)
+	} else {
+		o.del(key)
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Duration is a time span written as Go and YAML plans write it: "90s", "2m", "1h".
+type Duration time.Duration
+
+// MarshalJSON writes the shortest exact form: 2m rather than 2m0s.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d Duration) String() string {
+	td := time.Duration(d)
+	switch {
+	case td == 0:
+		return "0s"
+	case td%time.Hour == 0:
+		return fmt.Sprintf("%dh", td/time.Hour)
+	case td%time.Minute == 0:
+		return fmt.Sprintf("%dm", td/time.Minute)
+	case td%time.Second == 0:
+		return fmt.Sprintf("%ds", td/time.Second)
+	}
+	return td.String()
+}
+
+// ParseDuration reads "90s", "2m", "1h30m". It refuses negative spans.
+func ParseDuration(s string) (Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q: want a number with a unit, like 90s, 2m or 1h", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("bad duration %q: must not be negative", s)
+	}
+	return Duration(d), nil
+}
+
+// IsoLayout is how the original writes times: UTC, microseconds, explicit offset.
+const IsoLayout = "2006-01-02T15:04:05.000000+00:00"
+
+// FormatISO writes t as the original does: 2026-02-10T21:30:31.123456+00:00.
+func FormatISO(t time.Time) string { return t.UTC().Format(IsoLayout) }
+
+// ParseISO reads any ISO 8601 time the original or an agent may write. A time
+// without an offset is taken as UTC, as Python's naive datetimes are in practice.
+func ParseISO(s string) (time.Time, error) {
+	for _, layout := range []string{
+		time.RFC3339Nano,
+		"2006-01-02T15:04:05.999999999Z0700",
+		"2006-01-02T15:04:05.999999999",
+		"2006-01-02 15:04:05.999999999Z07:00",
+		"2006-01-02 15:04:05.999999999",
+		"2006-01-02T15:04Z07:00",
+		"2006-01-02T15:04",
+		"2006-01-02",
+	} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("bad time %q: want ISO 8601, like 2026-02-10T21:30:31.123456+00:00", s)
+}

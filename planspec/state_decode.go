@@ -1,0 +1,297 @@
+package planspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// stateDecoder turns the members of a state file into typed fields, collecting a
+// located error for every member of the wrong shape.
+type stateDecoder struct {
+	file string
+	errs StateErrors
+}
+
+func (d *stateDecoder) fail(key, format string, args ...any) {
+	d.errs = append(d.errs, &StateError{File: d.file, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+func (d *stateDecoder) object(key string, raw json.RawMessage) (object, bool) {
+	o, err := parseObject(raw)
+	if err != nil {
+		d.fail(key, "want an object, got %s", describe(raw))
+		return object{vals: map[string]json.RawMessage{}}, false
+	}
+	return o, true
+}
+
+func (d *stateDecoder) str(key string, raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		d.fail(key, "want a string, got %s", describe(raw))
+	}
+	return s
+}
+
+// optStr reads a string member that may be absent or null.
+func (d *stateDecoder) optStr(o object, prefix, key string) (string, bool) {
+	raw, ok := o.vals[key]
+	if !ok || isNull(raw) {
+		return "", false
+	}
+	return d.str(prefix+key, raw), true
+}
+
+func (d *stateDecoder) strList(key string, raw json.RawMessage) []string {
+	if isNull(raw) {
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		d.fail(key, "want a list of strings, got %s", describe(raw))
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for i, it := range items {
+		out = append(out, d.str(fmt.Sprintf("%s[%d]", key, i), it))
+	}
+	return out
+}
+
+func (d *stateDecoder) number(key string, raw json.RawMessage) (float64, bool) {
+	var n json.Number
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) {
+		d.fail(key, "want a number, got %s", describe(raw))
+		return 0, false
+	}
+	if err := json.Unmarshal(t, &n); err != nil {
+		d.fail(key, "want a number, got %s", describe(raw))
+		return 0, false
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) {
+		d.fail(key, "number %s is out of range", n)
+		return 0, false
+	}
+	return f, true
+}
+
+// count reads a whole number ≥ 0 (tries, currentStep, retries).
+func (d *stateDecoder) count(key string, raw json.RawMessage) int {
+	f, ok := d.number(key, raw)
+	if !ok {
+		return 0
+	}
+	if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
+		d.fail(key, "want a whole number ≥ 0, got %v", f)
+		return 0
+	}
+	return int(f)
+}
+
+func (d *stateDecoder) duration(key string, raw json.RawMessage) Duration {
+	s := d.str(key, raw)
+	if s == "" {
+		return 0
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		d.fail(key, "%v", err)
+	}
+	return v
+}
+
+func (d *stateDecoder) iso(key, s string) {
+	if _, err := ParseISO(s); err != nil {
+		d.fail(key, "%v", err)
+	}
+}
+
+func (d *stateDecoder) state(data []byte) *State {
+	st := NewState()
+	top, ok := d.object("", data)
+	if !ok {
+		d.errs[len(d.errs)-1].Msg = "want a JSON object at the top, got " + describe(data)
+		return st
+	}
+	st.raw = top
+	v := top.vals
+	if raw, ok := v["plan"]; ok && !isNull(raw) {
+		st.planRaw, _ = d.object("plan", raw)
+		if sraw, ok := st.planRaw.vals["steps"]; ok && !isNull(sraw) {
+			steps, _ := d.object("plan.steps", sraw)
+			for _, id := range steps.keys {
+				st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
+			}
+		}
+	}
+	if raw, ok := v["stepQueue"]; ok {
+		st.StepQueue = nonNil(d.strList("stepQueue", raw))
+	}
+	if raw, ok := v["currentStep"]; ok && !isNull(raw) {
+		f, ok := d.number("currentStep", raw)
+		switch {
+		case !ok:
+		case f != math.Trunc(f) || f < 0 || f > math.MaxInt32:
+			d.fail("currentStep", "want a whole number ≥ 0 (an index into stepQueue), got %v", f)
+		default:
+			st.CurrentStep = int(f)
+		}
+	}
+	if raw, ok := v["stepRuns"]; ok && !isNull(raw) {
+		runs, _ := d.object("stepRuns", raw)
+		for _, id := range runs.keys {
+			st.StepRuns[id] = d.stepRun("stepRuns."+id, runs.vals[id])
+		}
+	}
+	if raw, ok := v["stepDelayMinutes"]; ok && !isNull(raw) {
+		if f, ok := d.number("stepDelayMinutes", raw); ok {
+			if f < 0 {
+				d.fail("stepDelayMinutes", "want minutes ≥ 0 (0 = no delay), got %v", f)
+			}
+			st.StepDelayMinutes = f
+		}
+	}
+	if raw, ok := v["blockers"]; ok {
+		st.Blockers = nonNil(d.strList("blockers", raw))
+	}
+	if s, ok := d.optStr(top, "", "lastHeartbeatIso"); ok {
+		st.LastHeartbeatIso = s
+	}
+	if raw, ok := v["artifacts"]; ok {
+		st.Artifacts = nonNil(d.strList("artifacts", raw))
+	}
+	if s, ok := d.optStr(top, "", "status"); ok {
+		st.Status = s
+	}
+	if raw, ok := v["stepseq"]; ok && !isNull(raw) {
+		st.Settings = d.settings("stepseq", raw)
+	}
+	for i, id := range st.StepQueue {
+		if _, ok := st.Steps[id]; !ok {
+			d.fail(fmt.Sprintf("stepQueue[%d]", i), "step %q is queued but missing from plan.steps: add it there or remove it from stepQueue", id)
+		}
+	}
+	return st
+}
+
+func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
+	sp := &StepSpec{}
+	o, ok := d.object(key, raw)
+	if !ok {
+		return sp
+	}
+	sp.raw = o
+	p := key + "."
+	sp.Title, _ = d.optStr(o, p, "title")
+	sp.Instruction, _ = d.optStr(o, p, "instruction")
+	if r, ok := o.vals["requiredOutputs"]; ok {
+		sp.RequiredOutputs = d.strList(p+"requiredOutputs", r)
+	}
+	sp.When, _ = d.optStr(o, p, "when")
+	sp.Skip, _ = d.optStr(o, p, "skip")
+	sp.Check, _ = d.optStr(o, p, "check")
+	if r, ok := o.vals["on"]; ok {
+		sp.On = d.strList(p+"on", r)
+	}
+	if r, ok := o.vals["timeout"]; ok && !isNull(r) {
+		sp.Timeout = d.duration(p+"timeout", r)
+	}
+	if r, ok := o.vals["awaitOutputs"]; ok && !isNull(r) {
+		sp.AwaitOutputs = d.duration(p+"awaitOutputs", r)
+	}
+	if r, ok := o.vals["retries"]; ok && !isNull(r) {
+		n := d.count(p+"retries", r)
+		sp.Retries = &n
+	}
+	if r, ok := o.vals["agent"]; ok {
+		sp.Agent = d.strList(p+"agent", r)
+	}
+	return sp
+}
+
+func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
+	r := &StepRun{Status: StatusPending}
+	o, ok := d.object(key, raw)
+	if !ok {
+		return r
+	}
+	r.raw = o
+	p := key + "."
+	if s, ok := d.optStr(o, p, "status"); ok {
+		switch s {
+		case StatusPending, StatusInProgress, StatusDone, StatusFailed:
+			r.Status = s
+		default:
+			d.fail(p+"status", "unknown status %q: want PENDING, IN_PROGRESS, DONE or FAILED", s)
+		}
+	}
+	if v, ok := o.vals["tries"]; ok && !isNull(v) {
+		r.Tries = d.count(p+"tries", v)
+	}
+	if s, ok := d.optStr(o, p, "lastRunIso"); ok {
+		r.LastRunIso = s
+		if s != "" {
+			d.iso(p+"lastRunIso", s)
+		}
+	}
+	if s, ok := d.optStr(o, p, "stdout"); ok {
+		r.Stdout = &s
+	}
+	if s, ok := d.optStr(o, p, "error"); ok {
+		r.Error = &s
+	}
+	if v, ok := o.vals["skipped"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &r.Skipped); err != nil {
+			d.fail(p+"skipped", "want true or false, got %s", describe(v))
+		}
+	}
+	if v, ok := o.vals["stepseq"]; ok && !isNull(v) {
+		var a AgentRecord
+		dec := json.NewDecoder(bytes.NewReader(v))
+		if err := dec.Decode(&a); err != nil {
+			d.fail(p+"stepseq", "want stepseq's agent record {pid, startTicks, startedIso, …}: %v", err)
+		} else {
+			r.Agent = &a
+		}
+	}
+	return r
+}
+
+func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
+	var st Settings
+	o, ok := d.object(key, raw)
+	if !ok {
+		return st
+	}
+	st.raw = o
+	p := key + "."
+	st.Name, _ = d.optStr(o, p, "name")
+	if r, ok := o.vals["agent"]; ok {
+		st.Agent = d.strList(p+"agent", r)
+	}
+	if r, ok := o.vals["maxRetries"]; ok && !isNull(r) {
+		n := d.count(p+"maxRetries", r)
+		st.MaxRetries = &n
+	}
+	if r, ok := o.vals["timeout"]; ok && !isNull(r) {
+		st.Timeout = d.duration(p+"timeout", r)
+	}
+	if r, ok := o.vals["vars"]; ok && !isNull(r) {
+		if err := json.Unmarshal(r, &st.Vars); err != nil {
+			d.fail(p+"vars", "want an object, got %s", describe(r))
+		}
+	}
+	st.Source, _ = d.optStr(o, p, "source")
+	st.Hash, _ = d.optStr(o, p, "hash")
+	if name, ok := o.vals["name"]; ok && strings.TrimSpace(st.Name) == "" && !isNull(name) {
+		d.fail(p+"name", "want a non-empty name")
+	}
+	return st
+}
