@@ -68,6 +68,17 @@ func (o *object) set(key string, v any) {
 	o.vals[key] = raw
 }
 
+// setRaw stores an encoded value under key.
+func (o *object) setRaw(key string, raw json.RawMessage) {
+	if o.vals == nil {
+		o.vals = map[string]json.RawMessage{}
+	}
+	if _, ok := o.vals[key]; !ok {
+		o.keys = append(o.keys, key)
+	}
+	o.vals[key] = raw
+}
+
 func (o *object) del(key string) {
 	if _, ok := o.vals[key]; !ok {
 		return

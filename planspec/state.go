@@ -43,6 +43,7 @@ type State struct {
 
 	raw     object
 	planRaw object
+	memo    encodeMemo
 }
 
 // StepSpec is one entry of plan.steps: the original's title, instruction and
@@ -134,7 +135,12 @@ type StateError struct {
 }
 
 func (e *StateError) Error() string {
-	if e.Key == "" {
+	switch {
+	case e.File == "" && e.Key == "":
+		return e.Msg
+	case e.File == "":
+		return fmt.Sprintf("%s: %s", e.Key, e.Msg)
+	case e.Key == "":
 		return fmt.Sprintf("%s: %s", e.File, e.Msg)
 	}
 	return fmt.Sprintf("%s: %s: %s", e.File, e.Key, e.Msg)
@@ -197,22 +203,23 @@ func (s *State) Marshal() []byte {
 	o.keys = slices.Clone(o.keys)
 	o.vals = maps.Clone(o.vals)
 
-	plan := s.planRaw
-	plan.keys = slices.Clone(plan.keys)
-	plan.vals = maps.Clone(plan.vals)
-	steps := object{vals: map[string]json.RawMessage{}}
-	for _, id := range s.stepOrder() {
-		steps.set(id, s.Steps[id].object())
+	if s.memo.planUnchanged(s) {
+		o.setRaw("plan", s.memo.planRaw)
+	} else {
+		plan := s.planRaw
+		plan.keys = slices.Clone(plan.keys)
+		plan.vals = maps.Clone(plan.vals)
+		steps := object{vals: map[string]json.RawMessage{}}
+		for _, id := range s.stepOrder() {
+			steps.set(id, s.Steps[id].object())
+		}
+		plan.set("steps", steps)
+		o.set("plan", plan)
+		s.memo.rememberPlan(s, o.vals["plan"])
 	}
-	plan.set("steps", steps)
-	o.set("plan", plan)
 	o.set("stepQueue", nonNil(s.StepQueue))
 	o.set("currentStep", s.CurrentStep)
-	runs := object{vals: map[string]json.RawMessage{}}
-	for _, id := range s.runOrder() {
-		runs.set(id, s.StepRuns[id].object())
-	}
-	o.set("stepRuns", runs)
+	o.setRaw("stepRuns", nil) // written from the memo's indented runs below
 	o.set("stepDelayMinutes", s.StepDelayMinutes)
 	o.set("blockers", nonNil(s.Blockers))
 	if s.LastHeartbeatIso != "" || o.has("lastHeartbeatIso") {
@@ -226,11 +233,52 @@ func (s *State) Marshal() []byte {
 		o.del("stepseq")
 	}
 
-	compact, _ := o.MarshalJSON()
+	// Written member by member, the plan and the runs from their remembered indented
+	// form: re-indenting the whole file after every step would cost more than the
+	// rest of the write.
 	var out bytes.Buffer
-	_ = json.Indent(&out, compact, "", "  ") // compact is valid JSON by construction
-	out.WriteByte('\n')
+	out.Grow(len(s.memo.planIndented) + 256*len(s.StepRuns) + 1024)
+	out.WriteString("{")
+	for i, k := range o.keys {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteString("\n  ")
+		kb, _ := marshal(k)
+		out.Write(kb)
+		out.WriteString(": ")
+		switch k {
+		case "plan":
+			out.Write(s.memo.indentedPlan())
+		case "stepRuns":
+			s.writeRuns(&out)
+		default:
+			_ = json.Indent(&out, o.vals[k], "  ", "  ") // valid JSON by construction
+		}
+	}
+	out.WriteString("\n}\n")
 	return out.Bytes()
+}
+
+// writeRuns writes stepRuns at depth one.
+func (s *State) writeRuns(out *bytes.Buffer) {
+	ids := s.runOrder()
+	if len(ids) == 0 {
+		out.WriteString("{}")
+		return
+	}
+	out.WriteByte('{')
+	for i, id := range ids {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.WriteString("\n    ")
+		kb, _ := marshal(id)
+		out.Write(kb)
+		out.WriteString(": ")
+		out.Write(s.memo.indentedRun(id, s.StepRuns[id]))
+	}
+	out.WriteString("\n  }")
 }
 
 // Clone returns a deep copy, through the file format, so that no change to the copy
@@ -252,12 +300,7 @@ func (s *State) stepOrder() []string {
 }
 
 func (s *State) runOrder() []string {
-	var prev []string
-	if raw, ok := s.raw.vals["stepRuns"]; ok {
-		if o, err := parseObject(raw); err == nil {
-			prev = o.keys
-		}
-	}
+	prev := s.memo.runOrder
 	return orderKeys(prev, s.StepQueue, slices.Sorted(maps.Keys(s.StepRuns)), func(id string) bool {
 		return s.StepRuns[id] != nil
 	})

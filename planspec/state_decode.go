@@ -146,8 +146,10 @@ func (d *stateDecoder) state(data []byte) *State {
 	}
 	if raw, ok := v["stepRuns"]; ok && !isNull(raw) {
 		runs, _ := d.object("stepRuns", raw)
+		st.memo.runOrder = runs.keys
 		for _, id := range runs.keys {
 			st.StepRuns[id] = d.stepRun("stepRuns."+id, runs.vals[id])
+			st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
 		}
 	}
 	if raw, ok := v["stepDelayMinutes"]; ok && !isNull(raw) {
@@ -172,6 +174,9 @@ func (d *stateDecoder) state(data []byte) *State {
 	}
 	if raw, ok := v["stepseq"]; ok && !isNull(raw) {
 		st.Settings = d.settings("stepseq", raw)
+	}
+	if raw, ok := v["plan"]; ok && len(d.errs) == 0 {
+		st.memo.rememberPlan(st, raw)
 	}
 	for i, id := range st.StepQueue {
 		if _, ok := st.Steps[id]; !ok {

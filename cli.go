@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// run builds the command tree for one invocation and executes it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	logFormat string
+	logLevel  string
+	stderr    io.Writer
+}
+
+func (g *globals) logger() *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(g.logFormat, "json") {
+		return slog.New(slog.NewJSONHandler(g.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, opts))
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stderr: stderr}
+	root := &cobra.Command{
+		Use:           "stepseq",
+		Short:         "Drive multi-step plans for AI agents, moved by file events",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			switch strings.ToLower(g.logFormat) {
+			case "text", "json":
+			default:
+				return usageErr("--log-format %q: want text or json", g.logFormat)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+				return usageErr("--log-level %q: want debug, info, warn or error", g.logLevel)
+			}
+			return nil
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format on stderr: text or json")
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.AddCommand(
+		newCheckCmd(g),
+		newStepCmd(g),
+		newVersionCmd(stdout),
+	)
+	return root
+}
+
+func newVersionCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := io.WriteString(stdout, "stepseq "+version+"\n")
+			return err
+		},
+	}
+}
+
+// statePathArg is the original's STATE argument: default ./state.json.
+func statePathArg(args []string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return "state.json"
+}
+
+func newCheckCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check [STATE]",
+		Short: "Heartbeat drop-in for step-sequencer-check.py: run the plan's chain once",
+		Long: "check reads STATE (default ./state.json) as the original check script does, " +
+			"then runs the whole chain of due steps in this one process until the plan is DONE, " +
+			"blocked, or waiting on a gate. A live sidecar on the workspace gets the work instead.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newChain(statePathArg(args), g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return c.Check(cmd.Context())
+		},
+	}
+}
+
+func newStepCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "step [STATE]",
+		Short: "Drop-in for step-sequencer-runner.py: run the current step, then go on",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := newChain(statePathArg(args), g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			err = c.Step(cmd.Context())
+			if errors.Is(err, executor.ErrStepFailed) {
+				return &exitError{code: 1}
+			}
+			return err
+		},
+	}
+}
+
+func newChain(statePath string, g *globals) (*executor.Chain, error) {
+	rt, err := executor.NewRuntime(statePath, g.logger())
+	if err != nil {
+		return nil, err
+	}
+	return &executor.Chain{Runtime: rt}, nil
+}
+
+// usageErr is a usage error: exit 2.
+func usageErr(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// codeFor maps an error to its exit code.
+func codeFor(err error) int {
+	switch {
+	case errors.Is(err, executor.ErrConfig):
+		return 2
+	case errors.Is(err, planspec.ErrInvalidState):
+		return 1
+	}
+	return 1
+}

@@ -1,0 +1,81 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// chainState is an n-step plan whose steps need nothing but exit 0.
+func chainState(n int) *planspec.State {
+	st := planspec.NewState()
+	for i := range n {
+		id := fmt.Sprintf("step-%03d", i)
+		st.Steps[id] = &planspec.StepSpec{Title: "Step " + id, Instruction: "Do step " + id + " and report what you did."}
+		st.StepQueue = append(st.StepQueue, id)
+	}
+	return st
+}
+
+// BenchmarkChain100 measures a 100-step chain with agent `true` under check, next
+// to its floor measured in the same run: per step one spawn of `true` from Go and
+// one durable write of the state file, the work no implementation can skip.
+func BenchmarkChain100(b *testing.B) {
+	const steps = 100
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("no true on PATH")
+	}
+	var floor, chain time.Duration
+	for b.Loop() {
+		dir := b.TempDir()
+		statePath := filepath.Join(dir, "state.json")
+		data := chainState(steps).Marshal()
+
+		start := time.Now()
+		sf := &StateFile{Path: statePath}
+		for range steps {
+			if err := exec.Command(truePath).Run(); err != nil {
+				b.Fatal(err)
+			}
+			if err := sf.WriteBytes(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+		floor += time.Since(start)
+
+		if err := os.WriteFile(statePath, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		rt, err := NewRuntime(statePath, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt.Getenv = func(k string) string {
+			if k == "STEP_AGENT_CMD" {
+				return truePath
+			}
+			return ""
+		}
+		start = time.Now()
+		if err := (&Chain{Runtime: rt}).Check(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		chain += time.Since(start)
+		rt.Close()
+		got, err := (&StateFile{Path: statePath}).Read()
+		if err != nil || got.Status != planspec.StatusDone {
+			b.Fatalf("chain did not finish: %v %+v", err, got)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(floor.Microseconds())/n/steps, "floor-µs/step")
+	b.ReportMetric(float64(chain.Microseconds())/n/steps, "chain-µs/step")
+	b.ReportMetric(float64(chain)/float64(floor), "chain/floor")
+}

@@ -1,0 +1,126 @@
+package executor
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// ErrorChars is how much of stderr or stdout the original keeps in the state.
+const ErrorChars = 500
+
+// Exit is how an agent process ended.
+type Exit struct {
+	Code     int // -1 when it never ran or was killed by a signal
+	TimedOut bool
+	Stdout   string // the first bytes, enough for ErrorChars characters
+	Stderr   string
+	Err      error // the agent could not be started, or waiting failed
+	Started  time.Time
+	Ended    time.Time
+}
+
+// Verdict is the judgment of one try.
+type Verdict struct {
+	OK    bool
+	Error string // FAILED: what goes into stepRuns[id].error
+	// MissingOutputs lists the required outputs not found; with awaitOutputs the
+	// driver may wait for them before judging again.
+	MissingOutputs []string
+}
+
+// Judge decides DONE or FAILED for a finished try: exit 0, every required output
+// present inside the workspace, then the step's check expression.
+func Judge(spec *planspec.StepSpec, exit Exit, root *os.Root, check func() (bool, error)) Verdict {
+	switch {
+	case exit.TimedOut:
+		return Verdict{Error: "Timeout"}
+	case exit.Err != nil:
+		return Verdict{Error: firstChars(exit.Err.Error(), ErrorChars)}
+	case exit.Code != 0:
+		return Verdict{Error: firstChars(exit.Stderr, ErrorChars)}
+	}
+	if missing := MissingOutputs(spec, root); len(missing) > 0 {
+		return Verdict{Error: "Missing required outputs: " + strings.Join(missing, ", "), MissingOutputs: missing}
+	}
+	if check != nil {
+		ok, err := check()
+		if err != nil {
+			return Verdict{Error: "Check " + spec.Check + " failed: " + err.Error()}
+		}
+		if !ok {
+			return Verdict{Error: "Check " + spec.Check + " is false"}
+		}
+	}
+	return Verdict{OK: true}
+}
+
+// MissingOutputs lists the step's required outputs that do not exist as a file or
+// directory inside root. A path that resolves outside it (.., absolute, a symlink
+// leading out) counts as missing.
+func MissingOutputs(spec *planspec.StepSpec, root *os.Root) []string {
+	if spec == nil {
+		return nil
+	}
+	var missing []string
+	for _, rel := range spec.RequiredOutputs {
+		if root == nil {
+			missing = append(missing, rel)
+			continue
+		}
+		fi, err := root.Stat(rel)
+		if err != nil || (!fi.Mode().IsRegular() && !fi.IsDir()) {
+			missing = append(missing, rel)
+		}
+	}
+	return missing
+}
+
+// Record writes the verdict of a try into its run, as the original's runner does,
+// and keeps what stepseq adds: when the agent finished, and the artifacts produced.
+func Record(st *planspec.State, id string, exit Exit, v Verdict, now time.Time) {
+	run := st.Run(id)
+	run.LastRunIso = planspec.FormatISO(now)
+	if out := firstChars(exit.Stdout, ErrorChars); out != "" {
+		run.Stdout = &out
+	}
+	if run.Agent == nil {
+		run.Agent = &planspec.AgentRecord{}
+	}
+	run.Agent.FinishedIso = run.LastRunIso
+	if !v.OK {
+		run.Status = planspec.StatusFailed
+		e := v.Error
+		run.Error = &e
+		return
+	}
+	run.Status = planspec.StatusDone
+	run.Error = nil
+	if spec := st.Steps[id]; spec != nil {
+		for _, p := range spec.RequiredOutputs {
+			if !slices.Contains(st.Artifacts, p) {
+				st.Artifacts = append(st.Artifacts, p)
+			}
+		}
+	}
+}
+
+// firstChars keeps the first n characters of s, as Python's s[:n] does, replacing
+// bytes that are not UTF-8.
+func firstChars(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}

@@ -1,0 +1,202 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultTimeout is the original's limit on one run of a step.
+const DefaultTimeout = 3600 * time.Second
+
+// DefaultGrace is how long an agent has between SIGTERM and SIGKILL.
+const DefaultGrace = 5 * time.Second
+
+// captureBytes is what is kept of each stream in memory: enough for ErrorChars
+// characters of any UTF-8. The full output goes to the log file.
+const captureBytes = ErrorChars * 4
+
+// Spec describes one agent process.
+type Spec struct {
+	Argv    []string
+	Dir     string
+	Env     []string
+	Timeout time.Duration // 0: DefaultTimeout
+	Grace   time.Duration // 0: DefaultGrace
+	// PipeGrace bounds the wait for the output pipes after the agent exits, when a
+	// grandchild still holds them. 0: one second.
+	PipeGrace time.Duration
+	Log       io.Writer // full output of both streams; nil: discarded
+}
+
+// Process is a running agent in its own process group.
+type Process struct {
+	PID        int
+	StartTicks uint64
+
+	cmd    *exec.Cmd
+	grace  time.Duration
+	stop   chan struct{}
+	once   sync.Once
+	done   chan Exit
+	stdout capture
+	stderr capture
+}
+
+// Start launches the agent in its own process group. Its Exit arrives on Done.
+func Start(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("start agent: empty argv")
+	}
+	if spec.Timeout <= 0 {
+		spec.Timeout = DefaultTimeout
+	}
+	if spec.Grace <= 0 {
+		spec.Grace = DefaultGrace
+	}
+	if spec.PipeGrace <= 0 {
+		spec.PipeGrace = time.Second
+	}
+	p := &Process{grace: spec.Grace, stop: make(chan struct{}), done: make(chan Exit, 1)}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = spec.PipeGrace
+	log := spec.Log
+	if log == nil {
+		log = io.Discard
+	}
+	cmd.Stdout = io.MultiWriter(log, &p.stdout)
+	cmd.Stderr = io.MultiWriter(log, &p.stderr)
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent %s: %w", spec.Argv[0], err)
+	}
+	p.cmd = cmd
+	p.PID = cmd.Process.Pid
+	p.StartTicks, _ = StartTicks(p.PID)
+	go p.wait(spec.Timeout, started)
+	return p, nil
+}
+
+// Done delivers the Exit once the agent has ended and its output is collected.
+func (p *Process) Done() <-chan Exit { return p.done }
+
+// Stop ends the agent's process group: SIGTERM, then SIGKILL after the grace period.
+func (p *Process) Stop() { p.once.Do(func() { close(p.stop) }) }
+
+func (p *Process) wait(timeout time.Duration, started time.Time) {
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var kill <-chan time.Time
+	stop := p.stop
+	timedOut := false
+	for {
+		select {
+		case err := <-exited:
+			p.done <- p.exit(err, timedOut, started)
+			return
+		case <-timer.C:
+			timedOut = true
+			kill = p.terminate()
+		case <-stop:
+			stop = nil
+			kill = p.terminate()
+		case <-kill:
+			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+			kill = nil
+		}
+	}
+}
+
+// terminate sends SIGTERM to the group and returns when to follow with SIGKILL.
+func (p *Process) terminate() <-chan time.Time {
+	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
+	return time.After(p.grace)
+}
+
+func (p *Process) exit(err error, timedOut bool, started time.Time) Exit {
+	e := Exit{Code: -1, TimedOut: timedOut, Started: started, Ended: time.Now(),
+		Stdout: p.stdout.String(), Stderr: p.stderr.String()}
+	if st := p.cmd.ProcessState; st != nil {
+		e.Code = st.ExitCode()
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		e.Err = err
+	}
+	return e
+}
+
+// capture keeps the first captureBytes written to it and drops the rest.
+type capture struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := captureBytes - c.buf.Len(); room > 0 {
+		c.buf.Write(b[:min(room, len(b))])
+	}
+	return len(b), nil
+}
+
+func (c *capture) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+// StartTicks reads a process's start time (clock ticks since boot) from /proc, so a
+// recorded agent is never confused with a later process that reuses its pid.
+func StartTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: fields count from the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); starttime is field 22.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return 0, fmt.Errorf("process %d has exited", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Alive reports whether pid is still the process that started at ticks.
+func Alive(pid int, ticks uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	t, err := StartTicks(pid)
+	return err == nil && t == ticks
+}
+
+// WaitGone blocks until the process pid exits or ctx ends. It works for processes
+// that are not children (an agent left by an earlier stepseq) through a pidfd, so
+// it sleeps in the kernel rather than polling.
+func WaitGone(ctx context.Context, pid int) error {
+	return waitPidfd(ctx, pid)
+}

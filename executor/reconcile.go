@@ -1,0 +1,250 @@
+package executor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Action is what a reconcile pass asks its driver to do next.
+type Action int
+
+const (
+	// Idle: the plan is DONE; nothing to run.
+	Idle Action = iota
+	// Launch: start an agent for Decision.Step with Decision.Prompt.
+	Launch
+	// Gated: the step's `when` is false; try again when the files change.
+	Gated
+	// Delayed: stepDelayMinutes has not passed; try again at Decision.At.
+	Delayed
+	// Blocked: the step exhausted its retries and a blocker is recorded.
+	Blocked
+	// Running: an agent started earlier for the step is still alive.
+	Running
+)
+
+var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running"}
+
+func (a Action) String() string { return actionNames[a] }
+
+// Decision is the outcome of a reconcile pass.
+type Decision struct {
+	Action Action
+	Step   string
+	Prompt string
+	At     time.Time // Delayed: when the step may start
+	Reason string    // why, for logs and the journal
+	// Interrupted: the step's previous agent vanished without reporting; the new try
+	// does not count toward the retry limit.
+	Interrupted bool
+}
+
+// Facts are what the world says during a pass: the time, whether an earlier agent
+// lives, and the value of a step's conditions.
+type Facts struct {
+	Now time.Time
+	// MaxRetries is the retry limit when neither the step nor the plan sets one
+	// (STEP_MAX_RETRIES, default 3).
+	MaxRetries int
+	// Alive reports whether the agent recorded for step id is still running. Nil
+	// means no agent from an earlier process can be alive.
+	Alive func(id string) bool
+	// Cond evaluates the step's "when" or "skip" expression. Nil means none is set.
+	Cond func(id, kind string) (bool, error)
+}
+
+// Reconcile applies the check contract to st in memory: it advances the cursor past
+// DONE steps, turns FAILED steps into retries or a blocker, honours gates, skips and
+// delays, and says what the driver must do. It launches nothing and touches no file;
+// it reports whether st changed.
+func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
+	if st.Status == planspec.StatusDone {
+		return Decision{Action: Idle, Reason: "plan is DONE"}, false
+	}
+	changed := false
+	for {
+		if st.CurrentStep >= len(st.StepQueue) {
+			st.Status = planspec.StatusDone
+			return Decision{Action: Idle, Reason: "no steps left"}, true
+		}
+		id := st.StepQueue[st.CurrentStep]
+		spec := st.Steps[id]
+		run := st.Run(id)
+		interrupted := false
+		switch run.Status {
+		case planspec.StatusDone:
+			st.CurrentStep++
+			changed = true
+			continue
+		case planspec.StatusFailed:
+			limit := RetryLimit(st, id, f.MaxRetries)
+			if run.Tries >= limit {
+				changed = recordBlocker(st, id, run.Tries) || changed
+				return Decision{Action: Blocked, Step: id, Reason: BlockerText(id, run.Tries)}, changed
+			}
+			run.Status = planspec.StatusPending
+			changed = true
+		case planspec.StatusInProgress:
+			if run.Agent != nil && run.Agent.StartedIso != "" && run.Agent.FinishedIso == "" {
+				if f.Alive != nil && f.Alive(id) {
+					return Decision{Action: Running, Step: id, Reason: "agent from an earlier run is still alive"}, changed
+				}
+				msg := fmt.Sprintf("Interrupted: the agent started at %s ended without stepseq seeing it finish", run.Agent.StartedIso)
+				run.Error = &msg
+				interrupted = true
+				changed = true
+			}
+		}
+		if skip, err := cond(f, id, "skip"); err == nil && skip {
+			run.Status = planspec.StatusDone
+			run.Skipped = true
+			run.LastRunIso = planspec.FormatISO(f.Now)
+			changed = true
+			continue
+		}
+		if ok, err := cond(f, id, "when"); err != nil || !ok {
+			reason := fmt.Sprintf("waiting for when: %s", spec.When)
+			if err != nil {
+				reason += fmt.Sprintf(" (%v)", err)
+			}
+			return Decision{Action: Gated, Step: id, Reason: reason}, changed
+		}
+		if at, ok := readyAt(st, id); ok && !interrupted && f.Now.Before(at) {
+			return Decision{Action: Delayed, Step: id, At: at, Reason: fmt.Sprintf("stepDelayMinutes %g", st.StepDelayMinutes)}, changed
+		}
+		return Decision{Action: Launch, Step: id, Prompt: Prompt(id, spec, run), Interrupted: interrupted,
+			Reason: launchReason(run, interrupted)}, changed
+	}
+}
+
+func cond(f Facts, id, kind string) (bool, error) {
+	if f.Cond == nil {
+		return kind == "when", nil
+	}
+	return f.Cond(id, kind)
+}
+
+func launchReason(run *planspec.StepRun, interrupted bool) string {
+	switch {
+	case interrupted:
+		return "relaunch after interruption"
+	case run.Tries > 0:
+		return fmt.Sprintf("retry after %d tries", run.Tries)
+	}
+	return "step is due"
+}
+
+// RetryLimit is the number of tries a step gets: the step's retries, else the plan's
+// maxRetries, else def.
+func RetryLimit(st *planspec.State, id string, def int) int {
+	if spec := st.Steps[id]; spec != nil && spec.Retries != nil {
+		return *spec.Retries
+	}
+	if st.Settings.MaxRetries != nil {
+		return *st.Settings.MaxRetries
+	}
+	return def
+}
+
+// BlockerText is the original's blocker line.
+func BlockerText(id string, tries int) string {
+	return fmt.Sprintf("%s: max retries (%d) exceeded", id, tries)
+}
+
+// recordBlocker adds the blocker once; the original appended it on every heartbeat.
+func recordBlocker(st *planspec.State, id string, tries int) bool {
+	text := BlockerText(id, tries)
+	for i, b := range st.Blockers {
+		if b == text {
+			return false
+		}
+		if strings.HasPrefix(b, id+": max retries (") {
+			st.Blockers[i] = text
+			return true
+		}
+	}
+	st.Blockers = append(st.Blockers, text)
+	return true
+}
+
+// clearBlocker drops the step's blocker once it runs again: someone reset it.
+func clearBlocker(st *planspec.State, id string) {
+	kept := st.Blockers[:0]
+	for _, b := range st.Blockers {
+		if !strings.HasPrefix(b, id+": max retries (") {
+			kept = append(kept, b)
+		}
+	}
+	st.Blockers = kept
+}
+
+// Prompt is the instruction, or on a retry with a stored error the original's
+// troubleshoot prompt, word for word.
+func Prompt(id string, spec *planspec.StepSpec, run *planspec.StepRun) string {
+	instruction := ""
+	if spec != nil {
+		instruction = spec.Instruction
+	}
+	if run.Tries > 0 && run.Error != nil && *run.Error != "" {
+		return fmt.Sprintf("Step %s failed (tries: %d). Previous run ended with: %s. Please troubleshoot and retry: %s",
+			id, run.Tries, *run.Error, instruction)
+	}
+	return instruction
+}
+
+// readyAt is when step id may start under stepDelayMinutes: that long after its own
+// last run for a retry, or after the previous step's last run for any step after the
+// first. Measuring from the recorded times, rather than sleeping, lets a heartbeat
+// that comes late start at once and survives restarts.
+func readyAt(st *planspec.State, id string) (time.Time, bool) {
+	if st.StepDelayMinutes <= 0 {
+		return time.Time{}, false
+	}
+	delay := time.Duration(st.StepDelayMinutes * float64(time.Minute))
+	run := st.Run(id)
+	ref := ""
+	switch {
+	case run.Tries > 0:
+		ref = run.LastRunIso
+	case st.CurrentStep > 0:
+		if prev, ok := st.StepRuns[st.StepQueue[st.CurrentStep-1]]; ok {
+			ref = prev.LastRunIso
+		}
+	}
+	if ref == "" {
+		return time.Time{}, false
+	}
+	t, err := planspec.ParseISO(ref)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t.Add(delay), true
+}
+
+// BeginTry records the launch of a try before the agent starts, as the original
+// does: IN_PROGRESS, tries+1, lastRunIso now. A relaunch after an interruption keeps
+// the count, so interruptions never exhaust the retry limit.
+func BeginTry(st *planspec.State, id string, now time.Time, interrupted bool) int {
+	run := st.Run(id)
+	tries := run.Tries + 1
+	interruptions := 0
+	if run.Agent != nil {
+		interruptions = run.Agent.Interruptions
+	}
+	if interrupted && run.Tries > 0 {
+		tries = run.Tries
+		interruptions++
+	}
+	run.Status = planspec.StatusInProgress
+	run.Tries = tries
+	run.LastRunIso = planspec.FormatISO(now)
+	run.Error = nil
+	run.Stdout = nil
+	run.Skipped = false
+	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions}
+	clearBlocker(st, id)
+	return tries
+}

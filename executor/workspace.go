@@ -1,0 +1,156 @@
+package executor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MetaDir is stepseq's folder beside the state file.
+const MetaDir = ".stepseq"
+
+// Workspace is the folder holding a state file, and stepseq's files beside it.
+type Workspace struct {
+	Dir   string // the state file's directory; required outputs are relative to it
+	State string // the state file
+}
+
+// NewWorkspace lays out the workspace of a state file.
+func NewWorkspace(statePath string) (Workspace, error) {
+	abs, err := filepath.Abs(statePath)
+	if err != nil {
+		return Workspace{}, fmt.Errorf("state path %s: %w", statePath, err)
+	}
+	return Workspace{Dir: filepath.Dir(abs), State: abs}, nil
+}
+
+func (w Workspace) meta(parts ...string) string {
+	return filepath.Join(append([]string{w.Dir, MetaDir}, parts...)...)
+}
+
+// LockPath is the lock that admits one stepseq at a time. It is never renamed, so
+// it outlives every atomic replacement of the state file.
+func (w Workspace) LockPath() string { return w.meta("lock") }
+
+// LogPath is the full output of one try.
+func (w Workspace) LogPath(step string, try int) string {
+	return w.meta("logs", step, strconv.Itoa(try)+".log")
+}
+
+// TriggersDir queues triggers for the sidecar.
+func (w Workspace) TriggersDir() string { return w.meta("triggers") }
+
+// PlansDir holds one record per plan file: its verdict and the hash applied.
+func (w Workspace) PlansDir() string { return w.meta("plans") }
+
+// HistoryDir keeps finished states that a new plan replaced.
+func (w Workspace) HistoryDir() string { return w.meta("history") }
+
+// JournalPath is the append-only journal of decisions.
+func (w Workspace) JournalPath() string { return w.meta("journal.jsonl") }
+
+// ErrLocked is returned by TryLock when another stepseq holds the workspace.
+var ErrLocked = errors.New("executor: workspace is locked by another stepseq")
+
+// Holder describes the process holding the workspace lock, and the agent it runs.
+type Holder struct {
+	PID   int          `json:"pid"`
+	Kind  string       `json:"kind"` // check, step or watch
+	Since string       `json:"since"`
+	Agent *AgentHandle `json:"agent,omitempty"`
+}
+
+// AgentHandle identifies the process running a try: pid and start time, so that a
+// reused pid is never mistaken for the agent.
+type AgentHandle struct {
+	Step       string `json:"step"`
+	Try        int    `json:"try"`
+	PID        int    `json:"pid"`
+	StartTicks uint64 `json:"startTicks"`
+}
+
+// Lock is a held workspace lock: flock(2) on .stepseq/lock, released by the kernel
+// when the holder dies, so a crash never leaves the workspace locked. The file also
+// says who holds it and which agent runs; that record needs no fsync, since no
+// process outlives a machine crash.
+type Lock struct {
+	f      *os.File
+	holder Holder
+	// Previous is the agent a holder that died left running, if any.
+	Previous *AgentHandle
+}
+
+// TryLock takes the workspace lock without waiting. When another process holds it,
+// it returns ErrLocked and what the holder wrote about itself.
+func TryLock(w Workspace, kind string) (*Lock, *Holder, error) {
+	if err := os.MkdirAll(w.meta(), 0o755); err != nil {
+		return nil, nil, fmt.Errorf("lock: %w", err)
+	}
+	f, err := os.OpenFile(w.LockPath(), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			h := readHolder(w)
+			return nil, &h, ErrLocked
+		}
+		return nil, nil, fmt.Errorf("lock %s: %w", w.LockPath(), err)
+	}
+	prev := readHolder(w)
+	l := &Lock{f: f, Previous: prev.Agent,
+		holder: Holder{PID: os.Getpid(), Kind: kind, Since: time.Now().UTC().Format(time.RFC3339)}}
+	l.save()
+	return l, nil, nil
+}
+
+func readHolder(w Workspace) Holder {
+	var h Holder
+	if data, err := os.ReadFile(w.LockPath()); err == nil {
+		_ = json.Unmarshal(data, &h)
+	}
+	return h
+}
+
+func (l *Lock) save() {
+	data, _ := json.Marshal(l.holder)
+	data = append(data, '\n')
+	if _, err := l.f.WriteAt(data, 0); err == nil {
+		_ = l.f.Truncate(int64(len(data)))
+	}
+}
+
+// SetAgent records the agent now running (nil: none).
+func (l *Lock) SetAgent(a *AgentHandle) {
+	if l == nil || l.f == nil {
+		return
+	}
+	l.holder.Agent = a
+	l.save()
+}
+
+// AgentAlive reports whether the agent a dead holder left for step id still runs.
+func (l *Lock) AgentAlive(id string) bool {
+	if l == nil || l.Previous == nil || l.Previous.Step != id {
+		return false
+	}
+	return Alive(l.Previous.PID, l.Previous.StartTicks)
+}
+
+// Unlock releases the lock. The file stays: it is the lock's identity.
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	_ = l.f.Truncate(0)
+	err := l.f.Close() // closing releases the flock
+	l.f = nil
+	return err
+}

@@ -1,0 +1,53 @@
+// Command stepseq drives multi-step plans for AI agents: a heartbeat drop-in for the
+// Agent Step Sequencer's scripts (check, step) and an event-driven sidecar (watch).
+// main parses flags and wires the packages; the work lives in executor and planspec.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err and maps it to the documented exit codes: 0 success, 1 a
+// failed check or invalid input, 2 a usage or configuration error.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ex *exitError
+	if errors.As(err, &ex) {
+		if ex.err != nil {
+			fmt.Fprintln(stderr, "stepseq:", ex.err)
+		}
+		return ex.code
+	}
+	fmt.Fprintln(stderr, "stepseq:", err)
+	return codeFor(err)
+}
+
+// exitError carries an exit code chosen by a command.
+type exitError struct {
+	code int
+	err  error // printed when not nil
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }

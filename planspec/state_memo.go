@@ -1,0 +1,154 @@
+package planspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// encodeMemo remembers the encoding of the parts of a state that rarely change, so
+// that writing the state after each step re-encodes only the runs that changed: the
+// plan and most runs are copied as they were. A part is reused only when it is equal,
+// field by field, to the copy taken when it was encoded.
+type encodeMemo struct {
+	planSteps    map[string]StepSpec
+	planRaw      json.RawMessage
+	planIndented []byte // planRaw indented at depth one; nil until needed
+	runs         map[string]memoRun
+	runOrder     []string // stepRuns keys in file order
+}
+
+type memoRun struct {
+	run      StepRun
+	raw      json.RawMessage
+	indented []byte // raw indented at depth two; nil until needed
+}
+
+func (m *encodeMemo) rememberPlan(s *State, raw json.RawMessage) {
+	m.planSteps = make(map[string]StepSpec, len(s.Steps))
+	for id, sp := range s.Steps {
+		if sp != nil {
+			m.planSteps[id] = sp.copy()
+		}
+	}
+	m.planRaw = raw
+	m.planIndented = nil
+}
+
+func (m *encodeMemo) indentedPlan() []byte {
+	if m.planIndented == nil {
+		m.planIndented = indentAt(m.planRaw, 1)
+	}
+	return m.planIndented
+}
+
+// indentedRun returns r encoded and indented at depth two, from the memo when r is
+// unchanged.
+func (m *encodeMemo) indentedRun(id string, r *StepRun) []byte {
+	m.run(id, r)
+	e := m.runs[id]
+	if e.indented == nil {
+		e.indented = indentAt(e.raw, 2)
+		m.runs[id] = e
+	}
+	return e.indented
+}
+
+// indentAt indents a JSON value to sit at the given depth of a two-space document.
+func indentAt(raw json.RawMessage, depth int) []byte {
+	var b bytes.Buffer
+	_ = json.Indent(&b, raw, strings.Repeat("  ", depth), "  ") // raw is valid JSON
+	return b.Bytes()
+}
+
+func (m *encodeMemo) planUnchanged(s *State) bool {
+	if m.planRaw == nil || len(m.planSteps) != len(s.Steps) {
+		return false
+	}
+	for id, sp := range s.Steps {
+		old, ok := m.planSteps[id]
+		if !ok || sp == nil || !sp.equal(&old) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *encodeMemo) rememberRun(id string, r *StepRun, raw json.RawMessage) {
+	if m.runs == nil {
+		m.runs = map[string]memoRun{}
+	}
+	m.runs[id] = memoRun{run: r.copy(), raw: raw}
+}
+
+// run returns the encoding of r, reusing the remembered one when r is unchanged.
+func (m *encodeMemo) run(id string, r *StepRun) json.RawMessage {
+	if old, ok := m.runs[id]; ok && r.equal(&old.run) {
+		return old.raw
+	}
+	raw, _ := r.object().MarshalJSON()
+	m.rememberRun(id, r, raw)
+	return raw
+}
+
+func (sp *StepSpec) copy() StepSpec {
+	c := *sp
+	c.RequiredOutputs = slices.Clone(sp.RequiredOutputs)
+	c.On = slices.Clone(sp.On)
+	c.Agent = slices.Clone(sp.Agent)
+	if sp.Retries != nil {
+		n := *sp.Retries
+		c.Retries = &n
+	}
+	return c
+}
+
+func (sp *StepSpec) equal(o *StepSpec) bool {
+	return sp.Title == o.Title && sp.Instruction == o.Instruction &&
+		slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
+		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
+		slices.Equal(sp.On, o.On) && sp.Timeout == o.Timeout && sp.AwaitOutputs == o.AwaitOutputs &&
+		eqPtr(sp.Retries, o.Retries) && slices.Equal(sp.Agent, o.Agent) &&
+		sameObject(sp.raw, o.raw)
+}
+
+func (r *StepRun) copy() StepRun {
+	c := *r
+	if r.Stdout != nil {
+		s := *r.Stdout
+		c.Stdout = &s
+	}
+	if r.Error != nil {
+		s := *r.Error
+		c.Error = &s
+	}
+	if r.Agent != nil {
+		a := *r.Agent
+		c.Agent = &a
+	}
+	return c
+}
+
+func (r *StepRun) equal(o *StepRun) bool {
+	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
+		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
+		eqPtr(r.Agent, o.Agent) && sameObject(r.raw, o.raw)
+}
+
+func eqPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// sameObject reports whether two raw objects hold the same members.
+func sameObject(a, b object) bool {
+	return slices.Equal(a.keys, b.keys) && (len(a.vals) == 0 && len(b.vals) == 0 || sameMap(a.vals, b.vals))
+}
+
+func sameMap(a, b map[string]json.RawMessage) bool {
+	return maps.EqualFunc(a, b, func(x, y json.RawMessage) bool { return string(x) == string(y) })
+}
