@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("STEPSEQ_FAKE_AGENT") == "1" {
 		os.Exit(fakeAgent(os.Args[1:]))
 	}
+	if path := os.Getenv("STEPSEQ_TEST_WRITER"); path != "" {
+		os.Exit(stateWriter(path))
+	}
 	os.Exit(m.Run())
 }
 

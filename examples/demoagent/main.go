@@ -72,6 +72,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	work := fs.Duration("work", 300*time.Millisecond, "how long to pretend to work")
 	fail := fs.Bool("fail", false, "always fail")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return errUsage
 	}
 	if fs.NArg() == 0 {

@@ -1,0 +1,135 @@
+package executor
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// writerStates are the two contents the writer process alternates between.
+func writerStates() [2][]byte {
+	a := chainState(50)
+	b := chainState(50)
+	for _, id := range b.StepQueue {
+		msg := "a long error to make the two files differ in size " + id
+		b.Run(id).Status = planspec.StatusFailed
+		b.Run(id).Error = &msg
+	}
+	return [2][]byte{a.Marshal(), b.Marshal()}
+}
+
+// stateWriter replaces path with the two states in turn, forever, and reports each
+// completed write on stdout, until it is killed.
+func stateWriter(path string) int {
+	states := writerStates()
+	sf := &StateFile{Path: path}
+	for i := 0; ; i++ {
+		if err := sf.WriteBytes(states[i%2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(i)
+	}
+}
+
+// TestStateFile_KillNineMidWrite kills a writer at many instants: the file is always
+// the old content or the new one, never a mix, and always parses.
+func TestStateFile_KillNineMidWrite(t *testing.T) {
+	states := writerStates()
+	exe := agentBinary(t)
+	for round := range 15 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "state.json")
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), "STEPSEQ_TEST_WRITER="+path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Let a different number of writes complete each round, then kill while the
+		// writer is in the middle of the next ones.
+		lines := bufio.NewScanner(out)
+		for range 1 + round*3 {
+			if !lines.Scan() {
+				t.Fatalf("writer ended early: %v", cmd.Wait())
+			}
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, states[0]) && !bytes.Equal(got, states[1]) {
+			t.Fatalf("round %d: the file is neither the old nor the new content (%d bytes)", round, len(got))
+		}
+		if _, err := planspec.ParseState(bytes.NewReader(got), path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStateFile_Write(t *testing.T) {
+	t.Run("keeps the mode", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "state.json")
+		if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := (&StateFile{Path: path}).Write(planspec.NewState()); err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(path)
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("mode = %v, want 0600", fi.Mode().Perm())
+		}
+	})
+	t.Run("refuses a symlink", func(t *testing.T) {
+		dir := t.TempDir()
+		target := filepath.Join(dir, "real.json")
+		if err := os.WriteFile(target, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, "state.json")
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		err := (&StateFile{Path: link}).Write(planspec.NewState())
+		if !errors.Is(err, ErrSymlink) {
+			t.Fatalf("err = %v, want ErrSymlink", err)
+		}
+		if got, _ := os.ReadFile(target); string(got) != "{}" {
+			t.Errorf("target written through the link: %s", got)
+		}
+	})
+	t.Run("two-space indentation and a stable round trip", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "state.json")
+		st := chainState(2)
+		sf := &StateFile{Path: path}
+		if err := sf.Write(st); err != nil {
+			t.Fatal(err)
+		}
+		first, _ := os.ReadFile(path)
+		if !bytes.HasPrefix(first, []byte("{\n  \"plan\": {\n    \"steps\": {\n      \"step-000\": {\n")) {
+			t.Errorf("not two-space indented:\n%s", first)
+		}
+		again, err := sf.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second := again.Marshal(); !bytes.Equal(first, second) {
+			t.Errorf("round trip changed the file:\n%s\n---\n%s", first, second)
+		}
+	})
+}
