@@ -72,6 +72,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newCheckCmd(g),
 		newStepCmd(g),
+		newWatchCmd(g),
+		newTriggerCmd(g, stdout),
 		newVersionCmd(stdout),
 	)
 	return root

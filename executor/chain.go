@@ -23,12 +23,7 @@ var ErrStepFailed = errors.New("executor: step failed")
 // the chain goes on until the plan is DONE, blocked, or waiting on a gate.
 type Chain struct {
 	*Runtime
-	// Conditions compiles the state's expressions; nil means none are honoured.
-	Conditions func(st *planspec.State) (CondFunc, func(id string) func() (bool, error), error)
 }
-
-// CondFunc evaluates a step's "when" or "skip".
-type CondFunc func(id, kind string) (bool, error)
 
 // Check is `stepseq check`: the heartbeat's check, then the whole chain.
 func (c *Chain) Check(ctx context.Context) error { return c.run(ctx, false) }
@@ -68,6 +63,11 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		lock.Unlock()
 	}()
 
+	if triggered, err := c.applyTriggers(sf); err != nil {
+		return err
+	} else if triggered != nil {
+		st = triggered
+	}
 	first := force
 	firstFailed, progressed := false, false
 	for {
@@ -78,14 +78,11 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		}
 		now := c.now()
 		facts := Facts{Now: now, MaxRetries: maxRetries, Alive: lock.AgentAlive}
-		var checks func(id string) func() (bool, error)
-		if c.Conditions != nil {
-			cond, chk, err := c.Conditions(st)
-			if err != nil {
-				return err
-			}
-			facts.Cond, checks = cond, chk
+		conds, err := c.Conditions(st)
+		if err != nil {
+			return err
 		}
+		facts.Cond = conds.Cond
 		var d Decision
 		if first {
 			var ok bool
@@ -114,7 +111,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 			if err := sf.Write(st); err != nil {
 				return err
 			}
-			v, err := c.runTry(ctx, sf, &st, l, checks)
+			v, err := c.runTry(ctx, sf, &st, l)
 			if err != nil {
 				return err
 			}
@@ -144,6 +141,36 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	}
 }
 
+// applyTriggers takes the re-runs queued while no stepseq held the workspace.
+// It returns the new state, or nil when there was nothing to apply.
+func (c *Chain) applyTriggers(sf *StateFile) (*planspec.State, error) {
+	ts, errs := DrainTriggers(c.WS)
+	for _, err := range errs {
+		c.Logger.Warn("ignored a trigger", "err", err)
+	}
+	var st *planspec.State
+	for _, t := range ts {
+		if t.Step == "" {
+			continue
+		}
+		if st == nil {
+			var err error
+			if st, err = sf.Read(); err != nil {
+				return nil, err
+			}
+		}
+		if err := Rerun(st, t.Step); err != nil {
+			c.Logger.Warn("trigger ignored", "step", t.Step, "err", err)
+			continue
+		}
+		c.record(Entry{Event: "trigger", Step: t.Step, Reason: "trigger from " + t.From})
+	}
+	if st == nil {
+		return nil, nil
+	}
+	return st, sf.Write(st)
+}
+
 // runnerDecision is the original runner's choice: the step at the cursor, whatever
 // its status, after stepDelayMinutes for a retry.
 func runnerDecision(st *planspec.State, now time.Time) (Decision, bool) {
@@ -160,7 +187,7 @@ func runnerDecision(st *planspec.State, now time.Time) (Decision, bool) {
 
 // runTry starts the agent, waits for it, and records the verdict on the newest
 // state: an agent may edit state.json while it runs, and its edits are kept.
-func (c *Chain) runTry(ctx context.Context, sf *StateFile, stp **planspec.State, l Prepared, checks func(id string) func() (bool, error)) (Verdict, error) {
+func (c *Chain) runTry(ctx context.Context, sf *StateFile, stp **planspec.State, l Prepared) (Verdict, error) {
 	c.Logger.Info("launching agent", "step", l.Step, "try", l.Try)
 	var exit Exit
 	running, err := c.Start(l)
@@ -190,11 +217,11 @@ func (c *Chain) runTry(ctx context.Context, sf *StateFile, stp **planspec.State,
 		c.Logger.Warn("step removed from the plan while it ran; result dropped", "step", l.Step)
 		return Verdict{}, nil
 	}
-	var check func() (bool, error)
-	if checks != nil {
-		check = checks(l.Step)
+	conds, err := c.Conditions(st)
+	if err != nil {
+		return Verdict{}, err
 	}
-	return c.Conclude(st, l.Step, exit, check), nil
+	return c.Conclude(st, l.Step, exit, conds.Check(l.Step)), nil
 }
 
 // rereadAfterAgent reads a state file that someone else changed. A writer may be

@@ -1,0 +1,216 @@
+package executor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/renameio/v2"
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// ErrPlanActive is returned by ApplyPlan when state.json holds a plan that is still
+// IN_PROGRESS and force was not given.
+var ErrPlanActive = errors.New("executor: a plan is still in progress")
+
+// PlanFile is a plan file read and judged.
+type PlanFile struct {
+	Path   string // absolute
+	Source string // relative to the workspace, slash-separated: what state.json records
+	Name   string // the record's name: the file name without .yaml / .plan.yaml
+	Hash   string
+	Plan   *planspec.Plan // nil when invalid
+	Err    error          // why it is invalid
+}
+
+// ReadPlanFile reads and parses a plan file, refusing one over the size cap before
+// reading it whole.
+func ReadPlanFile(path, source string) PlanFile {
+	pf := PlanFile{Path: path, Source: source, Name: planspec.PlanName(path)}
+	f, err := os.Open(path)
+	if err != nil {
+		pf.Err = err
+		return pf
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, planspec.MaxPlanSize+1))
+	if err != nil {
+		pf.Err = fmt.Errorf("read %s: %w", source, err)
+		return pf
+	}
+	pf.Hash = planspec.Hash(data)
+	pf.Plan, pf.Err = planspec.ParsePlan(bytes.NewReader(data), source)
+	if pf.Plan != nil && pf.Plan.Name == "" {
+		pf.Plan.Name = pf.Name
+	}
+	return pf
+}
+
+// ErrorLines lists a plan's errors one per line, as file:line:col: message.
+func ErrorLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	var me *multierror.Error
+	if errors.As(err, &me) {
+		out := make([]string, 0, len(me.Errors))
+		for _, e := range me.Errors {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return strings.Split(strings.TrimSpace(err.Error()), "\n")
+}
+
+// PlanRecord is .stepseq/plans/<name>.json: the verdict on a plan file's latest
+// content, for the agent that dropped it, and the hash last applied, so that a
+// restart never applies the same content twice.
+type PlanRecord struct {
+	File        string   `json:"file"`
+	Hash        string   `json:"hash"`
+	Status      string   `json:"status"` // invalid, waiting, active, finished
+	Errors      []string `json:"errors,omitempty"`
+	AppliedHash string   `json:"appliedHash,omitempty"`
+	JudgedAt    string   `json:"judgedAt"`
+}
+
+// Plan record statuses.
+const (
+	PlanInvalid  = "invalid"
+	PlanWaiting  = "waiting"
+	PlanActive   = "active"
+	PlanFinished = "finished"
+)
+
+func (w Workspace) planRecordPath(name string) string {
+	return filepath.Join(w.PlansDir(), name+".json")
+}
+
+// ReadPlanRecord reads a plan's record; ok is false when there is none.
+func (w Workspace) ReadPlanRecord(name string) (PlanRecord, bool) {
+	var rec PlanRecord
+	data, err := os.ReadFile(w.planRecordPath(name))
+	if err != nil || json.Unmarshal(data, &rec) != nil {
+		return PlanRecord{}, false
+	}
+	return rec, true
+}
+
+// WritePlanRecord replaces a plan's record atomically.
+func (w Workspace) WritePlanRecord(name string, rec PlanRecord) error {
+	if err := os.MkdirAll(w.PlansDir(), 0o755); err != nil {
+		return fmt.Errorf("plan record: %w", err)
+	}
+	data, _ := json.MarshalIndent(rec, "", "  ")
+	data = append(data, '\n')
+	path := w.planRecordPath(name)
+	if err := renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(w.PlansDir())); err != nil {
+		return fmt.Errorf("plan record %s: %w", path, err)
+	}
+	return nil
+}
+
+// Archive keeps a state that a new plan replaces under .stepseq/history/, durably.
+func (w Workspace) Archive(data []byte, name string) (string, error) {
+	dir := w.HistoryDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("archive: %w", err)
+	}
+	if name == "" {
+		name = "state"
+	}
+	path := filepath.Join(dir, time.Now().UTC().Format("20060102T150405.000000Z")+"-"+name+".json")
+	if err := renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(dir)); err != nil {
+		return "", fmt.Errorf("archive %s: %w", path, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// ApplyPlan turns a plan into the workspace's state.json. A state whose plan is
+// still IN_PROGRESS is kept unless force; a state being replaced is archived first,
+// so nothing is lost. It returns the new state and where the old one went.
+func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.State, string, error) {
+	if pf.Plan == nil {
+		return nil, "", pf.Err
+	}
+	archived := ""
+	data, err := os.ReadFile(sf.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, "", fmt.Errorf("read %s: %w", sf.Path, err)
+	default:
+		cur, perr := planspec.ParseState(bytes.NewReader(data), sf.Path)
+		if !force {
+			if perr != nil {
+				return nil, "", fmt.Errorf("%w\n%s is not a valid state: fix it, or give --force to archive it and apply the plan", perr, sf.Path)
+			}
+			if cur.Status != planspec.StatusDone {
+				name := cur.Settings.Name
+				if name == "" {
+					name = "a hand-written plan"
+				}
+				return nil, "", fmt.Errorf("%w: %s holds %s at step %d of %d; wait for it to finish, or give --force to archive it and apply this one",
+					ErrPlanActive, sf.Path, name, cur.CurrentStep+1, len(cur.StepQueue))
+			}
+		}
+		name := ""
+		if perr == nil {
+			name = cur.Settings.Name
+		}
+		if archived, err = r.WS.Archive(data, name); err != nil {
+			return nil, "", err
+		}
+	}
+	st := pf.Plan.State(pf.Source, pf.Hash)
+	if err := sf.Write(st); err != nil {
+		return nil, archived, err
+	}
+	r.record(Entry{Event: "plan", Reason: "applied", Detail: map[string]any{"file": pf.Source, "hash": pf.Hash, "archived": archived}})
+	return st, archived, nil
+}
+
+// MergePlan takes a valid edit of the running plan: steps not yet started get the
+// new definitions and order; steps started or finished stay as they ran, in place,
+// so the cursor keeps pointing at the same step.
+func MergePlan(st *planspec.State, p *planspec.Plan, hash string) {
+	fresh := p.State(st.Settings.Source, hash)
+	started := map[string]bool{}
+	var queue []string
+	for i, id := range st.StepQueue {
+		run, ok := st.StepRuns[id]
+		if i < st.CurrentStep || (ok && (run.Tries > 0 || run.Status != planspec.StatusPending)) {
+			started[id] = true
+			queue = append(queue, id)
+			continue
+		}
+		delete(st.Steps, id)
+		delete(st.StepRuns, id)
+	}
+	for _, id := range fresh.StepQueue {
+		if !started[id] {
+			st.Steps[id] = fresh.Steps[id]
+			queue = append(queue, id)
+		}
+	}
+	st.StepQueue = queue
+	st.StepDelayMinutes = fresh.StepDelayMinutes
+	source := st.Settings.Source
+	st.Settings = fresh.Settings
+	st.Settings.Source = source
+	if st.CurrentStep < len(queue) {
+		st.Status = planspec.StatusInProgress
+	}
+}

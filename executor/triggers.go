@@ -1,0 +1,133 @@
+package executor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// DrainTriggers reads and removes the queued triggers, oldest first. A file that
+// does not parse is removed and reported: a trigger is a request, not state.
+func DrainTriggers(ws Workspace) ([]Trigger, []error) {
+	entries, err := os.ReadDir(ws.TriggersDir())
+	if err != nil {
+		return nil, nil
+	}
+	var out []Trigger
+	var errs []error
+	for _, e := range entries { // ReadDir sorts by name: time then pid
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		path := filepath.Join(ws.TriggersDir(), name)
+		data, err := os.ReadFile(path)
+		_ = os.Remove(path)
+		if err != nil {
+			continue
+		}
+		var t Trigger
+		if err := json.Unmarshal(data, &t); err != nil {
+			errs = append(errs, fmt.Errorf("trigger %s: %w", name, err))
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, errs
+}
+
+// Rerun resets step id and every step after it to run again: PENDING, no tries,
+// their blockers gone, the cursor on id and the plan IN_PROGRESS.
+func Rerun(st *planspec.State, id string) error {
+	at := slices.Index(st.StepQueue, id)
+	if at < 0 {
+		return fmt.Errorf("no step %q in stepQueue (steps: %s)", id, strings.Join(st.StepQueue, ", "))
+	}
+	for _, later := range st.StepQueue[at:] {
+		run := st.Run(later)
+		run.Status = planspec.StatusPending
+		run.Tries = 0
+		run.Error = nil
+		run.Stdout = nil
+		run.Skipped = false
+		run.Agent = nil
+		clearBlocker(st, later)
+	}
+	st.CurrentStep = at
+	st.Status = planspec.StatusInProgress
+	return nil
+}
+
+// OnMatches returns the first finished step whose `on` globs match one of paths:
+// the step a change re-runs, with the steps after it. It returns "" when none does.
+func OnMatches(st *planspec.State, paths []string) string {
+	for i, id := range st.StepQueue {
+		spec := st.Steps[id]
+		if spec == nil || len(spec.On) == 0 {
+			continue
+		}
+		if run, ok := st.StepRuns[id]; !ok || run.Status != planspec.StatusDone || i > st.CurrentStep {
+			continue
+		}
+		for _, p := range paths {
+			for _, g := range spec.On {
+				if ok, _ := doublestar.Match(g, p); ok {
+					return id
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// QueueTrigger asks for step id to re-run, with or without a live sidecar: the
+// trigger is queued, and when no stepseq holds the workspace the state is reset at
+// once for the next check. It never launches an agent, so a git hook never waits.
+func QueueTrigger(rt *Runtime, id string) (string, error) {
+	sf := &StateFile{Path: rt.WS.State}
+	st, err := sf.Read()
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(st.StepQueue, id) {
+		return "", fmt.Errorf("no step %q in %s (steps: %s)", id, rt.WS.State, strings.Join(st.StepQueue, ", "))
+	}
+	if err := WriteTrigger(rt.WS, Trigger{Step: id, From: "trigger"}); err != nil {
+		return "", err
+	}
+	lock, holder, err := TryLock(rt.WS, "trigger")
+	if errors.Is(err, ErrLocked) {
+		if holder.Kind == "watch" {
+			return fmt.Sprintf("queued %s for the sidecar (pid %d)", id, holder.PID), nil
+		}
+		return fmt.Sprintf("queued %s; a running %s (pid %d) holds the workspace: the next check runs it", id, holder.Kind, holder.PID), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer lock.Unlock()
+	ts, _ := DrainTriggers(rt.WS)
+	if st, err = sf.Read(); err != nil {
+		return "", err
+	}
+	for _, t := range ts {
+		if t.Step != "" {
+			if err := Rerun(st, t.Step); err != nil {
+				rt.Logger.Warn("trigger ignored", "step", t.Step, "err", err)
+			}
+		}
+	}
+	if err := sf.Write(st); err != nil {
+		return "", err
+	}
+	rt.record(Entry{Event: "trigger", Step: id, Reason: "no sidecar: state reset for the next check"})
+	return fmt.Sprintf("%s will re-run: no sidecar is running, so the next `stepseq check` runs it", id), nil
+}
