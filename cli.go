@@ -74,7 +74,13 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newStepCmd(g),
 		newWatchCmd(g),
 		newTriggerCmd(g, stdout),
+		newValidateCmd(stdout, stderr),
+		newApplyCmd(g, stdout),
+		newSchemaCmd(stdout),
+		newGraphCmd(stdout, stderr),
 		newVersionCmd(stdout),
+		newStatusCmd(g, stdout),
+		newInitCmd(g, stdout),
 	)
 	return root
 }

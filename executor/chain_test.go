@@ -33,7 +33,11 @@ func newTestWS(t *testing.T, stateJSON string) *testWS {
 	return w
 }
 
-func agentBinary(t *testing.T) string {
+// agentBinary is the fake agent TestMain built.
+func agentBinary(*testing.T) string { return fakeAgentPath }
+
+// testBinary is this test binary, which TestMain turns into helpers by environment.
+func testBinary(t *testing.T) string {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +59,7 @@ func (w *testWS) chain() *Chain {
 		w.t.Fatal(err)
 	}
 	rt.Getenv = func(k string) string { return w.env[k] }
-	rt.Environ = append(os.Environ(), "STEPSEQ_FAKE_AGENT=1")
+	rt.Environ = os.Environ()
 	rt.Grace = 200 * time.Millisecond
 	rt.PipeGrace = 200 * time.Millisecond
 	w.t.Cleanup(func() { rt.Close() })

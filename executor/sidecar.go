@@ -48,7 +48,8 @@ type Sidecar struct {
 	inherited chan struct{}
 	delayAt   time.Time
 	triggers  []Trigger
-	quietTill time.Time // file changes before this are the last agent's own work
+	agentRuns [][2]time.Time // when recent agents ran: their changes trigger nothing
+	onHandled time.Time      // changes up to this time have had their on: re-run
 	watched   [2][]string
 	lastGate  time.Time // first event of the batch that may open a gate
 	plansSeen map[string]string

@@ -62,18 +62,51 @@ func (s *Sidecar) pass(ctx context.Context, in passInput) {
 	}
 	if s.active == nil && s.awaiting == nil && s.st != nil && s.bad == nil {
 		s.applyTriggers()
-		if time.Now().After(s.quietTill) {
-			if id := OnMatches(s.st, in.batch.Paths); id != "" {
-				s.rerun(id, "on: a watched file changed")
-			}
+		if id := OnMatches(s.st, s.notAgentWork(in.batch.Paths)); id != "" {
+			s.onHandled = time.Now()
+			s.rerun(id, "on: a watched file changed")
 		}
 	}
 	s.advance(ctx)
+	if s.finished() && s.bad == nil {
+		// The plan is over: the next plan waiting in the folder may start.
+		s.intakePlans()
+		s.advance(ctx)
+	}
 	s.Opt().Metrics.observe(s.st)
 	s.rewatch()
 	if s.active == nil {
 		s.lastGate = time.Time{}
 	}
+}
+
+// mtimeSlack covers file times taken from the kernel's coarse clock, which lags
+// the wall clock by up to a scheduler tick.
+const mtimeSlack = 20 * time.Millisecond
+
+// notAgentWork keeps the changed paths that no agent made and no earlier pass
+// acted on: a file last modified while an agent ran is that agent's work and
+// triggers nothing, however late its event arrives.
+func (s *Sidecar) notAgentWork(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		fi, err := os.Stat(filepath.Join(s.WS.Dir, filepath.FromSlash(p)))
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		mod := fi.ModTime()
+		byAgent := !mod.After(s.onHandled)
+		for _, r := range s.agentRuns {
+			if !mod.Before(r[0].Add(-mtimeSlack)) && !mod.After(r[1].Add(mtimeSlack)) {
+				byAgent = true
+				break
+			}
+		}
+		if !byAgent {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Opt returns the sidecar's options.
@@ -351,7 +384,10 @@ func (s *Sidecar) finishTry(exit Exit) {
 	a := s.active
 	s.active = nil
 	s.Finished(a, exit)
-	s.quietTill = time.Now().Add(3 * s.opt.Settle)
+	s.agentRuns = append(s.agentRuns, [2]time.Time{exit.Started, exit.Ended})
+	if len(s.agentRuns) > 32 {
+		s.agentRuns = s.agentRuns[1:]
+	}
 	s.loadState()
 	if s.bad != nil {
 		s.pending = &awaiting{step: a.Step, exit: exit}

@@ -44,7 +44,7 @@ func stateWriter(path string) int {
 // the old content or the new one, never a mix, and always parses.
 func TestStateFile_KillNineMidWrite(t *testing.T) {
 	states := writerStates()
-	exe := agentBinary(t)
+	exe := testBinary(t)
 	for round := range 15 {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "state.json")

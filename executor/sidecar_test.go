@@ -1,0 +1,384 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// sidecarRun is a sidecar running in the test process.
+type sidecarRun struct {
+	*Sidecar
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startSidecar runs a sidecar on the test workspace until the test ends.
+func (w *testWS) startSidecar(opt SidecarOptions) *sidecarRun {
+	w.t.Helper()
+	c := w.chain()
+	sc, err := NewSidecar(c.Runtime, opt)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &sidecarRun{Sidecar: sc, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- sc.Run(ctx) }()
+	w.t.Cleanup(func() { r.stop(w.t) })
+	waitFor(w.t, sc.Ready)
+	return r
+}
+
+func (r *sidecarRun) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("sidecar did not stop")
+	}
+}
+
+// waitState waits until the state file satisfies cond.
+func (w *testWS) waitState(what string, cond func(st *planspec.State) bool) *planspec.State {
+	w.t.Helper()
+	var last *planspec.State
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := (&StateFile{Path: w.state}).Read(); err == nil {
+			last = st
+			if cond(st) {
+				return st
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	var dump []byte
+	if last != nil {
+		dump = last.Marshal()
+	}
+	journal, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+	w.t.Fatalf("state never got to: %s\nlast state:\n%s\njournal:\n%s", what, dump, journal)
+	return nil
+}
+
+func done(st *planspec.State) bool { return st.Status == planspec.StatusDone }
+
+func (w *testWS) writeFile(rel, content string) {
+	w.t.Helper()
+	p := w.path(rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *testWS) exists(rel string) bool {
+	_, err := os.Stat(w.path(rel))
+	return err == nil
+}
+
+func TestSidecar_AgentWritesStateInPlace(t *testing.T) {
+	w := newTestWS(t, "")
+	w.startSidecar(SidecarOptions{})
+	js := plan("", `"instruction":"write:a.txt","requiredOutputs":["a.txt"]`, `"instruction":"write:b.txt"`)
+	// An agent writing state.json in place, in several writes, with a pause inside:
+	// the sidecar must not act on the half it sees.
+	f, err := os.OpenFile(w.state, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := len(js) / 2
+	if _, err := f.WriteString(js[:half]); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Sync()
+	// Wait until the sidecar has seen the half file (it records the invalid read in
+	// the journal only after its re-reads, so wait for a read attempt instead).
+	waitFor(t, func() bool { return w.exists(".stepseq/lock") })
+	if _, err := f.WriteString(js[half:]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	st := w.waitState("DONE", done)
+	if st.Run("s1").Tries != 1 || st.Run("s2").Tries != 1 {
+		t.Errorf("tries = %d, %d; want one launch each", st.Run("s1").Tries, st.Run("s2").Tries)
+	}
+	if !w.exists("a.txt") || !w.exists("b.txt") {
+		t.Error("outputs missing")
+	}
+}
+
+func TestSidecar_TornStateIsNeverOverwritten(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"exit:0"`, `"instruction":"exit:0"`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("DONE", done)
+	broken := `{"plan": {"steps": {`
+	w.writeFile("state.json", broken)
+	// Wait for the sidecar to give up re-reading it, then check it left it alone.
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+		return strings.Contains(string(data), `"event":"state-invalid"`)
+	})
+	if got, _ := os.ReadFile(w.state); string(got) != broken {
+		t.Fatalf("an invalid state file was overwritten: %s", got)
+	}
+}
+
+func TestSidecar_PlanDropped(t *testing.T) {
+	w := newTestWS(t, "")
+	w.startSidecar(SidecarOptions{})
+	w.writeFile("plans/b-second.yaml", "steps:\n  - id: two\n    title: Two\n    instruction: write:two.txt\n    requiredOutputs: [two.txt]\n")
+	w.writeFile("plans/a-first.yaml", "steps:\n  - id: one\n    title: One\n    instruction: write:one.txt waitfor:go\n    requiredOutputs: [one.txt]\n")
+	// The first plan by file name runs; the second waits its turn.
+	w.waitState("a-first running", func(st *planspec.State) bool {
+		return st.Settings.Name == "a-first" && st.Run("one").Status == planspec.StatusInProgress
+	})
+	rec, ok := w.chain().WS.ReadPlanRecord("b-second")
+	if !ok || rec.Status != PlanWaiting {
+		t.Errorf("b-second record = %+v, want waiting", rec)
+	}
+	w.writeFile("go", "")
+	st := w.waitState("b-second DONE", func(st *planspec.State) bool { return st.Settings.Name == "b-second" && done(st) })
+	if st.Settings.Source != "plans/b-second.yaml" || !strings.HasPrefix(st.Settings.Hash, "sha256:") {
+		t.Errorf("settings = %+v", st.Settings)
+	}
+	history, _ := os.ReadDir(w.path(".stepseq/history"))
+	if len(history) != 1 || !strings.Contains(history[0].Name(), "a-first") {
+		t.Errorf("history = %v: the finished a-first state must be archived", history)
+	}
+}
+
+func TestSidecar_InvalidPlanLeavesStateUntouched(t *testing.T) {
+	js := plan("", `"instruction":"exit:0"`)
+	w := newTestWS(t, js)
+	w.startSidecar(SidecarOptions{})
+	w.waitState("DONE", done)
+	before, _ := os.ReadFile(w.state)
+	w.writeFile("plans/broken.yaml", "steps:\n  - id: x\n    titel: X\n    instruction: do\n")
+	var rec PlanRecord
+	waitFor(t, func() bool {
+		var ok bool
+		rec, ok = w.chain().WS.ReadPlanRecord("broken")
+		return ok && rec.Status == PlanInvalid
+	})
+	if !slices.ContainsFunc(rec.Errors, func(e string) bool {
+		return strings.HasPrefix(e, "plans/broken.yaml:3:5: ") && strings.Contains(e, `"titel"`)
+	}) {
+		t.Errorf("errors = %q, want file:line:col naming the key", rec.Errors)
+	}
+	if after, _ := os.ReadFile(w.state); string(after) != string(before) {
+		t.Error("a rejected plan changed state.json")
+	}
+	// The same file, fixed, is judged again and applied.
+	w.writeFile("plans/broken.yaml", "steps:\n  - id: x\n    title: X\n    instruction: write:x.txt\n")
+	w.waitState("fixed plan DONE", func(st *planspec.State) bool { return st.Settings.Name == "broken" && done(st) })
+}
+
+func TestSidecar_EditingTheActivePlan(t *testing.T) {
+	w := newTestWS(t, "")
+	w.startSidecar(SidecarOptions{})
+	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instruction: out:a waitfor:go-a\n  - id: b\n    title: B\n    instruction: write:old.txt\n")
+	w.waitState("a running", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
+	// An invalid edit is reported; the last good plan keeps running.
+	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instructions: oops\n")
+	waitFor(t, func() bool {
+		rec, _ := w.chain().WS.ReadPlanRecord("p")
+		return rec.Status == PlanInvalid
+	})
+	// A valid edit reaches the steps not started.
+	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instruction: out:a waitfor:go-a\n  - id: b\n    title: B\n    instruction: write:new.txt\n  - id: c\n    title: C\n    instruction: write:c.txt\n")
+	w.waitState("edit applied", func(st *planspec.State) bool { return len(st.StepQueue) == 3 })
+	w.writeFile("go-a", "")
+	w.waitState("DONE", done)
+	if w.exists("old.txt") || !w.exists("new.txt") || !w.exists("c.txt") {
+		t.Error("the edit did not reach the steps not started")
+	}
+}
+
+func TestSidecar_GateOpensOnEverySavePattern(t *testing.T) {
+	saves := map[string]func(w *testWS){
+		"create": func(w *testWS) { w.writeFile("approved.txt", "yes") },
+		"rename into place": func(w *testWS) {
+			w.writeFile(".approved.txt.tmp", "yes")
+			if err := os.Rename(w.path(".approved.txt.tmp"), w.path("approved.txt")); err != nil {
+				w.t.Fatal(err)
+			}
+		},
+		"in a new directory": func(w *testWS) {
+			w.writeFile("gate/deep/approved.txt", "yes")
+		},
+	}
+	for name, save := range saves {
+		t.Run(name, func(t *testing.T) {
+			w := newTestWS(t, "")
+			gate := "approved.txt"
+			if name == "in a new directory" {
+				gate = "gate/deep/approved.txt"
+			}
+			w.write(plan("", `"instruction":"write:one"`, `"instruction":"write:two","when":"exists(\"`+gate+`\")"`))
+			w.startSidecar(SidecarOptions{})
+			w.waitState("s1 DONE", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusDone })
+			if w.exists("two") {
+				t.Fatal("the gated step ran before its gate opened")
+			}
+			save(w)
+			w.waitState("DONE", done)
+		})
+	}
+}
+
+func TestSidecar_AwaitOutputs(t *testing.T) {
+	t.Run("outputs appearing in the window", func(t *testing.T) {
+		w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["late.txt"],"awaitOutputs":"1m"`))
+		w.startSidecar(SidecarOptions{})
+		waitFor(t, func() bool {
+			data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+			return strings.Contains(string(data), `"event":"exit"`)
+		})
+		if st := w.read(); st.Run("s1").Status != planspec.StatusInProgress {
+			t.Fatalf("status = %s before the output appeared, want IN_PROGRESS", st.Run("s1").Status)
+		}
+		w.writeFile("late.txt", "done")
+		st := w.waitState("DONE", done)
+		if st.Run("s1").Tries != 1 {
+			t.Errorf("tries = %d", st.Run("s1").Tries)
+		}
+	})
+	t.Run("the window passing", func(t *testing.T) {
+		w := newTestWS(t, plan(`"stepseq":{"maxRetries":1}`, `"instruction":"exit:0","requiredOutputs":["never.txt"],"awaitOutputs":"200ms"`))
+		w.startSidecar(SidecarOptions{})
+		st := w.waitState("FAILED", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusFailed })
+		if deref(st.Run("s1").Error) != "Missing required outputs: never.txt" {
+			t.Errorf("error = %q", deref(st.Run("s1").Error))
+		}
+	})
+}
+
+func TestSidecar_Triggers(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"out:a","on":["notes/**/*.md"]`, `"instruction":"out:b write:notes/by-agent.md"`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("DONE", done)
+	// The agent's own write to notes/ during its run triggered nothing.
+	if st := w.read(); st.Run("s1").Tries != 1 {
+		t.Fatalf("s1 tries = %d: an agent's own write re-ran a step", st.Run("s1").Tries)
+	}
+	// A person's edit under notes/, made later than the agent's own writes, re-runs
+	// s1 and the steps after it.
+	finished, _ := planspec.ParseISO(w.read().Run("s2").LastRunIso)
+	waitFor(t, func() bool { return time.Since(finished) > 5*mtimeSlack })
+	w.writeFile("notes/deep/idea.md", "x")
+	w.waitState("re-run done", func(st *planspec.State) bool {
+		return done(st) && st.Run("s1").Agent != nil && st.Run("s2").Agent != nil && logCount(w, "s1") == 2 && logCount(w, "s2") == 2
+	})
+	// stepseq trigger with a live sidecar: queued and run.
+	msg, err := QueueTrigger(w.chain().Runtime, "s2")
+	if err != nil || !strings.Contains(msg, "sidecar") {
+		t.Fatalf("trigger: %q %v", msg, err)
+	}
+	w.waitState("triggered re-run done", func(st *planspec.State) bool { return done(st) && logCount(w, "s2") == 3 })
+	if logCount(w, "s1") != 2 {
+		t.Errorf("a trigger of s2 re-ran s1")
+	}
+}
+
+// logCount counts the agents launched for step, from the journal.
+func logCount(w *testWS, step string) int {
+	data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+	return strings.Count(string(data), `"event":"launch","step":"`+step+`"`)
+}
+
+func TestSidecar_CheckHandsOff(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"out:x waitfor:go"`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("s1 running", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusInProgress })
+	if err := w.check(); err != nil {
+		t.Fatal(err)
+	}
+	w.writeFile("go", "")
+	st := w.waitState("DONE", done)
+	if st.Run("s1").Tries != 1 || logCount(w, "s1") != 1 {
+		t.Errorf("a check with a live sidecar launched a second agent")
+	}
+}
+
+func TestSidecar_OnePerWorkspace(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"exit:0"`))
+	w.startSidecar(SidecarOptions{})
+	_, err := NewSidecar(w.chain().Runtime, SidecarOptions{})
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "watch") {
+		t.Fatalf("err = %v, want ErrLocked naming the holder", err)
+	}
+}
+
+func TestSidecar_ShutdownInterruptsAndRestartResumes(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"failfirst:first pidfile:pid waitfor:never","requiredOutputs":["first"]`))
+	// First try: the agent fails at once ("first try fails"); the second blocks.
+	run := w.startSidecar(SidecarOptions{})
+	w.waitState("try 2 running", func(st *planspec.State) bool {
+		return st.Run("s1").Tries == 2 && st.Run("s1").Status == planspec.StatusInProgress
+	})
+	waitFor(t, func() bool { return w.exists("pid") })
+	pid := atoi(readFile(t, w.path("pid")))
+	run.stop(t)
+	if processExists(pid) {
+		t.Fatalf("agent %d survived the shutdown", pid)
+	}
+	if st := w.read(); st.Run("s1").Status != planspec.StatusInProgress {
+		t.Fatalf("after shutdown status = %s, want IN_PROGRESS (interrupted)", st.Run("s1").Status)
+	}
+	// Restarted, the interrupted step is retried without spending a try.
+	_ = os.Remove(w.path("pid"))
+	w.writeFile("never", "")
+	w.startSidecar(SidecarOptions{})
+	st := w.waitState("DONE", done)
+	if r := st.Run("s1"); r.Tries != 2 || r.Agent.Interruptions != 1 {
+		t.Errorf("tries %d interruptions %d, want 2 and 1", r.Tries, r.Agent.Interruptions)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestSidecar_JournalIsSelfDescribing(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"exit:0"`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("DONE", done)
+	data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e Entry
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Time == "" || e.Event == "" {
+			t.Fatalf("bad journal line %q: %v", line, err)
+		}
+		seen[e.Event] = true
+	}
+	for _, ev := range []string{"start", "decide", "launch", "exit", "verdict", "write"} {
+		if !seen[ev] {
+			t.Errorf("journal lacks %q events", ev)
+		}
+	}
+}

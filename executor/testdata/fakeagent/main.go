@@ -1,0 +1,98 @@
+// Command fakeagent is the agent of executor's tests: a real process, not a shell,
+// that obeys the directives in its prompt (see executor/fakeagent_test.go).
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+func main() { os.Exit(fakeAgent(os.Args[1:])) }
+
+func fakeAgent(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "fake agent: no prompt")
+		return 3
+	}
+	// The prompt is the last argument, or with {prompt} the last one holding a directive.
+	prompt := args[len(args)-1]
+	for i := len(args) - 1; i >= 0; i-- {
+		if strings.Contains(args[i], ":") {
+			prompt = args[i]
+			break
+		}
+	}
+	code := 0
+	for _, d := range strings.Fields(prompt) {
+		verb, arg, _ := strings.Cut(d, ":")
+		switch verb {
+		case "write":
+			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
+			_ = os.WriteFile(arg, []byte("output\n"), 0o644)
+		case "out":
+			fmt.Println(arg)
+		case "err":
+			fmt.Fprintln(os.Stderr, arg)
+		case "exit":
+			code, _ = strconv.Atoi(arg)
+		case "sleep":
+			d, _ := time.ParseDuration(arg)
+			time.Sleep(d)
+		case "failfirst":
+			if _, err := os.Stat(arg); err != nil {
+				_ = os.WriteFile(arg, nil, 0o644)
+				fmt.Fprint(os.Stderr, "first try fails")
+				return 1
+			}
+		case "grandchild":
+			cmd := exec.Command("sleep", strings.TrimSuffix(arg, "s"))
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			_ = cmd.Start()
+		case "ignoreterm":
+			ignoreTerm()
+		case "envfile":
+			var b strings.Builder
+			for _, k := range []string{"STEPSEQ_STEP", "STEPSEQ_TRY", "STEPSEQ_WORKSPACE", "STEPSEQ_STATE"} {
+				fmt.Fprintf(&b, "%s=%s\n", k, os.Getenv(k))
+			}
+			_ = os.WriteFile(arg, []byte(b.String()), 0o644)
+		case "argsfile":
+			_ = os.WriteFile(arg, []byte(strings.Join(args, "\n")), 0o644)
+		case "pidfile":
+			_ = os.WriteFile(arg, []byte(strconv.Itoa(os.Getpid())), 0o644)
+		case "waitfor":
+			waitForFile(arg)
+		}
+	}
+	return code
+}
+
+func ignoreTerm() { signal.Ignore(syscall.SIGTERM) }
+
+// waitForFile blocks until path exists, woken by fsnotify rather than a poll.
+func waitForFile(path string) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return
+	}
+	defer w.Close()
+	_ = w.Add(filepath.Dir(path))
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		select {
+		case <-w.Events:
+		case <-w.Errors:
+		}
+	}
+}
