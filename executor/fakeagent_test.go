@@ -13,6 +13,7 @@ import (
 // without a shell. Directives, separated by spaces:
 //
 //	write:PATH      create PATH (relative to the working directory)
+//	stamp:PATH      write the time, in ns since the epoch, to PATH
 //	out:TEXT        print TEXT on stdout      err:TEXT   print TEXT on stderr
 //	exit:N          exit with status N
 //	sleep:DUR       sleep before exiting
@@ -26,6 +27,9 @@ import (
 func TestMain(m *testing.M) {
 	if path := os.Getenv("STEPSEQ_TEST_WRITER"); path != "" {
 		os.Exit(stateWriter(path))
+	}
+	if path := os.Getenv("STEPSEQ_TEST_SIDECAR"); path != "" {
+		os.Exit(sidecarProcess(path))
 	}
 	dir, err := os.MkdirTemp("", "stepseq-fakeagent")
 	if err != nil {

@@ -1,6 +1,9 @@
 package executor
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 var sprintf = fmt.Sprintf
 
@@ -19,4 +22,8 @@ func atoi(s string) int {
 func processExists(pid int) bool {
 	_, err := StartTicks(pid)
 	return err == nil
+}
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
 }

@@ -54,8 +54,9 @@ type Sidecar struct {
 	lastGate  time.Time // first event of the batch that may open a gate
 	plansSeen map[string]string
 
-	ready atomic.Bool
-	alive atomic.Bool
+	ready  atomic.Bool
+	alive  atomic.Bool
+	passes atomic.Uint64
 }
 
 // awaiting is a finished try not judged yet: it exited 0 before its required
@@ -103,6 +104,9 @@ func (s *Sidecar) Ready() bool { return s.ready.Load() }
 // Alive reports whether the loop and the watcher are running.
 func (s *Sidecar) Alive() bool { return s.alive.Load() }
 
+// Passes counts the reconcile passes run.
+func (s *Sidecar) Passes() uint64 { return s.passes.Load() }
+
 // WatcherStats are the watcher's counters.
 func (s *Sidecar) WatcherStats() watcher.Stats { return s.w.Stats() }
 
@@ -114,6 +118,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	s.record(Entry{Event: "start", Detail: map[string]any{"pid": s.lockPID(), "state": s.WS.State}})
 	s.pass(ctx, passInput{all: true})
 	s.ready.Store(true)
+	s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.w.Stats().Watches}})
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {

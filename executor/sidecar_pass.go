@@ -28,6 +28,7 @@ const stateReread = 8
 // pass is one reconcile pass: take in what changed, then let the core decide.
 func (s *Sidecar) pass(ctx context.Context, in passInput) {
 	s.Opt().Metrics.pass()
+	s.passes.Add(1)
 	all := in.all || in.batch.Rescan
 	if len(in.batch.Paths) > 0 && s.lastGate.IsZero() {
 		s.lastGate = time.Now().Add(-s.opt.Settle)

@@ -35,6 +35,9 @@ func fakeAgent(args []string) int {
 	for _, d := range strings.Fields(prompt) {
 		verb, arg, _ := strings.Cut(d, ":")
 		switch verb {
+		case "stamp":
+			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
+			_ = os.WriteFile(arg, []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
 		case "write":
 			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
 			_ = os.WriteFile(arg, []byte("output\n"), 0o644)

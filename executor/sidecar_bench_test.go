@@ -1,0 +1,304 @@
+//go:build linux
+
+package executor
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// benchWS is a workspace for benchmarks: testWS needs a *testing.T, so this wraps
+// the same helpers for a *testing.B.
+func benchWS(b *testing.B, dir, stateJSON string) *testWS {
+	b.Helper()
+	t := &testing.T{}
+	w := &testWS{t: t, dir: dir, state: filepath.Join(dir, "state.json"), env: map[string]string{"STEP_AGENT_CMD": fakeAgentPath}}
+	if stateJSON != "" {
+		if err := os.WriteFile(w.state, []byte(stateJSON), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return w
+}
+
+// gatedPlan is n steps, step i gated on gates/g<i>, whose agent stamps its start.
+func gatedPlan(n int) string {
+	steps := make([]string, n)
+	for i := range n {
+		steps[i] = fmt.Sprintf(`"instruction":"stamp:stamps/%d","when":"exists(\"gates/g%d\")"`, i, i)
+	}
+	return plan("", steps...)
+}
+
+// BenchmarkGateLatency measures file created → agent process started, through
+// fsnotify, the settle window, a reconcile pass, a durable state write and a spawn.
+func BenchmarkGateLatency(b *testing.B) {
+	const samples = 60
+	for b.Loop() {
+		dir := b.TempDir()
+		w := benchWS(b, dir, gatedPlan(samples))
+		rt, err := NewRuntime(w.state, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt.Getenv = func(k string) string { return w.env[k] }
+		sc, err := NewSidecar(rt, SidecarOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop := runBench(sc)
+		var lat []time.Duration
+		for i := range samples {
+			// The step must be the current one, waiting on its gate.
+			waitBench(b, func() bool {
+				st, err := (&StateFile{Path: w.state}).Read()
+				return err == nil && st.CurrentStep == i && st.Run(fmt.Sprintf("s%d", i+1)).Tries == 0
+			})
+			created := time.Now()
+			if err := os.MkdirAll(filepath.Join(dir, "gates"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "gates", fmt.Sprintf("g%d", i)), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			stamp := filepath.Join(dir, "stamps", strconv.Itoa(i))
+			var started int64
+			waitBench(b, func() bool {
+				data, err := os.ReadFile(stamp)
+				started, _ = strconv.ParseInt(string(data), 10, 64)
+				return err == nil && started > 0
+			})
+			lat = append(lat, time.Unix(0, started).Sub(created))
+		}
+		stop()
+		rt.Close()
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+	}
+}
+
+// runBench runs the sidecar's loop until stop is called.
+func runBench(sc *Sidecar) (stop func()) {
+	ctx, cancel := contextWithCancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = sc.Run(ctx)
+	}()
+	for !sc.Ready() {
+		time.Sleep(time.Millisecond)
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func waitBench(b *testing.B, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatal("condition not met within 30s")
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+var bigOnce struct {
+	sync.Once
+	dir string
+	err error
+}
+
+// bigWorkspace is 50,000 files in 5,000 directories, made once per run.
+func bigWorkspace(b *testing.B) string {
+	b.Helper()
+	bigOnce.Do(func() {
+		bigOnce.dir, bigOnce.err = os.MkdirTemp("", "stepseq-bench-big-")
+		for d := 0; d < 5000 && bigOnce.err == nil; d++ {
+			sub := filepath.Join(bigOnce.dir, fmt.Sprintf("d%02d", d/100), fmt.Sprintf("s%02d", d%100))
+			if bigOnce.err = os.MkdirAll(sub, 0o755); bigOnce.err != nil {
+				break
+			}
+			for f := range 10 {
+				if bigOnce.err = os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%d.txt", f)), []byte("x\n"), 0o644); bigOnce.err != nil {
+					break
+				}
+			}
+		}
+	})
+	if bigOnce.err != nil {
+		b.Fatal(bigOnce.err)
+	}
+	return bigOnce.dir
+}
+
+// bigPlan names three paths: an output, a gate, and a file read by a check.
+const bigPlan = `"instruction":"write:out/report.md","requiredOutputs":["out/report.md"],"when":"exists(\"approved.txt\")","check":"size(\"d00/s00/f0.txt\") > 0"`
+
+// BenchmarkSidecarStartReady starts a separate sidecar process on the 50,000-file
+// workspace and measures start → ready (its journal's ready record), the inotify
+// watches it holds, and its peak RSS.
+func BenchmarkSidecarStartReady(b *testing.B) {
+	dir := bigWorkspace(b)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	var watches, rssKB int64
+	for b.Loop() {
+		_ = os.RemoveAll(filepath.Join(dir, ".stepseq"))
+		if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(plan("", bigPlan)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		journal := filepath.Join(dir, ".stepseq", "journal.jsonl")
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), "STEPSEQ_TEST_SIDECAR="+filepath.Join(dir, "state.json"), "STEP_AGENT_CMD="+fakeAgentPath)
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		var ready string
+		waitBench(b, func() bool {
+			data, _ := os.ReadFile(journal)
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, `"event":"ready"`) {
+					ready = line
+					return true
+				}
+			}
+			return false
+		})
+		total += time.Since(start)
+		if i := strings.Index(ready, `"watches":`); i >= 0 {
+			watches, _ = strconv.ParseInt(strings.TrimRight(ready[i+len(`"watches":`):], "}"), 10, 64)
+		}
+		rssKB = statusKB(cmd.Process.Pid, "VmHWM:")
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "start-to-ready-ms")
+	b.ReportMetric(float64(watches), "watches")
+	b.ReportMetric(float64(rssKB)/1024, "peak-RSS-MB")
+}
+
+// BenchmarkSidecarIdleCPU measures the CPU a sidecar uses over 10 s of idling on
+// the 50,000-file workspace, its gate closed. Idle, it should make no wakeups.
+func BenchmarkSidecarIdleCPU(b *testing.B) {
+	dir := bigWorkspace(b)
+	_ = os.RemoveAll(filepath.Join(dir, ".stepseq"))
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(plan("", bigPlan)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), "STEPSEQ_TEST_SIDECAR="+filepath.Join(dir, "state.json"), "STEP_AGENT_CMD="+fakeAgentPath)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitBench(b, func() bool {
+			data, _ := os.ReadFile(filepath.Join(dir, ".stepseq", "journal.jsonl"))
+			return strings.Contains(string(data), `"event":"ready"`)
+		})
+		before := cpuTicks(cmd.Process.Pid)
+		time.Sleep(10 * time.Second) // the measurement window, not a synchronisation
+		after := cpuTicks(cmd.Process.Pid)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		b.ReportMetric(float64(after-before)*10, "idle-cpu-ms-per-10s") // 100 ticks a second
+	}
+}
+
+// BenchmarkSidecarBurst creates 10,000 files under a watched glob at once: a
+// handful of reconcile passes, and the gate that needs all of them opens.
+func BenchmarkSidecarBurst(b *testing.B) {
+	for b.Loop() {
+		dir := b.TempDir()
+		w := benchWS(b, dir, plan("", `"instruction":"write:done","when":"len(glob(\"burst/**/*.txt\")) >= 10000"`))
+		if err := os.MkdirAll(filepath.Join(dir, "burst"), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		rt, err := NewRuntime(w.state, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt.Getenv = func(k string) string { return w.env[k] }
+		sc, err := NewSidecar(rt, SidecarOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop := runBench(sc)
+		before := sc.Passes()
+		for d := range 10 {
+			sub := filepath.Join(dir, "burst", fmt.Sprintf("d%d", d))
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			for f := range 1000 {
+				if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%04d.txt", f)), nil, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		waitBench(b, func() bool {
+			st, err := (&StateFile{Path: w.state}).Read()
+			return err == nil && st.Status == planspec.StatusDone
+		})
+		passes := sc.Passes() - before
+		stop()
+		rt.Close()
+		// One pass launches the step and one judges its exit: the rest is the burst.
+		b.ReportMetric(float64(passes), "passes")
+	}
+}
+
+// statusKB reads a kB field of /proc/PID/status.
+func statusKB(pid int, key string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, key) {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// cpuTicks is a process's user+system CPU in clock ticks, from /proc/PID/stat.
+func cpuTicks(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return utime + stime
+}
