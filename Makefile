@@ -9,13 +9,30 @@ all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/stepseq .
+	$(GO) build -o $(BIN)/demoagent ./examples/demoagent
+
+# The demo: a copy of examples/demo in a temporary workspace, run by the sidecar
+# with the demo agent. The gate of the second step opens two seconds in, as a
+# person approving would; the sidecar exits once the plan is DONE.
+run: build
+	@ws=$$(mktemp -d -t stepseq-demo-XXXXXX); \
+	cp -R examples/demo/. "$$ws"; \
+	echo "demo workspace: $$ws"; \
+	( sleep 2; echo ">>> approving: touch approved.txt"; touch "$$ws/approved.txt" ) & \
+	STEP_AGENT_CMD="$(CURDIR)/$(BIN)/demoagent" $(BIN)/stepseq watch --exit-when-done "$$ws" && \
+	$(BIN)/stepseq status "$$ws"
 
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./... 
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseState -fuzztime 20s ./planspec
+	$(GO) test -run '^$$' -fuzz FuzzParsePlan -fuzztime 20s ./planspec
+	$(GO) test -run '^$$' -fuzz FuzzCompileCondition -fuzztime 20s ./planspec
 
 lint:
 	$(GO) vet ./...
