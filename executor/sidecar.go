@@ -194,6 +194,7 @@ func (s *Sidecar) close() {
 // IN_PROGRESS: the next start retries it without spending a try.
 func (s *Sidecar) shutdown() error {
 	s.Logger.Info("stopping")
+	s.record(Entry{Event: "stopping", Reason: "signal or context end"})
 	if s.active != nil {
 		a := s.active
 		a.Stop()

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var builtOnce struct {
+	sync.Once
+	dir string
+	err error
+}
+
+// builtBinaries builds stepseq and the demo agent once for the signal tests, which
+// need real processes to signal.
+func builtBinaries(t *testing.T) (stepseq, agent string) {
+	t.Helper()
+	builtOnce.Do(func() {
+		builtOnce.dir, builtOnce.err = os.MkdirTemp("", "stepseq-signal-")
+		if builtOnce.err != nil {
+			return
+		}
+		for pkg, name := range map[string]string{".": "stepseq", "./examples/demoagent": "demoagent", "./executor/testdata/fakeagent": "fakeagent"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(builtOnce.dir, name), pkg).CombinedOutput()
+			if err != nil {
+				builtOnce.err = &buildError{pkg: pkg, out: string(out)}
+				return
+			}
+		}
+	})
+	if builtOnce.err != nil {
+		t.Fatal(builtOnce.err)
+	}
+	return filepath.Join(builtOnce.dir, "stepseq"), filepath.Join(builtOnce.dir, "demoagent")
+}
+
+type buildError struct{ pkg, out string }
+
+func (e *buildError) Error() string { return "build " + e.pkg + ": " + e.out }
+
+// startWatch runs `stepseq watch` on a workspace whose one step's agent runs for a
+// minute, and returns once that agent runs.
+func startWatch(t *testing.T) (cmd *exec.Cmd, dir string, agentPID int) {
+	t.Helper()
+	stepseq, agent := builtBinaries(t)
+	dir = t.TempDir()
+	plan := "steps:\n  - id: long\n    title: A long step\n    instruction: write out.txt\n    requiredOutputs: [out.txt]\n"
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(stepseq, "watch", "--grace", "300ms", dir)
+	cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+agent+" -work 60s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, dir, waitAgent(t, dir, 0)
+}
+
+// waitAgent waits for the sidecar's lock file to name a running agent other than
+// not, and returns its pid.
+func waitAgent(t *testing.T, dir string, not int) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		data, _ := os.ReadFile(filepath.Join(dir, ".stepseq", "lock"))
+		if i := strings.Index(string(data), `"agent":{`); i >= 0 {
+			if j := strings.Index(string(data)[i:], `"pid":`); j >= 0 {
+				rest := string(data)[i+j+len(`"pid":`):]
+				if pid, _ := strconv.Atoi(rest[:strings.IndexAny(rest, ",}")]); pid != 0 && pid != not {
+					return pid
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no agent started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+func TestWatch_SIGTERMStopsGracefully(t *testing.T) {
+	cmd, dir, agent := startWatch(t)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("watch after SIGTERM: %v, want exit 0", err)
+	}
+	if alive(agent) {
+		t.Errorf("agent %d outlived the sidecar's shutdown", agent)
+	}
+	state, _ := os.ReadFile(filepath.Join(dir, "state.json"))
+	if !strings.Contains(string(state), `"status": "IN_PROGRESS"`) {
+		t.Errorf("the interrupted step should stay IN_PROGRESS:\n%s", state)
+	}
+	journal, _ := os.ReadFile(filepath.Join(dir, ".stepseq", "journal.jsonl"))
+	if !strings.Contains(string(journal), `"event":"interrupted"`) {
+		t.Error("the interruption is not in the journal")
+	}
+}
+
+func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
+	stepseq, agent := builtBinaries(t)
+	cmd, dir, first := startWatch(t)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	_ = syscall.Kill(first, syscall.SIGKILL)
+	// An agent that ignores SIGTERM and a grace period of an hour: only a second
+	// signal can make the sidecar exit soon.
+	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte("steps:\n  - id: stubborn\n    title: Stubborn\n    instruction: ignoreterm sleep:60s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(filepath.Join(dir, "state.json"))
+	slow := exec.Command(stepseq, "watch", "--grace", "1h", dir)
+	slow.Env = append(os.Environ(), "STEP_AGENT_CMD="+filepath.Join(filepath.Dir(agent), "fakeagent"))
+	if err := slow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = slow.Process.Kill() }()
+	stubborn := waitAgent(t, dir, first)
+	defer func() { _ = syscall.Kill(stubborn, syscall.SIGKILL) }() // exiting at once leaves it behind
+	// Two signals sent at once would merge into one: send the second once the first
+	// has been taken.
+	_ = slow.Process.Signal(syscall.SIGTERM)
+	journal := filepath.Join(dir, ".stepseq", "journal.jsonl")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		data, _ := os.ReadFile(journal)
+		if strings.Contains(string(data), `"event":"stopping"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first signal was not taken")
+		}
+	}
+	_ = slow.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- slow.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Errorf("exit = %v, want 130", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second signal did not stop the sidecar at once")
+	}
+}
