@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/watcher"
 )
 
 // ErrStepFailed is returned by Step when the step it ran ended FAILED, so that the
@@ -217,11 +218,46 @@ func (c *Chain) runTry(ctx context.Context, sf *StateFile, stp **planspec.State,
 		c.Logger.Warn("step removed from the plan while it ran; result dropped", "step", l.Step)
 		return Verdict{}, nil
 	}
+	if spec := st.Steps[l.Step]; exit.Code == 0 && !exit.TimedOut && exit.Err == nil && spec.AwaitOutputs > 0 {
+		if err := c.awaitOutputs(ctx, spec, exit.Ended.Add(time.Duration(spec.AwaitOutputs))); err != nil {
+			return Verdict{}, err
+		}
+	}
 	conds, err := c.Conditions(st)
 	if err != nil {
 		return Verdict{}, err
 	}
 	return c.Conclude(st, l.Step, exit, conds.Check(l.Step)), nil
+}
+
+// awaitOutputs waits, on file events, until the step's required outputs exist or
+// the deadline passes: an agent CLI may exit before its work lands.
+func (c *Chain) awaitOutputs(ctx context.Context, spec *planspec.StepSpec, deadline time.Time) error {
+	if len(MissingOutputs(spec, c.Root())) == 0 {
+		return nil
+	}
+	w, err := watcher.New(watcher.Config{Root: c.WS.Dir, Paths: spec.RequiredOutputs})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	c.Logger.Info("agent exited; waiting for its outputs", "until", deadline.Format(time.RFC3339))
+	for len(MissingOutputs(spec, c.Root())) > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return nil
+		case _, ok := <-w.Batches():
+			if !ok {
+				return nil
+			}
+		case <-w.Errors():
+		}
+	}
+	return nil
 }
 
 // rereadAfterAgent reads a state file that someone else changed. A writer may be

@@ -459,3 +459,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+func TestCheck_AwaitOutputs(t *testing.T) {
+	// The agent exits at once; its output lands later, as an async agent CLI does.
+	w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["late.txt"],"awaitOutputs":"1m"`))
+	done := make(chan error, 1)
+	go func() { done <- w.check() }()
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+		return strings.Contains(string(data), `"event":"exit"`)
+	})
+	if err := os.WriteFile(w.path("late.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := w.read().Run("s1"); r.Status != "DONE" || r.Tries != 1 {
+		t.Errorf("run = %s tries %d", r.Status, r.Tries)
+	}
+}
