@@ -82,6 +82,24 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newStatusCmd(g, stdout),
 		newInitCmd(g, stdout),
 	)
+	// Wrong arguments are usage errors (exit 2), as flag errors are.
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	root.Args = func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageErr("unknown command %q: see stepseq --help", args[0])
+		}
+		return nil
+	}
+	for _, cmd := range root.Commands() {
+		if check := cmd.Args; check != nil {
+			cmd.Args = func(c *cobra.Command, args []string) error {
+				if err := check(c, args); err != nil {
+					return usageErr("%s: %v (usage: %s)", c.Name(), err, c.UseLine())
+				}
+				return nil
+			}
+		}
+	}
 	return root
 }
 

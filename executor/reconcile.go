@@ -88,7 +88,10 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			run.Status = planspec.StatusPending
 			changed = true
 		case planspec.StatusInProgress:
-			if run.Agent != nil && run.Agent.StartedIso != "" && run.Agent.FinishedIso == "" {
+			// stepseq's record of a try that never got its verdict: its agent was
+			// running, or had exited 0 and its outputs were awaited, when stepseq
+			// stopped.
+			if run.Agent != nil && run.Agent.StartedIso != "" {
 				if f.Alive != nil && f.Alive(id) {
 					return Decision{Action: Running, Step: id, Reason: "agent from an earlier run is still alive"}, changed
 				}

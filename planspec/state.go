@@ -72,18 +72,17 @@ type StepRun struct {
 	Stdout     *string
 	Error      *string
 	Skipped    bool
-	// Agent records the process of the current try, so that a restarted stepseq can
-	// tell a live agent from a gone one (stored under the run's "stepseq" key).
+	// Agent is stepseq's record of the current try (under the run's "stepseq" key):
+	// a try started but never finished was interrupted.
 	Agent *AgentRecord
 
 	raw object
 }
 
-// AgentRecord identifies the process running a try. StartTicks is the process start
-// time from /proc, so that a reused pid is never mistaken for the agent.
+// AgentRecord is when a try started and finished, and how many times the step was
+// interrupted. The running agent's pid lives in the workspace lock, not here: no
+// process outlives the machine, so it need not be durable.
 type AgentRecord struct {
-	PID           int    `json:"pid,omitempty"`
-	StartTicks    uint64 `json:"startTicks,omitempty"`
 	StartedIso    string `json:"startedIso,omitempty"`
 	FinishedIso   string `json:"finishedIso,omitempty"`
 	Interruptions int    `json:"interruptions,omitempty"`
@@ -361,9 +360,11 @@ func (r *StepRun) object() object {
 	return o
 }
 
+// empty reports whether the settings would write an empty object: judged on what
+// object() keeps, not on the keys read, so that {"timeout": ""} (read as no
+// timeout) is written the same way on every round trip.
 func (st *Settings) empty() bool {
-	return st.Name == "" && len(st.Agent) == 0 && st.MaxRetries == nil && st.Timeout == 0 &&
-		len(st.Vars) == 0 && st.Source == "" && st.Hash == "" && len(st.raw.keys) == 0
+	return len(st.object().keys) == 0
 }
 
 func (st *Settings) object() object {

@@ -261,7 +261,7 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 		var a AgentRecord
 		dec := json.NewDecoder(bytes.NewReader(v))
 		if err := dec.Decode(&a); err != nil {
-			d.fail(p+"stepseq", "want stepseq's agent record {pid, startTicks, startedIso, …}: %v", err)
+			d.fail(p+"stepseq", "want stepseq's try record {startedIso, finishedIso, interruptions}: %v", err)
 		} else {
 			r.Agent = &a
 		}

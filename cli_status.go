@@ -1,0 +1,580 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// invalidStateGrace is how long --follow waits for a state file that does not parse
+// to become valid before it says so: a writer may be midway through it.
+const invalidStateGrace = 200 * time.Millisecond
+
+func newStatusCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		ws     workspaceFlags
+		asJSON bool
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status [DIR]",
+		Short: "Show the plan's steps, tries, durations, blockers and what it waits for",
+		Long: "status reads DIR/state.json (default .) and prints every step with its status, tries, last run, " +
+			"duration and error, the blockers, and what the current step waits for. It changes nothing. " +
+			"--follow prints again on every change of the state file, until the plan is DONE.",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: dirCompletion,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, state := ws.statePath(args)
+			rt, err := executor.NewRuntime(state, g.logger())
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			v := &statusView{rt: rt, state: state, plans: filepath.Join(dir, "plans"), out: stdout, json: asJSON, follow: follow,
+				tty: isTerminal(stdout), log: g.logger().With("component", "status")}
+			v.color = v.tty && os.Getenv("NO_COLOR") == ""
+			if !follow {
+				return v.once()
+			}
+			return v.followChanges(cmd.Context(), invalidStateGrace)
+		},
+	}
+	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (with --follow: one per line)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print again on every change of the state file; exit 0 once the plan is DONE")
+	return cmd
+}
+
+// dirCompletion completes a DIR argument with directories.
+func dirCompletion(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return nil, cobra.ShellCompDirectiveFilterDirs
+}
+
+// statusReport is what `status --json` prints: the state as a person asks about it.
+type statusReport struct {
+	Plan       string       `json:"plan"`
+	State      string       `json:"state"`
+	Status     string       `json:"status"`
+	Cursor     int          `json:"cursor"`
+	Steps      []stepStatus `json:"steps"`
+	Blockers   []string     `json:"blockers"`
+	WaitingFor waitingFor   `json:"waitingFor"`
+
+	now time.Time
+}
+
+// stepStatus is one step's line. Missing values are null rather than absent, so
+// that every step has the same keys.
+type stepStatus struct {
+	ID         string  `json:"id"`
+	Title      string  `json:"title"`
+	Status     string  `json:"status"`
+	Tries      int     `json:"tries"`
+	LastRunIso *string `json:"lastRunIso"`
+	// DurationMs is the last try's run time: from the agent's start to its end, or
+	// to now while it runs.
+	DurationMs *int64  `json:"durationMs"`
+	Running    bool    `json:"running,omitempty"`
+	Error      *string `json:"error"`
+	Skipped    bool    `json:"skipped"`
+}
+
+// waitingFor is what the plan waits for: the reconcile core's decision on a copy
+// of the state, in words.
+type waitingFor struct {
+	// Action is the decision's name as the journal writes it: idle (DONE), launch,
+	// gated, delayed, blocked or running; "invalid" when the conditions do not compile.
+	Action         string   `json:"action"`
+	Step           string   `json:"step,omitempty"`
+	Reason         string   `json:"reason"`
+	At             string   `json:"at,omitempty"` // delayed: when the step may start
+	MissingOutputs []string `json:"missingOutputs,omitempty"`
+}
+
+// statusView prints reports of one workspace.
+type statusView struct {
+	rt     *executor.Runtime
+	state  string // the state file as the command line names it, for messages
+	plans  string // the plans folder a sidecar would read
+	out    io.Writer
+	json   bool
+	follow bool
+	tty    bool
+	color  bool
+	log    *slog.Logger
+
+	shown   [32]byte // hash of the state content last printed
+	printed int
+}
+
+// errNoState is the answer to a workspace without a state file.
+func (v *statusView) errNoState() error {
+	plans := v.plans
+	if !strings.ContainsRune(plans, filepath.Separator) {
+		plans = "." + string(filepath.Separator) + plans
+	}
+	return &exitError{code: 1, err: fmt.Errorf("no %s in %s: apply a plan (stepseq apply) or drop one in %s",
+		filepath.Base(v.state), filepath.Dir(v.state), plans)}
+}
+
+func (v *statusView) once() error {
+	data, st, err := v.load()
+	if errors.Is(err, fs.ErrNotExist) {
+		return v.errNoState()
+	}
+	if err != nil {
+		return err
+	}
+	_, err = v.print(data, st)
+	return err
+}
+
+// load reads and parses the state file, keeping its bytes to tell changes apart.
+func (v *statusView) load() ([]byte, *planspec.State, error) {
+	f, err := os.Open(v.rt.WS.State)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, planspec.MaxStateSize+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", v.rt.WS.State, err)
+	}
+	st, err := planspec.ParseState(bytes.NewReader(data), v.rt.WS.State)
+	return data, st, err
+}
+
+// print writes one report. A state whose conditions do not compile is still
+// shown; the error is returned after it.
+func (v *statusView) print(data []byte, st *planspec.State) (done bool, err error) {
+	maxRetries, err := executor.MaxRetriesFromEnv(v.rt.Getenv)
+	if err != nil {
+		return false, err
+	}
+	r, condErr := buildReport(v.rt, st, v.rt.Now(), maxRetries)
+	var b bytes.Buffer
+	if v.json {
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if !v.follow {
+			enc.SetIndent("", "  ")
+		}
+		if err := enc.Encode(r); err != nil {
+			return false, err
+		}
+	} else {
+		if v.printed > 0 {
+			if v.tty {
+				b.WriteString("\x1b[H\x1b[2J") // a terminal shows the latest report alone
+			} else {
+				b.WriteString("\n")
+			}
+		}
+		r.writeText(&b, v.color)
+	}
+	// One write per report: a reader of a pipe never sees half of one.
+	if _, err := v.out.Write(b.Bytes()); err != nil {
+		return false, err
+	}
+	v.shown = sha256.Sum256(data)
+	v.printed++
+	return st.Status == planspec.StatusDone, condErr
+}
+
+// followChanges prints the report, then again on every change of the state file,
+// until the plan is DONE or ctx ends. It watches the state file's directory, not
+// the file: the file is replaced by rename, which a watch on it would not survive.
+// A state that does not parse may be a write in progress: it is reported only when
+// no valid content follows within settle.
+func (v *statusView) followChanges(ctx context.Context, settle time.Duration) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", v.rt.WS.State, err)
+	}
+	defer w.Close()
+	if err := w.Add(filepath.Dir(v.rt.WS.State)); err != nil {
+		return fmt.Errorf("watch %s: %w", filepath.Dir(v.rt.WS.State), err)
+	}
+	// Read after the watch is set, so no change between the two goes unseen.
+	data, st, err := v.load()
+	if errors.Is(err, fs.ErrNotExist) {
+		return v.errNoState()
+	}
+	if err != nil {
+		return err
+	}
+	if done, err := v.print(data, st); err != nil || done {
+		return err
+	}
+
+	invalid := time.NewTimer(time.Hour)
+	invalid.Stop()
+	var pending error // the last read did not parse
+	gone := false
+	update := func() (bool, error) {
+		data, st, err := v.load()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			invalid.Stop()
+			pending = nil
+			if !gone {
+				gone = true
+				v.log.Warn("the state file was removed; waiting for a new one", "state", v.rt.WS.State)
+			}
+			return false, nil
+		case err != nil:
+			pending = err
+			invalid.Reset(settle)
+			return false, nil
+		}
+		invalid.Stop()
+		pending, gone = nil, false
+		if sha256.Sum256(data) == v.shown {
+			return false, nil
+		}
+		done, err := v.print(data, st)
+		if errors.Is(err, planspec.ErrInvalidState) {
+			v.log.Warn("the state file has invalid conditions", "err", err)
+			return done, nil // shown; a later edit may fix it
+		}
+		return done, err
+	}
+	base := filepath.Base(v.rt.WS.State)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("file watcher stopped")
+			}
+			if filepath.Base(ev.Name) != base {
+				continue
+			}
+			if done, err := update(); err != nil || done {
+				return err
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("file watcher stopped")
+			}
+			if !errors.Is(err, fsnotify.ErrEventOverflow) {
+				v.log.Warn("file watcher", "err", err)
+			}
+			if done, err := update(); err != nil || done {
+				return err
+			}
+		case <-invalid.C:
+			if pending != nil {
+				v.log.Warn("the state file is not valid; showing the last valid one", "err", pending)
+				pending = nil
+			}
+		}
+	}
+}
+
+// buildReport describes st as of now. What the plan waits for comes from the
+// reconcile core run on a copy: the report says what the next pass would do, and
+// changes nothing.
+func buildReport(rt *executor.Runtime, st *planspec.State, now time.Time, maxRetries int) (statusReport, error) {
+	r := statusReport{
+		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep,
+		Steps: []stepStatus{}, Blockers: append([]string{}, st.Blockers...), now: now,
+	}
+	for _, id := range st.StepQueue {
+		s := stepStatus{ID: id, Status: planspec.StatusPending}
+		if spec := st.Steps[id]; spec != nil {
+			s.Title = spec.Title
+		}
+		if run := st.StepRuns[id]; run != nil {
+			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
+			if run.LastRunIso != "" {
+				s.LastRunIso = &run.LastRunIso
+			}
+			if d, running, ok := runDuration(run, now); ok {
+				ms := d.Milliseconds()
+				s.DurationMs, s.Running = &ms, running
+			}
+		}
+		r.Steps = append(r.Steps, s)
+	}
+	var err error
+	r.WaitingFor, err = waitsFor(rt, st, now, maxRetries)
+	return r, err
+}
+
+// runDuration is how long the last try ran: from the agent's start to its finish,
+// or to now while the step is IN_PROGRESS. ok is false when stepseq recorded no
+// start (a state the original scripts wrote).
+func runDuration(run *planspec.StepRun, now time.Time) (d time.Duration, running, ok bool) {
+	if run.Agent == nil || run.Agent.StartedIso == "" {
+		return 0, false, false
+	}
+	start, err := planspec.ParseISO(run.Agent.StartedIso)
+	if err != nil {
+		return 0, false, false
+	}
+	end := now
+	switch {
+	case run.Agent.FinishedIso != "":
+		if end, err = planspec.ParseISO(run.Agent.FinishedIso); err != nil {
+			return 0, false, false
+		}
+	case run.Status == planspec.StatusInProgress:
+		running = true
+	default:
+		return 0, false, false
+	}
+	return max(end.Sub(start), 0), running, true
+}
+
+func waitsFor(rt *executor.Runtime, st *planspec.State, now time.Time, maxRetries int) (waitingFor, error) {
+	if st.Status != planspec.StatusDone && st.CurrentStep < len(st.StepQueue) {
+		id := st.StepQueue[st.CurrentStep]
+		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress && stillRunning(rt.WS, id, run) {
+			return withMissing(rt, st, waitingFor{Action: executor.Running.String(), Step: id,
+				Reason: fmt.Sprintf("running (try %d)", run.Tries)}), nil
+		}
+	}
+	clone := st.Clone()
+	conds, err := rt.Conditions(clone)
+	if err != nil {
+		return waitingFor{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}, err
+	}
+	d, _ := executor.Reconcile(clone, executor.Facts{Now: now, MaxRetries: maxRetries, Cond: conds.Cond})
+	w := waitingFor{Action: d.Action.String(), Step: d.Step, Reason: d.Reason}
+	switch d.Action {
+	case executor.Idle:
+		w.Reason = "plan DONE"
+	case executor.Delayed:
+		w.Reason = "waiting for stepDelayMinutes until " + shortTime(d.At, now)
+		w.At = planspec.FormatISO(d.At)
+	case executor.Launch:
+		run := clone.Run(d.Step)
+		if d.Interrupted {
+			w.Reason = fmt.Sprintf("interrupted: the agent of try %d is gone; the next check or sidecar pass starts it again", run.Tries)
+		} else {
+			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", run.Tries+1)
+		}
+	}
+	return withMissing(rt, clone, w), nil
+}
+
+// withMissing lists the required outputs of the step waited for that are not there.
+func withMissing(rt *executor.Runtime, st *planspec.State, w waitingFor) waitingFor {
+	if w.Step == "" || w.Action == executor.Idle.String() {
+		return w
+	}
+	w.MissingOutputs = executor.MissingOutputs(st.Steps[w.Step], rt.Root())
+	return w
+}
+
+// stillRunning reports whether an IN_PROGRESS step has something working on it. A
+// run stepseq did not launch (no agent record: the original's runner) is taken at
+// its word. Otherwise it is the agent recorded in the workspace lock, or a live
+// stepseq holding the lock that has not recorded its agent yet or waits for the
+// agent's outputs. It only reads the lock file: taking the lock, even briefly,
+// would turn a sidecar starting at that moment away.
+func stillRunning(ws executor.Workspace, id string, run *planspec.StepRun) bool {
+	if run.Agent == nil || run.Agent.StartedIso == "" {
+		return true
+	}
+	data, err := os.ReadFile(ws.LockPath())
+	if err != nil {
+		return false
+	}
+	var h executor.Holder
+	if json.Unmarshal(data, &h) != nil || h.PID <= 0 {
+		return false
+	}
+	if h.Agent != nil {
+		return h.Agent.Step == id && executor.Alive(h.Agent.PID, h.Agent.StartTicks)
+	}
+	err = unix.Kill(h.PID, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// writeText writes the report as a table for people.
+func (r *statusReport) writeText(b *bytes.Buffer, color bool) {
+	name := r.Plan
+	if name == "" {
+		name = "(unnamed)"
+	}
+	fmt.Fprintf(b, "plan %s: %s", name, paint(r.Status, color))
+	switch n := len(r.Steps); {
+	case r.Status == planspec.StatusDone:
+		fmt.Fprintf(b, ", %d steps\n", n)
+	case r.Cursor < n:
+		fmt.Fprintf(b, ", step %d of %d (%s)\n", r.Cursor+1, n, r.Steps[r.Cursor].ID)
+	default:
+		fmt.Fprintf(b, ", all %d steps passed\n", n)
+	}
+	b.WriteString("\n")
+
+	rows := [][]string{{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}}
+	for _, s := range r.Steps {
+		lastRun := "-"
+		if s.LastRunIso != nil {
+			lastRun = *s.LastRunIso
+			if t, err := planspec.ParseISO(*s.LastRunIso); err == nil {
+				lastRun = shortTime(t, r.now)
+			}
+		}
+		duration := "-"
+		if s.DurationMs != nil {
+			duration = shortDuration(time.Duration(*s.DurationMs) * time.Millisecond)
+			if s.Running {
+				duration = "running " + duration
+			}
+		}
+		status := s.Status
+		if s.Skipped {
+			status += " (skipped)"
+		}
+		errText := ""
+		if s.Error != nil {
+			errText = firstLine(*s.Error, 60)
+		}
+		rows = append(rows, []string{s.ID, clip(s.Title, 40), status, fmt.Sprint(s.Tries), lastRun, duration, errText})
+	}
+	writeTable(b, rows, 2, color)
+
+	if len(r.Blockers) > 0 {
+		b.WriteString("\nblockers:\n")
+		for _, bl := range r.Blockers {
+			fmt.Fprintf(b, "  %s\n", bl)
+		}
+	}
+	b.WriteString("\n")
+	switch {
+	case r.WaitingFor.Action == executor.Idle.String():
+		fmt.Fprintf(b, "now: %s\n", r.WaitingFor.Reason)
+	case r.WaitingFor.Step != "":
+		fmt.Fprintf(b, "now: %s: %s\n", r.WaitingFor.Step, r.WaitingFor.Reason)
+	default:
+		fmt.Fprintf(b, "now: %s\n", r.WaitingFor.Reason)
+	}
+	if len(r.WaitingFor.MissingOutputs) > 0 {
+		fmt.Fprintf(b, "missing outputs: %s\n", strings.Join(r.WaitingFor.MissingOutputs, ", "))
+	}
+}
+
+// writeTable pads columns to their widest cell, measured without colour, and
+// colours the cells of column col.
+func writeTable(b *bytes.Buffer, rows [][]string, col int, color bool) {
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	for r, row := range rows {
+		var line strings.Builder
+		for i, cell := range row {
+			text := cell
+			if r > 0 && i == col {
+				text = paint(cell, color)
+			}
+			line.WriteString(text)
+			if i < len(row)-1 {
+				line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell)+2))
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteString("\n")
+	}
+}
+
+// paint colours the status word at the start of s.
+func paint(s string, color bool) string {
+	if !color {
+		return s
+	}
+	word, rest, _ := strings.Cut(s, " ")
+	code := map[string]string{
+		planspec.StatusDone:       "32",
+		planspec.StatusFailed:     "31",
+		planspec.StatusInProgress: "33",
+	}[word]
+	if code == "" {
+		return s
+	}
+	if rest != "" {
+		rest = " " + rest
+	}
+	return "\x1b[" + code + "m" + word + "\x1b[0m" + rest
+}
+
+// shortTime shows t in local time: the time of day when it is today, else the
+// date too.
+func shortTime(t, now time.Time) string {
+	t, now = t.Local(), now.Local()
+	switch {
+	case t.YearDay() == now.YearDay() && t.Year() == now.Year():
+		return t.Format("15:04:05")
+	case t.Year() == now.Year():
+		return t.Format("Jan 02 15:04")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// shortDuration rounds d for reading: 850ms, 12s, 3m4s, 1h2m.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	s := strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// firstLine is the first line of s, cut to n characters.
+func firstLine(s string, n int) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return clip(strings.TrimSpace(line), n)
+}
+
+// clip cuts s to n characters, marking the cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	return err == nil
+}

@@ -1,0 +1,704 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// TestMain lets the test binary be stepseq, and the agents the scripts need, as
+// commands on the scripts' PATH.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"stepseq":   main,
+		"fakeagent": fakeAgent,
+	})
+}
+
+// TestScripts runs every testdata/script/*.txtar: the command line, end to end.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("TZ", "UTC")
+			// Under -race every process sleeps a second at exit, by default, so
+			// that the report of a race can be written; the scripts start many.
+			env.Setenv("GORACE", strings.TrimSpace(env.Getenv("GORACE")+" atexit_sleep_ms=0"))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"executable": cmdExecutable,
+			"exits":      cmdExits,
+			"waitfile":   cmdWaitFile,
+			"validjson":  cmdValidJSON,
+		},
+	})
+}
+
+// fakeAgent is an agent that is not a shell, for the scripts. Its last argument
+// is the prompt; words in it say what to do:
+//
+//	write:PATH      write PATH (parents made), naming the step and try
+//	prompt:PATH     write the whole prompt to PATH
+//	out:TEXT        print TEXT to stdout
+//	err:TEXT        print TEXT to stderr
+//	fail-before:N   exit 1, saying so on stderr, while STEPSEQ_TRY < N
+//	exit:N          exit with status N after everything else
+func fakeAgent() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "fakeagent: no prompt")
+		os.Exit(2)
+	}
+	try, _ := strconv.Atoi(os.Getenv("STEPSEQ_TRY"))
+	code := 0
+	for _, word := range strings.Fields(os.Args[len(os.Args)-1]) {
+		key, val, ok := strings.Cut(word, ":")
+		if !ok {
+			continue
+		}
+		switch key {
+		case "write":
+			writeFile(val, fmt.Sprintf("written by fakeagent for step %s try %d\n", os.Getenv("STEPSEQ_STEP"), try))
+		case "prompt":
+			writeFile(val, os.Args[len(os.Args)-1]+"\n")
+		case "out":
+			fmt.Println(val)
+		case "err":
+			fmt.Fprintln(os.Stderr, val)
+		case "fail-before":
+			if n, _ := strconv.Atoi(val); try < n {
+				fmt.Fprintf(os.Stderr, "fakeagent: try %d fails on purpose\n", try)
+				code = 1
+			}
+		case "exit":
+			if n, err := strconv.Atoi(val); err == nil && code == 0 {
+				code = n
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+func writeFile(path, content string) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		os.Exit(3)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeagent:", err)
+		os.Exit(3)
+	}
+}
+
+// cmdExits runs a program and checks its exit status exactly: `! exec` accepts any
+// failure, and the documented codes (1 invalid input, 2 usage or configuration)
+// are part of the contract. Its stdout and stderr are kept for the next commands.
+//
+//	exits N PROG [ARG...]
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N PROG [ARG...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = exit.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// cmdWaitFile waits until a file exists and, with a pattern, until its content
+// matches it: the script's handshake with a command it started in the background.
+// It polls a condition with a deadline; it never sleeps a fixed time as a
+// synchronisation.
+//
+//	waitfile FILE [REGEXP]
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitfile FILE [REGEXP]")
+	}
+	var re *regexp.Regexp
+	if len(args) == 2 {
+		re = regexp.MustCompile(args[1])
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil && (re == nil || re.Match(data)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfile %s: not there after 20s (last content %q)", args[0], data)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cmdValidJSON checks that a file (or stdout) is one valid JSON value.
+//
+//	validjson FILE
+func cmdValidJSON(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: validjson FILE")
+	}
+	ok := json.Valid([]byte(ts.ReadFile(args[0])))
+	if ok == neg {
+		ts.Fatalf("validjson %s: valid is %v", args[0], ok)
+	}
+}
+
+// cmdExecutable checks that files are executable by their owner.
+//
+//	executable FILE...
+func cmdExecutable(ts *testscript.TestScript, neg bool, args []string) {
+	for _, f := range args {
+		fi, err := os.Stat(ts.MkAbs(f))
+		ts.Check(err)
+		if x := fi.Mode()&0o100 != 0; x == neg {
+			ts.Fatalf("%s: mode %v", f, fi.Mode())
+		}
+	}
+}
+
+// TestWaitsFor checks what status says the plan waits for: the reconcile core's
+// decision on a copy of the state, in words, at a fixed time.
+func TestWaitsFor(t *testing.T) {
+	now := time.Date(2026, 2, 10, 12, 1, 0, 0, time.UTC)
+	const steps = `"plan": {"steps": {
+		"a": {"title": "A", "instruction": "do a", "requiredOutputs": ["a.txt", "a2.txt"]},
+		"b": {"title": "B", "instruction": "do b", "when": "exists(\"go.txt\")"}}},
+		"stepQueue": ["a", "b"], "blockers": [], "artifacts": []`
+	tests := []struct {
+		name  string
+		state string // after the plan
+		files []string
+		lock  bool // a stepseq holds the workspace
+		want  waitingFor
+	}{
+		{
+			name:  "done",
+			state: `"currentStep": 2, "stepRuns": {}, "status": "DONE"`,
+			want:  waitingFor{Action: "idle", Reason: "plan DONE"},
+		},
+		{
+			name:  "cursor past the end",
+			state: `"currentStep": 2, "stepRuns": {}, "status": "IN_PROGRESS"`,
+			want:  waitingFor{Action: "idle", Reason: "plan DONE"},
+		},
+		{
+			name:  "due, outputs listed",
+			state: `"currentStep": 0, "stepRuns": {}, "status": "IN_PROGRESS"`,
+			files: []string{"a2.txt"},
+			want: waitingFor{Action: "launch", Step: "a", Reason: "due: the next check or sidecar pass starts try 1",
+				MissingOutputs: []string{"a.txt"}},
+		},
+		{
+			name:  "gated",
+			state: `"currentStep": 1, "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "status": "IN_PROGRESS"`,
+			want:  waitingFor{Action: "gated", Step: "b", Reason: `waiting for when: exists("go.txt")`},
+		},
+		{
+			name:  "gate open",
+			state: `"currentStep": 1, "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "status": "IN_PROGRESS"`,
+			files: []string{"go.txt"},
+			want:  waitingFor{Action: "launch", Step: "b", Reason: "due: the next check or sidecar pass starts try 1"},
+		},
+		{
+			name: "a DONE step at the cursor moves on",
+			state: `"currentStep": 0, "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "status": "IN_PROGRESS",
+				"stepDelayMinutes": 5`,
+			want: waitingFor{Action: "gated", Step: "b", Reason: `waiting for when: exists("go.txt")`},
+		},
+		{
+			name: "delayed",
+			state: `"currentStep": 0, "stepRuns": {"a": {"status": "FAILED", "tries": 1, "error": "x",
+				"lastRunIso": "2026-02-10T12:00:00.000000+00:00"}}, "status": "IN_PROGRESS", "stepDelayMinutes": 5`,
+			want: waitingFor{Action: "delayed", Step: "a", Reason: "waiting for stepDelayMinutes until " + shortTime(now.Add(4*time.Minute), now),
+				At: "2026-02-10T12:05:00.000000+00:00", MissingOutputs: []string{"a.txt", "a2.txt"}},
+		},
+		{
+			name:  "blocked",
+			state: `"currentStep": 0, "stepRuns": {"a": {"status": "FAILED", "tries": 3, "error": "x"}}, "status": "IN_PROGRESS"`,
+			want: waitingFor{Action: "blocked", Step: "a", Reason: "a: max retries (3) exceeded",
+				MissingOutputs: []string{"a.txt", "a2.txt"}},
+		},
+		{
+			name:  "retry",
+			state: `"currentStep": 0, "stepRuns": {"a": {"status": "FAILED", "tries": 1, "error": "x"}}, "status": "IN_PROGRESS"`,
+			files: []string{"a.txt", "a2.txt"},
+			want:  waitingFor{Action: "launch", Step: "a", Reason: "due: the next check or sidecar pass starts try 2"},
+		},
+		{
+			name:  "running under the original runner",
+			state: `"currentStep": 0, "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 2}}, "status": "IN_PROGRESS"`,
+			files: []string{"a.txt", "a2.txt"},
+			want:  waitingFor{Action: "running", Step: "a", Reason: "running (try 2)"},
+		},
+		{
+			name: "running under a live stepseq",
+			state: `"currentStep": 0, "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 1,
+				"stepseq": {"startedIso": "2026-02-10T12:00:00.000000+00:00"}}}, "status": "IN_PROGRESS"`,
+			files: []string{"a.txt"},
+			lock:  true,
+			want:  waitingFor{Action: "running", Step: "a", Reason: "running (try 1)", MissingOutputs: []string{"a2.txt"}},
+		},
+		{
+			name: "interrupted: the agent is gone",
+			state: `"currentStep": 0, "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 1,
+				"stepseq": {"startedIso": "2026-02-10T12:00:00.000000+00:00"}}}, "status": "IN_PROGRESS"`,
+			files: []string{"a.txt", "a2.txt"},
+			want: waitingFor{Action: "launch", Step: "a",
+				Reason: "interrupted: the agent of try 1 is gone; the next check or sidecar pass starts it again"},
+		},
+		{
+			name: "skipped step",
+			state: `"currentStep": 0, "stepRuns": {}, "status": "IN_PROGRESS",
+				"plan": {"steps": {"a": {"title": "A", "instruction": "do a", "skip": "true"},
+					"b": {"title": "B", "instruction": "do b"}}}`,
+			want: waitingFor{Action: "launch", Step: "b", Reason: "due: the next check or sidecar pass starts try 1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			if tt.lock {
+				lock, _, err := executor.TryLock(rt.WS, "watch")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lock.Unlock()
+			}
+			js := "{" + steps + ", " + tt.state + "}"
+			if strings.Contains(tt.state, `"plan"`) { // the case brings its own plan
+				js = `{"stepQueue": ["a", "b"], "blockers": [], "artifacts": [], ` + tt.state + "}"
+			}
+			st, err := planspec.ParseState(strings.NewReader(js), "state.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := st.Marshal()
+			got, err := waitsFor(rt, st, now, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("waitsFor (-want +got):\n%s", diff)
+			}
+			if after := st.Marshal(); !bytes.Equal(before, after) {
+				t.Errorf("waitsFor changed the state:\n%s", cmp.Diff(string(before), string(after)))
+			}
+		})
+	}
+}
+
+// TestWaitsFor_InvalidCondition: a condition that does not compile is reported,
+// and status exits 1 after printing what it can.
+func TestWaitsFor_InvalidCondition(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	js := `{"plan": {"steps": {"a": {"title": "A", "instruction": "x", "when": "exists("}}},
+		"stepQueue": ["a"], "currentStep": 0, "stepRuns": {}, "stepDelayMinutes": 0,
+		"blockers": [], "artifacts": [], "status": "IN_PROGRESS"}`
+	if err := os.WriteFile(state, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"status", dir}, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !errors.Is(err, planspec.ErrInvalidState) {
+		t.Errorf("err = %v, want planspec.ErrInvalidState", err)
+	}
+	for _, want := range []string{"plan.steps.a.when", "not valid"} {
+		if !strings.Contains(stdout.String()+stderr.String(), want) {
+			t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", want, &stdout, &stderr)
+		}
+	}
+}
+
+func TestRunDuration(t *testing.T) {
+	now := time.Date(2026, 2, 10, 12, 0, 12, 0, time.UTC)
+	rec := func(started, finished string) *planspec.AgentRecord {
+		return &planspec.AgentRecord{StartedIso: started, FinishedIso: finished}
+	}
+	tests := []struct {
+		name    string
+		run     planspec.StepRun
+		want    time.Duration
+		running bool
+		ok      bool
+	}{
+		{"finished", planspec.StepRun{Status: "DONE", Agent: rec("2026-02-10T11:58:00+00:00", "2026-02-10T11:59:30.5+00:00")}, 90500 * time.Millisecond, false, true},
+		{"running", planspec.StepRun{Status: "IN_PROGRESS", Agent: rec("2026-02-10T12:00:00+00:00", "")}, 12 * time.Second, true, true},
+		{"no record", planspec.StepRun{Status: "DONE"}, 0, false, false},
+		{"failed, never finished", planspec.StepRun{Status: "FAILED", Agent: rec("2026-02-10T12:00:00+00:00", "")}, 0, false, false},
+		{"clock went back", planspec.StepRun{Status: "DONE", Agent: rec("2026-02-10T12:00:00+00:00", "2026-02-10T11:00:00+00:00")}, 0, false, true},
+		{"bad time", planspec.StepRun{Status: "DONE", Agent: rec("yesterday", "2026-02-10T11:00:00+00:00")}, 0, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, running, ok := runDuration(&tt.run, now)
+			if d != tt.want || running != tt.running || ok != tt.ok {
+				t.Errorf("runDuration = %v, %v, %v; want %v, %v, %v", d, running, ok, tt.want, tt.running, tt.ok)
+			}
+		})
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		850 * time.Millisecond:                     "850ms",
+		12*time.Second + 400*time.Millisecond:      "12s",
+		3*time.Minute + 4*time.Second:              "3m4s",
+		time.Hour + 2*time.Minute + 10*time.Second: "1h2m",
+		2 * time.Hour:                              "2h",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestPaint(t *testing.T) {
+	tests := []struct {
+		in    string
+		color bool
+		want  string
+	}{
+		{"DONE", true, "\x1b[32mDONE\x1b[0m"},
+		{"DONE (skipped)", true, "\x1b[32mDONE\x1b[0m (skipped)"},
+		{"FAILED", true, "\x1b[31mFAILED\x1b[0m"},
+		{"IN_PROGRESS", true, "\x1b[33mIN_PROGRESS\x1b[0m"},
+		{"PENDING", true, "PENDING"},
+		{"DONE", false, "DONE"},
+	}
+	for _, tt := range tests {
+		if got := paint(tt.in, tt.color); got != tt.want {
+			t.Errorf("paint(%q, %v) = %q, want %q", tt.in, tt.color, got, tt.want)
+		}
+	}
+	// Columns line up whatever the colour codes add.
+	var plain, colored bytes.Buffer
+	rows := [][]string{{"STEP", "STATUS", "TRIES"}, {"a", "DONE", "1"}, {"bb", "IN_PROGRESS", "2"}}
+	writeTable(&plain, rows, 1, false)
+	writeTable(&colored, rows, 1, true)
+	stripped := regexp.MustCompile("\x1b\\[[0-9]*m").ReplaceAllString(colored.String(), "")
+	if stripped != plain.String() {
+		t.Errorf("coloured table, stripped:\n%s\nwant:\n%s", stripped, &plain)
+	}
+}
+
+// reportWriter hands each report status --follow prints to the test: every
+// report is one Write.
+type reportWriter chan string
+
+func (w reportWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+func (w reportWriter) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case r := <-w:
+		return r
+	case <-time.After(20 * time.Second): // a failsafe, not a synchronisation
+		t.Fatal("no report from status --follow")
+		return ""
+	}
+}
+
+// TestStatusFollow: --follow prints, then again on every replacement of the state
+// file, ignores content that does not parse, and exits 0 once the plan is DONE.
+func TestStatusFollow(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	const plan = `"plan": {"steps": {"a": {"title": "A", "instruction": "x"}, "b": {"title": "B", "instruction": "y"}}},
+		"stepQueue": ["a", "b"], "stepDelayMinutes": 0, "blockers": [], "artifacts": []`
+	first := `{` + plan + `, "currentStep": 0, "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 1}}, "status": "IN_PROGRESS"}`
+	second := `{` + plan + `, "currentStep": 1, "stepRuns": {"a": {"status": "DONE", "tries": 1},
+		"b": {"status": "IN_PROGRESS", "tries": 1}}, "status": "IN_PROGRESS"}`
+	done := `{` + plan + `, "currentStep": 2, "stepRuns": {"a": {"status": "DONE", "tries": 1},
+		"b": {"status": "DONE", "tries": 1}}, "status": "DONE"}`
+	replace := func(content string) {
+		t.Helper()
+		tmp := filepath.Join(dir, ".state.json.tmp")
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(first)
+
+	reports := make(reportWriter, 4)
+	var stderr bytes.Buffer
+	errc := make(chan error, 1)
+	go func() { errc <- run(t.Context(), []string{"status", "--follow", dir}, reports, &stderr) }()
+
+	if r := reports.next(t); !strings.Contains(r, "now: a: running (try 1)") {
+		t.Fatalf("first report:\n%s", r)
+	}
+	replace(`{"plan": `) // half a file: no report
+	replace(second)
+	if r := reports.next(t); !strings.Contains(r, "now: b: running (try 1)") || !strings.HasPrefix(r, "\n") {
+		t.Fatalf("second report:\n%q", r)
+	}
+	replace(done)
+	if r := reports.next(t); !strings.Contains(r, "now: plan DONE") {
+		t.Fatalf("last report:\n%s", r)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("status --follow: %v\n%s", err, &stderr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("status --follow did not exit once the plan was DONE")
+	}
+}
+
+// TestStatusFollow_Cancel: an interrupt (the command's context ending) is a
+// normal end of --follow: exit 0.
+func TestStatusFollow_Cancel(t *testing.T) {
+	dir := t.TempDir()
+	js := `{"plan": {"steps": {"a": {"title": "A", "instruction": "x", "when": "exists(\"never\")"}}},
+		"stepQueue": ["a"], "currentStep": 0, "stepRuns": {}, "stepDelayMinutes": 0,
+		"blockers": [], "artifacts": [], "status": "IN_PROGRESS"}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	reports := make(reportWriter, 4)
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, []string{"status", "--follow", "--json", dir}, reports, io.Discard) }()
+	r := reports.next(t)
+	if !json.Valid([]byte(r)) || strings.Count(r, "\n") != 1 {
+		t.Errorf("--follow --json report is not one JSON line:\n%s", r)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("status --follow after cancel: %v", err)
+	}
+}
+
+// TestExamplePlan: the plan init writes is valid, whatever the schema path.
+func TestExamplePlan(t *testing.T) {
+	text := fmt.Sprintf(examplePlan, "../.stepseq/schema.json")
+	p, err := planspec.ParsePlan(strings.NewReader(text), "plans/example.yaml")
+	if err != nil {
+		t.Fatal(strings.Join(executor.ErrorLines(err), "\n"))
+	}
+	if len(p.Steps) != 2 || p.Name != "example" {
+		t.Errorf("plan %q with %d steps, want example with 2", p.Name, len(p.Steps))
+	}
+}
+
+// TestFindHooksDir_WithoutGit: without git on PATH the hooks folder is found by
+// walking up to .git, a directory or a worktree's gitdir link.
+func TestFindHooksDir_WithoutGit(t *testing.T) {
+	root := t.TempDir()
+	mk := func(p string) string {
+		t.Helper()
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write := func(p, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("repo/.git")
+	sub := mk("repo/a/b")
+	mk("main/.git/worktrees/wt")
+	write("main/.git/worktrees/wt/commondir", "../..\n")
+	wt := mk("wt")
+	write("wt/.git", "gitdir: ../main/.git/worktrees/wt\n")
+	none := mk("none")
+
+	tests := []struct {
+		dir, want string
+	}{
+		{sub, filepath.Join(root, "repo/.git/hooks")},
+		{wt, filepath.Join(root, "main/.git/hooks")},
+	}
+	for _, tt := range tests {
+		got, err := findHooksDir("", tt.dir)
+		if err != nil || got != tt.want {
+			t.Errorf("findHooksDir(%s) = %q, %v; want %q", tt.dir, got, err, tt.want)
+		}
+	}
+	if _, err := findHooksDir("", none); err == nil || !strings.Contains(err.Error(), "not in a git repository") {
+		// t.TempDir is not inside a repository on any machine that runs these tests.
+		t.Errorf("findHooksDir(%s) = %v, want not in a git repository", none, err)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair, or skips the test where there is none.
+func openPTY(t *testing.T) (master, pts *os.File) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	fd := int(master.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Skipf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Skipf("ptsname: %v", err)
+	}
+	pts, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("open pts: %v", err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return master, pts
+}
+
+// TestStatus_Color: status words are coloured on a terminal, unless NO_COLOR is
+// set; never in a pipe or a file.
+func TestStatus_Color(t *testing.T) {
+	dir := t.TempDir()
+	js := `{"plan": {"steps": {"a": {"title": "A", "instruction": "x"}, "b": {"title": "B", "instruction": "y"}}},
+		"stepQueue": ["a", "b"], "currentStep": 1, "stepRuns": {"a": {"status": "DONE", "tries": 1},
+		"b": {"status": "FAILED", "tries": 1, "error": "no"}}, "stepDelayMinutes": 0,
+		"blockers": [], "artifacts": [], "status": "IN_PROGRESS"}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	status := func(t *testing.T, out io.Writer) {
+		t.Helper()
+		var stderr bytes.Buffer
+		if err := run(t.Context(), []string{"status", dir}, out, &stderr); err != nil {
+			t.Fatalf("status: %v\n%s", err, &stderr)
+		}
+	}
+	onTerminal := func(t *testing.T) string {
+		master, pts := openPTY(t)
+		status(t, pts)
+		// The report is in the terminal's buffer already; the deadline only ends
+		// the read of it.
+		if err := master.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+			t.Skipf("pty read deadline: %v", err)
+		}
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("now:")) {
+			n, err := master.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				t.Fatalf("read terminal: %v; got %q", err, got)
+			}
+		}
+		return string(got)
+	}
+
+	t.Run("terminal", func(t *testing.T) {
+		t.Setenv("NO_COLOR", "")
+		got := onTerminal(t)
+		for _, want := range []string{"\x1b[32mDONE\x1b[0m", "\x1b[31mFAILED\x1b[0m", "\x1b[33mIN_PROGRESS\x1b[0m"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("no %q in:\n%q", want, got)
+			}
+		}
+	})
+	t.Run("NO_COLOR", func(t *testing.T) {
+		t.Setenv("NO_COLOR", "1")
+		if got := onTerminal(t); strings.Contains(got, "\x1b[") {
+			t.Errorf("colour despite NO_COLOR:\n%q", got)
+		}
+	})
+	t.Run("file", func(t *testing.T) {
+		t.Setenv("NO_COLOR", "")
+		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		status(t, f)
+		if data, _ := os.ReadFile(f.Name()); bytes.Contains(data, []byte("\x1b[")) || !bytes.Contains(data, []byte("FAILED")) {
+			t.Errorf("report in a file:\n%q", data)
+		}
+	})
+}
+
+// TestInit_WithoutGit: with no git on PATH, --git-hooks finds .git by walking up,
+// and --step, which needs git config, is a configuration error (exit 2) that
+// writes nothing.
+func TestInit_WithoutGit(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	repo := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(repo, "ws")
+
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"init", "--step", "build", ws}, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != 2 || !strings.Contains(stderr.String(), "git is not on PATH") {
+		t.Errorf("init --step without git: exit %d, stderr %q", code, &stderr)
+	}
+	if _, err := os.Stat(ws); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("init --step without git wrote %s", ws)
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	if err := run(t.Context(), []string{"init", "--git-hooks", ws}, &stdout, &stderr); err != nil {
+		t.Fatalf("init --git-hooks: %v\n%s", err, &stderr)
+	}
+	for _, name := range []string{"post-commit", "post-checkout", "post-merge"} {
+		fi, err := os.Stat(filepath.Join(repo, ".git", "hooks", name))
+		if err != nil || fi.Mode()&0o111 == 0 {
+			t.Errorf("hook %s: %v, %v", name, fi, err)
+		}
+	}
+}
