@@ -19,7 +19,7 @@ run: build
 	cp -R examples/demo/. "$$ws"; \
 	echo "demo workspace: $$ws"; \
 	( sleep 2; echo ">>> approving: touch approved.txt"; touch "$$ws/approved.txt" ) & \
-	STEP_AGENT_CMD="$(CURDIR)/$(BIN)/demoagent" $(BIN)/stepseq watch --exit-when-done "$$ws" && \
+	STEP_AGENT_CMD="$(CURDIR)/$(BIN)/demoagent" timeout 120 $(BIN)/stepseq watch --exit-when-done "$$ws" && \
 	$(BIN)/stepseq status "$$ws"
 
 test:

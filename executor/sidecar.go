@@ -53,6 +53,7 @@ type Sidecar struct {
 	watched   [2][]string
 	lastGate  time.Time // first event of the batch that may open a gate
 	plansSeen map[string]string
+	told      Decision // the last decision logged, so a wait is logged once
 
 	ready  atomic.Bool
 	alive  atomic.Bool

@@ -329,6 +329,10 @@ func (s *Sidecar) advance(ctx context.Context) {
 	now := s.now()
 	d, changed := Reconcile(s.st, Facts{Now: now, MaxRetries: maxRetries, Alive: s.lock.AgentAlive, Cond: s.conds.Cond})
 	s.record(Entry{Event: "decide", Step: d.Step, Reason: d.Reason, Detail: map[string]any{"action": d.Action.String(), "driver": "watch"}})
+	if d.Action != Launch && d.Action != Idle && (d.Step != s.told.Step || d.Reason != s.told.Reason) {
+		s.Logger.Info("step waits", "step", d.Step, "why", d.Reason)
+	}
+	s.told = d
 	switch d.Action {
 	case Launch:
 		s.launch(d, now)
