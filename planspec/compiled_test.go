@@ -1,0 +1,92 @@
+package planspec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A state.json written by hand, with stepseq's keys in plan.steps.
+const handWrittenState = `{
+  "plan": {"steps": {
+    "research": {"title": "Research", "instruction": "Write study/summary.md", "requiredOutputs": ["study/summary.md"]},
+    "paper": {"title": "Paper", "instruction": "Write paper/draft.md",
+      "when": "steps.research.status == \"DONE\" && exists(\"approved.txt\")",
+      "skip": "fresh(\"paper/draft.md\")",
+      "check": "size(\"paper/draft.md\") > 2000",
+      "on": ["notes/**/*.md"]},
+    "plain": {"title": "Plain", "instruction": "No conditions"}
+  }},
+  "stepQueue": ["research", "paper", "plain"],
+  "currentStep": 0,
+  "stepRuns": {},
+  "status": "IN_PROGRESS"
+}`
+
+func TestState_Compile(t *testing.T) {
+	st, err := ParseState(strings.NewReader(handWrittenState), "state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.When) != 1 || len(c.Skip) != 1 || len(c.Check) != 1 {
+		t.Fatalf("want one condition of each kind, got %d %d %d", len(c.When), len(c.Skip), len(c.Check))
+	}
+	if c.When["paper"].Source() != st.Steps["paper"].When || c.When["plain"] != nil || c.When["research"] != nil {
+		t.Errorf("conditions not by step id: %+v", c.When)
+	}
+	paths, _ := c.When["paper"].Paths()
+	if strings.Join(paths, ",") != "approved.txt" {
+		t.Errorf("paths = %v", paths)
+	}
+	// Compiled conditions are ready to run.
+	ok, err := c.Check["paper"].Eval(&Env{Root: nil})
+	if !errors.Is(err, ErrNoRoot) || ok {
+		t.Errorf("got %v, %v; want ErrNoRoot", ok, err)
+	}
+}
+
+func TestState_CompileErrors(t *testing.T) {
+	const bad = `{
+  "plan": {"steps": {
+    "a": {"title": "A", "instruction": "x", "when": "exist(\"x\")", "skip": "size(\"x\")",
+          "requiredOutputs": ["../out", "/abs", "ok.txt"]},
+    "b": {"title": "B", "instruction": "x", "check": "steps.c.status == \"DONE\"", "on": ["../**", "ok/*.md"]},
+    "c d": {"title": "C", "instruction": "x", "check": "read(\"/etc/passwd\") != \"\""}
+  }},
+  "stepQueue": ["a", "b", "c d"]
+}`
+	st, err := ParseState(strings.NewReader(bad), "state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Compile()
+	var errs StateErrors
+	if !errors.As(err, &errs) || !errors.Is(err, ErrInvalidState) {
+		t.Fatalf("want StateErrors, got %T %v", err, err)
+	}
+	want := []string{
+		`plan.steps.a.when: condition "exist(\"x\")": unknown name "exist": did you mean "exists"? (at 1:1)`,
+		`plan.steps.a.skip: condition "size(\"x\")": gives int, want true or false: compare it, like size("out.md") > 0`,
+		`plan.steps.b.check: no step "c" in plan.steps`,
+		`plan.steps.b.on[0]: glob "../**" leaves the workspace: want a pattern without ".."`,
+		`plan.steps.c d.check: condition "read(\"/etc/passwd\") != \"\"": read: absolute path "/etc/passwd": want a path relative to the workspace, like "etc/passwd" (at 1:6)`,
+	}
+	if got := strings.Split(err.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A state without stepseq's keys, as the original writes it, compiles to nothing.
+func TestState_CompileOriginal(t *testing.T) {
+	st := NewState()
+	st.Steps["a"] = &StepSpec{Title: "A", Instruction: "x", RequiredOutputs: []string{"out.md"}}
+	st.StepQueue = []string{"a"}
+	c, err := st.Compile()
+	if err != nil || len(c.When)+len(c.Skip)+len(c.Check) != 0 {
+		t.Errorf("got %+v, %v", c, err)
+	}
+}

@@ -1,0 +1,109 @@
+package planspec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MaxPlanSize caps a plan file. A plan is a few kilobytes; anything near the cap is
+// not a plan, and is refused before it is parsed.
+const MaxPlanSize = 1 << 20
+
+// Plan is a YAML plan: what DESIGN §2 declares, decoded and validated.
+type Plan struct {
+	Name       string
+	Agent      []string // argv prefix; nil: STEP_AGENT_CMD
+	StepDelay  Duration
+	MaxRetries *int // nil: STEP_MAX_RETRIES, else 3
+	Timeout    Duration
+	Vars       map[string]any
+	Steps      []PlanStep
+}
+
+// PlanStep is one step of a plan, in file order.
+type PlanStep struct {
+	ID   string
+	Spec StepSpec
+}
+
+// ParsePlan reads and validates a YAML plan. name is the file name used in
+// messages and for the default plan name. Every problem is reported, as a
+// *multierror.Error of *PlanError sorted by position; an error reading r is
+// returned as it is.
+func ParsePlan(r io.Reader, name string) (*Plan, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxPlanSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read plan %s: %w", name, err)
+	}
+	d := &planDecoder{file: name}
+	p := d.decode(data)
+	if err := planErrors(d.errs); err != nil {
+		return nil, err
+	}
+	if p.Name == "" {
+		p.Name = PlanName(name)
+	}
+	return p, nil
+}
+
+// PlanName is the name of a plan that does not give one: its file name without
+// .plan.yaml, .plan.yml, .yaml or .yml.
+func PlanName(file string) string {
+	base := filepath.Base(filepath.ToSlash(file))
+	for _, ext := range []string{".plan.yaml", ".plan.yml", ".yaml", ".yml"} {
+		if s, ok := strings.CutSuffix(base, ext); ok {
+			base = s
+			break
+		}
+	}
+	if base == "" || base == "." || base == ".." || base == "/" {
+		return "plan"
+	}
+	return base
+}
+
+// Hash is the content hash stepseq records for a plan file: "sha256:<hex>".
+func Hash(content []byte) string {
+	sum := sha256.Sum256(content)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// State returns the state.json that runs this plan from its first step. source is
+// the plan file relative to the workspace, hash its Hash. The state shares nothing
+// mutable with the plan.
+func (p *Plan) State(source, hash string) *State {
+	st := NewState()
+	for _, s := range p.Steps {
+		spec := s.Spec
+		spec.RequiredOutputs = slices.Clone(spec.RequiredOutputs)
+		spec.On = slices.Clone(spec.On)
+		spec.Agent = slices.Clone(spec.Agent)
+		if spec.Retries != nil {
+			n := *spec.Retries
+			spec.Retries = &n
+		}
+		st.Steps[s.ID] = &spec
+		st.StepQueue = append(st.StepQueue, s.ID)
+	}
+	st.StepDelayMinutes = float64(p.StepDelay) / float64(time.Minute)
+	st.Settings = Settings{
+		Name:    p.Name,
+		Agent:   slices.Clone(p.Agent),
+		Timeout: p.Timeout,
+		Vars:    maps.Clone(p.Vars),
+		Source:  filepath.ToSlash(source),
+		Hash:    hash,
+	}
+	if p.MaxRetries != nil {
+		n := *p.MaxRetries
+		st.Settings.MaxRetries = &n
+	}
+	return st
+}

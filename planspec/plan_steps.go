@@ -1,0 +1,261 @@
+package planspec
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+)
+
+// plan reads the top-level mapping.
+func (d *planDecoder) plan(n *yaml.Node) *Plan {
+	p := &Plan{}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, "", "want a plan: a mapping with steps (and name, agent, stepDelay, …), got %s", describeNode(n))
+		return p
+	}
+	var steps *yaml.Node
+	d.pairs(n, "", func(key string, k, v *yaml.Node) {
+		if v.Kind == yaml.AliasNode {
+			d.alias(v, key)
+			return
+		}
+		switch key {
+		case "name":
+			if s, ok := d.str(v, key); ok {
+				if err := checkID("plan name", s); err != nil {
+					d.fail(v, key, "name: %v", err)
+				}
+				p.Name = s
+			}
+		case "agent":
+			p.Agent = d.words(v, key)
+		case "stepDelay":
+			p.StepDelay = d.duration(v, key)
+		case "maxRetries":
+			p.MaxRetries = d.count(v, key)
+		case "timeout":
+			p.Timeout = d.duration(v, key)
+		case "vars":
+			if v.Kind != yaml.MappingNode {
+				d.fail(v, key, "vars: want a mapping of names to values, like {topic: solar}, got %s", describeNode(v))
+				return
+			}
+			if vars, ok := d.value(v, key, 0); ok {
+				p.Vars = vars.(map[string]any)
+			}
+		case "steps":
+			steps = v
+		default:
+			d.unknownKey(k, "", planKeys, stepKeys, "step", "which goes in an entry of steps")
+		}
+	})
+	if steps == nil {
+		d.fail(n, "steps", "missing steps: want a list of steps, each with id, title and instruction")
+		return p
+	}
+	if steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
+		d.fail(steps, "steps", "steps: want a non-empty list of steps, each with id, title and instruction, got %s", describeNode(steps))
+		return p
+	}
+	p.Steps = make([]PlanStep, 0, len(steps.Content))
+	first := map[string]int{} // id → line of its first step
+	for i, sn := range steps.Content {
+		st, idNode := d.step(sn, i)
+		if idNode != nil {
+			if line, dup := first[st.ID]; dup {
+				d.fail(idNode, fmt.Sprintf("steps[%d].id", i), "duplicate id %q: the first is at line %d; ids must be unique", st.ID, line)
+			} else {
+				first[st.ID] = idNode.Line
+			}
+		}
+		p.Steps = append(p.Steps, st)
+	}
+	d.compileConditions()
+	d.checkRefs(first)
+	return p
+}
+
+// step reads one entry of steps. It returns the id's node when the id is valid.
+func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
+	field := fmt.Sprintf("steps[%d]", i)
+	var st PlanStep
+	if n.Kind == yaml.AliasNode {
+		d.alias(n, field)
+		return st, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, field, "want a step: a mapping with id, title and instruction, got %s", describeNode(n))
+		return st, nil
+	}
+	sp := &st.Spec
+	var idNode *yaml.Node
+	var hasID, hasTitle, hasInstruction bool
+	d.pairs(n, field, func(key string, k, v *yaml.Node) {
+		f := field + "." + key
+		switch key {
+		case "id":
+			hasID = true
+		case "title":
+			hasTitle = true
+		case "instruction":
+			hasInstruction = true
+		}
+		if v.Kind == yaml.AliasNode {
+			d.alias(v, f)
+			return
+		}
+		switch key {
+		case "id":
+			if isNullNode(v) {
+				d.fail(v, f, "empty id: want letters, digits, \".\", \"_\" or \"-\", like \"build\"")
+				return
+			}
+			s, ok := d.str(v, f)
+			if !ok {
+				return
+			}
+			st.ID = s
+			if err := checkID("id", s); err != nil {
+				d.fail(v, f, "%v", err)
+				return
+			}
+			idNode = v
+		case "title":
+			sp.Title = d.text(v, f, `a short line, like "Write the paper"`)
+		case "instruction":
+			sp.Instruction = d.text(v, f, "the prompt the agent gets")
+		case "requiredOutputs":
+			sp.RequiredOutputs, _ = d.strList(v, f, checkPath)
+		case "when":
+			sp.When = d.condition(v, f)
+		case "skip":
+			sp.Skip = d.condition(v, f)
+		case "check":
+			sp.Check = d.condition(v, f)
+		case "on":
+			sp.On, _ = d.strList(v, f, checkGlob)
+		case "timeout":
+			sp.Timeout = d.duration(v, f)
+		case "awaitOutputs":
+			sp.AwaitOutputs = d.duration(v, f)
+		case "retries":
+			sp.Retries = d.count(v, f)
+		case "agent":
+			sp.Agent = d.words(v, f)
+		default:
+			d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
+		}
+	})
+	what := "this step"
+	if idNode != nil {
+		what = fmt.Sprintf("step %q", st.ID)
+	}
+	if !hasID {
+		d.fail(n, field+".id", "missing id: every step needs a unique id, like \"build\"")
+	}
+	if !hasTitle {
+		d.fail(n, field+".title", "missing title in %s: want a short line, like \"Write the paper\"", what)
+	}
+	if !hasInstruction {
+		d.fail(n, field+".instruction", "missing instruction in %s: want the prompt the agent gets", what)
+	}
+	return st, idNode
+}
+
+// text reads a required, non-blank string.
+func (d *planDecoder) text(n *yaml.Node, field, hint string) string {
+	if isNullNode(n) {
+		d.fail(n, field, "empty %s: want %s", lastKey(field), hint)
+		return ""
+	}
+	s, ok := d.str(n, field)
+	if ok && strings.TrimSpace(s) == "" {
+		d.fail(n, field, "empty %s: want %s", lastKey(field), hint)
+	}
+	return s
+}
+
+// condition reads a when, skip or check expression; compileConditions compiles
+// them once the walk is over.
+func (d *planDecoder) condition(n *yaml.Node, field string) string {
+	src, ok := d.str(n, field)
+	if ok {
+		d.conds = append(d.conds, pendingCondition{node: n, field: field, src: src})
+	}
+	return src
+}
+
+// compileConditions type-checks the plan's conditions, on every CPU when there
+// are many: checking is most of the cost of validating a large plan. Errors are
+// reported in plan order whatever order the compilations finish in.
+func (d *planDecoder) compileConditions() {
+	results := make([]*Condition, len(d.conds))
+	errs := make([]error, len(d.conds))
+	compile := func(i int) { results[i], errs[i] = checkCondition(d.conds[i].src) }
+	workers := min(runtime.GOMAXPROCS(0), 8, len(d.conds)/64+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(d.conds); i += workers {
+				compile(i)
+			}
+		})
+	}
+	wg.Wait()
+	for i, pc := range d.conds {
+		if errs[i] != nil {
+			d.conditionError(pc.node, pc.field, errs[i])
+		} else if len(results[i].steps) > 0 {
+			d.refs = append(d.refs, stepRef{node: pc.node, field: pc.field, key: lastKey(pc.field), cond: results[i]})
+		}
+	}
+}
+
+func (d *planDecoder) conditionError(n *yaml.Node, field string, err error) {
+	var ce *ConditionError
+	if !errors.As(err, &ce) {
+		d.fail(n, field, "%s: %v", lastKey(field), err)
+		return
+	}
+	line, col := n.Line, n.Column
+	msg := lastKey(field) + ": " + ce.Msg
+	switch {
+	case ce.Line == 0:
+	case ce.Line == 1 && n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) == 0 && !strings.Contains(n.Value, "\n") && !strings.Contains(n.Value, `\`):
+		// One line, as written: the column in the expression is the column in
+		// the file, past the opening quote if there is one.
+		if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0 {
+			col++
+		}
+		col += ce.Column - 1
+	default:
+		msg += fmt.Sprintf(" (at %d:%d in the expression)", ce.Line, ce.Column)
+	}
+	d.failAt(line, col, field, msg)
+}
+
+// checkRefs reports conditions that name steps the plan does not have.
+func (d *planDecoder) checkRefs(ids map[string]int) {
+	known := make([]string, 0, len(ids))
+	for id := range ids {
+		known = append(known, id)
+	}
+	slices.Sort(known)
+	for _, r := range d.refs {
+		for _, id := range r.cond.steps {
+			if _, ok := ids[id]; ok {
+				continue
+			}
+			msg := fmt.Sprintf("%s: no step %q in this plan", r.key, id)
+			if s := suggest(id, known); s != "" {
+				msg += fmt.Sprintf(": did you mean %q?", s)
+			}
+			d.fail(r.node, r.field, "%s", msg)
+		}
+	}
+}
