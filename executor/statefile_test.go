@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -132,4 +133,18 @@ func TestStateFile_Write(t *testing.T) {
 			t.Errorf("round trip changed the file:\n%s\n---\n%s", first, second)
 		}
 	})
+}
+
+func TestWorkspace_LogPathStaysUnderLogs(t *testing.T) {
+	ws := Workspace{Dir: "/ws"}
+	for _, id := range []string{"build", "../../etc/x", "..", ".", "a/b", "c d"} {
+		got := ws.LogPath(id, 2)
+		rel, err := filepath.Rel("/ws/.stepseq/logs", got)
+		if err != nil || !filepath.IsLocal(rel) || filepath.Dir(rel) == "." || strings.Contains(filepath.Dir(rel), "/") {
+			t.Errorf("LogPath(%q) = %s: not one folder under logs/", id, got)
+		}
+	}
+	if got := ws.LogPath("build", 2); got != "/ws/.stepseq/logs/build/2.log" {
+		t.Errorf("LogPath(build) = %s", got)
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -38,9 +40,20 @@ func (w Workspace) meta(parts ...string) string {
 // it outlives every atomic replacement of the state file.
 func (w Workspace) LockPath() string { return w.meta("lock") }
 
-// LogPath is the full output of one try.
+// LogPath is the full output of one try. A hand-written state may use any string
+// as a step id; the folder name is escaped so that it stays under logs/.
 func (w Workspace) LogPath(step string, try int) string {
-	return w.meta("logs", step, strconv.Itoa(try)+".log")
+	return w.meta("logs", safeName(step), strconv.Itoa(try)+".log")
+}
+
+// safeName makes a step id usable as one path element: separators and other
+// unusual bytes are %-escaped, and a name of dots gets a prefix.
+func safeName(id string) string {
+	name := url.PathEscape(id)
+	if strings.Trim(name, ".") == "" {
+		name = "_" + name
+	}
+	return name
 }
 
 // TriggersDir queues triggers for the sidecar.
