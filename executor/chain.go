@@ -24,6 +24,22 @@ var ErrStepFailed = errors.New("executor: step failed")
 // the chain goes on until the plan is DONE, blocked, or waiting on a gate.
 type Chain struct {
 	*Runtime
+
+	// conds are the compiled conditions of condsOf, the state last read: the chain
+	// never edits a state's steps, so they hold until the file is read again.
+	conds   *Conditions
+	condsOf *planspec.State
+}
+
+func (c *Chain) conditions(st *planspec.State) (*Conditions, error) {
+	if c.condsOf != st {
+		conds, err := c.Conditions(st)
+		if err != nil {
+			return nil, err
+		}
+		c.conds, c.condsOf = conds, st
+	}
+	return c.conds, nil
 }
 
 // Check is `stepseq check`: the heartbeat's check, then the whole chain.
@@ -79,7 +95,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		}
 		now := c.now()
 		facts := Facts{Now: now, MaxRetries: maxRetries, Alive: lock.AgentAlive}
-		conds, err := c.Conditions(st)
+		conds, err := c.conditions(st)
 		if err != nil {
 			return err
 		}
@@ -223,7 +239,7 @@ func (c *Chain) runTry(ctx context.Context, sf *StateFile, stp **planspec.State,
 			return Verdict{}, err
 		}
 	}
-	conds, err := c.Conditions(st)
+	conds, err := c.conditions(st)
 	if err != nil {
 		return Verdict{}, err
 	}

@@ -1,11 +1,12 @@
 package executor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -132,10 +133,17 @@ func readHolder(w Workspace) Holder {
 	return h
 }
 
+// lockRecordSize pads the holder record so that each update is one pwrite over the
+// last, with no truncation: JSON ignores the trailing spaces.
+const lockRecordSize = 512
+
 func (l *Lock) save() {
 	data, _ := json.Marshal(l.holder)
+	if pad := lockRecordSize - 1 - len(data); pad > 0 {
+		data = append(data, bytes.Repeat([]byte(" "), pad)...)
+	}
 	data = append(data, '\n')
-	if _, err := l.f.WriteAt(data, 0); err == nil {
+	if _, err := l.f.WriteAt(data, 0); err == nil && len(data) > lockRecordSize {
 		_ = l.f.Truncate(int64(len(data)))
 	}
 }

@@ -305,14 +305,7 @@ func (s *State) runOrder() []string {
 	})
 }
 
-func (s *State) planStepsOrder() []string {
-	if raw, ok := s.planRaw.vals["steps"]; ok {
-		if o, err := parseObject(raw); err == nil {
-			return o.keys
-		}
-	}
-	return nil
-}
+func (s *State) planStepsOrder() []string { return s.memo.stepsOrder }
 
 func orderKeys(first, second, rest []string, keep func(string) bool) []string {
 	seen := map[string]bool{}

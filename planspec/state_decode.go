@@ -126,6 +126,7 @@ func (d *stateDecoder) state(data []byte) *State {
 		st.planRaw, _ = d.object("plan", raw)
 		if sraw, ok := st.planRaw.vals["steps"]; ok && !isNull(sraw) {
 			steps, _ := d.object("plan.steps", sraw)
+			st.memo.stepsOrder = steps.keys
 			for _, id := range steps.keys {
 				st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
 			}

@@ -18,6 +18,7 @@ type encodeMemo struct {
 	planIndented []byte // planRaw indented at depth one; nil until needed
 	runs         map[string]memoRun
 	runOrder     []string // stepRuns keys in file order
+	stepsOrder   []string // plan.steps keys in file order
 }
 
 type memoRun struct {
@@ -144,8 +145,13 @@ func eqPtr[T comparable](a, b *T) bool {
 	return *a == *b
 }
 
-// sameObject reports whether two raw objects hold the same members.
+// sameObject reports whether two raw objects hold the same members. Raw objects are
+// replaced whole, never edited in place, so sharing the same backing arrays means
+// equal; otherwise the members are compared.
 func sameObject(a, b object) bool {
+	if len(a.keys) == len(b.keys) && len(a.keys) > 0 && &a.keys[0] == &b.keys[0] && len(a.vals) == len(b.vals) {
+		return true
+	}
 	return slices.Equal(a.keys, b.keys) && (len(a.vals) == 0 && len(b.vals) == 0 || sameMap(a.vals, b.vals))
 }
 
