@@ -1,0 +1,155 @@
+package watcher
+
+import (
+	"slices"
+	"time"
+)
+
+// coalescer gathers changed paths into batches. A batch is due once no change
+// came for the settle window, or once the oldest change waited maxWait, so
+// that a stream that never pauses still yields batches. maxWait is long (50
+// windows, a second by default) so that a checkout of thousands of files
+// makes a few batches, not a pass over a half-written tree every 200ms. One timer serves all
+// paths, and it runs only while something is pending: idle, nothing ticks.
+//
+// While a due batch waits for the consumer, newer changes are gathered and
+// merged into it: a slow consumer gets fewer, larger batches, and fsnotify is
+// read on regardless, so the kernel queue does not overflow on its account.
+// Past limit paths, the batch degrades to a rescan.
+type coalescer struct {
+	settle, maxWait time.Duration
+	limit           int
+
+	pending     map[string]struct{}
+	rescan      bool      // pending includes a rescan
+	first, last time.Time // of the pending changes
+	timer       *time.Timer
+	timing      bool // the timer is armed
+
+	out   Batch // due, waiting for the consumer
+	ready bool
+}
+
+// maxWaitWindows is maxWait in settle windows.
+const maxWaitWindows = 50
+
+func newCoalescer(settle time.Duration, limit int) *coalescer {
+	return &coalescer{
+		settle:  settle,
+		maxWait: maxWaitWindows * settle,
+		limit:   limit,
+		pending: make(map[string]struct{}),
+	}
+}
+
+// add records a changed path. It reports false when the limit was reached
+// and the batch turned into a rescan.
+func (c *coalescer) add(rel string, now time.Time) bool {
+	c.touch(now)
+	if c.rescan || c.out.Rescan {
+		return true // a rescan covers every path
+	}
+	if _, ok := c.pending[rel]; ok {
+		return true
+	}
+	if len(c.pending)+len(c.out.Paths) >= c.limit {
+		c.markRescan(now)
+		return false
+	}
+	c.pending[rel] = struct{}{}
+	return true
+}
+
+// markRescan makes the next batch a rescan: the consumer must re-read
+// everything, so the paths gathered so far are dropped.
+func (c *coalescer) markRescan(now time.Time) {
+	c.touch(now)
+	c.rescan = true
+	c.drain()
+}
+
+func (c *coalescer) touch(now time.Time) {
+	if len(c.pending) == 0 && !c.rescan {
+		c.first = now
+	}
+	c.last = now
+	if !c.timing {
+		c.arm(c.settle)
+	}
+}
+
+func (c *coalescer) arm(d time.Duration) {
+	c.timing = true
+	if c.timer == nil {
+		c.timer = time.NewTimer(d)
+		return
+	}
+	c.timer.Reset(d)
+}
+
+// C is the timer's channel while it is armed, nil otherwise.
+func (c *coalescer) C() <-chan time.Time {
+	if !c.timing {
+		return nil
+	}
+	return c.timer.C
+}
+
+// fire handles the timer: the pending changes become due, or the timer is
+// armed again for the moment they will be.
+func (c *coalescer) fire(now time.Time) {
+	c.timing = false
+	due := c.last.Add(c.settle)
+	if capped := c.first.Add(c.maxWait); capped.Before(due) {
+		due = capped
+	}
+	if now.Before(due) {
+		c.arm(due.Sub(now))
+		return
+	}
+	c.flush()
+}
+
+// flush merges the pending changes into the due batch.
+func (c *coalescer) flush() {
+	if len(c.pending) == 0 && !c.rescan {
+		return
+	}
+	c.ready = true
+	if c.rescan || c.out.Rescan {
+		c.out = Batch{Rescan: true}
+	} else {
+		paths := slices.Grow(c.out.Paths, len(c.pending))
+		for p := range c.pending {
+			paths = append(paths, p)
+		}
+		slices.Sort(paths)
+		c.out.Paths = slices.Compact(paths)
+	}
+	c.rescan = false
+	c.drain()
+}
+
+// drain empties pending; after a burst it lets the big map go.
+func (c *coalescer) drain() {
+	if len(c.pending) > 1024 {
+		c.pending = make(map[string]struct{})
+		return
+	}
+	clear(c.pending)
+}
+
+// batch returns the due batch, if any.
+func (c *coalescer) batch() (Batch, bool) { return c.out, c.ready }
+
+// sent records that the consumer took the due batch.
+func (c *coalescer) sent() {
+	c.out = Batch{}
+	c.ready = false
+}
+
+func (c *coalescer) stop() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}

@@ -1,0 +1,224 @@
+package watcher
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCoalescer drives the coalescing rules with made-up times.
+func TestCoalescer(t *testing.T) {
+	const settle = 20 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+	t.Run("due once the window passes quietly", func(t *testing.T) {
+		c := newCoalescer(settle, 100)
+		defer c.stop()
+		c.add("b", at(0))
+		c.add("a", at(5))
+		c.add("b", at(10))
+		c.fire(at(20)) // 10ms after the last change: not yet
+		if _, ready := c.batch(); ready || c.C() == nil {
+			t.Fatal("due too early, or the timer was not armed again")
+		}
+		c.fire(at(30))
+		b, ready := c.batch()
+		if !ready || !slices.Equal(b.Paths, []string{"a", "b"}) || b.Rescan {
+			t.Fatalf("batch() = %+v, %v", b, ready)
+		}
+		c.sent()
+		if _, ready := c.batch(); ready || c.C() != nil {
+			t.Fatal("idle coalescer still has a batch or a timer")
+		}
+	})
+	t.Run("a stream that never pauses is capped", func(t *testing.T) {
+		c := newCoalescer(settle, 100)
+		defer c.stop()
+		end := maxWaitWindows * int(settle/time.Millisecond)
+		for ms := 0; ms <= end; ms += 5 {
+			c.add(fmt.Sprint(ms), at(ms))
+		}
+		c.fire(at(end - 1))
+		if _, ready := c.batch(); ready {
+			t.Fatal("due before the cap")
+		}
+		c.fire(at(end))
+		if _, ready := c.batch(); !ready {
+			t.Fatal("a never-ending stream yields no batch")
+		}
+	})
+	t.Run("changes merge into a batch the consumer has not taken", func(t *testing.T) {
+		c := newCoalescer(settle, 100)
+		defer c.stop()
+		c.add("a", at(0))
+		c.fire(at(20))
+		c.add("b", at(30))
+		c.fire(at(50))
+		if b, _ := c.batch(); !slices.Equal(b.Paths, []string{"a", "b"}) {
+			t.Fatalf("batch() = %+v", b)
+		}
+	})
+	t.Run("past the limit a batch becomes a rescan", func(t *testing.T) {
+		c := newCoalescer(settle, 3)
+		defer c.stop()
+		for i, p := range []string{"a", "b", "c"} {
+			if !c.add(p, at(i)) {
+				t.Fatalf("add(%s) overran", p)
+			}
+		}
+		if c.add("d", at(3)) {
+			t.Fatal("add past the limit did not overrun")
+		}
+		c.add("e", at(4))
+		c.fire(at(30))
+		if b, _ := c.batch(); !b.Rescan || len(b.Paths) != 0 {
+			t.Fatalf("batch() = %+v, want a bare rescan", b)
+		}
+	})
+}
+
+// TestWatcher_Burst: 10,000 files created at once (a git checkout) become a
+// handful of batches, and none is missed. The consumer reads all along, as
+// an idle sidecar does.
+func TestWatcher_Burst(t *testing.T) {
+	h := watchIn(t, bulkDir(t), Config{Trees: []string{"repo"}}, tuning{limit: maxPending}, func(h *harness) { h.mkdir("repo") })
+	var created time.Duration
+	var burstErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		start := time.Now()
+		burstErr = burst(h.abs("repo"), 10_000)
+		created = time.Since(start)
+	})
+	seen := make(map[string]bool)
+	batches := h.readUntil(func(b Batch) bool {
+		if b.Rescan {
+			t.Error("rescan: events were lost")
+		}
+		for _, p := range b.Paths {
+			seen[p] = true
+		}
+		return len(seen) >= 10_000+100 || b.Rescan // the files and their directories
+	}, func() string { return fmt.Sprintf("all paths (%d seen)", len(seen)) })
+	wg.Wait()
+	if burstErr != nil {
+		t.Fatal(burstErr)
+	}
+	for _, p := range burstPaths(10_000) {
+		if !seen["repo/"+p] {
+			t.Errorf("missed repo/%s", p)
+		}
+	}
+	// A batch is due at the latest maxWait after its first change: creating
+	// the files may take longer than that on a loaded machine.
+	maxWait := maxWaitWindows * DefaultSettle
+	limit := max(5, int(created/maxWait)+2)
+	if len(batches) > limit {
+		t.Errorf("%d batches for a burst that took %v, want at most %d", len(batches), created, limit)
+	}
+	t.Logf("10000 files in %v, %d batches", created, len(batches))
+}
+
+// burst creates n files with some content in 100 new directories under dir
+// (their paths are burstPaths(n)). Another process writes them, as
+// git would: in-process writers would compete with the watcher for the
+// scheduler's processors, which a checkout does not.
+func burst(dir string, n int) error {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), burstEnv+"="+dir, burstCountEnv+"="+strconv.Itoa(n))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("burst writer: %v\n%s", err, out)
+	}
+	return nil
+}
+
+const (
+	burstEnv      = "WATCHER_TEST_BURST_DIR"
+	burstCountEnv = "WATCHER_TEST_BURST_FILES"
+)
+
+func burstPaths(n int) []string {
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("d%02d/f%05d.txt", i%100, i)
+	}
+	return paths
+}
+
+// writeBurst is the burst writer process: a few goroutines, as git's
+// parallel checkout.
+func writeBurst(dir string, n int) error {
+	const workers = 4
+	paths := burstPaths(n)
+	for d := range 100 {
+		if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("d%02d", d)), 0o755); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for k := range workers {
+		wg.Go(func() {
+			for i := k; i < n; i += workers {
+				if err := os.WriteFile(filepath.Join(dir, paths[i]), []byte("content\n"), 0o644); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// TestWatcher_StreamYieldsBatches: a file rewritten without pause still
+// yields batches while the writer goes on.
+func TestWatcher_StreamYieldsBatches(t *testing.T) {
+	h := watch(t, Config{Paths: []string{"log"}, Settle: 5 * time.Millisecond})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(200 * time.Microsecond) // well inside the window
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if err := os.WriteFile(h.abs("log"), []byte(fmt.Sprint(i)), 0o644); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
+	for range 2 {
+		h.waitFor("log")
+	}
+}
+
+// TestWatcher_SlowConsumer: a consumer that reads nothing while more paths
+// change than a batch may hold gets a rescan, and nothing blocks meanwhile.
+func TestWatcher_SlowConsumer(t *testing.T) {
+	h := watchTuned(t, Config{Trees: []string{"src"}}, tuning{limit: 100}, func(h *harness) { h.mkdir("src") })
+	for i := range 300 {
+		h.write(fmt.Sprintf("src/f%d", i), "")
+	}
+	waitUntil(t, "the events to be read", func() bool { return h.w.Stats().Events >= 300 })
+	h.waitRescan()
+	if n := h.w.Stats().Overflows; n != 1 {
+		t.Errorf("Stats().Overflows = %d, want 1", n)
+	}
+	h.write("src/after", "")
+	h.waitFor("src/after")
+}

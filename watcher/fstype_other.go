@@ -1,0 +1,5 @@
+//go:build !linux
+
+package watcher
+
+func networkFS(string) (string, bool) { return "", false }

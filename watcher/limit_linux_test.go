@@ -1,0 +1,111 @@
+package watcher
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestWatchError(t *testing.T) {
+	err := watchError("/ws/src", syscall.ENOSPC)
+	if !errors.Is(err, ErrWatchLimit) || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("%v: does not match ErrWatchLimit and ENOSPC", err)
+	}
+	for _, want := range []string{"/ws/src", "fs.inotify.max_user_watches", "sysctl fs.inotify.max_user_watches=524288"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %q", err, want)
+		}
+	}
+	if err := watchError("/ws/src", syscall.EACCES); errors.Is(err, ErrWatchLimit) {
+		t.Errorf("%v matches ErrWatchLimit", err)
+	}
+	if err := initError(syscall.EMFILE); !errors.Is(err, ErrWatchLimit) || !strings.Contains(err.Error(), "max_user_instances") {
+		t.Errorf("initError(EMFILE) = %v", err)
+	}
+}
+
+const limitEnv = "WATCHER_TEST_IN_USERNS"
+
+// TestWatcher_WatchLimit runs out of inotify watches for real. The limit is
+// per user namespace, so the test runs again in a namespace of its own where
+// it lowers the limit to 4 without touching anyone else's.
+func TestWatcher_WatchLimit(t *testing.T) {
+	if os.Getenv(limitEnv) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWatcher_WatchLimit$", "-test.v")
+		cmd.Env = append(os.Environ(), limitEnv+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case err != nil && !errors.As(err, &exit):
+			t.Skipf("no user namespace to lower the watch limit in: %v", err)
+		case err != nil:
+			t.Fatalf("in a user namespace: %v\n%s", err, out)
+		case strings.Contains(string(out), "--- SKIP"):
+			t.Skipf("skipped in the user namespace:\n%s", out)
+		}
+		for _, sub := range []string{"at_start", "running"} {
+			if !strings.Contains(string(out), "--- PASS: TestWatcher_WatchLimit/"+sub) {
+				t.Errorf("%s did not pass in the user namespace:\n%s", sub, out)
+			}
+		}
+		return
+	}
+
+	if err := os.WriteFile("/proc/sys/user/max_inotify_watches", []byte("4"), 0); err != nil {
+		t.Skipf("cannot lower the watch limit: %v", err)
+	}
+	t.Run("at start", func(t *testing.T) {
+		root := t.TempDir()
+		for _, d := range []string{"a", "b", "c", "d", "e"} {
+			if err := os.MkdirAll(root+"/src/"+d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w, err := New(Config{Root: root, Trees: []string{"src"}})
+		if err == nil {
+			w.Close()
+			t.Fatal("New succeeded with 7 directories to watch and a limit of 4")
+		}
+		if !errors.Is(err, ErrWatchLimit) || !strings.Contains(err.Error(), "sysctl fs.inotify.max_user_watches=524288") {
+			t.Fatalf("New: %v, want ErrWatchLimit with advice", err)
+		}
+	})
+	t.Run("running", func(t *testing.T) {
+		root := t.TempDir()
+		if err := os.Mkdir(root+"/src", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w, err := New(Config{Root: root, Trees: []string{"src"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		for _, d := range []string{"a", "b", "c"} {
+			if err := os.Mkdir(root+"/src/"+d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		timeout := time.After(deadline)
+		for {
+			select {
+			case err := <-w.Errors():
+				if errors.Is(err, ErrWatchLimit) {
+					return
+				}
+				t.Fatalf("error %v, want ErrWatchLimit", err)
+			case <-w.Batches():
+			case <-timeout:
+				t.Fatal("no ErrWatchLimit on Errors")
+			}
+		}
+	})
+}

@@ -1,0 +1,207 @@
+package watcher
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// run is the only goroutine that touches the watch set and the coalescer.
+func (w *Watcher) run() {
+	defer w.wg.Done()
+	defer close(w.errs)
+	defer close(w.batches)
+	defer w.co.stop()
+
+	var events <-chan fsnotify.Event
+	var ferrs <-chan error
+	var overflow <-chan struct{}
+	if w.fsw != nil {
+		events, ferrs, overflow = w.fsw.Events, w.fsErrs.errs, w.fsErrs.kick
+	}
+	var tick <-chan time.Time
+	if w.poll != nil {
+		t := time.NewTicker(w.pollEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	if w.hold != nil {
+		select {
+		case <-w.hold:
+		case <-w.done:
+			return
+		}
+	}
+	for {
+		var out chan<- Batch
+		b, ready := w.co.batch()
+		if ready {
+			out = w.batches
+		}
+		select {
+		case <-w.done:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			w.handle(ev)
+		case err := <-ferrs:
+			w.report(fmt.Errorf("inotify: %w", err))
+		case <-overflow:
+			if w.fsErrs.overflowed.Swap(false) {
+				w.overflowed()
+			}
+		case <-w.co.C():
+			// Events that queued up while this goroutine waited for a CPU
+			// belong to the batch: take them before deciding it is due.
+			events = w.drain(events)
+			w.co.fire(time.Now())
+		case out <- b:
+			w.co.sent()
+			w.delivered.Add(1)
+		case u := <-w.updates:
+			u.reply <- w.update(u.scope)
+		case <-tick:
+			w.pollOnce()
+		}
+		w.countWatches()
+	}
+}
+
+func (w *Watcher) countWatches() {
+	if w.set != nil {
+		w.watches.Store(int64(len(w.set.held)))
+	}
+}
+
+// drain handles the events that are ready now, up to one buffer's worth.
+func (w *Watcher) drain(events <-chan fsnotify.Event) <-chan fsnotify.Event {
+	for range eventBuffer {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			w.handle(ev)
+		default:
+			return events
+		}
+	}
+	return events
+}
+
+// handle applies one file event to the watch set and the pending batch.
+func (w *Watcher) handle(ev fsnotify.Event) {
+	w.events.Add(1)
+	s := w.set
+	name := filepath.Clean(ev.Name)
+	if !s.holds(name) && !s.holds(filepath.Dir(name)) {
+		// From a watch released a moment ago: fsnotify named it before the
+		// release, so after a rename it would carry the old, wrong name.
+		return
+	}
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		if s.holds(name) {
+			s.drop(name)
+		}
+	}
+	if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		if s.onAnchorPath(name) {
+			w.rearm()
+		}
+	}
+	rel, inside := s.rel(name)
+	if !inside {
+		return
+	}
+	if ev.Has(fsnotify.Create) {
+		if err := s.created(rel, w.note); err != nil {
+			w.report(err)
+		}
+	}
+	w.note(rel)
+}
+
+// rearm reconciles the watch set after a directory on the way to a path came
+// or went. When that brings the root back, the next batch is a rescan.
+func (w *Watcher) rearm() {
+	s := w.set
+	rearmed, err := s.reconcile(w.note)
+	if err != nil {
+		w.report(err)
+	}
+	if rearmed {
+		w.log.Debug("root watched again; rescanning", "root", s.root)
+		w.co.markRescan(time.Now())
+	} else if !s.holds(s.root) {
+		w.log.Debug("root is gone; waiting for it", "root", s.root)
+	}
+}
+
+// overflowed handles a kernel queue overflow: events were lost, so the watch
+// set is repaired and the consumer told to rescan.
+func (w *Watcher) overflowed() {
+	w.overflows.Add(1)
+	w.log.Debug("event queue overflowed; rescanning")
+	if err := w.set.resync(); err != nil {
+		w.report(err)
+	}
+	w.co.markRescan(time.Now())
+}
+
+func (w *Watcher) update(sc scope) error {
+	w.scope = sc
+	if w.poll != nil {
+		w.poll.scope = sc
+		w.poll.scan(nil)
+		return nil
+	}
+	w.set.setScope(sc)
+	rearmed, err := w.set.reconcile(nil)
+	if rearmed {
+		w.co.markRescan(time.Now())
+	}
+	w.countWatches() // before Update returns
+	return err
+}
+
+func (w *Watcher) pollOnce() {
+	n := 0
+	rescan := w.poll.scan(func(rel string) {
+		n++
+		w.note(rel)
+	})
+	w.events.Add(uint64(n))
+	if rescan {
+		w.co.markRescan(time.Now())
+	}
+}
+
+// note adds rel to the pending batch if it matters and is not an editor's
+// scratch file (unless it was named exactly).
+func (w *Watcher) note(rel string) {
+	if !w.scope.relevant(rel) {
+		return
+	}
+	if scratch(path.Base(rel)) && !w.scope.named(rel) {
+		return
+	}
+	if !w.co.add(rel, time.Now()) {
+		w.overflows.Add(1)
+		w.log.Debug("too many changed paths; rescanning", "limit", w.co.limit)
+	}
+}
+
+// report hands a non-fatal error to the consumer without ever blocking.
+func (w *Watcher) report(err error) {
+	select {
+	case w.errs <- err:
+	default:
+		w.log.Debug("error dropped: nobody reads Errors", "err", err)
+	}
+}

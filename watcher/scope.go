@@ -1,0 +1,144 @@
+package watcher
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// skipDirs are never entered by a tree walk, unless the tree root itself lies
+// in (or is) one of them: they are large, churn a lot, and a plan's globs
+// almost never mean them.
+var skipDirs = []string{".git", "node_modules"}
+
+// scope is what the caller asked for, cleaned: which changes matter and which
+// directories must be watched to see them. Paths are slash separated and
+// relative to the root; "" is the root itself.
+type scope struct {
+	paths []string
+	trees []string
+}
+
+func newScope(paths, trees []string) (scope, error) {
+	var s scope
+	var err error
+	if s.paths, err = cleanAll(paths); err != nil {
+		return scope{}, err
+	}
+	if s.trees, err = cleanAll(trees); err != nil {
+		return scope{}, err
+	}
+	return s, nil
+}
+
+func cleanAll(in []string) ([]string, error) {
+	out := make([]string, 0, len(in))
+	for _, p := range in {
+		c, err := cleanRel(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// cleanRel cleans a workspace-relative path; it refuses absolute paths and
+// paths that climb out of the workspace.
+func cleanRel(p string) (string, error) {
+	if filepath.IsAbs(p) || path.IsAbs(filepath.ToSlash(p)) {
+		return "", fmt.Errorf("path %q: must be relative to the workspace", p)
+	}
+	c := path.Clean(filepath.ToSlash(p))
+	if c == "." {
+		return "", nil
+	}
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("path %q: leaves the workspace", p)
+	}
+	return c, nil
+}
+
+// relevant reports whether a change to rel matters: it is one of the paths or
+// lies below one, or it lies in a tree outside the skipped directories.
+func (s scope) relevant(rel string) bool {
+	if rel == "" {
+		return false // the root itself: handled as a rescan, never a path
+	}
+	for _, p := range s.paths {
+		if within(rel, p) {
+			return true
+		}
+	}
+	for _, t := range s.trees {
+		if within(rel, t) && !skipped(rel, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// named reports whether rel is exactly one of the paths: such a change is
+// reported even when the name looks like an editor's scratch file.
+func (s scope) named(rel string) bool {
+	_, ok := slices.BinarySearch(s.paths, rel)
+	return ok
+}
+
+// tree returns the tree that holds rel and whether there is one; rel must not
+// lie in a skipped directory of it.
+func (s scope) tree(rel string) (string, bool) {
+	for _, t := range s.trees {
+		if within(rel, t) && !skipped(rel, t) {
+			return t, true
+		}
+	}
+	return "", false
+}
+
+// anchors are the paths and tree roots. The chain of directories from the
+// root down to each is watched, as far as it exists, so that creating,
+// removing or renaming any of them is seen.
+func (s scope) anchors() []string {
+	a := slices.Concat(s.paths, s.trees)
+	slices.Sort(a)
+	return slices.Compact(a)
+}
+
+// within reports whether rel is base or lies below it.
+func within(rel, base string) bool {
+	if base == "" || rel == base {
+		return true
+	}
+	return len(rel) > len(base) && rel[len(base)] == '/' && strings.HasPrefix(rel, base)
+}
+
+// skipped reports whether rel, below tree root t, lies in a skipped directory.
+func skipped(rel, t string) bool {
+	rest := rel
+	if t != "" {
+		rest = strings.TrimPrefix(rel[len(t):], "/")
+	}
+	for rest != "" {
+		var name string
+		name, rest, _ = strings.Cut(rest, "/")
+		if slices.Contains(skipDirs, name) && !hasComponent(t, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasComponent(p, name string) bool {
+	return slices.Contains(strings.Split(p, "/"), name)
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}

@@ -1,0 +1,229 @@
+package watcher
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultSettle is the coalescing window used when Config.Settle is zero.
+const DefaultSettle = 20 * time.Millisecond
+
+// eventBuffer is how many events fsnotify may read ahead of the loop: it
+// keeps reading the kernel queue while the loop waits for a CPU.
+const eventBuffer = 1024
+
+// maxPending bounds the paths one batch gathers; past it, the batch becomes a
+// rescan, which bounds memory however slow the consumer is.
+const maxPending = 50_000
+
+// Config says what to watch.
+type Config struct {
+	// Root is the workspace directory, absolute or relative to the working
+	// directory. It must exist when New is called.
+	Root string
+	// Paths are slash-separated paths relative to Root whose changes matter:
+	// files or directories (then their entries too, one level deep), which
+	// may not exist yet.
+	Paths []string
+	// Trees are directories relative to Root watched recursively ("" or "."
+	// is the whole root), skipping .git and node_modules below the tree root.
+	Trees []string
+	// Settle is the coalescing window: a batch is due once no change came for
+	// this long, and at the latest 50 windows (a second by default) after its
+	// first change. Zero means DefaultSettle.
+	Settle time.Duration
+	// Poll, when positive, replaces file events with a stat scan of the
+	// watched paths and trees at this interval, for file systems that deliver
+	// no events (NFS, 9p, Docker Desktop mounts; see NetworkFS).
+	Poll time.Duration
+	// Logger receives debug records; nil discards them.
+	Logger *slog.Logger
+}
+
+// Batch is a set of paths that may have changed.
+type Batch struct {
+	// Paths are sorted, deduplicated, slash-separated and relative to Root.
+	Paths []string
+	// Rescan means changes may have been missed (an event queue overflowed, or
+	// the root was removed and is back): re-read everything. Paths may then
+	// be empty.
+	Rescan bool
+}
+
+// Stats are counters for metrics.
+type Stats struct {
+	Watches   int    // directories holding an inotify watch; 0 when polling
+	Events    uint64 // file events received (when polling: changes found)
+	Overflows uint64 // lost or dropped changes (the kernel's event queue overflowed, or a batch outgrew its limit while the consumer lagged), each answered with a rescan
+	Batches   uint64 // batches delivered
+}
+
+// Watcher delivers batches of changed paths under one workspace directory.
+type Watcher struct {
+	log       *slog.Logger
+	root      string
+	scope     scope
+	fsw       *fsnotify.Watcher // nil when polling
+	fsErrs    *errorPump        // nil when polling
+	set       *watchSet         // nil when polling
+	poll      *poller           // nil unless polling
+	pollEvery time.Duration
+	co        *coalescer
+	hold      <-chan struct{} // tests: the loop reads nothing until it is closed
+
+	batches chan Batch
+	errs    chan error
+	updates chan update
+	done    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	closed  error
+
+	watches   atomic.Int64
+	events    atomic.Uint64
+	overflows atomic.Uint64
+	delivered atomic.Uint64
+}
+
+type update struct {
+	scope scope
+	reply chan error
+}
+
+// tuning holds knobs that only tests turn.
+type tuning struct {
+	limit int             // paths per batch before it becomes a rescan
+	hold  <-chan struct{} // when set, the loop starts reading once it is closed
+}
+
+// New arms the watches and starts delivering batches; changes made after it
+// returns are reported (what was there before is the caller's to read). It
+// fails when the root is missing or an inotify limit is reached
+// (ErrWatchLimit). Close releases everything.
+func New(cfg Config) (*Watcher, error) {
+	return start(cfg, tuning{limit: maxPending})
+}
+
+func start(cfg Config, tu tuning) (*Watcher, error) {
+	if cfg.Root == "" {
+		cfg.Root = "."
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", cfg.Root, err)
+	}
+	if fi, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("watch %s: %w", cfg.Root, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("watch %s: not a directory", cfg.Root)
+	}
+	sc, err := newScope(cfg.Paths, cfg.Trees)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Settle < 0 || cfg.Poll < 0 {
+		return nil, errors.New("watch: negative settle or poll interval")
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = DefaultSettle
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{
+		log:       log.With("component", "watcher"),
+		root:      root,
+		scope:     sc,
+		pollEvery: cfg.Poll,
+		co:        newCoalescer(cfg.Settle, tu.limit),
+		hold:      tu.hold,
+		batches:   make(chan Batch),
+		errs:      make(chan error, 16),
+		updates:   make(chan update),
+		done:      make(chan struct{}),
+	}
+	if cfg.Poll > 0 {
+		w.poll = &poller{root: root, scope: sc}
+		w.poll.scan(nil)
+	} else if err := w.arm(); err != nil {
+		return nil, err
+	}
+	w.wg.Add(1)
+	go w.run()
+	return w, nil
+}
+
+func (w *Watcher) arm() error {
+	fsw, err := fsnotify.NewBufferedWatcher(eventBuffer)
+	if err != nil {
+		return initError(err)
+	}
+	w.fsw = fsw
+	w.fsErrs = pumpErrors(fsw.Errors)
+	w.set = newWatchSet(fsw, w.root, w.scope, w.report)
+	if _, err := w.set.reconcile(nil); err != nil {
+		fsw.Close()
+		<-w.fsErrs.done
+		return err
+	}
+	w.countWatches()
+	w.log.Debug("watching", "root", w.root, "watches", len(w.set.held))
+	return nil
+}
+
+// Batches delivers batches of changed paths. It is closed by Close.
+func (w *Watcher) Batches() <-chan Batch { return w.batches }
+
+// Errors delivers non-fatal errors: a directory that cannot be watched
+// (including ErrWatchLimit once running), or a failure fsnotify reports. It is
+// closed by Close. Errors are dropped while nobody reads.
+func (w *Watcher) Errors() <-chan error { return w.errs }
+
+// Update replaces the paths and trees, as in Config, and returns once the
+// new watch set is armed. Changes made after it returns are reported.
+func (w *Watcher) Update(paths, trees []string) error {
+	sc, err := newScope(paths, trees)
+	if err != nil {
+		return err
+	}
+	u := update{scope: sc, reply: make(chan error, 1)}
+	select {
+	case w.updates <- u:
+		return <-u.reply
+	case <-w.done:
+		return ErrClosed
+	}
+}
+
+// Stats returns the counters; it is safe to call from any goroutine.
+func (w *Watcher) Stats() Stats {
+	return Stats{
+		Watches:   int(w.watches.Load()),
+		Events:    w.events.Load(),
+		Overflows: w.overflows.Load(),
+		Batches:   w.delivered.Load(),
+	}
+}
+
+// Close stops the watcher, waits for its goroutine, releases the watches and
+// closes the channels. It may be called more than once.
+func (w *Watcher) Close() error {
+	w.once.Do(func() {
+		close(w.done)
+		w.wg.Wait()
+		if w.fsw != nil {
+			w.closed = w.fsw.Close()
+			<-w.fsErrs.done
+		}
+	})
+	return w.closed
+}
