@@ -15,7 +15,7 @@ import (
 
 // DefaultSettle is the sidecar's coalescing window: long enough to make one pass of
 // an editor's save or a git checkout, short enough that a gate opens at once.
-const DefaultSettle = 8 * time.Millisecond
+const DefaultSettle = 5 * time.Millisecond
 
 // SidecarOptions configure a sidecar.
 type SidecarOptions struct {
