@@ -221,12 +221,12 @@ func BenchmarkSidecarIdleCPU(b *testing.B) {
 			data, _ := os.ReadFile(filepath.Join(dir, ".stepseq", "journal.jsonl"))
 			return strings.Contains(string(data), `"event":"ready"`)
 		})
-		before := cpuTicks(cmd.Process.Pid)
+		before := cpuNanos(cmd.Process.Pid)
 		time.Sleep(10 * time.Second) // the measurement window, not a synchronisation
-		after := cpuTicks(cmd.Process.Pid)
+		after := cpuNanos(cmd.Process.Pid)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
-		b.ReportMetric(float64(after-before)*10, "idle-cpu-ms-per-10s") // 100 ticks a second
+		b.ReportMetric(float64(after-before)/1e6, "idle-cpu-ms-per-10s")
 	}
 }
 
@@ -306,15 +306,23 @@ func statusKB(pid int, key string) int64 {
 	return 0
 }
 
-// cpuTicks is a process's user+system CPU in clock ticks, from /proc/PID/stat.
-func cpuTicks(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// cpuNanos is the CPU time of all a process's threads, in ns, from their
+// /proc/PID/task/TID/schedstat (finer than the clock ticks of /proc/PID/stat).
+func cpuNanos(pid int) int64 {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return 0
 	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return utime + stime
+	var total int64
+	for _, t := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			total += n
+		}
+	}
+	return total
 }
