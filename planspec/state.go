@@ -216,15 +216,15 @@ func (s *State) Marshal() []byte {
 		o.set("plan", plan)
 		s.memo.rememberPlan(s, o.vals["plan"])
 	}
-	o.set("stepQueue", nonNil(s.StepQueue))
+	o.setRaw("stepQueue", appendStrings(nil, s.StepQueue))
 	o.set("currentStep", s.CurrentStep)
 	o.setRaw("stepRuns", nil) // written from the memo's indented runs below
 	o.set("stepDelayMinutes", s.StepDelayMinutes)
-	o.set("blockers", nonNil(s.Blockers))
+	o.setRaw("blockers", appendStrings(nil, s.Blockers))
 	if s.LastHeartbeatIso != "" || o.has("lastHeartbeatIso") {
 		o.set("lastHeartbeatIso", s.LastHeartbeatIso)
 	}
-	o.set("artifacts", nonNil(s.Artifacts))
+	o.setRaw("artifacts", appendStrings(nil, s.Artifacts))
 	o.set("status", s.Status)
 	if !s.Settings.empty() {
 		o.set("stepseq", s.Settings.object())
@@ -236,15 +236,14 @@ func (s *State) Marshal() []byte {
 	// form: re-indenting the whole file after every step would cost more than the
 	// rest of the write.
 	var out bytes.Buffer
-	out.Grow(len(s.memo.planIndented) + 256*len(s.StepRuns) + 1024)
+	out.Grow(len(s.memo.planIndented) + 512*len(s.StepRuns) + 64*len(s.StepQueue) + 64*len(s.Artifacts) + 1024)
 	out.WriteString("{")
 	for i, k := range o.keys {
 		if i > 0 {
 			out.WriteByte(',')
 		}
 		out.WriteString("\n  ")
-		kb, _ := marshal(k)
-		out.Write(kb)
+		out.Write(appendString(nil, k))
 		out.WriteString(": ")
 		switch k {
 		case "plan":
@@ -272,8 +271,7 @@ func (s *State) writeRuns(out *bytes.Buffer) {
 			out.WriteByte(',')
 		}
 		out.WriteString("\n    ")
-		kb, _ := marshal(id)
-		out.Write(kb)
+		out.Write(appendString(out.AvailableBuffer(), id))
 		out.WriteString(": ")
 		out.Write(s.memo.indentedRun(id, s.StepRuns[id]))
 	}
@@ -299,10 +297,14 @@ func (s *State) stepOrder() []string {
 }
 
 func (s *State) runOrder() []string {
-	prev := s.memo.runOrder
-	return orderKeys(prev, s.StepQueue, slices.Sorted(maps.Keys(s.StepRuns)), func(id string) bool {
+	if last := s.memo.lastRunOrder; len(last) == len(s.StepRuns) && !slices.ContainsFunc(last, func(id string) bool { return s.StepRuns[id] == nil }) {
+		return last // the same runs as last time: the same order
+	}
+	order := orderKeys(s.memo.runOrder, s.StepQueue, slices.Sorted(maps.Keys(s.StepRuns)), func(id string) bool {
 		return s.StepRuns[id] != nil
 	})
+	s.memo.lastRunOrder = order
+	return order
 }
 
 func (s *State) planStepsOrder() []string { return s.memo.stepsOrder }

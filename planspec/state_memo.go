@@ -19,6 +19,7 @@ type encodeMemo struct {
 	runs         map[string]memoRun
 	runOrder     []string // stepRuns keys in file order
 	stepsOrder   []string // plan.steps keys in file order
+	lastRunOrder []string // the order stepRuns was last written in
 }
 
 type memoRun struct {
