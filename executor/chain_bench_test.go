@@ -17,10 +17,14 @@ func chainState(n int) *planspec.State {
 	st := planspec.NewState()
 	for i := range n {
 		id := fmt.Sprintf("step-%03d", i)
-		st.Steps[id] = &planspec.StepSpec{Title: "Step " + id, Instruction: "Do step " + id + " and report what you did."}
+		st.Steps[id] = &planspec.StepSpec{Title: "Step " + id, Instruction: chainPrompt(i)}
 		st.StepQueue = append(st.StepQueue, id)
 	}
 	return st
+}
+
+func chainPrompt(i int) string {
+	return fmt.Sprintf("Do step step-%03d and report what you did.", i)
 }
 
 // halfDone is the state of the chain halfway: its size is the mean size of the
@@ -55,8 +59,10 @@ func BenchmarkChain100(b *testing.B) {
 
 		start := time.Now()
 		sf := &StateFile{Path: statePath}
-		for range steps {
-			if err := exec.Command(truePath).Run(); err != nil {
+		for i := range steps {
+			// The same argv the chain gives its agent: the prompt as the last argument
+			// (GNU true does a little more work when it has one).
+			if err := exec.Command(truePath, chainPrompt(i)).Run(); err != nil {
 				b.Fatal(err)
 			}
 			if err := sf.WriteBytes(half); err != nil {
