@@ -148,3 +148,29 @@ func TestWorkspace_LogPathStaysUnderLogs(t *testing.T) {
 		t.Errorf("LogPath(build) = %s", got)
 	}
 }
+
+func TestJournal_RotatesPastMax(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	j := &Journal{Path: path, Max: 1024}
+	defer j.Close()
+	for i := range 100 {
+		if err := j.Record(Entry{Event: "decide", Step: "s", Try: i, Reason: "a reason long enough to fill the journal"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.Stat(path + ".1")
+	if err != nil {
+		t.Fatalf("no rotated journal: %v", err)
+	}
+	if cur.Size() > 1024 || old.Size() > 1024 {
+		t.Errorf("sizes %d and %d exceed the 1024-byte bound", cur.Size(), old.Size())
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), `"try":99`) {
+		t.Error("the newest record is not in the current journal")
+	}
+}
