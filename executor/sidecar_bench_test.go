@@ -48,20 +48,7 @@ func BenchmarkGateLatency(b *testing.B) {
 	const samples = 200
 	for b.Loop() {
 		dir := b.TempDir()
-		w := benchWS(b, dir, gatedPlan(samples))
-		if err := os.MkdirAll(filepath.Join(dir, "gates"), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		rt, err := NewRuntime(w.state, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rt.Getenv = func(k string) string { return w.env[k] }
-		sc, err := NewSidecar(rt, SidecarOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		stop := runBench(sc)
+		w, _, stop := benchSidecar(b, dir, gatedPlan(samples), "gates")
 		var lat []time.Duration
 		for i := range samples {
 			// The step must be the current one, waiting on its gate.
@@ -83,11 +70,34 @@ func BenchmarkGateLatency(b *testing.B) {
 			lat = append(lat, time.Unix(0, started).Sub(created))
 		}
 		stop()
-		rt.Close()
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+	}
+}
+
+// benchSidecar runs a sidecar in the test process on dir, with the state given and
+// the folder mkdir made, until stop is called.
+func benchSidecar(b *testing.B, dir, stateJSON, mkdir string) (*testWS, *Sidecar, func()) {
+	b.Helper()
+	w := benchWS(b, dir, stateJSON)
+	if err := os.MkdirAll(filepath.Join(dir, mkdir), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	rt, err := NewRuntime(w.state, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt.Getenv = func(k string) string { return w.env[k] }
+	sc, err := NewSidecar(rt, SidecarOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop := runBench(sc)
+	return w, sc, func() {
+		stop()
+		rt.Close()
 	}
 }
 
@@ -235,20 +245,7 @@ func BenchmarkSidecarIdleCPU(b *testing.B) {
 func BenchmarkSidecarBurst(b *testing.B) {
 	for b.Loop() {
 		dir := fastDir(b)
-		w := benchWS(b, dir, plan("", `"instruction":"write:done","when":"len(glob(\"burst/**/*.txt\")) >= 10000"`))
-		if err := os.MkdirAll(filepath.Join(dir, "burst"), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		rt, err := NewRuntime(w.state, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		rt.Getenv = func(k string) string { return w.env[k] }
-		sc, err := NewSidecar(rt, SidecarOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		stop := runBench(sc)
+		w, sc, stop := benchSidecar(b, dir, plan("", `"instruction":"write:done","when":"len(glob(\"burst/**/*.txt\")) >= 10000"`), "burst")
 		before := sc.Passes()
 		for d := range 10 {
 			sub := filepath.Join(dir, "burst", fmt.Sprintf("d%d", d))
@@ -267,7 +264,6 @@ func BenchmarkSidecarBurst(b *testing.B) {
 		})
 		passes := sc.Passes() - before
 		stop()
-		rt.Close()
 		// One pass launches the step and one judges its exit: the rest is the burst.
 		b.ReportMetric(float64(passes), "passes")
 	}
