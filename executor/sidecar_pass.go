@@ -230,8 +230,11 @@ func (s *Sidecar) intakePlans() {
 				s.Logger.Info("plan edit applied to the steps not started", "file", pf.Source)
 				s.setRecord(pf, PlanActive, pf.Hash)
 			}
-		case rec.AppliedHash == pf.Hash && !(active && s.st.Settings.Hash != pf.Hash):
+		case rec.AppliedHash == pf.Hash:
 			// Applied before: a restart never applies the same content twice.
+			if active && rec.Status == PlanActive {
+				s.setRecord(pf, PlanFinished, rec.AppliedHash)
+			}
 		case next == nil:
 			p := pf
 			next = &p
@@ -262,15 +265,17 @@ func (s *Sidecar) intakePlans() {
 	s.setRecord(*next, PlanActive, next.Hash)
 }
 
-// judged records a plan file's verdict for the agent that dropped it.
+// judged records a plan file's verdict for the agent that dropped it. Content
+// applied before keeps its standing (active or finished).
 func (s *Sidecar) judged(pf PlanFile, rec PlanRecord) {
 	status := PlanWaiting
-	if pf.Plan == nil {
+	switch {
+	case pf.Plan == nil:
 		status = PlanInvalid
 		s.Logger.Error("plan rejected; state.json is untouched", "file", pf.Source, "errors", strings.Join(ErrorLines(pf.Err), "; "))
 		s.record(Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": ErrorLines(pf.Err)}})
-	} else if rec.Status == PlanActive && rec.AppliedHash == pf.Hash {
-		status = PlanActive
+	case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
+		status = rec.Status
 	}
 	s.setRecord(pf, status, rec.AppliedHash)
 }

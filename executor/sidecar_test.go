@@ -382,3 +382,26 @@ func TestSidecar_JournalIsSelfDescribing(t *testing.T) {
 		}
 	}
 }
+
+func TestSidecar_RestartNeverAppliesTheSameContentTwice(t *testing.T) {
+	w := newTestWS(t, "")
+	run := w.startSidecar(SidecarOptions{})
+	w.writeFile("plans/once.yaml", "steps:\n  - id: a\n    title: A\n    instruction: out:ran\n")
+	w.waitState("DONE", done)
+	waitFor(t, func() bool {
+		rec, _ := w.chain().WS.ReadPlanRecord("once")
+		return rec.Status == PlanFinished
+	})
+	run.stop(t)
+	w.startSidecar(SidecarOptions{})
+	rec, _ := w.chain().WS.ReadPlanRecord("once")
+	if rec.Status != PlanFinished || logCount(w, "a") != 1 {
+		t.Fatalf("after a restart: record %s, launches %d; want finished and 1", rec.Status, logCount(w, "a"))
+	}
+	// The same file changed after its plan finished is a new run.
+	w.writeFile("plans/once.yaml", "steps:\n  - id: a\n    title: A\n    instruction: out:again\n")
+	w.waitState("second run DONE", func(st *planspec.State) bool { return done(st) && logCount(w, "a") == 2 })
+	if history, _ := os.ReadDir(w.path(".stepseq/history")); len(history) != 1 {
+		t.Errorf("history = %d entries, want the first run archived", len(history))
+	}
+}

@@ -1,0 +1,184 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Report is a state as a person asks about it: every step's status, tries and
+// duration, the blockers, and what the plan waits for. `stepseq status --json`
+// prints it as it is, so its JSON names are part of the command's output.
+type Report struct {
+	Plan       string       `json:"plan"`
+	State      string       `json:"state"`
+	Status     string       `json:"status"`
+	Cursor     int          `json:"cursor"`
+	Steps      []StepReport `json:"steps"`
+	Blockers   []string     `json:"blockers"`
+	WaitingFor Waiting      `json:"waitingFor"`
+}
+
+// StepReport is one step's line. Missing values are null rather than absent, so
+// that every step has the same keys.
+type StepReport struct {
+	ID         string  `json:"id"`
+	Title      string  `json:"title"`
+	Status     string  `json:"status"`
+	Tries      int     `json:"tries"`
+	LastRunIso *string `json:"lastRunIso"`
+	// DurationMs is the last try's run time: from the agent's start to its end, or
+	// to now while it runs.
+	DurationMs *int64  `json:"durationMs"`
+	Running    bool    `json:"running,omitempty"`
+	Error      *string `json:"error"`
+	Skipped    bool    `json:"skipped"`
+}
+
+// Waiting is what the plan waits for: the reconcile core's decision on a copy of
+// the state, in words.
+type Waiting struct {
+	// Action is the decision's name as the journal writes it: idle (DONE), launch,
+	// gated, delayed, blocked or running; "invalid" when the conditions do not compile.
+	Action         string   `json:"action"`
+	Step           string   `json:"step,omitempty"`
+	Reason         string   `json:"reason"`
+	At             string   `json:"at,omitempty"` // delayed: when the step may start
+	MissingOutputs []string `json:"missingOutputs,omitempty"`
+}
+
+// Describe reports st as of now. What the plan waits for comes from the reconcile
+// core run on a copy: the report says what the next pass would do, and changes
+// nothing, neither st nor the workspace. When the state's conditions do not
+// compile, the report is still whole, with the "invalid" action, and the error is
+// returned beside it.
+func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
+	r := Report{
+		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep,
+		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
+	}
+	for _, id := range st.StepQueue {
+		s := StepReport{ID: id, Status: planspec.StatusPending}
+		if spec := st.Steps[id]; spec != nil {
+			s.Title = spec.Title
+		}
+		if run := st.StepRuns[id]; run != nil {
+			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
+			if run.LastRunIso != "" {
+				s.LastRunIso = &run.LastRunIso
+			}
+			if d, running, ok := runDuration(run, now); ok {
+				ms := d.Milliseconds()
+				s.DurationMs, s.Running = &ms, running
+			}
+		}
+		r.Steps = append(r.Steps, s)
+	}
+	var err error
+	r.WaitingFor, err = waitsFor(rt, st, now, maxRetries)
+	return r, err
+}
+
+// runDuration is how long the last try ran: from the agent's start to its finish,
+// or to now while the step is IN_PROGRESS. ok is false when stepseq recorded no
+// start (a state the original scripts wrote).
+func runDuration(run *planspec.StepRun, now time.Time) (d time.Duration, running, ok bool) {
+	if run.Agent == nil || run.Agent.StartedIso == "" {
+		return 0, false, false
+	}
+	start, err := planspec.ParseISO(run.Agent.StartedIso)
+	if err != nil {
+		return 0, false, false
+	}
+	end := now
+	switch {
+	case run.Agent.FinishedIso != "":
+		if end, err = planspec.ParseISO(run.Agent.FinishedIso); err != nil {
+			return 0, false, false
+		}
+	case run.Status == planspec.StatusInProgress:
+		running = true
+	default:
+		return 0, false, false
+	}
+	return max(end.Sub(start), 0), running, true
+}
+
+func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Waiting, error) {
+	if st.Status != planspec.StatusDone && st.CurrentStep < len(st.StepQueue) {
+		id := st.StepQueue[st.CurrentStep]
+		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress && stillRunning(rt.WS, id, run) {
+			return withMissing(rt, st, Waiting{Action: Running.String(), Step: id,
+				Reason: fmt.Sprintf("running (try %d)", run.Tries)}), nil
+		}
+	}
+	clone := st.Clone()
+	conds, err := rt.Conditions(clone)
+	if err != nil {
+		return Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}, err
+	}
+	d, _ := Reconcile(clone, Facts{Now: now, MaxRetries: maxRetries, Cond: conds.Cond})
+	w := Waiting{Action: d.Action.String(), Step: d.Step, Reason: d.Reason}
+	switch d.Action {
+	case Idle:
+		w.Reason = "plan DONE"
+	case Delayed:
+		w.Reason = "waiting for stepDelayMinutes until " + clockTime(d.At, now)
+		w.At = planspec.FormatISO(d.At)
+	case Launch:
+		run := clone.Run(d.Step)
+		if d.Interrupted {
+			w.Reason = fmt.Sprintf("interrupted: the agent of try %d is gone; the next check or sidecar pass starts it again", run.Tries)
+		} else {
+			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", run.Tries+1)
+		}
+	}
+	return withMissing(rt, clone, w), nil
+}
+
+// clockTime shows t in local time, as a person reads it in a reason: the time of
+// day when it is today, else the date too.
+func clockTime(t, now time.Time) string {
+	t, now = t.Local(), now.Local()
+	switch {
+	case t.YearDay() == now.YearDay() && t.Year() == now.Year():
+		return t.Format("15:04:05")
+	case t.Year() == now.Year():
+		return t.Format("Jan 02 15:04")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// withMissing lists the required outputs of the step waited for that are not there.
+func withMissing(rt *Runtime, st *planspec.State, w Waiting) Waiting {
+	if w.Step == "" || w.Action == Idle.String() {
+		return w
+	}
+	w.MissingOutputs = MissingOutputs(st.Steps[w.Step], rt.Root())
+	return w
+}
+
+// stillRunning reports whether an IN_PROGRESS step has something working on it. A
+// run stepseq did not launch (no agent record: the original's runner) is taken at
+// its word. Otherwise it is the agent recorded in the workspace lock, or a live
+// stepseq holding the lock that has not recorded its agent yet or waits for the
+// agent's outputs. It only reads the lock file: taking the lock, even briefly,
+// would turn a sidecar starting at that moment away.
+func stillRunning(ws Workspace, id string, run *planspec.StepRun) bool {
+	if run.Agent == nil || run.Agent.StartedIso == "" {
+		return true
+	}
+	h := readHolder(ws)
+	if h.PID <= 0 {
+		return false
+	}
+	if h.Agent != nil {
+		return h.Agent.Step == id && Alive(h.Agent.PID, h.Agent.StartTicks)
+	}
+	err := unix.Kill(h.PID, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
