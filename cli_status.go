@@ -72,47 +72,6 @@ func dirCompletion(_ *cobra.Command, args []string, _ string) ([]cobra.Completio
 	return nil, cobra.ShellCompDirectiveFilterDirs
 }
 
-// statusReport is what `status --json` prints: the state as a person asks about it.
-type statusReport struct {
-	Plan       string       `json:"plan"`
-	State      string       `json:"state"`
-	Status     string       `json:"status"`
-	Cursor     int          `json:"cursor"`
-	Steps      []stepStatus `json:"steps"`
-	Blockers   []string     `json:"blockers"`
-	WaitingFor waitingFor   `json:"waitingFor"`
-
-	now time.Time
-}
-
-// stepStatus is one step's line. Missing values are null rather than absent, so
-// that every step has the same keys.
-type stepStatus struct {
-	ID         string  `json:"id"`
-	Title      string  `json:"title"`
-	Status     string  `json:"status"`
-	Tries      int     `json:"tries"`
-	LastRunIso *string `json:"lastRunIso"`
-	// DurationMs is the last try's run time: from the agent's start to its end, or
-	// to now while it runs.
-	DurationMs *int64  `json:"durationMs"`
-	Running    bool    `json:"running,omitempty"`
-	Error      *string `json:"error"`
-	Skipped    bool    `json:"skipped"`
-}
-
-// waitingFor is what the plan waits for: the reconcile core's decision on a copy
-// of the state, in words.
-type waitingFor struct {
-	// Action is the decision's name as the journal writes it: idle (DONE), launch,
-	// gated, delayed, blocked or running; "invalid" when the conditions do not compile.
-	Action         string   `json:"action"`
-	Step           string   `json:"step,omitempty"`
-	Reason         string   `json:"reason"`
-	At             string   `json:"at,omitempty"` // delayed: when the step may start
-	MissingOutputs []string `json:"missingOutputs,omitempty"`
-}
-
 // statusView prints reports of one workspace.
 type statusView struct {
 	rt     *executor.Runtime
@@ -173,7 +132,8 @@ func (v *statusView) print(data []byte, st *planspec.State) (done bool, err erro
 	if err != nil {
 		return false, err
 	}
-	r, condErr := buildReport(v.rt, st, v.rt.Now(), maxRetries)
+	now := v.rt.Now()
+	r, condErr := executor.Describe(v.rt, st, now, maxRetries)
 	var b bytes.Buffer
 	if v.json {
 		enc := json.NewEncoder(&b)
@@ -192,7 +152,7 @@ func (v *statusView) print(data []byte, st *planspec.State) (done bool, err erro
 				b.WriteString("\n")
 			}
 		}
-		r.writeText(&b, v.color)
+		writeText(&b, r, now, v.color)
 	}
 	// One write per report: a reader of a pipe never sees half of one.
 	if _, err := v.out.Write(b.Bytes()); err != nil {
@@ -295,129 +255,9 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 	}
 }
 
-// buildReport describes st as of now. What the plan waits for comes from the
-// reconcile core run on a copy: the report says what the next pass would do, and
-// changes nothing.
-func buildReport(rt *executor.Runtime, st *planspec.State, now time.Time, maxRetries int) (statusReport, error) {
-	r := statusReport{
-		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep,
-		Steps: []stepStatus{}, Blockers: append([]string{}, st.Blockers...), now: now,
-	}
-	for _, id := range st.StepQueue {
-		s := stepStatus{ID: id, Status: planspec.StatusPending}
-		if spec := st.Steps[id]; spec != nil {
-			s.Title = spec.Title
-		}
-		if run := st.StepRuns[id]; run != nil {
-			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
-			if run.LastRunIso != "" {
-				s.LastRunIso = &run.LastRunIso
-			}
-			if d, running, ok := runDuration(run, now); ok {
-				ms := d.Milliseconds()
-				s.DurationMs, s.Running = &ms, running
-			}
-		}
-		r.Steps = append(r.Steps, s)
-	}
-	var err error
-	r.WaitingFor, err = waitsFor(rt, st, now, maxRetries)
-	return r, err
-}
-
-// runDuration is how long the last try ran: from the agent's start to its finish,
-// or to now while the step is IN_PROGRESS. ok is false when stepseq recorded no
-// start (a state the original scripts wrote).
-func runDuration(run *planspec.StepRun, now time.Time) (d time.Duration, running, ok bool) {
-	if run.Agent == nil || run.Agent.StartedIso == "" {
-		return 0, false, false
-	}
-	start, err := planspec.ParseISO(run.Agent.StartedIso)
-	if err != nil {
-		return 0, false, false
-	}
-	end := now
-	switch {
-	case run.Agent.FinishedIso != "":
-		if end, err = planspec.ParseISO(run.Agent.FinishedIso); err != nil {
-			return 0, false, false
-		}
-	case run.Status == planspec.StatusInProgress:
-		running = true
-	default:
-		return 0, false, false
-	}
-	return max(end.Sub(start), 0), running, true
-}
-
-func waitsFor(rt *executor.Runtime, st *planspec.State, now time.Time, maxRetries int) (waitingFor, error) {
-	if st.Status != planspec.StatusDone && st.CurrentStep < len(st.StepQueue) {
-		id := st.StepQueue[st.CurrentStep]
-		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress && stillRunning(rt.WS, id, run) {
-			return withMissing(rt, st, waitingFor{Action: executor.Running.String(), Step: id,
-				Reason: fmt.Sprintf("running (try %d)", run.Tries)}), nil
-		}
-	}
-	clone := st.Clone()
-	conds, err := rt.Conditions(clone)
-	if err != nil {
-		return waitingFor{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}, err
-	}
-	d, _ := executor.Reconcile(clone, executor.Facts{Now: now, MaxRetries: maxRetries, Cond: conds.Cond})
-	w := waitingFor{Action: d.Action.String(), Step: d.Step, Reason: d.Reason}
-	switch d.Action {
-	case executor.Idle:
-		w.Reason = "plan DONE"
-	case executor.Delayed:
-		w.Reason = "waiting for stepDelayMinutes until " + shortTime(d.At, now)
-		w.At = planspec.FormatISO(d.At)
-	case executor.Launch:
-		run := clone.Run(d.Step)
-		if d.Interrupted {
-			w.Reason = fmt.Sprintf("interrupted: the agent of try %d is gone; the next check or sidecar pass starts it again", run.Tries)
-		} else {
-			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", run.Tries+1)
-		}
-	}
-	return withMissing(rt, clone, w), nil
-}
-
-// withMissing lists the required outputs of the step waited for that are not there.
-func withMissing(rt *executor.Runtime, st *planspec.State, w waitingFor) waitingFor {
-	if w.Step == "" || w.Action == executor.Idle.String() {
-		return w
-	}
-	w.MissingOutputs = executor.MissingOutputs(st.Steps[w.Step], rt.Root())
-	return w
-}
-
-// stillRunning reports whether an IN_PROGRESS step has something working on it. A
-// run stepseq did not launch (no agent record: the original's runner) is taken at
-// its word. Otherwise it is the agent recorded in the workspace lock, or a live
-// stepseq holding the lock that has not recorded its agent yet or waits for the
-// agent's outputs. It only reads the lock file: taking the lock, even briefly,
-// would turn a sidecar starting at that moment away.
-func stillRunning(ws executor.Workspace, id string, run *planspec.StepRun) bool {
-	if run.Agent == nil || run.Agent.StartedIso == "" {
-		return true
-	}
-	data, err := os.ReadFile(ws.LockPath())
-	if err != nil {
-		return false
-	}
-	var h executor.Holder
-	if json.Unmarshal(data, &h) != nil || h.PID <= 0 {
-		return false
-	}
-	if h.Agent != nil {
-		return h.Agent.Step == id && executor.Alive(h.Agent.PID, h.Agent.StartTicks)
-	}
-	err = unix.Kill(h.PID, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
-}
-
-// writeText writes the report as a table for people.
-func (r *statusReport) writeText(b *bytes.Buffer, color bool) {
+// writeText writes the report as a table for people; times are shown relative
+// to now, the time the report was made.
+func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	name := r.Plan
 	if name == "" {
 		name = "(unnamed)"
@@ -439,7 +279,7 @@ func (r *statusReport) writeText(b *bytes.Buffer, color bool) {
 		if s.LastRunIso != nil {
 			lastRun = *s.LastRunIso
 			if t, err := planspec.ParseISO(*s.LastRunIso); err == nil {
-				lastRun = shortTime(t, r.now)
+				lastRun = shortTime(t, now)
 			}
 		}
 		duration := "-"

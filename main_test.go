@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
 
@@ -189,147 +188,6 @@ func cmdExecutable(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// TestWaitsFor checks what status says the plan waits for: the reconcile core's
-// decision on a copy of the state, in words, at a fixed time.
-func TestWaitsFor(t *testing.T) {
-	now := time.Date(2026, 2, 10, 12, 1, 0, 0, time.UTC)
-	const steps = `"plan": {"steps": {
-		"a": {"title": "A", "instruction": "do a", "requiredOutputs": ["a.txt", "a2.txt"]},
-		"b": {"title": "B", "instruction": "do b", "when": "exists(\"go.txt\")"}}},
-		"stepQueue": ["a", "b"], "blockers": [], "artifacts": []`
-	tests := []struct {
-		name  string
-		state string // after the plan
-		files []string
-		lock  bool // a stepseq holds the workspace
-		want  waitingFor
-	}{
-		{
-			name:  "done",
-			state: `"currentStep": 2, "stepRuns": {}, "status": "DONE"`,
-			want:  waitingFor{Action: "idle", Reason: "plan DONE"},
-		},
-		{
-			name:  "cursor past the end",
-			state: `"currentStep": 2, "stepRuns": {}, "status": "IN_PROGRESS"`,
-			want:  waitingFor{Action: "idle", Reason: "plan DONE"},
-		},
-		{
-			name:  "due, outputs listed",
-			state: `"currentStep": 0, "stepRuns": {}, "status": "IN_PROGRESS"`,
-			files: []string{"a2.txt"},
-			want: waitingFor{Action: "launch", Step: "a", Reason: "due: the next check or sidecar pass starts try 1",
-				MissingOutputs: []string{"a.txt"}},
-		},
-		{
-			name:  "gated",
-			state: `"currentStep": 1, "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "status": "IN_PROGRESS"`,
-			want:  waitingFor{Action: "gated", Step: "b", Reason: `waiting for when: exists("go.txt")`},
-		},
-		{
-			name:  "gate open",
-			state: `"currentStep": 1, "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "status": "IN_PROGRESS"`,
-			files: []string{"go.txt"},
-			want:  waitingFor{Action: "launch", Step: "b", Reason: "due: the next check or sidecar pass starts try 1"},
-		},
-		{
-			name: "a DONE step at the cursor moves on",
-			state: `"currentStep": 0, "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "status": "IN_PROGRESS",
-				"stepDelayMinutes": 5`,
-			want: waitingFor{Action: "gated", Step: "b", Reason: `waiting for when: exists("go.txt")`},
-		},
-		{
-			name: "delayed",
-			state: `"currentStep": 0, "stepRuns": {"a": {"status": "FAILED", "tries": 1, "error": "x",
-				"lastRunIso": "2026-02-10T12:00:00.000000+00:00"}}, "status": "IN_PROGRESS", "stepDelayMinutes": 5`,
-			want: waitingFor{Action: "delayed", Step: "a", Reason: "waiting for stepDelayMinutes until " + shortTime(now.Add(4*time.Minute), now),
-				At: "2026-02-10T12:05:00.000000+00:00", MissingOutputs: []string{"a.txt", "a2.txt"}},
-		},
-		{
-			name:  "blocked",
-			state: `"currentStep": 0, "stepRuns": {"a": {"status": "FAILED", "tries": 3, "error": "x"}}, "status": "IN_PROGRESS"`,
-			want: waitingFor{Action: "blocked", Step: "a", Reason: "a: max retries (3) exceeded",
-				MissingOutputs: []string{"a.txt", "a2.txt"}},
-		},
-		{
-			name:  "retry",
-			state: `"currentStep": 0, "stepRuns": {"a": {"status": "FAILED", "tries": 1, "error": "x"}}, "status": "IN_PROGRESS"`,
-			files: []string{"a.txt", "a2.txt"},
-			want:  waitingFor{Action: "launch", Step: "a", Reason: "due: the next check or sidecar pass starts try 2"},
-		},
-		{
-			name:  "running under the original runner",
-			state: `"currentStep": 0, "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 2}}, "status": "IN_PROGRESS"`,
-			files: []string{"a.txt", "a2.txt"},
-			want:  waitingFor{Action: "running", Step: "a", Reason: "running (try 2)"},
-		},
-		{
-			name: "running under a live stepseq",
-			state: `"currentStep": 0, "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 1,
-				"stepseq": {"startedIso": "2026-02-10T12:00:00.000000+00:00"}}}, "status": "IN_PROGRESS"`,
-			files: []string{"a.txt"},
-			lock:  true,
-			want:  waitingFor{Action: "running", Step: "a", Reason: "running (try 1)", MissingOutputs: []string{"a2.txt"}},
-		},
-		{
-			name: "interrupted: the agent is gone",
-			state: `"currentStep": 0, "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 1,
-				"stepseq": {"startedIso": "2026-02-10T12:00:00.000000+00:00"}}}, "status": "IN_PROGRESS"`,
-			files: []string{"a.txt", "a2.txt"},
-			want: waitingFor{Action: "launch", Step: "a",
-				Reason: "interrupted: the agent of try 1 is gone; the next check or sidecar pass starts it again"},
-		},
-		{
-			name: "skipped step",
-			state: `"currentStep": 0, "stepRuns": {}, "status": "IN_PROGRESS",
-				"plan": {"steps": {"a": {"title": "A", "instruction": "do a", "skip": "true"},
-					"b": {"title": "B", "instruction": "do b"}}}`,
-			want: waitingFor{Action: "launch", Step: "b", Reason: "due: the next check or sidecar pass starts try 1"},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			for _, f := range tt.files {
-				if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rt.Close()
-			if tt.lock {
-				lock, _, err := executor.TryLock(rt.WS, "watch")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer lock.Unlock()
-			}
-			js := "{" + steps + ", " + tt.state + "}"
-			if strings.Contains(tt.state, `"plan"`) { // the case brings its own plan
-				js = `{"stepQueue": ["a", "b"], "blockers": [], "artifacts": [], ` + tt.state + "}"
-			}
-			st, err := planspec.ParseState(strings.NewReader(js), "state.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			before := st.Marshal()
-			got, err := waitsFor(rt, st, now, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("waitsFor (-want +got):\n%s", diff)
-			}
-			if after := st.Marshal(); !bytes.Equal(before, after) {
-				t.Errorf("waitsFor changed the state:\n%s", cmp.Diff(string(before), string(after)))
-			}
-		})
-	}
-}
-
 // TestWaitsFor_InvalidCondition: a condition that does not compile is reported,
 // and status exits 1 after printing what it can.
 func TestWaitsFor_InvalidCondition(t *testing.T) {
@@ -353,35 +211,6 @@ func TestWaitsFor_InvalidCondition(t *testing.T) {
 		if !strings.Contains(stdout.String()+stderr.String(), want) {
 			t.Errorf("output lacks %q:\nstdout:\n%s\nstderr:\n%s", want, &stdout, &stderr)
 		}
-	}
-}
-
-func TestRunDuration(t *testing.T) {
-	now := time.Date(2026, 2, 10, 12, 0, 12, 0, time.UTC)
-	rec := func(started, finished string) *planspec.AgentRecord {
-		return &planspec.AgentRecord{StartedIso: started, FinishedIso: finished}
-	}
-	tests := []struct {
-		name    string
-		run     planspec.StepRun
-		want    time.Duration
-		running bool
-		ok      bool
-	}{
-		{"finished", planspec.StepRun{Status: "DONE", Agent: rec("2026-02-10T11:58:00+00:00", "2026-02-10T11:59:30.5+00:00")}, 90500 * time.Millisecond, false, true},
-		{"running", planspec.StepRun{Status: "IN_PROGRESS", Agent: rec("2026-02-10T12:00:00+00:00", "")}, 12 * time.Second, true, true},
-		{"no record", planspec.StepRun{Status: "DONE"}, 0, false, false},
-		{"failed, never finished", planspec.StepRun{Status: "FAILED", Agent: rec("2026-02-10T12:00:00+00:00", "")}, 0, false, false},
-		{"clock went back", planspec.StepRun{Status: "DONE", Agent: rec("2026-02-10T12:00:00+00:00", "2026-02-10T11:00:00+00:00")}, 0, false, true},
-		{"bad time", planspec.StepRun{Status: "DONE", Agent: rec("yesterday", "2026-02-10T11:00:00+00:00")}, 0, false, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d, running, ok := runDuration(&tt.run, now)
-			if d != tt.want || running != tt.running || ok != tt.ok {
-				t.Errorf("runDuration = %v, %v, %v; want %v, %v, %v", d, running, ok, tt.want, tt.running, tt.ok)
-			}
-		})
 	}
 }
 

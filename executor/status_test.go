@@ -231,11 +231,11 @@ func TestDescribe(t *testing.T) {
 	now := time.Date(2026, 2, 10, 12, 1, 0, 0, time.UTC)
 	w := newTestWS(t, "")
 	rt := w.chain().Runtime
-	st := parse(t, `{"plan": {"name": "p", "steps": {
+	st := parse(t, `{"stepseq": {"name": "p"}, "plan": {"steps": {
 		"a": {"title": "A", "instruction": "x"},
 		"b": {"title": "B", "instruction": "y", "when": "exists("},
 		"c": {"title": "C", "instruction": "z"}}},
-		"stepQueue": ["a", "b", "c", "gone"], "currentStep": 1, "stepDelayMinutes": 0,
+		"stepQueue": ["a", "b", "c"], "currentStep": 1, "stepDelayMinutes": 0,
 		"stepRuns": {
 			"a": {"status": "DONE", "tries": 2, "error": "first try failed", "lastRunIso": "2026-02-10T11:58:00.000000+00:00",
 				"stepseq": {"startedIso": "2026-02-10T11:58:00+00:00", "finishedIso": "2026-02-10T11:59:30.5+00:00"}},
@@ -250,13 +250,12 @@ func TestDescribe(t *testing.T) {
 	str := func(s string) *string { return &s }
 	ms := func(n int64) *int64 { return &n }
 	want := Report{
-		Plan: st.Settings.Name, State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
+		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
 		Steps: []StepReport{
 			{ID: "a", Title: "A", Status: "DONE", Tries: 2, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
 				DurationMs: ms(90500), Error: str("first try failed")},
 			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true},
 			{ID: "c", Title: "C", Status: "DONE", Skipped: true},
-			{ID: "gone", Status: "PENDING"},
 		},
 		WaitingFor: Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"},
 	}
