@@ -87,12 +87,18 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	}
 	first := force
 	firstFailed, progressed := false, false
+	current := false // st is what the file holds: read after the last agent
 	for {
-		if !sf.Unchanged() {
-			if st, err = sf.Read(); err != nil {
+		if !current {
+			fresh, changed, err := sf.ReadIfChanged()
+			if err != nil {
 				return err
 			}
+			if changed {
+				st = fresh
+			}
 		}
+		current = false
 		now := c.now()
 		facts := Facts{Now: now, MaxRetries: maxRetries, Alive: lock.AgentAlive}
 		conds, err := c.conditions(st)
@@ -135,7 +141,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 			if first && !v.OK {
 				firstFailed = true
 			}
-			first, progressed = false, true
+			first, progressed, current = false, true, true
 		case Delayed:
 			if err := sf.Write(st); err != nil {
 				return err
@@ -222,11 +228,11 @@ func (c *Chain) runTry(ctx context.Context, sf *StateFile, stp **planspec.State,
 		}
 		c.Finished(running, exit)
 	}
-	if !sf.Unchanged() {
-		fresh, err := c.rereadAfterAgent(ctx, sf)
-		if err != nil {
-			return Verdict{}, err
-		}
+	fresh, err := c.rereadAfterAgent(ctx, sf)
+	if err != nil {
+		return Verdict{}, err
+	}
+	if fresh != nil {
 		*stp = fresh
 	}
 	st := *stp
@@ -276,14 +282,16 @@ func (c *Chain) awaitOutputs(ctx context.Context, spec *planspec.StepSpec, deadl
 	return nil
 }
 
-// rereadAfterAgent reads a state file that someone else changed. A writer may be
-// midway through an in-place write: a few bounded retries give it time to finish.
+// rereadAfterAgent reads the state file again when the agent changed it, and
+// returns nil when it did not. A writer may be midway through an in-place write: a
+// few bounded retries give it time to finish.
 func (c *Chain) rereadAfterAgent(ctx context.Context, sf *StateFile) (*planspec.State, error) {
 	var err error
 	for wait := 5 * time.Millisecond; wait < 2*time.Second; wait *= 2 {
 		var st *planspec.State
-		if st, err = sf.Read(); err == nil {
-			return st, nil
+		var changed bool
+		if st, changed, err = sf.ReadIfChanged(); err == nil || !changed {
+			return st, err
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -27,6 +27,7 @@ const stateReread = 8
 
 // pass is one reconcile pass: take in what changed, then let the core decide.
 func (s *Sidecar) pass(ctx context.Context, in passInput) {
+	s.Logger.Debug("pass", "paths", in.batch.Paths, "rescan", in.batch.Rescan, "timer", in.timer)
 	s.Opt().Metrics.pass()
 	s.passes.Add(1)
 	all := in.all || in.batch.Rescan
@@ -130,11 +131,12 @@ func (s *Sidecar) under(p, dir string) bool {
 // file that does not parse (a writer midway, or a broken edit) keeps the last good
 // state and is read again after a short backoff; it is never overwritten.
 func (s *Sidecar) loadState() {
-	if s.st != nil && s.bad == nil && s.sf.Unchanged() {
-		return
-	}
-	st, err := s.sf.Read()
+	st, changed, err := s.sf.ReadIfChanged()
 	switch {
+	case !changed:
+		// The echo of the sidecar's own write, or the file put back as it wrote it.
+		s.bad, s.badAt, s.badTries = nil, time.Time{}, 0
+		return
 	case errors.Is(err, fs.ErrNotExist):
 		if s.st != nil {
 			s.Logger.Info("state file removed")
@@ -144,6 +146,7 @@ func (s *Sidecar) loadState() {
 	case err != nil:
 		s.bad = err
 		s.badTries++
+		s.Logger.Debug("state file does not parse; reading it again shortly", "try", s.badTries, "err", err)
 		if s.badTries <= stateReread {
 			s.badAt = time.Now().Add(time.Duration(5<<s.badTries) * time.Millisecond)
 			return

@@ -77,6 +77,22 @@ func (w *testWS) waitState(what string, cond func(st *planspec.State) bool) *pla
 	return nil
 }
 
+// waitJournal waits for the journal to hold text, and shows it on failure.
+func (w *testWS) waitJournal(text string) {
+	w.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+		if strings.Contains(string(data), text) {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("journal never got %s:\n%s", text, data)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func done(st *planspec.State) bool { return st.Status == planspec.StatusDone }
 
 func (w *testWS) writeFile(rel, content string) {
@@ -133,10 +149,7 @@ func TestSidecar_TornStateIsNeverOverwritten(t *testing.T) {
 	broken := `{"plan": {"steps": {`
 	w.writeFile("state.json", broken)
 	// Wait for the sidecar to give up re-reading it, then check it left it alone.
-	waitFor(t, func() bool {
-		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
-		return strings.Contains(string(data), `"event":"state-invalid"`)
-	})
+	w.waitJournal(`"event":"state-invalid"`)
 	if got, _ := os.ReadFile(w.state); string(got) != broken {
 		t.Fatalf("an invalid state file was overwritten: %s", got)
 	}

@@ -77,19 +77,23 @@ func (f *StateFile) readBytes() ([]byte, fs.FileInfo, error) {
 	return buf.Bytes(), fi, nil
 }
 
-// Unchanged reports, from a stat alone, whether the file is still what this process
-// last read or wrote.
-func (f *StateFile) Unchanged() bool {
-	fi, err := os.Stat(f.Path)
+// ReadIfChanged reads the file and parses it only when its content differs from
+// what this process last read or wrote: a file event on the state file is often
+// the echo of this process's own write. changed is false for that echo.
+func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error) {
+	data, fi, err := f.readBytes()
 	if err != nil {
-		return false
+		return nil, true, err
 	}
-	return fi.Size() == f.last.Size && fi.ModTime().UnixNano() == f.last.Mod && inode(fi) == f.last.Ino
-}
-
-// IsOwnWrite reports whether data is exactly what this process last wrote or read.
-func (f *StateFile) IsOwnWrite(data []byte) bool {
-	return sha256.Sum256(data) == f.last.Hash
+	if sha256.Sum256(data) == f.last.Hash {
+		return nil, false, nil
+	}
+	st, err = planspec.ParseState(bytes.NewReader(data), f.Path)
+	if err != nil {
+		return nil, true, err
+	}
+	f.last = fingerprintOf(fi, data)
+	return st, true, nil
 }
 
 // Write replaces the file atomically and durably: a temp file in the same
@@ -102,26 +106,29 @@ func (f *StateFile) Write(st *planspec.State) error {
 
 // WriteBytes is Write for encoded content.
 func (f *StateFile) WriteBytes(data []byte) error {
-	perm := os.FileMode(0o644)
-	if fi, err := os.Lstat(f.Path); err == nil {
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("write %s: %w: point stepseq at the real file", f.Path, ErrSymlink)
-		}
-		perm = fi.Mode().Perm()
+	if fi, err := os.Lstat(f.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("write %s: %w: point stepseq at the real file", f.Path, ErrSymlink)
 	}
 	dir := filepath.Dir(f.Path)
-	if err := renameio.WriteFile(f.Path, data, perm, renameio.WithTempDir(dir), renameio.WithExistingPermissions()); err != nil {
-		return fmt.Errorf("write %s: %w", f.Path, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
-	fi, err := os.Stat(f.Path)
+	pf, err := renameio.NewPendingFile(f.Path, renameio.WithTempDir(dir), renameio.WithPermissions(0o644), renameio.WithExistingPermissions())
 	if err != nil {
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", f.Path, err)
+	}
+	// The fingerprint comes from the new file itself, before it takes the name: a
+	// writer that replaces it right after the rename must not pass for this one.
+	fi, err := pf.Stat()
+	if err != nil {
+		return fmt.Errorf("write %s: %w", f.Path, err)
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("write %s: %w", f.Path, err)
+	}
 	f.last = fingerprintOf(fi, data)
-	return nil
+	return syncDir(dir)
 }
 
 // syncDir makes a rename in dir durable.
