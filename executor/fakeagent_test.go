@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	removeBenchWorkspace()
 	os.Exit(code)
 }
 

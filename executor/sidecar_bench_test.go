@@ -1,5 +1,3 @@
-//go:build linux
-
 package executor
 
 import (
@@ -134,6 +132,13 @@ var bigOnce struct {
 	sync.Once
 	dir string
 	err error
+}
+
+// removeBenchWorkspace deletes the big workspace once the benchmarks are done.
+func removeBenchWorkspace() {
+	if bigOnce.dir != "" {
+		os.RemoveAll(bigOnce.dir)
+	}
 }
 
 // bigWorkspace is 50,000 files in 5,000 directories, made once per run.
