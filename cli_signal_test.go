@@ -6,39 +6,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-var builtOnce struct {
-	sync.Once
-	dir string
-	err error
-}
-
-// builtBinaries builds stepseq and the demo agent once for the signal tests, which
-// need real processes to signal.
+// builtBinaries builds stepseq, the demo agent and the executor's fake agent for
+// the signal tests, which need real processes to signal.
 func builtBinaries(t *testing.T) (stepseq, agent string) {
 	t.Helper()
-	builtOnce.Do(func() {
-		builtOnce.dir, builtOnce.err = os.MkdirTemp("", "stepseq-signal-")
-		if builtOnce.err != nil {
-			return
+	dir := t.TempDir()
+	for pkg, name := range map[string]string{".": "stepseq", "./examples/demoagent": "demoagent", "./executor/testdata/fakeagent": "fakeagent"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
+		if err != nil {
+			t.Fatal(&buildError{pkg: pkg, out: string(out)})
 		}
-		for pkg, name := range map[string]string{".": "stepseq", "./examples/demoagent": "demoagent", "./executor/testdata/fakeagent": "fakeagent"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(builtOnce.dir, name), pkg).CombinedOutput()
-			if err != nil {
-				builtOnce.err = &buildError{pkg: pkg, out: string(out)}
-				return
-			}
-		}
-	})
-	if builtOnce.err != nil {
-		t.Fatal(builtOnce.err)
 	}
-	return filepath.Join(builtOnce.dir, "stepseq"), filepath.Join(builtOnce.dir, "demoagent")
+	return filepath.Join(dir, "stepseq"), filepath.Join(dir, "demoagent")
 }
 
 type buildError struct{ pkg, out string }
@@ -47,9 +31,8 @@ func (e *buildError) Error() string { return "build " + e.pkg + ": " + e.out }
 
 // startWatch runs `stepseq watch` on a workspace whose one step's agent runs for a
 // minute, and returns once that agent runs.
-func startWatch(t *testing.T) (cmd *exec.Cmd, dir string, agentPID int) {
+func startWatch(t *testing.T, stepseq, agent string) (cmd *exec.Cmd, dir string, agentPID int) {
 	t.Helper()
-	stepseq, agent := builtBinaries(t)
 	dir = t.TempDir()
 	plan := "steps:\n  - id: long\n    title: A long step\n    instruction: write out.txt\n    requiredOutputs: [out.txt]\n"
 	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
@@ -103,7 +86,8 @@ func alive(pid int) bool {
 }
 
 func TestWatch_SIGTERMStopsGracefully(t *testing.T) {
-	cmd, dir, agent := startWatch(t)
+	stepseq, demo := builtBinaries(t)
+	cmd, dir, agent := startWatch(t, stepseq, demo)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("watch after SIGTERM: %v, want exit 0", err)
@@ -123,7 +107,7 @@ func TestWatch_SIGTERMStopsGracefully(t *testing.T) {
 
 func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 	stepseq, agent := builtBinaries(t)
-	cmd, dir, first := startWatch(t)
+	cmd, dir, first := startWatch(t, stepseq, agent)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	_ = syscall.Kill(first, syscall.SIGKILL)
