@@ -28,7 +28,7 @@ const stateReread = 8
 // pass is one reconcile pass: take in what changed, then let the core decide.
 func (s *Sidecar) pass(ctx context.Context, in passInput) {
 	s.Logger.Debug("pass", "paths", in.batch.Paths, "rescan", in.batch.Rescan, "timer", in.timer)
-	s.Opt().Metrics.pass()
+	s.opt.Metrics.pass()
 	s.passes.Add(1)
 	all := in.all || in.batch.Rescan
 	if len(in.batch.Paths) > 0 && s.lastGate.IsZero() {
@@ -64,7 +64,7 @@ func (s *Sidecar) pass(ctx context.Context, in passInput) {
 	}
 	if s.active == nil && s.awaiting == nil && s.st != nil && s.bad == nil {
 		s.applyTriggers()
-		if id := OnMatches(s.st, s.notAgentWork(in.batch.Paths)); id != "" {
+		if id := OnMatches(s.st, in.batch.Paths, s.notAgentWork); id != "" {
 			s.onHandled = time.Now()
 			s.rerun(id, "on: a watched file changed")
 		}
@@ -75,7 +75,7 @@ func (s *Sidecar) pass(ctx context.Context, in passInput) {
 		s.intakePlans()
 		s.advance(ctx)
 	}
-	s.Opt().Metrics.observe(s.st)
+	s.opt.Metrics.observe(s.st)
 	s.rewatch()
 	if s.active == nil {
 		s.lastGate = time.Time{}
@@ -86,33 +86,25 @@ func (s *Sidecar) pass(ctx context.Context, in passInput) {
 // the wall clock by up to a scheduler tick.
 const mtimeSlack = 20 * time.Millisecond
 
-// notAgentWork keeps the changed paths that no agent made and no earlier pass
-// acted on: a file last modified while an agent ran is that agent's work and
-// triggers nothing, however late its event arrives.
-func (s *Sidecar) notAgentWork(paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		fi, err := os.Stat(filepath.Join(s.WS.Dir, filepath.FromSlash(p)))
-		if err != nil || fi.IsDir() {
-			continue
-		}
-		mod := fi.ModTime()
-		byAgent := !mod.After(s.onHandled)
-		for _, r := range s.agentRuns {
-			if !mod.Before(r[0].Add(-mtimeSlack)) && !mod.After(r[1].Add(mtimeSlack)) {
-				byAgent = true
-				break
-			}
-		}
-		if !byAgent {
-			out = append(out, p)
+// notAgentWork reports whether a changed path is a person's change: not made by an
+// agent and not acted on by an earlier pass. A file last modified while an agent
+// ran is that agent's work and triggers nothing, however late its event arrives.
+func (s *Sidecar) notAgentWork(p string) bool {
+	fi, err := os.Stat(filepath.Join(s.WS.Dir, filepath.FromSlash(p)))
+	if err != nil || fi.IsDir() {
+		return false
+	}
+	mod := fi.ModTime()
+	if !mod.After(s.onHandled) {
+		return false
+	}
+	for _, r := range s.agentRuns {
+		if !mod.Before(r[0].Add(-mtimeSlack)) && !mod.After(r[1].Add(mtimeSlack)) {
+			return false
 		}
 	}
-	return out
+	return true
 }
-
-// Opt returns the sidecar's options.
-func (s *Sidecar) Opt() SidecarOptions { return s.opt }
 
 func (s *Sidecar) rel(p string) string {
 	r, err := filepath.Rel(s.WS.Dir, p)
@@ -369,9 +361,9 @@ func (s *Sidecar) launch(d Decision, now time.Time) {
 		return
 	}
 	s.active = a
-	s.Opt().Metrics.launched(l.Try > 1)
+	s.opt.Metrics.launched(l.Try > 1)
 	if !s.lastGate.IsZero() {
-		s.Opt().Metrics.gate(time.Since(s.lastGate).Seconds())
+		s.opt.Metrics.gate(time.Since(s.lastGate).Seconds())
 	}
 	s.Logger.Info("agent launched", "step", l.Step, "try", l.Try, "pid", a.PID)
 }
@@ -428,7 +420,7 @@ func (s *Sidecar) judge(id string, exit Exit) {
 func (s *Sidecar) conclude(id string, exit Exit) {
 	v := s.Conclude(s.st, id, exit, s.conds.Check(id))
 	if !v.OK {
-		s.Opt().Metrics.failed()
+		s.opt.Metrics.failed()
 	}
 	s.write("verdict")
 }

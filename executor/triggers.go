@@ -66,9 +66,10 @@ func Rerun(st *planspec.State, id string) error {
 	return nil
 }
 
-// OnMatches returns the first finished step whose `on` globs match one of paths:
-// the step a change re-runs, with the steps after it. It returns "" when none does.
-func OnMatches(st *planspec.State, paths []string) string {
+// OnMatches returns the first finished step whose `on` globs match one of paths
+// that keep accepts: the step a change re-runs, with the steps after it. It
+// returns "" when none does.
+func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) string {
 	for i, id := range st.StepQueue {
 		spec := st.Steps[id]
 		if spec == nil || len(spec.On) == 0 {
@@ -79,7 +80,7 @@ func OnMatches(st *planspec.State, paths []string) string {
 		}
 		for _, p := range paths {
 			for _, g := range spec.On {
-				if ok, _ := doublestar.Match(g, p); ok {
+				if ok, _ := doublestar.Match(g, p); ok && keep(p) {
 					return id
 				}
 			}
