@@ -237,6 +237,9 @@ func BenchmarkSidecarIdleCPU(b *testing.B) {
 			return strings.Contains(string(data), `"event":"ready"`)
 		})
 		before := cpuNanos(cmd.Process.Pid)
+		if before == 0 {
+			b.Fatal("no CPU time readable from /proc/PID/task/*/schedstat")
+		}
 		time.Sleep(10 * time.Second) // the measurement window, not a synchronisation
 		after := cpuNanos(cmd.Process.Pid)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
