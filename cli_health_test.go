@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr finds a loopback port nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func get(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// TestWatch_HealthAndMetrics runs the sidecar in process with --listen and checks
+// the probes and the Prometheus series a Kubernetes deployment relies on.
+func TestWatch_HealthAndMetrics(t *testing.T) {
+	dir := t.TempDir()
+	plan := "steps:\n  - id: gated\n    title: Gated\n    instruction: write:out.txt\n    when: exists(\"go.txt\")\n"
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	t.Setenv("STEP_AGENT_CMD", "true")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"watch", "--listen", addr, "--log-level", "error", dir}, io.Discard, io.Discard) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	}()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, err := get("http://" + addr + "/readyz")
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never answered 200 (last %d, %v)", code, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, _, err := get("http://" + addr + "/healthz"); err != nil || code != http.StatusOK {
+		t.Errorf("/healthz = %d %v, want 200", code, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, body, err := get("http://" + addr + "/metrics")
+		if err == nil && strings.Contains(body, "stepseq_launches_total 1") && strings.Contains(body, `stepseq_steps{status="DONE"} 1`) {
+			for _, series := range []string{"stepseq_gate_latency_seconds_bucket", "stepseq_watcher_events_total", "stepseq_watches ", "stepseq_failures_total 0", "stepseq_retries_total 0", "stepseq_watcher_overflows_total 0"} {
+				if !strings.Contains(body, series) {
+					t.Errorf("/metrics lacks %s", series)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed the launch:\n%s", body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
