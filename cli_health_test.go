@@ -49,7 +49,9 @@ func TestWatch_HealthAndMetrics(t *testing.T) {
 	t.Setenv("STEP_AGENT_CMD", "true")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"watch", "--listen", addr, "--log-level", "error", dir}, io.Discard, io.Discard) }()
+	go func() {
+		done <- run(ctx, []string{"watch", "--listen", addr, "--log-level", "error", dir}, io.Discard, io.Discard)
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

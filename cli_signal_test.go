@@ -113,7 +113,7 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 	_ = syscall.Kill(first, syscall.SIGKILL)
 	// An agent that ignores SIGTERM and a grace period of an hour: only a second
 	// signal can make the sidecar exit soon.
-	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte("steps:\n  - id: stubborn\n    title: Stubborn\n    instruction: ignoreterm sleep:60s\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte("steps:\n  - id: stubborn\n    title: Stubborn\n    instruction: ignoreterm pidfile:stubborn.pid sleep:60s\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_ = os.Remove(filepath.Join(dir, "state.json"))
@@ -125,6 +125,15 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 	defer func() { _ = slow.Process.Kill() }()
 	stubborn := waitAgent(t, dir, first)
 	defer func() { _ = syscall.Kill(stubborn, syscall.SIGKILL) }() // exiting at once leaves it behind
+	// The agent writes its pid once it ignores SIGTERM.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "stubborn.pid")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stubborn agent never got ready")
+		}
+	}
 	// Two signals sent at once would merge into one: send the second once the first
 	// has been taken.
 	_ = slow.Process.Signal(syscall.SIGTERM)

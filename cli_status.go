@@ -279,7 +279,7 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 		if s.LastRunIso != nil {
 			lastRun = *s.LastRunIso
 			if t, err := planspec.ParseISO(*s.LastRunIso); err == nil {
-				lastRun = shortTime(t, now)
+				lastRun = executor.ClockTime(t, now)
 			}
 		}
 		duration := "-"
@@ -365,19 +365,6 @@ func paint(s string, color bool) string {
 		rest = " " + rest
 	}
 	return "\x1b[" + code + "m" + word + "\x1b[0m" + rest
-}
-
-// shortTime shows t in local time: the time of day when it is today, else the
-// date too.
-func shortTime(t, now time.Time) string {
-	t, now = t.Local(), now.Local()
-	switch {
-	case t.YearDay() == now.YearDay() && t.Year() == now.Year():
-		return t.Format("15:04:05")
-	case t.Year() == now.Year():
-		return t.Format("Jan 02 15:04")
-	}
-	return t.Format("2006-01-02 15:04")
 }
 
 // shortDuration rounds d for reading: 850ms, 12s, 3m4s, 1h2m.

@@ -127,7 +127,7 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 	case Idle:
 		w.Reason = "plan DONE"
 	case Delayed:
-		w.Reason = "waiting for stepDelayMinutes until " + clockTime(d.At, now)
+		w.Reason = "waiting for stepDelayMinutes until " + ClockTime(d.At, now)
 		w.At = planspec.FormatISO(d.At)
 	case Launch:
 		run := clone.Run(d.Step)
@@ -140,9 +140,9 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 	return withMissing(rt, clone, w), nil
 }
 
-// clockTime shows t in local time, as a person reads it in a reason: the time of
-// day when it is today, else the date too.
-func clockTime(t, now time.Time) string {
+// ClockTime shows t in local time, as a person reads it: the time of day when it
+// is today, else the date too.
+func ClockTime(t, now time.Time) string {
 	t, now = t.Local(), now.Local()
 	switch {
 	case t.YearDay() == now.YearDay() && t.Year() == now.Year():

@@ -71,7 +71,7 @@ func TestWaitsFor(t *testing.T) {
 			name: "delayed",
 			state: `"currentStep": 0, "stepRuns": {"a": {"status": "FAILED", "tries": 1, "error": "x",
 				"lastRunIso": "2026-02-10T12:00:00.000000+00:00"}}, "status": "IN_PROGRESS", "stepDelayMinutes": 5`,
-			want: Waiting{Action: "delayed", Step: "a", Reason: "waiting for stepDelayMinutes until " + clockTime(now.Add(4*time.Minute), now),
+			want: Waiting{Action: "delayed", Step: "a", Reason: "waiting for stepDelayMinutes until " + ClockTime(now.Add(4*time.Minute), now),
 				At: "2026-02-10T12:05:00.000000+00:00", MissingOutputs: []string{"a.txt", "a2.txt"}},
 		},
 		{
