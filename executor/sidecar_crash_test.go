@@ -56,8 +56,7 @@ func TestSidecar_KillNineMidStep(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"pidfile:agent.pid waitfor:release write:out","requiredOutputs":["out"]`, `"instruction":"write:two"`))
 	first := w.startSidecarProcess()
 	w.waitState("s1 running", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusInProgress })
-	waitFor(t, func() bool { return w.exists("agent.pid") })
-	agent := atoi(readFile(t, w.path("agent.pid")))
+	agent := w.waitPID("agent.pid")
 
 	_ = first.Process.Signal(syscall.SIGKILL)
 	_ = first.Wait()

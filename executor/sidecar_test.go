@@ -348,8 +348,7 @@ func TestSidecar_ShutdownInterruptsAndRestartResumes(t *testing.T) {
 	w.waitState("try 2 running", func(st *planspec.State) bool {
 		return st.Run("s1").Tries == 2 && st.Run("s1").Status == planspec.StatusInProgress
 	})
-	waitFor(t, func() bool { return w.exists("pid") })
-	pid := atoi(readFile(t, w.path("pid")))
+	pid := w.waitPID("pid")
 	run.stop(t)
 	if processExists(pid) {
 		t.Fatalf("agent %d survived the shutdown", pid)
@@ -367,13 +366,16 @@ func TestSidecar_ShutdownInterruptsAndRestartResumes(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
+// waitPID waits for an agent to have written its pid to rel, whole.
+func (w *testWS) waitPID(rel string) int {
+	w.t.Helper()
+	pid := 0
+	waitFor(w.t, func() bool {
+		data, err := os.ReadFile(w.path(rel))
+		pid = atoi(string(data))
+		return err == nil && pid > 0
+	})
+	return pid
 }
 
 func TestSidecar_JournalIsSelfDescribing(t *testing.T) {
