@@ -150,7 +150,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 			if err := sleepUntil(ctx, d.At, c.now); err != nil {
 				return err
 			}
-			first = false
+			// The runner, once its delay is over, still runs its step whatever it is.
 		default:
 			if err := sf.Write(st); err != nil {
 				return err

@@ -479,3 +479,17 @@ func TestCheck_AwaitOutputs(t *testing.T) {
 		t.Errorf("run = %s tries %d", r.Status, r.Tries)
 	}
 }
+
+func TestStep_WaitsItsDelayThenRunsTheStep(t *testing.T) {
+	// A retry 0.001 minutes (60 ms) after the last run: step waits, then runs it.
+	recent := planspec.FormatISO(time.Now())
+	js := strings.Replace(plan("", `"instruction":"write:a"`), `"stepRuns":{}`, `"stepRuns":{"s1":{"status":"DONE","tries":1,"lastRunIso":"`+recent+`"}}`, 1)
+	js = strings.Replace(js, `"stepDelayMinutes":0`, `"stepDelayMinutes":0.001`, 1)
+	w := newTestWS(t, js)
+	if err := w.chain().Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.read().Run("s1"); r.Tries != 2 || !w.exists("a") {
+		t.Errorf("tries = %d, want the runner to run its DONE step again after the delay", r.Tries)
+	}
+}
