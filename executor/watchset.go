@@ -26,13 +26,11 @@ func WatchSet(ws Workspace, plansDir string, st *planspec.State, conds *Conditio
 	paths = []string{rel(ws.State), rel(plansDir), rel(ws.TriggersDir())}
 	addGlob := func(g string) {
 		base, pattern := doublestar.SplitPattern(g)
-		if strings.Contains(pattern, "**") {
-			trees = append(trees, base)
+		if strings.Contains(pattern, "/") || strings.Contains(pattern, "**") {
+			trees = append(trees, base) // the pattern spans directories below base
 			return
 		}
-		// A one-level pattern: its directory, and each directory level of the pattern
-		// as paths, is enough.
-		paths = append(paths, path.Join(base, path.Dir(pattern)))
+		paths = append(paths, base) // one level: base's entries are enough
 	}
 	if st != nil {
 		for _, id := range st.StepQueue {
