@@ -124,42 +124,39 @@ func statePathArg(args []string) string {
 }
 
 func newCheckCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return newChainCmd(g, &cobra.Command{
 		Use:   "check [STATE]",
 		Short: "Heartbeat drop-in for step-sequencer-check.py: run the plan's chain once",
 		Long: "check reads STATE (default ./state.json) as the original check script does, " +
 			"then runs the whole chain of due steps in this one process until the plan is DONE, " +
 			"blocked, or waiting on a gate. A live sidecar on the workspace gets the work instead.",
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newChain(statePathArg(args), g)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return c.Check(cmd.Context())
-		},
-	}
+	}, (*executor.Chain).Check)
 }
 
 func newStepCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	return newChainCmd(g, &cobra.Command{
 		Use:   "step [STATE]",
 		Short: "Drop-in for step-sequencer-runner.py: run the current step, then go on",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newChain(statePathArg(args), g)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			err = c.Step(cmd.Context())
-			if errors.Is(err, executor.ErrStepFailed) {
-				return &exitError{code: 1}
-			}
+	}, (*executor.Chain).Step)
+}
+
+// newChainCmd completes check or step: both take the original's STATE argument and
+// drive the chain; a failed step exits 1, as the original runner's does.
+func newChainCmd(g *globals, cmd *cobra.Command, drive func(*executor.Chain, context.Context) error) *cobra.Command {
+	cmd.Args = cobra.MaximumNArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := newChain(statePathArg(args), g)
+		if err != nil {
 			return err
-		},
+		}
+		defer c.Close()
+		err = drive(c, cmd.Context())
+		if errors.Is(err, executor.ErrStepFailed) {
+			return &exitError{code: 1}
+		}
+		return err
 	}
+	return cmd
 }
 
 func newChain(statePath string, g *globals) (*executor.Chain, error) {

@@ -27,13 +27,7 @@ func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 					continue
 				}
 				bad++
-				if errors.Is(pf.Err, fs.ErrNotExist) {
-					fmt.Fprintf(stderr, "%s: no such file\n", path)
-					continue
-				}
-				for _, line := range executor.ErrorLines(pf.Err) {
-					fmt.Fprintln(stderr, line)
-				}
+				printPlanErrors(stderr, path, pf)
 			}
 			if bad > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d of %d plan files invalid", bad, len(args))}
@@ -66,12 +60,7 @@ func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
 			}
 			pf := executor.ReadPlanFile(args[0], source)
 			if pf.Plan == nil {
-				if errors.Is(pf.Err, fs.ErrNotExist) {
-					return &exitError{code: 1, err: fmt.Errorf("%s: no such file", args[0])}
-				}
-				for _, line := range executor.ErrorLines(pf.Err) {
-					fmt.Fprintln(g.stderr, line)
-				}
+				printPlanErrors(g.stderr, args[0], pf)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan; %s is untouched", args[0], state)}
 			}
 			rt, err := executor.NewRuntime(state, g.logger())
@@ -115,13 +104,23 @@ func newGraphCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(_ *cobra.Command, args []string) error {
 			pf := executor.ReadPlanFile(args[0], args[0])
 			if pf.Plan == nil {
-				for _, line := range executor.ErrorLines(pf.Err) {
-					fmt.Fprintln(stderr, line)
-				}
+				printPlanErrors(stderr, args[0], pf)
 				return &exitError{code: 1}
 			}
 			_, err := io.WriteString(stdout, pf.Plan.Mermaid())
 			return err
 		},
+	}
+}
+
+// printPlanErrors writes why a plan file is not valid: every error, one per line
+// as file:line:col: message, or that there is no such file.
+func printPlanErrors(w io.Writer, path string, pf executor.PlanFile) {
+	if errors.Is(pf.Err, fs.ErrNotExist) {
+		fmt.Fprintf(w, "%s: no such file\n", path)
+		return
+	}
+	for _, line := range executor.ErrorLines(pf.Err) {
+		fmt.Fprintln(w, line)
 	}
 }

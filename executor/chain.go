@@ -50,7 +50,10 @@ func (c *Chain) Check(ctx context.Context) error { return c.run(ctx, false) }
 func (c *Chain) Step(ctx context.Context) error { return c.run(ctx, true) }
 
 func (c *Chain) run(ctx context.Context, force bool) error {
-	kind := map[bool]string{false: "check", true: "step"}[force]
+	kind := "check"
+	if force {
+		kind = "step"
+	}
 	sf := &StateFile{Path: c.WS.State}
 	st, err := sf.Read()
 	if errors.Is(err, fs.ErrNotExist) {

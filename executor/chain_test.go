@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -83,11 +84,11 @@ func (w *testWS) path(rel string) string { return filepath.Join(w.dir, rel) }
 func plan(extraTop string, steps ...string) string {
 	var specs, queue []string
 	for i, s := range steps {
-		id := sprintf("s%d", i+1)
-		specs = append(specs, sprintf(`%q:{"title":"T%d",%s}`, id, i+1, s))
-		queue = append(queue, sprintf("%q", id))
+		id := fmt.Sprintf("s%d", i+1)
+		specs = append(specs, fmt.Sprintf(`%q:{"title":"T%d",%s}`, id, i+1, s))
+		queue = append(queue, fmt.Sprintf("%q", id))
 	}
-	top := sprintf(`{"plan":{"steps":{%s}},"stepQueue":[%s],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"`,
+	top := fmt.Sprintf(`{"plan":{"steps":{%s}},"stepQueue":[%s],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"`,
 		strings.Join(specs, ","), strings.Join(queue, ","))
 	if extraTop != "" {
 		top += "," + extraTop

@@ -1,20 +1,13 @@
 package executor
 
 import (
-	"context"
-	"fmt"
+	"strconv"
+	"strings"
 )
 
-var sprintf = fmt.Sprintf
-
+// atoi reads a pid a test agent wrote; 0 when there is none yet.
 func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			break
-		}
-		n = n*10 + int(c-'0')
-	}
+	n, _ := strconv.Atoi(strings.TrimSpace(s))
 	return n
 }
 
@@ -22,8 +15,4 @@ func atoi(s string) int {
 func processExists(pid int) bool {
 	_, err := StartTicks(pid)
 	return err == nil
-}
-
-func contextWithCancel() (context.Context, context.CancelFunc) {
-	return context.WithCancel(context.Background())
 }

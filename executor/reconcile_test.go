@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ const twoSteps = `{"plan":{"steps":{"a":{"title":"A","instruction":"do a"},"b":{
  "stepQueue":["a","b"],"currentStep":%d,"stepRuns":{%s},"stepDelayMinutes":%s,"blockers":[],"status":"%s"}`
 
 func state(t *testing.T, cursor int, runs, delay, status string) *planspec.State {
-	return parse(t, sprintf(twoSteps, cursor, runs, delay, status))
+	return parse(t, fmt.Sprintf(twoSteps, cursor, runs, delay, status))
 }
 
 func TestReconcile(t *testing.T) {

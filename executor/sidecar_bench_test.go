@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,20 +16,6 @@ import (
 
 	"github.com/stepseq/stepseq/planspec"
 )
-
-// benchWS is a workspace for benchmarks: testWS needs a *testing.T, so this wraps
-// the same helpers for a *testing.B.
-func benchWS(b *testing.B, dir, stateJSON string) *testWS {
-	b.Helper()
-	t := &testing.T{}
-	w := &testWS{t: t, dir: dir, state: filepath.Join(dir, "state.json"), env: map[string]string{"STEP_AGENT_CMD": fakeAgentPath}}
-	if stateJSON != "" {
-		if err := os.WriteFile(w.state, []byte(stateJSON), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return w
-}
 
 // gatedPlan is a warm-up step (the agent binary's first start pays for loading it)
 // then n steps, step i gated on gates/g<i>, whose agent stamps its start.
@@ -46,12 +33,12 @@ func BenchmarkGateLatency(b *testing.B) {
 	const samples = 200
 	for b.Loop() {
 		dir := b.TempDir()
-		w, _, stop := benchSidecar(b, dir, gatedPlan(samples), "gates")
+		state, _, stop := benchSidecar(b, dir, gatedPlan(samples), "gates")
 		var lat []time.Duration
 		for i := range samples {
 			// The step must be the current one, waiting on its gate.
 			waitBench(b, func() bool {
-				st, err := (&StateFile{Path: w.state}).Read()
+				st, err := (&StateFile{Path: state}).Read()
 				return err == nil && st.CurrentStep == i+1 && st.Run(fmt.Sprintf("s%d", i+2)).Tries == 0
 			})
 			created := time.Now()
@@ -76,24 +63,32 @@ func BenchmarkGateLatency(b *testing.B) {
 }
 
 // benchSidecar runs a sidecar in the test process on dir, with the state given and
-// the folder mkdir made, until stop is called.
-func benchSidecar(b *testing.B, dir, stateJSON, mkdir string) (*testWS, *Sidecar, func()) {
+// the folder mkdir made, until stop is called. It returns the state file's path.
+func benchSidecar(b *testing.B, dir, stateJSON, mkdir string) (string, *Sidecar, func()) {
 	b.Helper()
-	w := benchWS(b, dir, stateJSON)
+	state := filepath.Join(dir, "state.json")
+	if err := os.WriteFile(state, []byte(stateJSON), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	if err := os.MkdirAll(filepath.Join(dir, mkdir), 0o755); err != nil {
 		b.Fatal(err)
 	}
-	rt, err := NewRuntime(w.state, nil)
+	rt, err := NewRuntime(state, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt.Getenv = func(k string) string { return w.env[k] }
+	rt.Getenv = func(k string) string {
+		if k == "STEP_AGENT_CMD" {
+			return fakeAgentPath
+		}
+		return ""
+	}
 	sc, err := NewSidecar(rt, SidecarOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	stop := runBench(sc)
-	return w, sc, func() {
+	return state, sc, func() {
 		stop()
 		rt.Close()
 	}
@@ -101,7 +96,7 @@ func benchSidecar(b *testing.B, dir, stateJSON, mkdir string) (*testWS, *Sidecar
 
 // runBench runs the sidecar's loop until stop is called.
 func runBench(sc *Sidecar) (stop func()) {
-	ctx, cancel := contextWithCancel()
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -253,7 +248,7 @@ func BenchmarkSidecarIdleCPU(b *testing.B) {
 func BenchmarkSidecarBurst(b *testing.B) {
 	for b.Loop() {
 		dir := fastDir(b)
-		w, sc, stop := benchSidecar(b, dir, plan("", `"instruction":"write:done","when":"len(glob(\"burst/**/*.txt\")) >= 10000"`), "burst")
+		state, sc, stop := benchSidecar(b, dir, plan("", `"instruction":"write:done","when":"len(glob(\"burst/**/*.txt\")) >= 10000"`), "burst")
 		before := sc.Passes()
 		for d := range 10 {
 			sub := filepath.Join(dir, "burst", fmt.Sprintf("d%d", d))
@@ -267,7 +262,7 @@ func BenchmarkSidecarBurst(b *testing.B) {
 			}
 		}
 		waitBench(b, func() bool {
-			st, err := (&StateFile{Path: w.state}).Read()
+			st, err := (&StateFile{Path: state}).Read()
 			return err == nil && st.Status == planspec.StatusDone
 		})
 		passes := sc.Passes() - before

@@ -34,13 +34,14 @@ func (s *Sidecar) pass(ctx context.Context, in passInput) {
 		s.lastGate = time.Now().Add(-s.opt.Settle)
 	}
 	stateChanged, plansChanged, triggersChanged := all, all, all
+	state, plans, triggers := s.rel(s.WS.State), s.rel(s.opt.PlansDir), s.rel(s.WS.TriggersDir())
 	for _, p := range in.batch.Paths {
 		switch {
-		case p == s.rel(s.WS.State):
+		case p == state:
 			stateChanged = true
-		case s.under(p, s.opt.PlansDir):
+		case under(p, plans):
 			plansChanged = true
-		case s.under(p, s.WS.TriggersDir()):
+		case under(p, triggers):
 			triggersChanged = true
 		}
 	}
@@ -113,9 +114,9 @@ func (s *Sidecar) rel(p string) string {
 	return filepath.ToSlash(r)
 }
 
-func (s *Sidecar) under(p, dir string) bool {
-	d := s.rel(dir)
-	return p == d || strings.HasPrefix(p, d+"/")
+// under reports whether the slash path p is dir or inside it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // loadState reads the state file when it is not what the sidecar last wrote. A
