@@ -24,7 +24,14 @@ type Plan struct {
 	MaxRetries *int // nil: STEP_MAX_RETRIES, else 3
 	Timeout    Duration
 	Vars       map[string]any
-	Steps      []PlanStep
+	// Reports, the report timeouts and the heartbeat are DESIGN §7 and §8.
+	Reports          string
+	LaunchTimeout    Duration
+	MilestoneTimeout Duration
+	IdleTimeout      Duration
+	Heartbeat        Duration
+	Notify           []NotifySink
+	Steps            []PlanStep
 }
 
 // PlanStep is one step of a plan, in file order.
@@ -100,6 +107,13 @@ func (p *Plan) State(source, hash string) *State {
 		Vars:    maps.Clone(p.Vars),
 		Source:  filepath.ToSlash(source),
 		Hash:    hash,
+
+		Reports:          p.Reports,
+		LaunchTimeout:    p.LaunchTimeout,
+		MilestoneTimeout: p.MilestoneTimeout,
+		IdleTimeout:      p.IdleTimeout,
+		Heartbeat:        p.Heartbeat,
+		Notify:           slices.Clone(p.Notify),
 	}
 	if p.MaxRetries != nil {
 		n := *p.MaxRetries

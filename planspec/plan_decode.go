@@ -10,9 +10,11 @@ import (
 
 // The keys of a plan and of a step, in the order the docs list them.
 var (
-	planKeys = []string{"name", "agent", "stepDelay", "maxRetries", "timeout", "vars", "steps"}
+	planKeys = []string{"name", "agent", "stepDelay", "maxRetries", "timeout", "vars",
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "notify", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
-		"on", "timeout", "retries", "awaitOutputs", "agent"}
+		"on", "timeout", "retries", "awaitOutputs", "agent",
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every
@@ -280,4 +282,50 @@ func lastKey(field string) string {
 		field = field[:i]
 	}
 	return field
+}
+
+// reportsMode reads reports: required or optional.
+func (d *planDecoder) reportsMode(n *yaml.Node, field string) string {
+	s, ok := d.str(n, field)
+	if !ok {
+		return ""
+	}
+	if s != ReportsRequired && s != ReportsOptional {
+		d.fail(n, field, "reports: want required or optional, got %q", clip(s, 40))
+		return ""
+	}
+	return s
+}
+
+// notify reads the plan's sinks: a list of {command: [argv]} or {webhook: URL}.
+func (d *planDecoder) notify(n *yaml.Node, field string) []NotifySink {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, field, "notify: want a list of sinks, like [{command: [notify-send, stepseq]}, {webhook: https://ntfy.sh/topic}], got %s", describeNode(n))
+		return nil
+	}
+	var out []NotifySink
+	for i, it := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if it.Kind != yaml.MappingNode {
+			d.fail(it, f, "want a sink {command: [argv]} or {webhook: URL}, got %s", describeNode(it))
+			continue
+		}
+		var sink NotifySink
+		d.pairs(it, f, func(key string, k, v *yaml.Node) {
+			switch key {
+			case "command":
+				sink.Command = d.words(v, f+".command")
+			case "webhook":
+				sink.Webhook, _ = d.str(v, f+".webhook")
+			default:
+				d.fail(k, f+"."+key, "unknown key %q: a sink has command or webhook", clip(key, 40))
+			}
+		})
+		if err := sink.check(); err != nil {
+			d.fail(it, f, "%v", err)
+			continue
+		}
+		out = append(out, sink)
+	}
+	return out
 }

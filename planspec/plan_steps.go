@@ -40,6 +40,18 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 			p.MaxRetries = d.count(v, key)
 		case "timeout":
 			p.Timeout = d.duration(v, key)
+		case "reports":
+			p.Reports = d.reportsMode(v, key)
+		case "launchTimeout":
+			p.LaunchTimeout = d.duration(v, key)
+		case "milestoneTimeout":
+			p.MilestoneTimeout = d.duration(v, key)
+		case "idleTimeout":
+			p.IdleTimeout = d.duration(v, key)
+		case "heartbeat":
+			p.Heartbeat = d.duration(v, key)
+		case "notify":
+			p.Notify = d.notify(v, key)
 		case "vars":
 			if v.Kind != yaml.MappingNode {
 				d.fail(v, key, "vars: want a mapping of names to values, like {topic: solar}, got %s", describeNode(v))
@@ -147,6 +159,14 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 			sp.Retries = d.count(v, f)
 		case "agent":
 			sp.Agent = d.words(v, f)
+		case "reports":
+			sp.Reports = d.reportsMode(v, f)
+		case "launchTimeout":
+			sp.LaunchTimeout = d.duration(v, f)
+		case "milestoneTimeout":
+			sp.MilestoneTimeout = d.duration(v, f)
+		case "idleTimeout":
+			sp.IdleTimeout = d.duration(v, f)
 		default:
 			d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
 		}

@@ -25,6 +25,8 @@ type jsonSchema struct {
 	MinLength            *int                   `json:"minLength,omitempty"`
 	Minimum              *int                   `json:"minimum,omitempty"`
 	Pattern              string                 `json:"pattern,omitempty"`
+	Enum                 []any                  `json:"enum,omitempty"`
+	OneOf                []*jsonSchema          `json:"oneOf,omitempty"`
 	Examples             []any                  `json:"examples,omitempty"`
 }
 
@@ -67,6 +69,15 @@ func Schema() []byte {
 		return s
 	}
 
+	reports := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "string", Enum: []any{ReportsRequired, ReportsOptional}, Description: desc}
+	}
+	reportKeys := map[string]*jsonSchema{
+		"reports":          reports("Whether the worker must report (accepted, milestone, blocked, done) with `stepseq report`, a file in .stepseq/reports/<step>/ or MCP; default optional."),
+		"launchTimeout":    duration("With reports required: no accepted report this long after launch fails the try; default 10m."),
+		"milestoneTimeout": duration("With reports required: no report this long while in progress blocks the step until the next report; default 10m."),
+		"idleTimeout":      duration("No output byte and no report this long blocks the step, as a milestone timeout does."),
+	}
 	step := &jsonSchema{
 		Type:                 "object",
 		Description:          "One step: one agent invocation with its instruction, run until its outputs exist.",
@@ -107,6 +118,18 @@ func Schema() []byte {
 				Description: "The steps, in the order they run."},
 		},
 	}
+	for k, v := range reportKeys {
+		step.Properties[k] = v
+		plan.Properties[k] = v
+	}
+	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
+	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
+	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",
+		Items: &jsonSchema{Type: "object", AdditionalProperties: ptr(false), Description: "A sink: {command: [argv]} gets the report as JSON on stdin; {webhook: URL} gets it POSTed.",
+			Properties: map[string]*jsonSchema{
+				"command": argv("A command run for each report, without a shell; the report JSON on stdin."),
+				"webhook": {Type: "string", Pattern: "^https?://", Description: "An http or https URL the report JSON is POSTed to."},
+			}}}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

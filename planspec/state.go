@@ -60,6 +60,11 @@ type StepSpec struct {
 	AwaitOutputs    Duration
 	Retries         *int
 	Agent           []string
+	// Reports is "required" or "optional" (DESIGN §7); "" takes the plan's.
+	Reports          string
+	LaunchTimeout    Duration // reports required: no accepted report this long fails the try
+	MilestoneTimeout Duration // reports required: no report this long blocks the step
+	IdleTimeout      Duration // no output and no report this long blocks the step
 
 	raw object
 }
@@ -72,6 +77,12 @@ type StepRun struct {
 	Stdout     *string
 	Error      *string
 	Skipped    bool
+	// Phase is where the try stands in the workflow protocol (DESIGN §7); "" for a
+	// record the original wrote, read as its status says.
+	Phase string
+	// Reports are the accepted worker reports of the step, the newest last, at
+	// most MaxReportsKept.
+	Reports []ReportRecord
 	// Agent is stepseq's record of the current try (under the run's "stepseq" key):
 	// a try started but never finished was interrupted.
 	Agent *AgentRecord
@@ -86,6 +97,8 @@ type AgentRecord struct {
 	StartedIso    string `json:"startedIso,omitempty"`
 	FinishedIso   string `json:"finishedIso,omitempty"`
 	Interruptions int    `json:"interruptions,omitempty"`
+	// Granted counts the tries `stepseq retry` added beyond the retry limit.
+	Granted int `json:"granted,omitempty"`
 }
 
 // Settings are the plan-level settings stepseq adds under the top-level "stepseq" key.
@@ -95,8 +108,19 @@ type Settings struct {
 	MaxRetries *int
 	Timeout    Duration
 	Vars       map[string]any
-	Source     string // plan file the state came from, relative to the workspace
-	Hash       string // content hash of that plan file
+	// Reports, LaunchTimeout, MilestoneTimeout and IdleTimeout are the plan's
+	// defaults for its steps (DESIGN §7).
+	Reports          string
+	LaunchTimeout    Duration
+	MilestoneTimeout Duration
+	IdleTimeout      Duration
+	// Heartbeat is how often the user hears from a step in progress with nothing
+	// new (DESIGN §8); 0: the default.
+	Heartbeat Duration
+	// Notify are the plan's notification sinks.
+	Notify []NotifySink
+	Source string // plan file the state came from, relative to the workspace
+	Hash   string // content hash of that plan file
 
 	raw object
 }
@@ -338,6 +362,10 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "awaitOutputs", sp.AwaitOutputs, sp.AwaitOutputs > 0)
 	setOrDel(&o, "retries", sp.Retries, sp.Retries != nil)
 	setOrDel(&o, "agent", sp.Agent, len(sp.Agent) > 0)
+	setOrDel(&o, "reports", sp.Reports, sp.Reports != "")
+	setOrDel(&o, "launchTimeout", sp.LaunchTimeout, sp.LaunchTimeout > 0)
+	setOrDel(&o, "milestoneTimeout", sp.MilestoneTimeout, sp.MilestoneTimeout > 0)
+	setOrDel(&o, "idleTimeout", sp.IdleTimeout, sp.IdleTimeout > 0)
 	return o
 }
 
@@ -351,6 +379,8 @@ func (r *StepRun) object() object {
 	setOrDel(&o, "stdout", r.Stdout, r.Stdout != nil)
 	setOrDel(&o, "error", r.Error, r.Error != nil)
 	setOrDel(&o, "skipped", r.Skipped, r.Skipped)
+	setOrDel(&o, "phase", r.Phase, r.Phase != "")
+	setOrDel(&o, "reports", r.Reports, len(r.Reports) > 0)
 	setOrDel(&o, "stepseq", r.Agent, r.Agent != nil)
 	return o
 }
@@ -371,6 +401,12 @@ func (st *Settings) object() object {
 	setOrDel(&o, "maxRetries", st.MaxRetries, st.MaxRetries != nil)
 	setOrDel(&o, "timeout", st.Timeout, st.Timeout > 0)
 	setOrDel(&o, "vars", st.Vars, len(st.Vars) > 0)
+	setOrDel(&o, "reports", st.Reports, st.Reports != "")
+	setOrDel(&o, "launchTimeout", st.LaunchTimeout, st.LaunchTimeout > 0)
+	setOrDel(&o, "milestoneTimeout", st.MilestoneTimeout, st.MilestoneTimeout > 0)
+	setOrDel(&o, "idleTimeout", st.IdleTimeout, st.IdleTimeout > 0)
+	setOrDel(&o, "heartbeat", st.Heartbeat, st.Heartbeat > 0)
+	setOrDel(&o, "notify", st.Notify, len(st.Notify) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
 	return o

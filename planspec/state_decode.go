@@ -219,6 +219,10 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if r, ok := o.vals["agent"]; ok {
 		sp.Agent = d.strList(p+"agent", r)
 	}
+	sp.Reports = d.reportsMode(o, p)
+	sp.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
+	sp.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
+	sp.IdleTimeout = d.optDuration(o, p, "idleTimeout")
 	return sp
 }
 
@@ -258,6 +262,19 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 			d.fail(p+"skipped", "want true or false, got %s", describe(v))
 		}
 	}
+	if s, ok := d.optStr(o, p, "phase"); ok && s != "" {
+		switch s {
+		case PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseBlocked, PhaseReviewing, PhaseDone:
+			r.Phase = s
+		default:
+			d.fail(p+"phase", "unknown phase %q: want planned, dispatching, in_progress, blocked, reviewing or done", s)
+		}
+	}
+	if v, ok := o.vals["reports"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &r.Reports); err != nil {
+			d.fail(p+"reports", "want a list of reports {time, try, status, summary, evidence, risk, next}: %v", err)
+		}
+	}
 	if v, ok := o.vals["stepseq"]; ok && !isNull(v) {
 		var a AgentRecord
 		dec := json.NewDecoder(bytes.NewReader(v))
@@ -294,10 +311,53 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 			d.fail(p+"vars", "want an object, got %s", describe(r))
 		}
 	}
+	st.Reports = d.reportsMode(o, p)
+	st.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
+	st.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
+	st.IdleTimeout = d.optDuration(o, p, "idleTimeout")
+	st.Heartbeat = d.optDuration(o, p, "heartbeat")
+	if r, ok := o.vals["notify"]; ok && !isNull(r) {
+		st.Notify = d.notify(p+"notify", r)
+	}
 	st.Source, _ = d.optStr(o, p, "source")
 	st.Hash, _ = d.optStr(o, p, "hash")
 	if name, ok := o.vals["name"]; ok && strings.TrimSpace(st.Name) == "" && !isNull(name) {
 		d.fail(p+"name", "want a non-empty name")
 	}
 	return st
+}
+
+func (d *stateDecoder) optDuration(o object, prefix, key string) Duration {
+	if r, ok := o.vals[key]; ok && !isNull(r) {
+		return d.duration(prefix+key, r)
+	}
+	return 0
+}
+
+func (d *stateDecoder) reportsMode(o object, prefix string) string {
+	s, ok := d.optStr(o, prefix, "reports")
+	if !ok || s == "" {
+		return ""
+	}
+	if s != ReportsRequired && s != ReportsOptional {
+		d.fail(prefix+"reports", "want required or optional, got %q", s)
+		return ""
+	}
+	return s
+}
+
+func (d *stateDecoder) notify(key string, raw json.RawMessage) []NotifySink {
+	var sinks []NotifySink
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sinks); err != nil {
+		d.fail(key, "want a list of sinks, each {command: [argv]} or {webhook: URL}: %v", err)
+		return nil
+	}
+	for i, s := range sinks {
+		if err := s.check(); err != nil {
+			d.fail(fmt.Sprintf("%s[%d]", key, i), "%v", err)
+		}
+	}
+	return sinks
 }

@@ -113,6 +113,8 @@ func (sp *StepSpec) equal(o *StepSpec) bool {
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.Timeout == o.Timeout && sp.AwaitOutputs == o.AwaitOutputs &&
 		eqPtr(sp.Retries, o.Retries) && slices.Equal(sp.Agent, o.Agent) &&
+		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
+		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
 		sameObject(sp.raw, o.raw)
 }
 
@@ -130,12 +132,14 @@ func (r *StepRun) copy() StepRun {
 		a := *r.Agent
 		c.Agent = &a
 	}
+	c.Reports = slices.Clone(r.Reports)
 	return c
 }
 
 func (r *StepRun) equal(o *StepRun) bool {
 	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
 		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
+		r.Phase == o.Phase && slices.EqualFunc(r.Reports, o.Reports, ReportRecord.equal) &&
 		eqPtr(r.Agent, o.Agent) && sameObject(r.raw, o.raw)
 }
 
@@ -158,4 +162,10 @@ func sameObject(a, b object) bool {
 
 func sameMap(a, b map[string]json.RawMessage) bool {
 	return maps.EqualFunc(a, b, func(x, y json.RawMessage) bool { return string(x) == string(y) })
+}
+
+func (a ReportRecord) equal(b ReportRecord) bool {
+	return a.Time == b.Time && a.Try == b.Try && a.Via == b.Via && a.Status == b.Status &&
+		a.Summary == b.Summary && a.Evidence == b.Evidence && a.Risk == b.Risk && a.Next == b.Next &&
+		slices.Equal(a.Artifacts, b.Artifacts) && bytes.Equal(a.Result, b.Result)
 }

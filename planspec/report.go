@@ -1,0 +1,325 @@
+package planspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Phases of a step run (DESIGN §7), kept beside the original's status words in
+// stepRuns[id].phase. Nobody is told a step is in progress before its worker said so.
+const (
+	PhasePlanned     = "planned"     // queued, not started
+	PhaseDispatching = "dispatching" // agent launched or offered; no accepted report yet
+	PhaseInProgress  = "in_progress" // the worker accepted and began
+	PhaseBlocked     = "blocked"     // cannot go on without someone
+	PhaseReviewing   = "reviewing"   // the worker says done; stepseq verifies
+	PhaseDone        = "done"        // verified
+)
+
+// Report statuses a worker sends.
+const (
+	ReportAccepted  = "accepted"
+	ReportMilestone = "milestone"
+	ReportBlocked   = "blocked"
+	ReportDone      = "done"
+)
+
+// Reports modes of a plan or step.
+const (
+	ReportsOptional = "optional"
+	ReportsRequired = "required"
+)
+
+// MaxReportSize caps a report file: a report is a few lines.
+const MaxReportSize = 64 << 10
+
+// MaxReportsKept bounds stepRuns[id].reports: the newest are kept.
+const MaxReportsKept = 20
+
+// RiskLevels are the words a report's risk starts with.
+var RiskLevels = []string{"none", "low", "medium", "high"}
+
+// reportFields are the seed's five required fields, in its order.
+var reportFields = []string{"status", "summary", "evidence", "risk", "next"}
+
+// Report is a worker's report in the seed's block: five required fields and two
+// optional ones.
+type Report struct {
+	Status    string          `json:"status"`
+	Summary   string          `json:"summary"`
+	Evidence  string          `json:"evidence"`
+	Risk      string          `json:"risk"`
+	Next      string          `json:"next"`
+	Artifacts []string        `json:"artifacts,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+}
+
+// ReportRecord is an accepted report as stepRuns[id].reports keeps it.
+type ReportRecord struct {
+	Time string `json:"time"`
+	Try  int    `json:"try"`
+	Via  string `json:"via,omitempty"` // file, cli, mcp
+	Report
+}
+
+// ParseReport reads a report in any of the forms a worker writes: the seed's plain
+// block (`status: done` lines, values taken verbatim to the end of the line), YAML,
+// or JSON. name is used in messages. It checks the form only; Problems checks the
+// content.
+func ParseReport(r io.Reader, name string) (Report, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxReportSize+1))
+	if err != nil {
+		return Report{}, fmt.Errorf("read report %s: %w", name, err)
+	}
+	if len(data) > MaxReportSize {
+		return Report{}, fmt.Errorf("%s: larger than %d KiB: a report is a few lines", name, MaxReportSize>>10)
+	}
+	text := bytes.TrimSpace(data)
+	if len(text) == 0 {
+		return Report{}, fmt.Errorf("%s: empty report: want the block status, summary, evidence, risk, next", name)
+	}
+	if text[0] == '{' {
+		var rep Report
+		dec := json.NewDecoder(bytes.NewReader(text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rep); err != nil {
+			return Report{}, fmt.Errorf("%s: not a valid JSON report: %v", name, err)
+		}
+		return rep, nil
+	}
+	// The plain block first: it is what the seed writes, and a value such as
+	// "wrote a.md: 3 sections" is not valid YAML.
+	if rep, ok := plainBlock(string(text)); ok {
+		return rep, nil
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(text, &raw); err != nil {
+		return Report{}, fmt.Errorf("%s: not a report block: %v; write one `key: value` line for each of status, summary, evidence, risk and next", name, err)
+	}
+	return fromMap(raw, name)
+}
+
+// plainBlock reads `key: value` lines. It declines text with lines it cannot place,
+// so that YAML with nesting is read as YAML.
+func plainBlock(text string) (Report, bool) {
+	var rep Report
+	seen := map[string]bool{}
+	last := ""
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimRight(line, "\r")
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") || trimmed == "---" || strings.HasPrefix(trimmed, "```") {
+			continue
+		}
+		if last == "artifacts" && strings.HasPrefix(trimmed, "- ") {
+			rep.Artifacts = append(rep.Artifacts, unquote(strings.TrimSpace(trimmed[2:])))
+			continue
+		}
+		key, val, ok := strings.Cut(trimmed, ":")
+		key = strings.ToLower(strings.TrimSpace(key))
+		if !ok || line != strings.TrimLeft(line, " \t") {
+			return Report{}, false
+		}
+		val = strings.TrimSpace(val)
+		if seen[key] {
+			return Report{}, false
+		}
+		seen[key] = true
+		last = key
+		switch key {
+		case "status":
+			rep.Status = strings.ToLower(unquote(val))
+		case "summary":
+			rep.Summary = unquote(val)
+		case "evidence":
+			rep.Evidence = unquote(val)
+		case "risk":
+			rep.Risk = unquote(val)
+		case "next":
+			rep.Next = unquote(val)
+		case "artifacts":
+			if val == "" {
+				continue
+			}
+			if strings.HasPrefix(val, "[") {
+				var list []string
+				if yaml.Unmarshal([]byte(val), &list) != nil {
+					return Report{}, false
+				}
+				rep.Artifacts = list
+				continue
+			}
+			for p := range strings.SplitSeq(val, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					rep.Artifacts = append(rep.Artifacts, p)
+				}
+			}
+		case "result":
+			if val == "" {
+				return Report{}, false // a nested result: YAML reads it
+			}
+			var v any
+			if yaml.Unmarshal([]byte(val), &v) != nil {
+				v = val
+			}
+			rep.Result, _ = json.Marshal(v)
+		default:
+			return Report{}, false
+		}
+	}
+	return rep, len(seen) > 0
+}
+
+func unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
+func fromMap(raw map[string]any, name string) (Report, error) {
+	var rep Report
+	var errs []string
+	str := func(k string) string {
+		v, ok := raw[k]
+		if !ok || v == nil {
+			return ""
+		}
+		if s, ok := v.(string); ok {
+			return s
+		}
+		errs = append(errs, fmt.Sprintf("%s: want text, got %v", k, v))
+		return ""
+	}
+	for k := range raw {
+		if !slices.Contains(reportFields, k) && k != "artifacts" && k != "result" {
+			errs = append(errs, fmt.Sprintf("unknown field %q: a report has status, summary, evidence, risk, next, and optionally artifacts and result", k))
+		}
+	}
+	rep.Status, rep.Summary, rep.Evidence = strings.ToLower(str("status")), str("summary"), str("evidence")
+	rep.Risk, rep.Next = str("risk"), str("next")
+	switch a := raw["artifacts"].(type) {
+	case nil:
+	case []any:
+		for _, v := range a {
+			s, ok := v.(string)
+			if !ok {
+				errs = append(errs, fmt.Sprintf("artifacts: want workspace paths, got %v", v))
+				continue
+			}
+			rep.Artifacts = append(rep.Artifacts, s)
+		}
+	default:
+		errs = append(errs, "artifacts: want a list of workspace paths")
+	}
+	if v, ok := raw["result"]; ok {
+		b, err := json.Marshal(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("result: %v", err))
+		}
+		rep.Result = b
+	}
+	if len(errs) > 0 {
+		return Report{}, fmt.Errorf("%s: %s", name, strings.Join(errs, "; "))
+	}
+	return rep, nil
+}
+
+// Problems lists every reason the report's content is refused, whatever the step's
+// phase: a missing field, an unknown status, a risk that does not start with a
+// level, an artifact path that leaves the workspace.
+func (r Report) Problems() []string {
+	var out []string
+	vals := map[string]string{"status": r.Status, "summary": r.Summary, "evidence": r.Evidence, "risk": r.Risk, "next": r.Next}
+	for _, f := range reportFields {
+		if strings.TrimSpace(vals[f]) == "" {
+			out = append(out, fmt.Sprintf("missing %s: %s", f, fieldHint[f]))
+		}
+	}
+	if r.Status != "" && !slices.Contains([]string{ReportAccepted, ReportMilestone, ReportBlocked, ReportDone}, r.Status) {
+		out = append(out, fmt.Sprintf("status %q: want accepted, milestone, blocked or done", r.Status))
+	}
+	if strings.TrimSpace(r.Risk) != "" && RiskLevel(r.Risk) == "" {
+		out = append(out, fmt.Sprintf("risk %q: start with none, low, medium or high, then the reason, like \"low — only docs changed\"", r.Risk))
+	}
+	for _, a := range r.Artifacts {
+		if err := checkPath(a); err != nil {
+			out = append(out, fmt.Sprintf("artifact %q: %v", a, err))
+		}
+	}
+	return out
+}
+
+var fieldHint = map[string]string{
+	"status":   "accepted, milestone, blocked or done",
+	"summary":  "one sentence",
+	"evidence": "the first action, an artifact, the specific error, or the final artifact",
+	"risk":     "none, low, medium or high, then the reason",
+	"next":     `what comes next ("none" when done)`,
+}
+
+// RiskLevel is the level a risk starts with, or "" when it starts with none of them.
+func RiskLevel(risk string) string {
+	s := strings.ToLower(strings.TrimSpace(risk))
+	for _, l := range RiskLevels {
+		if s == l {
+			return l
+		}
+		if rest, ok := strings.CutPrefix(s, l); ok && rest != "" && !isIDChar(rest[0]) {
+			return l
+		}
+	}
+	return ""
+}
+
+func isIDChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// Block writes the report as the seed's plain block, the form `stepseq report`
+// drops in the report folder.
+func (r Report) Block() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "status: %s\nsummary: %s\nevidence: %s\nrisk: %s\nnext: %s\n",
+		oneLine(r.Status), oneLine(r.Summary), oneLine(r.Evidence), oneLine(r.Risk), oneLine(r.Next))
+	if len(r.Artifacts) > 0 {
+		b.WriteString("artifacts:\n")
+		for _, a := range r.Artifacts {
+			fmt.Fprintf(&b, "  - %s\n", oneLine(a))
+		}
+	}
+	if len(r.Result) > 0 {
+		fmt.Fprintf(&b, "result: %s\n", r.Result)
+	}
+	return b.Bytes()
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// ReportsMode is how step id takes reports: the step's setting, else the plan's,
+// else optional.
+func (s *State) ReportsMode(id string) string {
+	if sp := s.Steps[id]; sp != nil && sp.Reports != "" {
+		return sp.Reports
+	}
+	if s.Settings.Reports != "" {
+		return s.Settings.Reports
+	}
+	return ReportsOptional
+}
+
+// UsesReports reports whether the plan or step id says anything about reports: such
+// a plan's status shows phases as they are, where a plan without reports shows
+// "running" for a dispatched step.
+func (s *State) UsesReports(id string) bool {
+	if sp := s.Steps[id]; sp != nil && sp.Reports != "" {
+		return true
+	}
+	return s.Settings.Reports != ""
+}
