@@ -33,32 +33,6 @@ type Verdict struct {
 	MissingOutputs []string
 }
 
-// Judge decides DONE or FAILED for a finished try: exit 0, every required output
-// present inside the workspace, then the step's check expression.
-func Judge(spec *planspec.StepSpec, exit Exit, root *os.Root, check func() (bool, error)) Verdict {
-	switch {
-	case exit.TimedOut:
-		return Verdict{Error: "Timeout"}
-	case exit.Err != nil:
-		return Verdict{Error: firstChars(exit.Err.Error(), ErrorChars)}
-	case exit.Code != 0:
-		return Verdict{Error: firstChars(exit.Stderr, ErrorChars)}
-	}
-	if missing := MissingOutputs(spec, root); len(missing) > 0 {
-		return Verdict{Error: "Missing required outputs: " + strings.Join(missing, ", "), MissingOutputs: missing}
-	}
-	if check != nil {
-		ok, err := check()
-		if err != nil {
-			return Verdict{Error: "Check " + spec.Check + " failed: " + err.Error()}
-		}
-		if !ok {
-			return Verdict{Error: "Check " + spec.Check + " is false"}
-		}
-	}
-	return Verdict{OK: true}
-}
-
 // MissingOutputs lists the step's required outputs that do not exist as a file or
 // directory inside root. A path that resolves outside it (.., absolute, a symlink
 // leading out) counts as missing.
@@ -66,8 +40,13 @@ func MissingOutputs(spec *planspec.StepSpec, root *os.Root) []string {
 	if spec == nil {
 		return nil
 	}
+	return missingIn(root, spec.RequiredOutputs)
+}
+
+// missingIn lists the paths that do not exist as a file or directory inside root.
+func missingIn(root *os.Root, paths []string) []string {
 	var missing []string
-	for _, rel := range spec.RequiredOutputs {
+	for _, rel := range paths {
 		if root == nil {
 			missing = append(missing, rel)
 			continue

@@ -80,6 +80,11 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			changed = true
 			continue
 		case planspec.StatusFailed:
+			if run.Phase == planspec.PhaseBlocked {
+				// A worker said it cannot go on: the step holds the plan until
+				// someone retries it.
+				return Decision{Action: Blocked, Step: id, Reason: workerBlocker(st, id)}, changed
+			}
 			limit := RetryLimit(st, id, f.MaxRetries)
 			if run.Tries >= limit {
 				changed = recordBlocker(st, id, run.Tries) || changed
@@ -103,6 +108,7 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 		}
 		if skip, err := cond(f, id, "skip"); err == nil && skip {
 			run.Status = planspec.StatusDone
+			run.Phase = planspec.PhaseDone
 			run.Skipped = true
 			run.LastRunIso = planspec.FormatISO(f.Now)
 			changed = true
@@ -141,15 +147,29 @@ func launchReason(run *planspec.StepRun, interrupted bool) string {
 }
 
 // RetryLimit is the number of tries a step gets: the step's retries, else the plan's
-// maxRetries, else def.
+// maxRetries, else def; plus the tries `stepseq retry` granted.
 func RetryLimit(st *planspec.State, id string, def int) int {
+	granted := 0
+	if run := st.StepRuns[id]; run != nil && run.Agent != nil {
+		granted = run.Agent.Granted
+	}
 	if spec := st.Steps[id]; spec != nil && spec.Retries != nil {
-		return *spec.Retries
+		return *spec.Retries + granted
 	}
 	if st.Settings.MaxRetries != nil {
-		return *st.Settings.MaxRetries
+		return *st.Settings.MaxRetries + granted
 	}
-	return def
+	return def + granted
+}
+
+// workerBlocker is the blocker a worker's report or a report timer set for id.
+func workerBlocker(st *planspec.State, id string) string {
+	for _, b := range st.Blockers {
+		if strings.HasPrefix(b, id+": ") {
+			return b
+		}
+	}
+	return id + ": blocked"
 }
 
 // BlockerText is the original's blocker line.
@@ -173,11 +193,11 @@ func recordBlocker(st *planspec.State, id string, tries int) bool {
 	return true
 }
 
-// clearBlocker drops the step's blocker once it runs again: someone reset it.
+// clearBlocker drops the step's blockers once it runs again: someone reset it.
 func clearBlocker(st *planspec.State, id string) {
 	kept := st.Blockers[:0]
 	for _, b := range st.Blockers {
-		if !strings.HasPrefix(b, id+": max retries (") {
+		if !strings.HasPrefix(b, id+": ") {
 			kept = append(kept, b)
 		}
 	}
@@ -242,12 +262,31 @@ func BeginTry(st *planspec.State, id string, now time.Time, interrupted bool) in
 		interruptions++
 	}
 	run.Status = planspec.StatusInProgress
+	run.Phase = planspec.PhaseDispatching
 	run.Tries = tries
 	run.LastRunIso = planspec.FormatISO(now)
 	run.Error = nil
 	run.Stdout = nil
 	run.Skipped = false
-	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions}
+	granted := 0
+	if run.Agent != nil {
+		granted = run.Agent.Granted
+	}
+	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted}
 	clearBlocker(st, id)
 	return tries
+}
+
+// runnerDecision is the original runner's choice: the step at the cursor, whatever
+// its status, after stepDelayMinutes for a retry.
+func runnerDecision(st *planspec.State, now time.Time) (Decision, bool) {
+	if st.CurrentStep >= len(st.StepQueue) {
+		return Decision{}, false
+	}
+	id := st.StepQueue[st.CurrentStep]
+	run := st.Run(id)
+	if at, ok := readyAt(st, id); ok && now.Before(at) {
+		return Decision{Action: Delayed, Step: id, At: at, Reason: "runner: stepDelayMinutes"}, true
+	}
+	return Decision{Action: Launch, Step: id, Prompt: Prompt(id, st.Steps[id], run), Reason: "runner: current step"}, true
 }

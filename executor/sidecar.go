@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,55 +17,34 @@ import (
 // an editor's save or a git checkout, short enough that a gate opens at once.
 const DefaultSettle = 5 * time.Millisecond
 
+// ErrPlanBlocked is returned by Run with ExitWhenDone when the plan is held by a
+// blocker, so that `watch --exit-when-done` exits 1.
+var ErrPlanBlocked = errors.New("executor: plan is blocked")
+
 // SidecarOptions configure a sidecar.
 type SidecarOptions struct {
 	PlansDir     string        // where plan files are dropped; default DIR/plans
 	Settle       time.Duration // watcher coalescing window; 0: DefaultSettle
 	Poll         time.Duration // >0: poll instead of file events
-	ExitWhenDone bool          // Run returns once the plan is DONE
+	ExitWhenDone bool          // Run returns once the plan is DONE (nil) or blocked (ErrPlanBlocked)
 	Metrics      *Metrics      // nil: no metrics
+	Notifier     Notifier      // nil: transitions are journaled only
 }
 
-// Sidecar is `stepseq watch`: one event loop owns the state and runs the reconcile
-// core on every input — coalesced file events, agent exits, one timer — and nothing
+// Sidecar is `stepseq watch`: one event loop owns the state machine and feeds it
+// every input — coalesced file events, agent exits, the one timer — and nothing
 // else. It never polls (unless asked to); idle, it sleeps.
 type Sidecar struct {
 	*Runtime
 	opt  SidecarOptions
-	w    *watcher.Watcher
-	sf   *StateFile
+	d    *driver
 	lock *Lock
 
-	// Owned by the loop goroutine.
-	st        *planspec.State // last good state; nil when there is none
-	conds     *Conditions
-	bad       error // the state file on disk does not parse: never overwrite it
-	badTries  int
-	badAt     time.Time // when to read it again
-	active    *Active
-	awaiting  *awaiting
-	pending   *awaiting // an exit to judge once the state file parses again
-	inherited chan struct{}
-	delayAt   time.Time
-	triggers  []Trigger
-	agentRuns [][2]time.Time // when recent agents ran: their changes trigger nothing
-	onHandled time.Time      // changes up to this time have had their on: re-run
-	watched   [2][]string
-	lastGate  time.Time // first event of the batch that may open a gate
-	plansSeen map[string]string
-	told      Decision // the last decision logged, so a wait is logged once
+	plansSeen map[string]string // plan file → the content hash last judged
 
 	ready  atomic.Bool
 	alive  atomic.Bool
 	passes atomic.Uint64
-}
-
-// awaiting is a finished try not judged yet: it exited 0 before its required
-// outputs appeared, or the state file did not parse when it ended.
-type awaiting struct {
-	step     string
-	exit     Exit
-	deadline time.Time
 }
 
 // NewSidecar takes the workspace lock and arms the watcher. A second sidecar on the
@@ -77,6 +56,10 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	if opt.PlansDir == "" {
 		opt.PlansDir = filepath.Join(rt.WS.Dir, "plans")
 	}
+	maxRetries, err := MaxRetriesFromEnv(rt.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	lock, holder, err := TryLock(rt.WS, "watch")
 	if errors.Is(err, ErrLocked) {
 		return nil, fmt.Errorf("%w: %s %d holds %s; stop it first (one sidecar per workspace)", ErrLocked, holder.Kind, holder.PID, rt.WS.LockPath())
@@ -85,16 +68,26 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 		return nil, err
 	}
 	rt.Lock = lock
-	s := &Sidecar{Runtime: rt, opt: opt, sf: &StateFile{Path: rt.WS.State}, lock: lock, plansSeen: map[string]string{}}
-	s.loadState()
-	paths, trees := s.watchSet()
-	s.w, err = watcher.New(watcher.Config{Root: rt.WS.Dir, Paths: paths, Trees: trees, Settle: opt.Settle, Poll: opt.Poll,
-		Logger: rt.Logger.With("component", "watcher")})
-	if err != nil {
-		lock.Unlock()
-		return nil, err
+	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}}
+	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
+		MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true})
+	s.d.plans = opt.PlansDir
+	s.d.metrics = opt.Metrics
+	s.d.notifier = opt.Notifier
+	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher")}
+	// The first watch set comes from the state as it is, so that nothing written
+	// between now and the first pass is missed.
+	var conds *Conditions
+	st, _ := (&StateFile{Path: rt.WS.State}).Read()
+	if st != nil {
+		conds, _ = rt.Conditions(st)
 	}
-	s.watched = [2][]string{paths, trees}
+	paths, trees := WatchSet(rt.WS, opt.PlansDir, st, conds)
+	s.d.setWatch(paths, trees)
+	if s.d.w == nil {
+		lock.Unlock()
+		return nil, fmt.Errorf("watch %s: the watcher did not start; see the log", rt.WS.Dir)
+	}
 	s.alive.Store(true)
 	return s, nil
 }
@@ -105,87 +98,118 @@ func (s *Sidecar) Ready() bool { return s.ready.Load() }
 // Alive reports whether the loop and the watcher are running.
 func (s *Sidecar) Alive() bool { return s.alive.Load() }
 
-// Passes counts the reconcile passes run.
+// Passes counts the inputs the loop took.
 func (s *Sidecar) Passes() uint64 { return s.passes.Load() }
 
 // WatcherStats are the watcher's counters.
-func (s *Sidecar) WatcherStats() watcher.Stats { return s.w.Stats() }
+func (s *Sidecar) WatcherStats() watcher.Stats { return s.d.w.Stats() }
 
 // Run is the event loop. It returns nil after a graceful stop (ctx ended: the agent
 // gets SIGTERM, then SIGKILL after the grace period) or, with ExitWhenDone, once
-// the plan is DONE.
+// the plan is DONE; ErrPlanBlocked once it is blocked.
 func (s *Sidecar) Run(ctx context.Context) error {
+	s.d.ctx = ctx
 	defer s.close()
-	s.record(Entry{Event: "start", Detail: map[string]any{"pid": s.lockPID(), "state": s.WS.State}})
-	s.pass(ctx, passInput{all: true})
+	s.record(Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": s.WS.State}})
+	s.pass(watcher.Batch{Rescan: true})
 	s.ready.Store(true)
-	s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.w.Stats().Watches}})
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
 	for {
-		if s.opt.ExitWhenDone && s.finished() {
-			s.Logger.Info("plan is DONE: exiting")
-			return nil
+		if s.opt.ExitWhenDone {
+			switch {
+			case s.d.m.Done():
+				s.Logger.Info("plan is DONE: exiting")
+				return nil
+			case s.d.m.Blocked():
+				why := strings.Join(s.d.m.State().Blockers, "; ")
+				s.Logger.Warn("plan is blocked: exiting", "blockers", why)
+				return fmt.Errorf("%w: %s", ErrPlanBlocked, why)
+			}
 		}
-		var exits <-chan Exit
-		if s.active != nil {
-			exits = s.active.Done()
-		}
-		s.armTimer(timer)
 		select {
 		case <-ctx.Done():
 			return s.shutdown()
-		case b, ok := <-s.w.Batches():
+		case b, ok := <-s.d.batches():
 			if !ok {
 				s.alive.Store(false)
 				return errors.New("watcher stopped")
 			}
-			s.pass(ctx, passInput{batch: b})
-		case err, ok := <-s.w.Errors():
+			s.pass(b)
+		case err, ok := <-s.d.watchErrors():
 			if ok {
 				s.Logger.Error("watcher", "err", err)
 				s.record(Entry{Event: "watcher-error", Reason: err.Error()})
 			}
-		case exit := <-exits:
-			s.finishTry(exit)
-			s.pass(ctx, passInput{})
-		case <-timer.C:
-			s.pass(ctx, passInput{timer: true})
-		case <-s.inherited:
-			s.inherited = nil
-			s.pass(ctx, passInput{})
+		case exit := <-s.d.exits():
+			s.passes.Add(1)
+			s.d.finish(exit)
+			s.afterPlan()
+		case <-s.d.timer.C:
+			s.passes.Add(1)
+			s.d.feed(TimerFired{})
+			s.afterPlan()
+		case <-s.d.inherited:
+			s.d.inherited = nil
+			s.d.feed(InheritedGone{})
 		}
+		s.opt.Metrics.observe(s.d.m.State())
 	}
 }
 
-func (s *Sidecar) lockPID() int { return s.lock.holder.PID }
-
-func (s *Sidecar) finished() bool {
-	return s.st != nil && s.st.Status == planspec.StatusDone && s.active == nil && s.awaiting == nil
-}
-
-// armTimer sets the one timer to the earliest thing the loop waits for.
-func (s *Sidecar) armTimer(t *time.Timer) {
-	var next time.Time
-	for _, at := range []time.Time{s.delayAt, s.badAt} {
-		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
-			next = at
+// pass takes one batch of changes: the state file, the plans, the triggers and the
+// reports it names, then the change itself.
+func (s *Sidecar) pass(b watcher.Batch) {
+	s.Logger.Debug("pass", "paths", b.Paths, "rescan", b.Rescan)
+	s.opt.Metrics.pass()
+	s.passes.Add(1)
+	if len(b.Paths) > 0 && s.d.lastGate.IsZero() && s.d.active == nil {
+		s.d.lastGate = time.Now().Add(-s.opt.Settle)
+	}
+	stateChanged, plansChanged, triggersChanged := b.Rescan, b.Rescan, b.Rescan
+	state, plans, triggers := s.rel(s.WS.State), s.rel(s.opt.PlansDir), s.rel(s.WS.TriggersDir())
+	for _, p := range b.Paths {
+		switch {
+		case p == state:
+			stateChanged = true
+		case under(p, plans):
+			plansChanged = true
+		case under(p, triggers):
+			triggersChanged = true
 		}
 	}
-	if s.awaiting != nil && (next.IsZero() || s.awaiting.deadline.Before(next)) {
-		next = s.awaiting.deadline
+	if stateChanged {
+		s.d.readState()
 	}
-	t.Stop()
-	if !next.IsZero() {
-		t.Reset(max(time.Until(next), 0))
+	if plansChanged {
+		s.intakePlans()
+	}
+	if triggersChanged {
+		ts, errs := DrainTriggers(s.WS)
+		for _, err := range errs {
+			s.Logger.Warn("ignored a trigger", "err", err)
+		}
+		if len(ts) > 0 {
+			s.d.feed(TriggersIn{Triggers: ts})
+		}
+	}
+	s.d.batch(b)
+	s.afterPlan()
+	if s.d.active == nil {
+		s.d.lastGate = time.Time{}
+	}
+}
+
+// afterPlan lets the next plan waiting in the folder start once one is over.
+func (s *Sidecar) afterPlan() {
+	if s.d.m.Done() {
+		s.intakePlans()
 	}
 }
 
 func (s *Sidecar) close() {
 	s.alive.Store(false)
-	if err := s.w.Close(); err != nil {
-		s.Logger.Warn("closing watcher", "err", err)
-	}
+	s.d.timer.Stop()
+	s.d.closeWatcher()
 	s.Lock = nil
 	_ = s.lock.Unlock()
 }
@@ -196,34 +220,25 @@ func (s *Sidecar) close() {
 func (s *Sidecar) shutdown() error {
 	s.Logger.Info("stopping")
 	s.record(Entry{Event: "stopping", Reason: "signal or context end"})
-	if s.active != nil {
-		a := s.active
-		a.Stop()
-		exit := <-a.Done()
-		s.Finished(a, exit)
-		s.active = nil
-		s.record(Entry{Event: "interrupted", Step: a.Step, Try: a.Try, Reason: "sidecar stopped; the step is retried on the next start"})
-		s.Logger.Warn("agent stopped by shutdown; the step will be retried", "step", a.Step, "try", a.Try)
-	}
+	s.d.stopActive()
 	s.record(Entry{Event: "stop"})
 	return nil
 }
 
-// watchSet is what the current plan needs watched.
-func (s *Sidecar) watchSet() (paths, trees []string) {
-	return WatchSet(s.WS, s.opt.PlansDir, s.st, s.conds)
+func (s *Sidecar) rel(p string) string {
+	r, err := filepath.Rel(s.WS.Dir, p)
+	if err != nil {
+		return p
+	}
+	return filepath.ToSlash(r)
 }
 
-// rewatch updates the watcher when the plan changed what it names.
-func (s *Sidecar) rewatch() {
-	paths, trees := s.watchSet()
-	if slices.Equal(paths, s.watched[0]) && slices.Equal(trees, s.watched[1]) {
-		return
-	}
-	if err := s.w.Update(paths, trees); err != nil {
-		s.Logger.Error("updating watches", "err", err)
-		return
-	}
-	s.watched = [2][]string{paths, trees}
-	s.record(Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}})
+// under reports whether the slash path p is dir or inside it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
+
+// finished reports whether the plan is over with nothing in flight.
+func (s *Sidecar) finished() bool { return s.d.m.Done() }
+
+var _ = planspec.StatusDone

@@ -12,93 +12,153 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// intakePlans judges every plan file in the plans folder and applies the next one
-// when no plan is in progress, or takes a valid edit of the running one.
-func (s *Sidecar) intakePlans() {
-	entries, err := os.ReadDir(s.opt.PlansDir)
-	if err != nil {
-		return
-	}
-	var files []string
-	for _, e := range entries {
-		n := e.Name()
-		if !e.IsDir() && !strings.HasPrefix(n, ".") && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
-			files = append(files, filepath.Join(s.opt.PlansDir, n))
-		}
-	}
-	slices.Sort(files)
+// ActivePlan is what the state says of the plan it runs, as plan intake needs it.
+type ActivePlan struct {
+	Present bool   // a valid state exists
+	Source  string // the plan file it came from; "" for a hand-written state
+	Hash    string // the content applied
+	Done    bool   // the plan is DONE
+}
+
+// PlanUpdate is one plan record to write.
+type PlanUpdate struct {
+	File    PlanFile
+	Status  string
+	Applied string // "" keeps the record's applied hash
+	Reject  bool   // newly judged invalid: say so in the log and the journal
+}
+
+// PlanIntake is what to do with the plan files in the folder.
+type PlanIntake struct {
+	Updates []PlanUpdate
+	Edit    *PlanFile // a valid edit of the active plan
+	Apply   *PlanFile // the plan to apply now
+	// Finish names the previous plan whose record still says active.
+	Finish string
+}
+
+// ChoosePlans decides plan intake without I/O: the first valid plan file not applied
+// before becomes the state when no plan is in progress and no try is in flight;
+// others wait their turn in file-name order; a valid edit of the active plan is
+// taken for the steps not started; an invalid file is recorded and leaves the state
+// alone. files are sorted by path; recs are the plan records by name; seen maps a
+// path to the content hash already judged.
+func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]string, active ActivePlan, busy bool) PlanIntake {
+	var out PlanIntake
 	var next *PlanFile
-	for _, path := range files {
-		pf := ReadPlanFile(path, s.rel(path))
-		if errors.Is(pf.Err, fs.ErrNotExist) {
-			continue
-		}
-		rec, _ := s.WS.ReadPlanRecord(pf.Name)
-		if s.plansSeen[path] != pf.Hash {
-			s.plansSeen[path] = pf.Hash
-			s.judged(pf, rec)
+	for i := range files {
+		pf := files[i]
+		rec := recs[pf.Name]
+		if seen[pf.Path] != pf.Hash {
+			status := PlanWaiting
+			switch {
+			case pf.Plan == nil:
+				status = PlanInvalid
+			case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
+				status = rec.Status
+			}
+			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: status, Applied: rec.AppliedHash, Reject: pf.Plan == nil})
 		}
 		if pf.Plan == nil {
 			continue
 		}
-		active := s.st != nil && s.st.Settings.Source == pf.Source
+		isActive := active.Present && active.Source == pf.Source
 		switch {
-		case active && s.st.Status != planspec.StatusDone:
-			if s.st.Settings.Hash != pf.Hash {
-				MergePlan(s.st, pf.Plan, pf.Hash)
-				s.adopt(s.st)
-				s.write("plan edited: steps not started take the new definition")
-				s.Logger.Info("plan edit applied to the steps not started", "file", pf.Source)
-				s.setRecord(pf, PlanActive, pf.Hash)
+		case isActive && !active.Done:
+			if active.Hash != pf.Hash {
+				p := pf
+				out.Edit = &p
+				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanActive, Applied: pf.Hash})
 			}
 		case rec.AppliedHash == pf.Hash:
 			// Applied before: a restart never applies the same content twice.
-			if active && rec.Status == PlanActive {
-				s.setRecord(pf, PlanFinished, rec.AppliedHash)
+			if isActive && rec.Status == PlanActive {
+				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanFinished, Applied: rec.AppliedHash})
 			}
 		case next == nil:
 			p := pf
 			next = &p
 		default:
-			s.setRecord(pf, PlanWaiting, rec.AppliedHash)
+			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanWaiting, Applied: rec.AppliedHash})
 		}
 	}
 	if next == nil {
-		return
+		return out
 	}
-	if s.st != nil && s.st.Status != planspec.StatusDone || s.bad != nil || s.active != nil || s.awaiting != nil {
-		s.setRecord(*next, PlanWaiting, "")
-		return
+	if active.Present && !active.Done || busy {
+		out.Updates = append(out.Updates, PlanUpdate{File: *next, Status: PlanWaiting})
+		return out
 	}
-	if s.st != nil && s.st.Settings.Source != "" {
-		if prev, ok := s.WS.ReadPlanRecord(planspec.PlanName(s.st.Settings.Source)); ok && prev.Status == PlanActive {
-			prev.Status = PlanFinished
-			_ = s.WS.WritePlanRecord(planspec.PlanName(s.st.Settings.Source), prev)
+	out.Apply = next
+	if active.Present && active.Source != "" {
+		name := planspec.PlanName(active.Source)
+		if rec, ok := recs[name]; ok && rec.Status == PlanActive {
+			out.Finish = name
 		}
 	}
-	st, archived, err := s.ApplyPlan(s.sf, *next, true)
-	if err != nil {
-		s.Logger.Error("applying plan", "file", next.Source, "err", err)
-		return
-	}
-	s.Logger.Info("plan applied", "file", next.Source, "steps", len(st.StepQueue), "archived", archived)
-	s.adopt(st)
-	s.setRecord(*next, PlanActive, next.Hash)
+	return out
 }
 
-// judged records a plan file's verdict for the agent that dropped it. Content
-// applied before keeps its standing (active or finished).
-func (s *Sidecar) judged(pf PlanFile, rec PlanRecord) {
-	status := PlanWaiting
-	switch {
-	case pf.Plan == nil:
-		status = PlanInvalid
-		s.Logger.Error("plan rejected; state.json is untouched", "file", pf.Source, "errors", strings.Join(ErrorLines(pf.Err), "; "))
-		s.record(Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": ErrorLines(pf.Err)}})
-	case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
-		status = rec.Status
+// intakePlans reads the plan files, lets ChoosePlans decide, and carries it out.
+func (s *Sidecar) intakePlans() {
+	entries, err := os.ReadDir(s.opt.PlansDir)
+	if err != nil {
+		return
 	}
-	s.setRecord(pf, status, rec.AppliedHash)
+	var files []PlanFile
+	recs := map[string]PlanRecord{}
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		path := filepath.Join(s.opt.PlansDir, n)
+		pf := ReadPlanFile(path, s.rel(path))
+		if errors.Is(pf.Err, fs.ErrNotExist) {
+			continue
+		}
+		files = append(files, pf)
+		if rec, ok := s.WS.ReadPlanRecord(pf.Name); ok {
+			recs[pf.Name] = rec
+		}
+	}
+	slices.SortFunc(files, func(a, b PlanFile) int { return strings.Compare(a.Path, b.Path) })
+	m := s.d.m
+	var active ActivePlan
+	if st := m.State(); st != nil && m.bad == nil {
+		active = ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
+	}
+	choice := ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.bad != nil)
+	for _, pf := range files {
+		s.plansSeen[pf.Path] = pf.Hash
+	}
+	if choice.Edit != nil {
+		s.d.feed(PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
+	}
+	for _, u := range choice.Updates {
+		if u.Reject {
+			s.Logger.Error("plan rejected; state.json is untouched", "file", u.File.Source, "errors", strings.Join(ErrorLines(u.File.Err), "; "))
+			s.record(Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": u.File.Source, "errors": ErrorLines(u.File.Err)}})
+		}
+		s.setRecord(u.File, u.Status, u.Applied)
+	}
+	if choice.Apply == nil {
+		return
+	}
+	if choice.Finish != "" {
+		if prev, ok := s.WS.ReadPlanRecord(choice.Finish); ok {
+			prev.Status = PlanFinished
+			_ = s.WS.WritePlanRecord(choice.Finish, prev)
+		}
+	}
+	st, archived, err := s.ApplyPlan(s.d.sf, *choice.Apply, true)
+	if err != nil {
+		s.Logger.Error("applying plan", "file", choice.Apply.Source, "err", err)
+		return
+	}
+	s.Logger.Info("plan applied", "file", choice.Apply.Source, "steps", len(st.StepQueue), "archived", archived)
+	s.setRecord(*choice.Apply, PlanActive, choice.Apply.Hash)
+	s.d.feed(StateRead{State: st})
 }
 
 func (s *Sidecar) setRecord(pf PlanFile, status, applied string) {

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bmatcuk/doublestar/v4"
-
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -59,6 +57,8 @@ func Rerun(st *planspec.State, id string) error {
 		run.Stdout = nil
 		run.Skipped = false
 		run.Agent = nil
+		run.Phase = planspec.PhasePlanned
+		run.Reports = nil
 		clearBlocker(st, later)
 	}
 	st.CurrentStep = at
@@ -66,24 +66,49 @@ func Rerun(st *planspec.State, id string) error {
 	return nil
 }
 
-// OnMatches returns the first finished step whose `on` globs match one of paths
-// that keep accepts: the step a change re-runs, with the steps after it. It
-// returns "" when none does.
-func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) string {
-	for i, id := range st.StepQueue {
-		spec := st.Steps[id]
-		if spec == nil || len(spec.On) == 0 {
-			continue
+// Retry gives a blocked or failed step a new try, as `stepseq retry` asks: the
+// blocker's text and its next go into the error, so the troubleshoot prompt carries
+// them, and a step out of tries is granted one more.
+func Retry(st *planspec.State, id string, limit int) error {
+	if !slices.Contains(st.StepQueue, id) {
+		return fmt.Errorf("no step %q in stepQueue (steps: %s)", id, strings.Join(st.StepQueue, ", "))
+	}
+	run := st.Run(id)
+	if run.Status != planspec.StatusFailed && run.Phase != planspec.PhaseBlocked {
+		return fmt.Errorf("step %s is %s, not blocked or failed: `stepseq trigger %s` re-runs a finished step", id, strings.ToLower(run.Status), id)
+	}
+	why := workerBlocker(st, id)
+	if run.Error != nil && *run.Error != "" && !strings.Contains(why, *run.Error) {
+		why = *run.Error + "; " + why
+	}
+	if next := blockerNext(run); next != "" {
+		why += "; next: " + next
+	}
+	run.Error = &why
+	if run.Tries == 0 {
+		run.Tries = 1 // the troubleshoot prompt needs a try to name
+	}
+	run.Status = planspec.StatusFailed
+	run.Phase = planspec.PhasePlanned
+	if run.Tries >= limit {
+		if run.Agent == nil {
+			run.Agent = &planspec.AgentRecord{}
 		}
-		if run, ok := st.StepRuns[id]; !ok || run.Status != planspec.StatusDone || i > st.CurrentStep {
-			continue
-		}
-		for _, p := range paths {
-			for _, g := range spec.On {
-				if ok, _ := doublestar.Match(g, p); ok && keep(p) {
-					return id
-				}
-			}
+		run.Agent.Granted += run.Tries - limit + 1
+	}
+	clearBlocker(st, id)
+	if at := slices.Index(st.StepQueue, id); at < st.CurrentStep {
+		st.CurrentStep = at
+	}
+	st.Status = planspec.StatusInProgress
+	return nil
+}
+
+// blockerNext is the next of the worker's last blocked report.
+func blockerNext(run *planspec.StepRun) string {
+	for i := len(run.Reports) - 1; i >= 0; i-- {
+		if r := run.Reports[i]; r.Status == planspec.ReportBlocked {
+			return r.Next
 		}
 	}
 	return ""

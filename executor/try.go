@@ -4,8 +4,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -80,38 +78,6 @@ func (r *Runtime) record(e Entry) {
 	}
 }
 
-// Prepared is one try ready to start: the agent resolved and the state marked.
-type Prepared struct {
-	Step string
-	Try  int
-	Proc Spec
-}
-
-// PrepareLaunch resolves the step's agent and, only once that succeeded, marks the
-// try in st (IN_PROGRESS, tries, lastRunIso). A configuration error leaves st as it
-// was.
-func (r *Runtime) PrepareLaunch(st *planspec.State, d Decision, now time.Time) (Prepared, error) {
-	agent, err := ResolveAgent(st, d.Step, r.Getenv, r.WS.Dir)
-	if err != nil {
-		return Prepared{}, err
-	}
-	try := BeginTry(st, d.Step, now, d.Interrupted)
-	env := append(append([]string(nil), r.Environ...),
-		"STEPSEQ_STEP="+d.Step,
-		"STEPSEQ_TRY="+strconv.Itoa(try),
-		"STEPSEQ_WORKSPACE="+r.WS.Dir,
-		"STEPSEQ_STATE="+r.WS.State,
-	)
-	return Prepared{Step: d.Step, Try: try, Proc: Spec{
-		Argv:      agent.Command(d.Prompt),
-		Dir:       r.WS.Dir,
-		Env:       env,
-		Timeout:   StepTimeout(st, d.Step),
-		Grace:     r.Grace,
-		PipeGrace: r.PipeGrace,
-	}}, nil
-}
-
 // StepTimeout is the step's timeout, else the plan's, else the original's hour.
 func StepTimeout(st *planspec.State, id string) time.Duration {
 	if spec := st.Steps[id]; spec != nil && spec.Timeout > 0 {
@@ -121,45 +87,6 @@ func StepTimeout(st *planspec.State, id string) time.Duration {
 		return time.Duration(st.Settings.Timeout)
 	}
 	return DefaultTimeout
-}
-
-// Active is a started try.
-type Active struct {
-	Prepared
-	*Process
-	log *lazyFile
-}
-
-// Start launches the try, its full output going to .stepseq/logs/<step>/<try>.log.
-// The log is created on the first byte of output: creating files is the slowest
-// part of a step on many filesystems, and a silent agent needs none.
-func (r *Runtime) Start(l Prepared) (*Active, error) {
-	logf := &lazyFile{path: r.WS.LogPath(l.Step, l.Try)}
-	l.Proc.Log = logf
-	p, err := Start(l.Proc)
-	if err != nil {
-		return nil, err
-	}
-	r.Lock.SetAgent(&AgentHandle{Step: l.Step, Try: l.Try, PID: p.PID, StartTicks: p.StartTicks})
-	r.record(Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": p.PID, "argv0": l.Proc.Argv[0]}})
-	return &Active{Prepared: l, Process: p, log: logf}, nil
-}
-
-// Finished closes the try's log and forgets its process.
-func (r *Runtime) Finished(run *Active, exit Exit) {
-	if err := run.log.Close(); err != nil {
-		r.Logger.Warn("agent log", "step", run.Step, "err", err)
-	}
-	r.Lock.SetAgent(nil)
-	r.record(Entry{Event: "exit", Step: run.Step, Try: run.Try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
-}
-
-// lazyFile creates its file, and the directories above it, on the first write.
-type lazyFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	err  error
 }
 
 func (l *lazyFile) Write(b []byte) (int, error) {
@@ -193,19 +120,3 @@ func startFailure(err error) Exit {
 	return Exit{Code: -1, Err: err, Started: now, Ended: now}
 }
 
-// Conclude judges a finished try against the current state and records the verdict.
-func (r *Runtime) Conclude(st *planspec.State, id string, exit Exit, check func() (bool, error)) Verdict {
-	v := Judge(st.Steps[id], exit, r.Root(), check)
-	Record(st, id, exit, v, r.now())
-	detail := map[string]any{"ok": v.OK}
-	if !v.OK {
-		detail["error"] = v.Error
-	}
-	r.record(Entry{Event: "verdict", Step: id, Try: st.Run(id).Tries, Detail: detail})
-	if v.OK {
-		r.Logger.Info("step done", "step", id, "try", st.Run(id).Tries)
-	} else {
-		r.Logger.Warn("step failed", "step", id, "try", st.Run(id).Tries, "error", firstChars(v.Error, 120))
-	}
-	return v
-}

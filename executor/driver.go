@@ -1,0 +1,467 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/watcher"
+)
+
+// Notifier takes the machine's transitions for the user (executor/notify is one).
+type Notifier interface {
+	Notify(Notification)
+}
+
+// driver carries out the machine's effects for every driver: it writes and reads
+// the state file, starts and stops agents through a Launcher, keeps the watches and
+// the one timer, and feeds back what happened. `check`, `step` and `watch` differ
+// only in what they wait on and when they stop.
+type driver struct {
+	rt       *Runtime
+	m        *Machine
+	sf       *StateFile
+	lock     *Lock
+	launcher Launcher
+	notifier Notifier
+	metrics  *Metrics
+	ctx      context.Context
+
+	queue    []Effect
+	draining bool
+
+	active    *activeTry
+	timer     *time.Timer
+	w         *watcher.Watcher
+	wcfg      watcher.Config // how to make the watcher when a one-shot driver first needs one
+	plans     string         // the plans folder, for the watch set
+	watched   [2][]string
+	inherited chan struct{}
+	lastGate  time.Time // first change of the batch that may open a gate
+
+	agentFor struct { // the agent CanLaunch resolved, reused by the launch
+		st    *planspec.State
+		id    string
+		agent Agent
+	}
+}
+
+type activeTry struct {
+	step string
+	try  int
+	run  Started
+}
+
+func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg MachineConfig) *driver {
+	d := &driver{rt: rt, sf: sf, lock: lock, launcher: ProcessLauncher{}, ctx: ctx}
+	d.timer = time.NewTimer(time.Hour)
+	d.timer.Stop()
+	cfg.Probe = d
+	d.m = NewMachine(cfg)
+	return d
+}
+
+// feed hands one input to the machine and carries out its effects in order. An
+// effect's own answer (a write's outcome, a read) is fed back at once; the effects
+// that answer brings are queued behind the ones already asked for, so the newest
+// watch set and timer win.
+func (d *driver) feed(in Input) {
+	d.queue = append(d.queue, d.m.Handle(d.rt.now(), in)...)
+	if d.draining {
+		return
+	}
+	d.draining = true
+	for len(d.queue) > 0 {
+		e := d.queue[0]
+		d.queue = d.queue[1:]
+		d.perform(e)
+	}
+	d.draining = false
+}
+
+func (d *driver) perform(e Effect) {
+	switch e := e.(type) {
+	case WriteState:
+		d.feed(Written{Err: d.sf.Write(e.State)})
+	case ReadState:
+		d.readState()
+	case StartAgent:
+		d.start(e)
+	case StopAgent:
+		if a := d.active; a != nil && a.step == e.Step && a.try == e.Try {
+			a.run.Stop()
+		}
+	case Notify:
+		if d.notifier != nil {
+			d.notifier.Notify(e.Note)
+		}
+	case SetWatch:
+		d.setWatch(e.Paths, e.Trees)
+	case SetTimer:
+		d.timer.Stop()
+		if !e.At.IsZero() {
+			d.timer.Reset(max(e.At.Sub(d.rt.now()), 0))
+		}
+	case JournalEntry:
+		if e.Entry.Event == "verdict" && e.Entry.Detail["ok"] == false {
+			d.metrics.failed()
+		}
+		d.rt.record(e.Entry)
+	case Log:
+		d.rt.Logger.Log(d.ctx, e.Level, e.Msg, e.Args...)
+	case ReportVerdict:
+		d.reportVerdict(e)
+	case WaitInherited:
+		d.waitInherited()
+	}
+}
+
+func (d *driver) readState() {
+	st, changed, err := d.sf.ReadIfChanged()
+	d.feed(StateRead{State: st, Err: err, Unchanged: !changed && err == nil})
+}
+
+// start launches a try the state file on disk already records.
+func (d *driver) start(l StartAgent) {
+	st := d.m.State()
+	agent, err := d.resolve(st, l.Step)
+	if err != nil {
+		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+		return
+	}
+	reports := filepath.Join(d.rt.WS.Dir, filepath.FromSlash(d.ReportsDir(l.Step)))
+	_ = os.MkdirAll(reports, 0o755)
+	env := append(slices.Clip(d.rt.Environ),
+		"STEPSEQ_STEP="+l.Step,
+		"STEPSEQ_TRY="+strconv.Itoa(l.Try),
+		"STEPSEQ_WORKSPACE="+d.rt.WS.Dir,
+		"STEPSEQ_STATE="+d.rt.WS.State,
+		"STEPSEQ_REPORTS="+reports,
+		"STEPSEQ_CHANGED="+strings.Join(l.Changed, "\n"),
+	)
+	spec := Spec{
+		Argv:      agent.Command(l.Prompt),
+		Dir:       d.rt.WS.Dir,
+		Env:       env,
+		Timeout:   StepTimeout(st, l.Step),
+		Grace:     d.rt.Grace,
+		PipeGrace: d.rt.PipeGrace,
+	}
+	run, err := d.launcher.Launch(TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try)})
+	if err != nil {
+		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+		return
+	}
+	d.active = &activeTry{step: l.Step, try: l.Try, run: run}
+	pid, ticks := run.Ident()
+	if d.lock != nil {
+		d.lock.SetAgent(&AgentHandle{Step: l.Step, Try: l.Try, PID: pid, StartTicks: ticks})
+	}
+	d.rt.record(Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0]}})
+	d.rt.Logger.Info("agent launched", "step", l.Step, "try", l.Try, "pid", pid)
+	d.metrics.launched(l.Try > 1)
+	if !d.lastGate.IsZero() {
+		d.metrics.gate(time.Since(d.lastGate).Seconds())
+		d.lastGate = time.Time{}
+	}
+}
+
+// exits is the running agent's end, or nil when none runs.
+func (d *driver) exits() <-chan Exit {
+	if d.active == nil {
+		return nil
+	}
+	return d.active.run.Done()
+}
+
+// finish takes an agent's exit: the reports it left are read first, then the
+// machine judges the try.
+func (d *driver) finish(exit Exit) {
+	a := d.active
+	d.active = nil
+	if err := a.run.Close(); err != nil {
+		d.rt.Logger.Warn("agent log", "step", a.step, "err", err)
+	}
+	if d.lock != nil {
+		d.lock.SetAgent(nil)
+	}
+	d.rt.record(Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
+	d.drainReports(a.step)
+	d.feed(AgentExited{Step: a.step, Try: a.try, Exit: exit})
+}
+
+// stopActive ends a running agent at shutdown and waits for it.
+func (d *driver) stopActive() {
+	d.feed(Shutdown{})
+	if d.active != nil {
+		d.active.run.Stop()
+		d.finish(<-d.active.run.Done())
+	}
+}
+
+func (d *driver) setWatch(paths, trees []string) {
+	if slices.Equal(paths, d.watched[0]) && slices.Equal(trees, d.watched[1]) {
+		return
+	}
+	switch {
+	case d.w != nil:
+		if err := d.w.Update(paths, trees); err != nil {
+			d.rt.Logger.Error("updating watches", "err", err)
+			return
+		}
+	case len(paths) == 0 && len(trees) == 0:
+		return
+	default:
+		cfg := d.wcfg
+		cfg.Root, cfg.Paths, cfg.Trees = d.rt.WS.Dir, paths, trees
+		w, err := watcher.New(cfg)
+		if err != nil {
+			d.rt.Logger.Error("watching", "err", err)
+			return
+		}
+		d.w = w
+	}
+	d.watched = [2][]string{paths, trees}
+	d.rt.record(Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}})
+}
+
+func (d *driver) batches() <-chan watcher.Batch {
+	if d.w == nil {
+		return nil
+	}
+	return d.w.Batches()
+}
+
+func (d *driver) watchErrors() <-chan error {
+	if d.w == nil {
+		return nil
+	}
+	return d.w.Errors()
+}
+
+func (d *driver) closeWatcher() {
+	if d.w != nil {
+		if err := d.w.Close(); err != nil {
+			d.rt.Logger.Warn("closing watcher", "err", err)
+		}
+		d.w = nil
+	}
+}
+
+// waitInherited waits, without polling, for an agent a previous stepseq left.
+func (d *driver) waitInherited() {
+	if d.inherited != nil || d.lock == nil || d.lock.Previous == nil || !d.m.cfg.Persistent {
+		return
+	}
+	ch := make(chan struct{})
+	d.inherited = ch
+	pid := d.lock.Previous.PID
+	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "pid", pid, "step", d.lock.Previous.Step)
+	ctx := d.ctx
+	go func() {
+		_ = WaitGone(ctx, pid)
+		close(ch)
+	}()
+}
+
+// ReportsRel is the workspace-relative folder of step id's reports.
+func ReportsRel(id string) string { return MetaDir + "/reports/" + safeName(id) }
+
+// reportsStep is the step whose report folder holds the workspace path p, if any.
+func reportsStep(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, MetaDir+"/reports/")
+	if !ok {
+		return "", false
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	id, err := url.PathUnescape(strings.TrimPrefix(name, "_"))
+	if err != nil || name == "" {
+		return "", false
+	}
+	if strings.HasPrefix(name, "_") && strings.Trim(id, ".") != "" {
+		id, _ = url.PathUnescape(name) // an id that starts with _ itself
+	}
+	return id, true
+}
+
+// drainReports hands the machine every report waiting in step id's folder, oldest
+// first. A file that is not a report is refused at once.
+func (d *driver) drainReports(id string) {
+	dir := filepath.Join(d.rt.WS.Dir, filepath.FromSlash(ReportsRel(id)))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !reportFile(name) || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		data, mod, err := readReportFile(path)
+		if err != nil {
+			refuseReportFile(path, []string{err.Error()})
+			continue
+		}
+		rep, err := planspec.ParseReport(bytes.NewReader(data), ReportsRel(id)+"/"+name)
+		if err != nil {
+			refuseReportFile(path, []string{err.Error()})
+			d.rt.record(Entry{Event: "report-refused", Step: id, Reason: err.Error(), Detail: map[string]any{"via": "file"}})
+			continue
+		}
+		in := ReportIn{Step: id, Report: rep, Via: "file", Ref: path, Written: mod}
+		if try, ok := reportTry(name); ok {
+			in.Try = try
+		}
+		d.feed(in)
+	}
+}
+
+// reportFile reports whether a name in a report folder is a report to read.
+func reportFile(name string) bool {
+	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".rejected") || strings.HasSuffix(name, ".why") {
+		return false
+	}
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".json", ".txt", ".md":
+		return true
+	}
+	return false
+}
+
+// reportTry reads the try a report file names: "<try>-anything.yaml".
+func reportTry(name string) (int, bool) {
+	head, _, ok := strings.Cut(name, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(head)
+	return n, err == nil && n > 0
+}
+
+func readReportFile(path string) ([]byte, time.Time, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, time.Time{}, fmt.Errorf("%s: not a regular file", filepath.Base(path))
+	}
+	if fi.Size() > planspec.MaxReportSize {
+		return nil, time.Time{}, fmt.Errorf("%s: %d bytes is over the %d KiB cap for a report", filepath.Base(path), fi.Size(), planspec.MaxReportSize>>10)
+	}
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(f); err != nil {
+		return nil, time.Time{}, err
+	}
+	return b.Bytes(), fi.ModTime(), nil
+}
+
+// refuseReportFile renames a refused report <file>.rejected with <file>.why beside it.
+func refuseReportFile(path string, reasons []string) {
+	_ = os.WriteFile(path+".why", []byte(strings.Join(reasons, "\n")+"\n"), 0o644)
+	_ = os.Rename(path, path+".rejected")
+}
+
+func (d *driver) reportVerdict(v ReportVerdict) {
+	if v.Ref == "" || !filepath.IsAbs(v.Ref) {
+		return
+	}
+	if v.Accepted {
+		_ = os.Remove(v.Ref) // kept in stepRuns[id].reports and the journal
+		return
+	}
+	refuseReportFile(v.Ref, v.Reasons)
+}
+
+// The Probe, answered from the workspace.
+
+func (d *driver) Conditions(st *planspec.State) (CondSet, error) {
+	c, err := d.rt.Conditions(st)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (d *driver) Missing(paths []string) []string {
+	return missingIn(d.rt.Root(), paths)
+}
+
+func (d *driver) ModTime(rel string) (time.Time, bool) {
+	fi, err := os.Stat(filepath.Join(d.rt.WS.Dir, filepath.FromSlash(rel)))
+	if err != nil || fi.IsDir() {
+		return time.Time{}, false
+	}
+	return fi.ModTime(), true
+}
+
+func (d *driver) Alive(id string) bool { return d.lock != nil && d.lock.AgentAlive(id) }
+
+func (d *driver) CanLaunch(st *planspec.State, id string) error {
+	_, err := d.resolve(st, id)
+	return err
+}
+
+func (d *driver) resolve(st *planspec.State, id string) (Agent, error) {
+	if c := &d.agentFor; c.st == st && c.id == id && c.agent.Argv != nil {
+		return c.agent, nil
+	}
+	a, err := ResolveAgent(st, id, d.rt.Getenv, d.rt.WS.Dir)
+	if err != nil {
+		return a, err
+	}
+	d.agentFor.st, d.agentFor.id, d.agentFor.agent = st, id, a
+	return a, nil
+}
+
+func (d *driver) LastOutput() time.Time {
+	if d.active == nil {
+		return time.Time{}
+	}
+	return d.active.run.LastOutput()
+}
+
+func (d *driver) WatchSet(st *planspec.State, conds CondSet) (paths, trees []string) {
+	c, _ := conds.(*Conditions)
+	return WatchSet(d.rt.WS, d.plansDir(), st, c)
+}
+
+func (d *driver) plansDir() string {
+	if d.plans != "" {
+		return d.plans
+	}
+	return filepath.Join(d.rt.WS.Dir, "plans")
+}
+
+func (d *driver) ReportsDir(id string) string { return ReportsRel(id) }
+
+// batch hands a watcher batch to the machine: reports first, then the change
+// itself (awaited outputs, on: globs, gates).
+func (d *driver) batch(b watcher.Batch) {
+	var steps []string
+	for _, p := range b.Paths {
+		if id, ok := reportsStep(p); ok && !slices.Contains(steps, id) {
+			steps = append(steps, id)
+		}
+	}
+	if b.Rescan && d.active != nil && !slices.Contains(steps, d.active.step) {
+		steps = append(steps, d.active.step)
+	}
+	for _, id := range steps {
+		d.drainReports(id)
+	}
+	d.feed(FilesChanged{Paths: b.Paths, Rescan: b.Rescan})
+}

@@ -1,0 +1,571 @@
+package executor
+
+import (
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// The reconcile core as one state machine, after etcd's raft: it takes one input at
+// a time and hands back what must be done as effects. It does no I/O and reads no
+// clock: the time comes with each input, and what it must know of the workspace it
+// asks a Probe. `check` and `step` drive it until it settles; `watch` drives it from
+// its event loop. Every rule of the contract and of the workflow protocol lives here
+// once.
+
+// Input is what a driver feeds the machine.
+type Input interface{ isInput() }
+
+// StateRead is the state file as the driver just read it. Err is fs.ErrNotExist for
+// a missing file, or why it does not parse; Unchanged means it holds what this
+// process last read or wrote.
+type StateRead struct {
+	State     *planspec.State
+	Err       error
+	Unchanged bool
+}
+
+// FilesChanged are workspace paths (slash-separated, relative) that changed.
+type FilesChanged struct {
+	Paths  []string
+	Rescan bool
+}
+
+// AgentExited is the end of a try's agent.
+type AgentExited struct {
+	Step string
+	Try  int
+	Exit Exit
+}
+
+// ReportIn is a worker's report through any channel. Try 0 means the current try.
+// Ref names it for the verdict: a file path, or a caller's token.
+type ReportIn struct {
+	Step   string
+	Try    int
+	Report planspec.Report
+	Via    string // file, cli, mcp
+	Ref    string
+	// Written is when a dropped file was last modified: a file older than the
+	// current try belongs to an earlier one.
+	Written time.Time
+}
+
+// TimerFired says the time the machine asked for with SetTimer has come.
+type TimerFired struct{}
+
+// TriggersIn are queued triggers: re-runs, retries and handed-over checks.
+type TriggersIn struct{ Triggers []Trigger }
+
+// PlanEdited is a valid edit of the active plan's file.
+type PlanEdited struct {
+	Plan *planspec.Plan
+	Hash string
+}
+
+// Written is the outcome of the last WriteState.
+type Written struct{ Err error }
+
+// InheritedGone says an agent a previous stepseq left has ended.
+type InheritedGone struct{}
+
+// RunCurrent is the runner's order (`stepseq step`): run the step at the cursor
+// whatever its status, after its delay.
+type RunCurrent struct{}
+
+// Shutdown stops launching; a running agent is stopped and its step stays
+// IN_PROGRESS, to be retried on the next start without spending a try.
+type Shutdown struct{}
+
+func (StateRead) isInput()     {}
+func (FilesChanged) isInput()  {}
+func (AgentExited) isInput()   {}
+func (ReportIn) isInput()      {}
+func (TimerFired) isInput()    {}
+func (TriggersIn) isInput()    {}
+func (PlanEdited) isInput()    {}
+func (Written) isInput()       {}
+func (InheritedGone) isInput() {}
+func (RunCurrent) isInput()    {}
+func (Shutdown) isInput()      {}
+
+// Effect is what the machine asks its driver to do, in order.
+type Effect interface{ isEffect() }
+
+// WriteState asks for the state to be written; the driver answers with Written.
+type WriteState struct {
+	State  *planspec.State
+	Reason string
+}
+
+// ReadState asks for the state file to be read again; the driver answers with
+// StateRead.
+type ReadState struct{}
+
+// StartAgent starts the try's agent; BeginTry is already recorded on disk.
+type StartAgent struct {
+	Step   string
+	Try    int
+	Prompt string
+	// Changed are the paths whose change started this run (on:, a trigger, a gate).
+	Changed []string
+}
+
+// StopAgent ends the running try's agent group (SIGTERM, grace, SIGKILL).
+type StopAgent struct {
+	Step   string
+	Try    int
+	Reason string
+}
+
+// Notify is one transition for the user (DESIGN §8).
+type Notify struct{ Note Notification }
+
+// SetWatch is what must be watched now.
+type SetWatch struct{ Paths, Trees []string }
+
+// SetTimer asks for TimerFired at At; a zero At cancels it.
+type SetTimer struct{ At time.Time }
+
+// JournalEntry is a journal entry.
+type JournalEntry struct{ Entry Entry }
+
+// Log is a line for the operator.
+type Log struct {
+	Level slog.Level
+	Msg   string
+	Args  []any
+}
+
+// ReportVerdict answers a ReportIn: accepted, or refused with every reason.
+type ReportVerdict struct {
+	Ref      string
+	Step     string
+	Accepted bool
+	Reasons  []string
+}
+
+// WaitInherited asks the driver to wait for the agent a previous stepseq left for
+// Step, and to answer InheritedGone.
+type WaitInherited struct{ Step string }
+
+func (WriteState) isEffect()    {}
+func (ReadState) isEffect()     {}
+func (StartAgent) isEffect()    {}
+func (StopAgent) isEffect()     {}
+func (Notify) isEffect()        {}
+func (SetWatch) isEffect()      {}
+func (SetTimer) isEffect()      {}
+func (JournalEntry) isEffect()  {}
+func (Log) isEffect()           {}
+func (ReportVerdict) isEffect() {}
+func (WaitInherited) isEffect() {}
+
+// Notification is one report to the user: the seed's main-agent format with its
+// context.
+type Notification struct {
+	Time   time.Time `json:"time"`
+	Plan   string    `json:"plan"`
+	Step   string    `json:"step,omitempty"`
+	Try    int       `json:"try,omitempty"`
+	Who    string    `json:"who"` // stepseq, or the worker
+	Status string    `json:"status"`
+	Output string    `json:"output"`
+	Next   string    `json:"next"`
+}
+
+// CondSet evaluates a state's conditions: *Conditions, or a fake in tests.
+type CondSet interface {
+	Cond(id, kind string) (bool, error)
+	Check(id string) func() (bool, error)
+}
+
+// Probe is what the machine may ask of the world. Every answer is a read; none
+// changes anything.
+type Probe interface {
+	// Conditions compiles st's conditions.
+	Conditions(st *planspec.State) (CondSet, error)
+	// Missing lists which of the workspace paths do not exist.
+	Missing(paths []string) []string
+	// ModTime is a changed file's modification time; false for a folder or none.
+	ModTime(rel string) (time.Time, bool)
+	// Alive reports whether the agent an earlier stepseq recorded for step id runs.
+	Alive(id string) bool
+	// CanLaunch says why step id's agent cannot start (a configuration error), or nil.
+	CanLaunch(st *planspec.State, id string) error
+	// LastOutput is when the running agent last wrote a byte; zero when never.
+	LastOutput() time.Time
+	// WatchSet is what the whole plan needs watched.
+	WatchSet(st *planspec.State, conds CondSet) (paths, trees []string)
+	// ReportsDir is step id's report folder, relative to the workspace.
+	ReportsDir(id string) string
+}
+
+// MachineConfig is what a driver tells the machine once.
+type MachineConfig struct {
+	Driver     string // check, step, watch, mcp: named in the journal
+	MaxRetries int    // STEP_MAX_RETRIES
+	// Persistent drivers (watch, mcp) watch the whole plan and outlive a plan;
+	// check and step watch only what a running step needs.
+	Persistent bool
+	// StampHeartbeat sets lastHeartbeatIso on every pass, as the check script does.
+	StampHeartbeat bool
+	Probe          Probe
+}
+
+// Default report timers (DESIGN §7, §8).
+const (
+	DefaultLaunchTimeout    = 10 * time.Minute
+	DefaultMilestoneTimeout = 10 * time.Minute
+	DefaultHeartbeat        = 5 * time.Minute
+)
+
+// stateReread bounds the re-reads of a state file caught mid-write before it is
+// reported as invalid and left until it changes.
+const stateReread = 8
+
+// Machine is the reconcile core's state: the plan's state and what is in flight.
+type Machine struct {
+	cfg MachineConfig
+
+	now   time.Time
+	out   []Effect
+	st    *planspec.State
+	conds CondSet
+
+	bad      error // the state file does not parse: never overwrite it
+	badTries int
+	badAt    time.Time
+
+	dirty   bool   // st differs from the file on disk
+	reason  string // why, for the write's journal entry
+	writing bool   // a WriteState is out
+	// writeErr is the last failed write: nothing launches until a write succeeds.
+	writeErr   error
+	writeTries int
+	writeAt    time.Time
+
+	run       *tryRun  // the try dispatched, launched or being judged
+	pending   *tryExit // an exit to judge once the state is read again
+	awaiting  *tryExit // exited 0, outputs awaited until deadline
+	inherited bool     // waiting for an agent a previous stepseq left
+	delayAt   time.Time
+	force     bool // RunCurrent: the runner's step is due
+	forced    string
+	stopping  bool
+
+	triggers  []Trigger
+	changed   []string       // paths that start the next run
+	agentRuns [][2]time.Time // when recent agents ran: their changes trigger nothing
+	onHandled time.Time      // changes up to this time have had their on: re-run
+
+	told      Decision // the last wait logged, so a wait is logged once
+	configErr error
+	progress  bool // a try was launched or judged: what the chain achieved is kept
+	forceFail bool // the runner's step failed
+	watched   [2][]string
+	timerAt   time.Time
+	lastNote  time.Time // when the user last heard of the running step
+	planDone  bool      // the plan's DONE was told
+	stamped   bool      // lastHeartbeatIso was set by a decision of this machine
+}
+
+// tryRun is the try in flight.
+type tryRun struct {
+	step       string
+	try        int
+	prompt     string
+	launched   bool      // Launch was emitted (after the write that records it)
+	dispatched time.Time // when it was marked IN_PROGRESS
+	lastReport time.Time
+	// stopReason is why the machine stopped the agent: its verdict when it exits.
+	stopReason string
+	doneReport bool // a done report was accepted: the worker says it is finished
+	blockedBy  string
+	changed    []string
+}
+
+type tryExit struct {
+	step     string
+	try      int
+	exit     Exit
+	deadline time.Time
+	stop     string
+	done     bool
+}
+
+// NewMachine returns a machine with no state: feed it a StateRead.
+func NewMachine(cfg MachineConfig) *Machine {
+	return &Machine{cfg: cfg}
+}
+
+// State is the machine's state; nil before a valid one was read.
+func (m *Machine) State() *planspec.State { return m.st }
+
+// Handle takes one input at time now and returns what the driver must do, in order.
+func (m *Machine) Handle(now time.Time, in Input) []Effect {
+	m.now = now
+	m.out = nil
+	switch in := in.(type) {
+	case StateRead:
+		m.stateRead(in)
+	case FilesChanged:
+		m.filesChanged(in)
+	case AgentExited:
+		m.agentExited(in)
+	case ReportIn:
+		m.report(in)
+	case TimerFired:
+		m.timerFired()
+	case TriggersIn:
+		m.triggersIn(in.Triggers)
+	case PlanEdited:
+		m.planEdited(in)
+	case Written:
+		m.written(in.Err)
+	case InheritedGone:
+		m.inherited = false
+	case RunCurrent:
+		m.force = true
+	case Shutdown:
+		m.shutdown()
+	}
+	m.settle()
+	return m.out
+}
+
+func (m *Machine) emit(e Effect) { m.out = append(m.out, e) }
+
+func (m *Machine) journal(e Entry) { m.emit(JournalEntry{Entry: e}) }
+
+func (m *Machine) log(level slog.Level, msg string, args ...any) {
+	m.emit(Log{Level: level, Msg: msg, Args: args})
+}
+
+func (m *Machine) markDirty(reason string) {
+	m.dirty = true
+	m.reason = reason
+}
+
+// Busy reports whether a try is in flight: dispatched, running, awaited or waiting
+// to be judged. A new plan waits for it.
+func (m *Machine) Busy() bool {
+	return m.run != nil || m.pending != nil || m.awaiting != nil
+}
+
+// Done reports whether the plan is DONE with nothing in flight.
+func (m *Machine) Done() bool {
+	return m.st != nil && m.st.Status == planspec.StatusDone && !m.Busy() && m.bad == nil
+}
+
+// Blocked reports whether the plan is held by a blocker with nothing in flight.
+func (m *Machine) Blocked() bool {
+	return m.st != nil && !m.Busy() && m.told.Action == Blocked && m.st.Status != planspec.StatusDone
+}
+
+// Settled reports whether a one-shot driver (check, step) is finished: nothing in
+// flight, no delay or re-read to wait for, no write to retry.
+func (m *Machine) Settled() bool {
+	switch {
+	case m.Busy() || m.writing:
+		return false
+	case m.configErr != nil || m.writeErr != nil:
+		return true
+	case m.bad != nil:
+		return m.badAt.IsZero()
+	case m.dirty && m.st != nil:
+		return false
+	}
+	return m.delayAt.IsZero()
+}
+
+// Err is what ends a one-shot driver badly: a configuration error, a state file
+// that stays invalid, a write that failed.
+func (m *Machine) Err() error {
+	switch {
+	case m.configErr != nil:
+		return m.configErr
+	case m.bad != nil:
+		return m.bad
+	case m.writeErr != nil:
+		return m.writeErr
+	}
+	return nil
+}
+
+// ForcedFailed reports whether the runner's step (RunCurrent) ended FAILED.
+func (m *Machine) ForcedFailed() bool { return m.forceFail }
+
+// Decision is the last thing the core decided, for status and tests.
+func (m *Machine) Decision() Decision { return m.told }
+
+// settle runs after every input: triggers and on: globs between agents, the core's
+// decision, the write, the watches and the timer.
+func (m *Machine) settle() {
+	if m.st != nil && m.bad == nil && !m.Busy() {
+		m.applyTriggers()
+	}
+	m.advance()
+	m.flush()
+	m.watch()
+	m.arm()
+}
+
+// flush asks for the write of a changed state, one at a time, never over a file
+// that does not parse.
+func (m *Machine) flush() {
+	if !m.dirty || m.writing || m.st == nil || m.bad != nil || m.stopping && m.run != nil {
+		return
+	}
+	if m.writeErr != nil && m.now.Before(m.writeAt) {
+		return
+	}
+	if m.configErr != nil && !m.progress && !m.cfg.Persistent {
+		return // a configuration error touches nothing of this step
+	}
+	m.writing = true
+	m.dirty = false
+	m.emit(WriteState{State: m.st, Reason: m.reason})
+}
+
+func (m *Machine) written(err error) {
+	m.writing = false
+	if err != nil {
+		m.dirty = true
+		m.writeTries++
+		backoff := min(time.Duration(50<<min(m.writeTries, 10))*time.Millisecond, 30*time.Second)
+		m.writeAt = m.now.Add(backoff)
+		if m.writeErr == nil {
+			m.log(slog.LevelError, "state not written: nothing launches until a write succeeds; retrying", "err", err)
+			m.journal(Entry{Event: "write-error", Reason: err.Error()})
+		}
+		m.writeErr = err
+		return
+	}
+	if m.writeErr != nil {
+		m.log(slog.LevelInfo, "state written again: resuming", "after", m.writeTries)
+		m.journal(Entry{Event: "write-resumed", Detail: map[string]any{"failures": m.writeTries}})
+	}
+	m.writeErr, m.writeTries, m.writeAt = nil, 0, time.Time{}
+	m.journal(Entry{Event: "write", Reason: m.reason, Detail: map[string]any{"status": m.st.Status, "cursor": m.st.CurrentStep}})
+	if r := m.run; r != nil && !r.launched && !m.stopping {
+		r.launched = true
+		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed})
+		m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "waiting for the worker to accept")
+	}
+}
+
+// watch asks for the watch set when it changed.
+func (m *Machine) watch() {
+	var paths, trees []string
+	switch {
+	case m.cfg.Persistent:
+		if m.cfg.Probe == nil {
+			return
+		}
+		paths, trees = m.cfg.Probe.WatchSet(m.st, m.conds)
+		if m.run != nil {
+			paths = append(paths, m.cfg.Probe.ReportsDir(m.run.step))
+		}
+	default:
+		if m.run != nil && m.run.launched {
+			paths = append(paths, m.cfg.Probe.ReportsDir(m.run.step))
+		}
+		if m.awaiting != nil && m.st != nil {
+			if spec := m.st.Steps[m.awaiting.step]; spec != nil {
+				paths = append(paths, spec.RequiredOutputs...)
+			}
+		}
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+	if slices.Equal(paths, m.watched[0]) && slices.Equal(trees, m.watched[1]) {
+		return
+	}
+	m.watched = [2][]string{paths, trees}
+	m.emit(SetWatch{Paths: paths, Trees: trees})
+}
+
+// arm asks for the one timer at the earliest thing the machine waits for.
+func (m *Machine) arm() {
+	next := m.nextTimer()
+	if next.Equal(m.timerAt) {
+		return
+	}
+	m.timerAt = next
+	m.emit(SetTimer{At: next})
+}
+
+func (m *Machine) nextTimer() time.Time {
+	var next time.Time
+	add := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	add(m.delayAt)
+	add(m.badAt)
+	if m.writeErr != nil {
+		add(m.writeAt)
+	}
+	if m.awaiting != nil {
+		add(m.awaiting.deadline)
+	}
+	if r := m.run; r != nil && r.launched && r.stopReason == "" {
+		for _, t := range m.reportDeadlines(r) {
+			add(t)
+		}
+	}
+	return next
+}
+
+func (m *Machine) timerFired() {
+	if m.bad != nil && !m.badAt.IsZero() && !m.now.Before(m.badAt) {
+		m.badAt = time.Time{}
+		m.emit(ReadState{})
+	}
+	if m.awaiting != nil {
+		m.checkAwaiting()
+	}
+	if r := m.run; r != nil && r.launched && r.stopReason == "" {
+		m.reportTimers(r)
+	}
+	if !m.delayAt.IsZero() && !m.now.Before(m.delayAt) {
+		m.delayAt = time.Time{}
+	}
+}
+
+func (m *Machine) shutdown() {
+	m.stopping = true
+	m.delayAt = time.Time{}
+	if r := m.run; r != nil {
+		if !r.launched {
+			m.run = nil
+			return
+		}
+		m.emit(StopAgent{Step: r.step, Try: r.try, Reason: "shutdown"})
+	}
+}
+
+func (m *Machine) notify(step string, try int, who, status, output, next string) {
+	plan := ""
+	if m.st != nil {
+		plan = m.st.Settings.Name
+	}
+	m.lastNote = m.now
+	m.emit(Notify{Note: Notification{Time: m.now, Plan: plan, Step: step, Try: try, Who: who, Status: status, Output: output, Next: next}})
+}
+
+// triggersIn queues triggers for the pass between agents. A retry of the step whose
+// agent still runs (a worker that blocked and hangs there) stops that agent first.
+func (m *Machine) triggersIn(ts []Trigger) {
+	for _, t := range ts {
+		if r := m.run; t.Retry && r != nil && r.step == t.Step && r.launched && r.stopReason == "" {
+			r.stopReason = "stopped for a retry"
+			m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
+		}
+	}
+	m.triggers = append(m.triggers, ts...)
+}

@@ -1,0 +1,249 @@
+package executor
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// The workflow protocol (DESIGN §7): a worker's reports move its try through the
+// phases, each move needing its evidence; timers stand in for reports that do not
+// come.
+
+// transitions are the phases each report status may come in, and where it leads.
+var transitions = map[string]struct {
+	from []string
+	to   string
+}{
+	planspec.ReportAccepted:  {[]string{planspec.PhaseDispatching, planspec.PhaseBlocked}, planspec.PhaseInProgress},
+	planspec.ReportMilestone: {[]string{planspec.PhaseInProgress, planspec.PhaseBlocked}, planspec.PhaseInProgress},
+	planspec.ReportBlocked:   {[]string{planspec.PhaseDispatching, planspec.PhaseInProgress}, planspec.PhaseBlocked},
+	planspec.ReportDone:      {[]string{planspec.PhaseInProgress, planspec.PhaseBlocked}, planspec.PhaseReviewing},
+}
+
+// reportSlack covers file times from the kernel's coarse clock.
+const reportSlack = 20 * time.Millisecond
+
+// report judges a worker's report and, when it is accepted, moves the try.
+func (m *Machine) report(in ReportIn) {
+	rep := in.Report
+	reasons := rep.Problems()
+	r := m.run
+	var run *planspec.StepRun
+	switch {
+	case m.st == nil || m.bad != nil:
+		reasons = append(reasons, "no valid state: nothing is running")
+	case m.st.Steps[in.Step] == nil:
+		reasons = append(reasons, fmt.Sprintf("no step %q in the plan", in.Step))
+	case r == nil || r.step != in.Step || !r.launched:
+		reasons = append(reasons, fmt.Sprintf("stale: step %s has no try running now", in.Step))
+	case in.Try != 0 && in.Try != r.try:
+		reasons = append(reasons, fmt.Sprintf("stale: try %d of step %s is over; the current try is %d", in.Try, in.Step, r.try))
+	case in.Try == 0 && !in.Written.IsZero() && in.Written.Before(r.dispatched.Add(-reportSlack)):
+		reasons = append(reasons, fmt.Sprintf("stale: written before try %d of step %s started", r.try, in.Step))
+	default:
+		run = m.st.Run(in.Step)
+	}
+	if run != nil && slices.Contains([]string{planspec.ReportAccepted, planspec.ReportMilestone, planspec.ReportBlocked, planspec.ReportDone}, rep.Status) {
+		t := transitions[rep.Status]
+		phase := run.Phase
+		if !slices.Contains(t.from, phase) {
+			reasons = append(reasons, transitionRefusal(rep.Status, phase))
+		}
+		if rep.Status == planspec.ReportDone && len(rep.Artifacts) > 0 && m.cfg.Probe != nil {
+			if gone := m.cfg.Probe.Missing(rep.Artifacts); len(gone) > 0 {
+				reasons = append(reasons, "artifacts not found in the workspace: "+strings.Join(gone, ", "))
+			}
+		}
+	}
+	if len(reasons) > 0 {
+		m.journal(Entry{Event: "report-refused", Step: in.Step, Try: in.Try, Reason: strings.Join(reasons, "; "), Detail: map[string]any{"via": in.Via}})
+		m.log(slog.LevelWarn, "report refused", "step", in.Step, "status", rep.Status, "reasons", strings.Join(reasons, "; "))
+		m.emit(ReportVerdict{Ref: in.Ref, Step: in.Step, Reasons: reasons})
+		return
+	}
+	from := run.Phase
+	to := transitions[rep.Status].to
+	run.Reports = append(run.Reports, planspec.ReportRecord{Time: planspec.FormatISO(m.now), Try: r.try, Via: in.Via, Report: rep})
+	if len(run.Reports) > planspec.MaxReportsKept {
+		run.Reports = slices.Delete(run.Reports, 0, len(run.Reports)-planspec.MaxReportsKept)
+	}
+	run.Phase = to
+	r.lastReport = m.now
+	if from == planspec.PhaseBlocked && rep.Status != planspec.ReportBlocked {
+		clearReportBlockers(m.st, in.Step)
+		r.blockedBy = ""
+	}
+	switch rep.Status {
+	case planspec.ReportBlocked:
+		r.blockedBy = "report"
+		addBlocker(m.st, fmt.Sprintf("%s: blocked: %s (next: %s)", in.Step, oneLine(rep.Summary), oneLine(rep.Next)))
+	case planspec.ReportDone:
+		r.doneReport = true
+	}
+	m.markDirty("report " + rep.Status)
+	m.journal(Entry{Event: "report", Step: in.Step, Try: r.try, Reason: rep.Status, Detail: map[string]any{
+		"via": in.Via, "summary": rep.Summary, "evidence": rep.Evidence, "risk": rep.Risk, "next": rep.Next, "phase": to}})
+	m.log(slog.LevelInfo, "report", "step", in.Step, "try", r.try, "status", rep.Status, "phase", to, "summary", firstChars(rep.Summary, 120))
+	m.emit(ReportVerdict{Ref: in.Ref, Step: in.Step, Accepted: true})
+	status := rep.Status
+	if status == planspec.ReportAccepted {
+		status = planspec.PhaseInProgress
+	}
+	m.notify(in.Step, r.try, "worker", status, rep.Summary+" — "+rep.Evidence, rep.Next)
+}
+
+func transitionRefusal(status, phase string) string {
+	switch {
+	case phase == planspec.PhaseDispatching && status != planspec.ReportBlocked:
+		return fmt.Sprintf("%s before accepted: the step is dispatching; report accepted first, with your first action as evidence", status)
+	case phase == planspec.PhaseReviewing:
+		return fmt.Sprintf("%s after done: the worker said done and stepseq is verifying; nothing more is taken for this try", status)
+	case phase == planspec.PhaseInProgress && status == planspec.ReportAccepted:
+		return "accepted twice: the step is already in_progress; send milestone, blocked or done"
+	}
+	if phase == "" {
+		phase = "not started"
+	}
+	return fmt.Sprintf("%s is not allowed while the step is %s", status, phase)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// reportDeadlines are the times the running try's timers fire at.
+func (m *Machine) reportDeadlines(r *tryRun) []time.Time {
+	run := m.st.Run(r.step)
+	required := m.st.ReportsMode(r.step) == planspec.ReportsRequired
+	var out []time.Time
+	switch run.Phase {
+	case planspec.PhaseDispatching:
+		if required {
+			out = append(out, r.dispatched.Add(m.launchTimeout(r.step)))
+		}
+	case planspec.PhaseInProgress:
+		if required {
+			out = append(out, r.lastActivity().Add(m.milestoneTimeout(r.step)))
+		}
+	default:
+		return nil
+	}
+	if idle := m.idleTimeout(r.step); idle > 0 {
+		out = append(out, m.lastActivity(r).Add(idle))
+	}
+	if run.Phase == planspec.PhaseInProgress || !m.st.UsesReports(r.step) {
+		out = append(out, m.lastNote.Add(m.heartbeat()))
+	}
+	return out
+}
+
+func (r *tryRun) lastActivity() time.Time {
+	if r.lastReport.After(r.dispatched) {
+		return r.lastReport
+	}
+	return r.dispatched
+}
+
+func (m *Machine) lastActivity(r *tryRun) time.Time {
+	t := r.lastActivity()
+	if m.cfg.Probe != nil {
+		if out := m.cfg.Probe.LastOutput(); out.After(t) {
+			t = out
+		}
+	}
+	return t
+}
+
+// reportTimers acts on the running try's timers that are due.
+func (m *Machine) reportTimers(r *tryRun) {
+	run := m.st.Run(r.step)
+	required := m.st.ReportsMode(r.step) == planspec.ReportsRequired
+	switch {
+	case run.Phase == planspec.PhaseDispatching && required && !m.now.Before(r.dispatched.Add(m.launchTimeout(r.step))):
+		r.stopReason = fmt.Sprintf("launch timeout: no accepted report in %s", planspec.Duration(m.launchTimeout(r.step)))
+		m.journal(Entry{Event: "timeout", Step: r.step, Try: r.try, Reason: r.stopReason})
+		m.log(slog.LevelWarn, "launch timeout: stopping the agent", "step", r.step, "try", r.try)
+		m.notify(r.step, r.try, "stepseq", "timeout", r.stopReason, "the try fails and is retried by the usual rules")
+		m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
+		return
+	case run.Phase == planspec.PhaseInProgress && required && !m.now.Before(r.lastActivity().Add(m.milestoneTimeout(r.step))):
+		m.block(r, fmt.Sprintf("%s: no report for %s (milestone timeout)", r.step, planspec.Duration(m.milestoneTimeout(r.step))))
+		return
+	}
+	if idle := m.idleTimeout(r.step); idle > 0 && (run.Phase == planspec.PhaseDispatching || run.Phase == planspec.PhaseInProgress) &&
+		!m.now.Before(m.lastActivity(r).Add(idle)) {
+		m.block(r, fmt.Sprintf("%s: no output and no report for %s (idle timeout)", r.step, planspec.Duration(idle)))
+		return
+	}
+	if (run.Phase == planspec.PhaseInProgress || !m.st.UsesReports(r.step) && run.Phase == planspec.PhaseDispatching) &&
+		!m.now.Before(m.lastNote.Add(m.heartbeat())) {
+		phase := run.Phase
+		if !m.st.UsesReports(r.step) {
+			phase = "running"
+		}
+		m.notify(r.step, r.try, "stepseq", "heartbeat", fmt.Sprintf("still %s, nothing new for %s", phase, planspec.Duration(m.heartbeat())), "waiting for the worker")
+	}
+}
+
+// block holds the running try: phase blocked, one blocker, the user told at once. A
+// later report from the worker clears it.
+func (m *Machine) block(r *tryRun, text string) {
+	m.st.Run(r.step).Phase = planspec.PhaseBlocked
+	r.blockedBy = "timeout"
+	addBlocker(m.st, text)
+	m.markDirty("blocked")
+	m.journal(Entry{Event: "timeout", Step: r.step, Try: r.try, Reason: text})
+	m.log(slog.LevelWarn, "step blocked", "step", r.step, "try", r.try, "why", text)
+	m.notify(r.step, r.try, "stepseq", planspec.PhaseBlocked, text, "a report from the worker clears it; or stepseq retry "+r.step)
+}
+
+func (m *Machine) launchTimeout(id string) time.Duration {
+	if sp := m.st.Steps[id]; sp != nil && sp.LaunchTimeout > 0 {
+		return time.Duration(sp.LaunchTimeout)
+	}
+	if m.st.Settings.LaunchTimeout > 0 {
+		return time.Duration(m.st.Settings.LaunchTimeout)
+	}
+	return DefaultLaunchTimeout
+}
+
+func (m *Machine) milestoneTimeout(id string) time.Duration {
+	if sp := m.st.Steps[id]; sp != nil && sp.MilestoneTimeout > 0 {
+		return time.Duration(sp.MilestoneTimeout)
+	}
+	if m.st.Settings.MilestoneTimeout > 0 {
+		return time.Duration(m.st.Settings.MilestoneTimeout)
+	}
+	return DefaultMilestoneTimeout
+}
+
+func (m *Machine) idleTimeout(id string) time.Duration {
+	if sp := m.st.Steps[id]; sp != nil && sp.IdleTimeout > 0 {
+		return time.Duration(sp.IdleTimeout)
+	}
+	return time.Duration(m.st.Settings.IdleTimeout)
+}
+
+func (m *Machine) heartbeat() time.Duration {
+	if m.st != nil && m.st.Settings.Heartbeat > 0 {
+		return time.Duration(m.st.Settings.Heartbeat)
+	}
+	return DefaultHeartbeat
+}
+
+func addBlocker(st *planspec.State, text string) {
+	if !slices.Contains(st.Blockers, text) {
+		st.Blockers = append(st.Blockers, text)
+	}
+}
+
+// clearReportBlockers drops the blockers a worker's report or a report timer set.
+func clearReportBlockers(st *planspec.State, id string) {
+	st.Blockers = slices.DeleteFunc(st.Blockers, func(b string) bool {
+		rest, ok := strings.CutPrefix(b, id+": ")
+		return ok && (strings.HasPrefix(rest, "blocked: ") || strings.HasPrefix(rest, "no report for ") || strings.HasPrefix(rest, "no output and no report"))
+	})
+}

@@ -1,0 +1,504 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// stateRead takes the file as read. A file that does not parse (a writer midway, a
+// broken edit) keeps the last good state and is read again after a short backoff;
+// it is never overwritten.
+func (m *Machine) stateRead(in StateRead) {
+	switch {
+	case in.Unchanged:
+		// The echo of this process's own write, or the file put back as it was.
+		if m.bad != nil {
+			m.log(slog.LevelInfo, "state file is valid again")
+		}
+		m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
+	case errors.Is(in.Err, fs.ErrNotExist):
+		if m.st != nil {
+			m.log(slog.LevelInfo, "state file removed")
+		}
+		m.st, m.conds, m.bad, m.badAt, m.badTries = nil, nil, nil, time.Time{}, 0
+		m.dirty = false
+		m.dropUnlaunched()
+	case in.Err != nil:
+		m.bad = in.Err
+		m.badTries++
+		if m.badTries <= stateReread {
+			m.badAt = m.now.Add(time.Duration(5<<m.badTries) * time.Millisecond)
+			m.log(slog.LevelDebug, "state file does not parse; reading it again shortly", "try", m.badTries, "err", in.Err)
+			return
+		}
+		m.badAt = time.Time{}
+		if m.badTries == stateReread+1 {
+			m.log(slog.LevelError, "state file is not valid; the last good state is kept and the file is not overwritten", "err", in.Err)
+			m.journal(Entry{Event: "state-invalid", Reason: in.Err.Error()})
+		}
+		return
+	default:
+		if m.bad != nil {
+			m.log(slog.LevelInfo, "state file is valid again")
+		}
+		m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
+		m.dropUnlaunched()
+		m.adopt(in.State)
+		m.dirty = false // the file is what we hold now
+		m.journal(Entry{Event: "state-read", Detail: map[string]any{"status": in.State.Status, "cursor": in.State.CurrentStep}})
+	}
+	if p := m.pending; p != nil && m.bad == nil {
+		m.pending = nil
+		m.judge(p)
+	}
+}
+
+// dropUnlaunched forgets a try marked in memory whose launch waited for a write:
+// the file now says something else, and the core decides again from it.
+func (m *Machine) dropUnlaunched() {
+	if m.run != nil && !m.run.launched {
+		m.run = nil
+	}
+}
+
+// adopt makes st the state and compiles its conditions. A state whose expressions
+// do not compile is kept but runs nothing until fixed.
+func (m *Machine) adopt(st *planspec.State) {
+	m.st = st
+	m.conds = nil
+	m.planDone = st.Status == planspec.StatusDone
+	if m.cfg.Probe == nil {
+		return
+	}
+	conds, err := m.cfg.Probe.Conditions(st)
+	if err != nil {
+		m.log(slog.LevelError, "state file has invalid conditions; nothing runs until they are fixed", "err", err)
+		m.journal(Entry{Event: "state-invalid", Reason: err.Error()})
+		return
+	}
+	m.conds = conds
+}
+
+// planEdited takes a valid edit of the running plan for the steps not started.
+func (m *Machine) planEdited(in PlanEdited) {
+	if m.st == nil || m.bad != nil {
+		return
+	}
+	MergePlan(m.st, in.Plan, in.Hash)
+	m.adopt(m.st)
+	m.markDirty("plan edited: steps not started take the new definition")
+	m.log(slog.LevelInfo, "plan edit applied to the steps not started", "file", m.st.Settings.Source)
+}
+
+// filesChanged re-checks awaited outputs, and between agents re-runs the first
+// finished step whose on: globs match a person's change.
+func (m *Machine) filesChanged(in FilesChanged) {
+	if m.awaiting != nil {
+		m.checkAwaiting()
+	}
+	if m.st == nil || m.bad != nil || m.Busy() || len(in.Paths) == 0 {
+		return
+	}
+	m.changed = appendChanged(m.changed, in.Paths)
+	if id := OnMatches(m.st, in.Paths, m.notAgentWork); id != "" {
+		m.onHandled = m.now
+		m.rerun(id, "on: a watched file changed", 1)
+	}
+}
+
+// appendChanged keeps the paths that start the next run, at most 100.
+func appendChanged(list, paths []string) []string {
+	for _, p := range paths {
+		if len(list) >= 100 {
+			break
+		}
+		if !slices.Contains(list, p) && !strings.HasPrefix(p, MetaDir+"/") {
+			list = append(list, p)
+		}
+	}
+	return list
+}
+
+// mtimeSlack covers file times taken from the kernel's coarse clock, which lags
+// the wall clock by up to a scheduler tick.
+const mtimeSlack = 20 * time.Millisecond
+
+// notAgentWork reports whether a changed path is a person's change: not made by an
+// agent and not acted on by an earlier pass. A file last modified while an agent
+// ran is that agent's work and triggers nothing, however late its event arrives.
+func (m *Machine) notAgentWork(p string) bool {
+	mod, ok := m.cfg.Probe.ModTime(p)
+	if !ok || !mod.After(m.onHandled) {
+		return false
+	}
+	for _, r := range m.agentRuns {
+		if !mod.Before(r[0].Add(-mtimeSlack)) && !mod.After(r[1].Add(mtimeSlack)) {
+			return false
+		}
+	}
+	return true
+}
+
+// applyTriggers takes the queued triggers between agents. A burst is one change:
+// retries first, then one re-run from the earliest step named, one journal record
+// and one write.
+func (m *Machine) applyTriggers() {
+	if len(m.triggers) == 0 {
+		return
+	}
+	ts := m.triggers
+	m.triggers = nil
+	earliest, count := -1, 0
+	var unknown []string
+	for _, t := range ts {
+		if t.Step == "" {
+			continue // a handed-over check: this pass is its answer
+		}
+		if t.Retry {
+			m.retry(t.Step, t.From)
+			continue
+		}
+		at := slices.Index(m.st.StepQueue, t.Step)
+		if at < 0 {
+			if !slices.Contains(unknown, t.Step) {
+				unknown = append(unknown, t.Step)
+			}
+			continue
+		}
+		count++
+		if earliest < 0 || at < earliest {
+			earliest = at
+		}
+		m.changed = appendChanged(m.changed, []string{MetaDir + "/triggers"})
+	}
+	for _, id := range unknown {
+		m.log(slog.LevelWarn, "trigger ignored", "step", id, "err", fmt.Sprintf("no step %q in stepQueue (steps: %s)", id, strings.Join(m.st.StepQueue, ", ")))
+	}
+	if earliest >= 0 {
+		reason := "trigger"
+		if count > 1 {
+			reason = fmt.Sprintf("%d triggers", count)
+		}
+		m.rerun(m.st.StepQueue[earliest], reason, count)
+	}
+}
+
+func (m *Machine) rerun(id, reason string, count int) {
+	if err := Rerun(m.st, id); err != nil {
+		m.log(slog.LevelWarn, "trigger ignored", "step", id, "err", err)
+		return
+	}
+	m.planDone = false
+	m.journal(Entry{Event: "trigger", Step: id, Reason: reason, Detail: map[string]any{"count": count}})
+	m.log(slog.LevelInfo, "re-running step and the ones after it", "step", id, "reason", reason)
+	m.markDirty(reason)
+}
+
+// retry is `stepseq retry STEP`: a new try of a blocked or failed step, whose prompt
+// carries the blocker's next.
+func (m *Machine) retry(id, from string) {
+	if err := Retry(m.st, id, RetryLimit(m.st, id, m.cfg.MaxRetries)); err != nil {
+		m.log(slog.LevelWarn, "retry refused", "step", id, "err", err)
+		m.journal(Entry{Event: "retry-refused", Step: id, Reason: err.Error()})
+		return
+	}
+	m.planDone = false
+	m.journal(Entry{Event: "retry", Step: id, Reason: "retry from " + from})
+	m.log(slog.LevelInfo, "retrying step", "step", id)
+	m.markDirty("retry")
+}
+
+// advance lets the core decide, and acts on the decision until it must wait.
+func (m *Machine) advance() {
+	m.delayAtKeep()
+	if m.st == nil || m.bad != nil || m.conds == nil && m.cfg.Probe != nil || m.Busy() || m.stopping || m.inherited {
+		return
+	}
+	if m.writeErr != nil {
+		return // no try runs that the file on disk does not record
+	}
+	var d Decision
+	var changed bool
+	if m.force {
+		var ok bool
+		if d, ok = runnerDecision(m.st, m.now); !ok {
+			m.force = false
+			return
+		}
+	} else {
+		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond})
+	}
+	if m.cfg.StampHeartbeat {
+		// Every check sets lastHeartbeatIso, as the original's does: the first
+		// decision is written whatever it is; later ones go with the next write.
+		m.st.LastHeartbeatIso = planspec.FormatISO(m.now)
+		changed = changed || !m.stamped
+		m.stamped = true
+	}
+	m.journal(Entry{Event: "decide", Step: d.Step, Reason: d.Reason, Detail: map[string]any{"action": d.Action.String(), "driver": m.cfg.Driver}})
+	if d.Action != Launch && d.Action != Idle && (d.Step != m.told.Step || d.Reason != m.told.Reason) {
+		level := slog.LevelInfo
+		if d.Action == Blocked {
+			level = slog.LevelWarn
+		}
+		m.log(level, "step waits", "step", d.Step, "why", d.Reason)
+	}
+	prev := m.told
+	m.told = d
+	if changed {
+		m.markDirty(d.Reason)
+	}
+	switch d.Action {
+	case Launch:
+		m.dispatch(d)
+	case Delayed:
+		m.delayAt = d.At
+	case Running:
+		m.inherited = true
+		m.emit(WaitInherited{Step: d.Step})
+	case Blocked:
+		if prev.Action != Blocked || prev.Step != d.Step {
+			m.setPhase(d.Step, planspec.PhaseBlocked)
+			m.notify(d.Step, m.st.Run(d.Step).Tries, "stepseq", "plan_blocked", d.Reason, "stepseq retry "+d.Step)
+		}
+	case Idle:
+		if !m.planDone {
+			m.planDone = true
+			m.notify("", 0, "stepseq", "plan_done", fmt.Sprintf("all %d steps done", len(m.st.StepQueue)), "none")
+		}
+	}
+}
+
+// delayAtKeep drops a delay that the coming decision recomputes.
+func (m *Machine) delayAtKeep() {
+	if !m.delayAt.IsZero() && !m.now.Before(m.delayAt) {
+		m.delayAt = time.Time{}
+	}
+}
+
+func (m *Machine) alive(id string) bool {
+	return m.cfg.Probe != nil && m.cfg.Probe.Alive(id)
+}
+
+func (m *Machine) cond(id, kind string) (bool, error) {
+	if m.conds == nil {
+		return kind == "when", nil
+	}
+	return m.conds.Cond(id, kind)
+}
+
+// dispatch marks the try in the state and asks for the write that records it; the
+// launch follows that write (written), never precedes it.
+func (m *Machine) dispatch(d Decision) {
+	m.delayAt = time.Time{}
+	if m.cfg.Probe != nil {
+		if err := m.cfg.Probe.CanLaunch(m.st, d.Step); err != nil {
+			if m.configErr == nil || m.configErr.Error() != err.Error() {
+				m.log(slog.LevelError, "cannot launch the agent", "step", d.Step, "err", err)
+				m.journal(Entry{Event: "config-error", Step: d.Step, Reason: err.Error()})
+			}
+			m.configErr = err
+			return
+		}
+	}
+	m.configErr = nil
+	if m.force {
+		m.forced = d.Step
+		m.force = false
+	}
+	try := BeginTry(m.st, d.Step, m.now, d.Interrupted)
+	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.changed}
+	m.changed = nil
+	m.progress = true
+	m.markDirty("launch")
+}
+
+// agentExited takes an agent's end: the state is read again first, since the agent
+// may have edited it; the try is judged once it parses.
+func (m *Machine) agentExited(in AgentExited) {
+	r := m.run
+	if r == nil || r.step != in.Step || r.try != in.Try {
+		return
+	}
+	m.run = nil
+	m.agentRuns = append(m.agentRuns, [2]time.Time{in.Exit.Started, in.Exit.Ended})
+	if len(m.agentRuns) > 32 {
+		m.agentRuns = m.agentRuns[1:]
+	}
+	if m.stopping && r.stopReason == "shutdown" || m.stopping {
+		m.journal(Entry{Event: "interrupted", Step: r.step, Try: r.try, Reason: "stepseq stopped; the step is retried on the next start"})
+		m.log(slog.LevelWarn, "agent stopped by shutdown; the step will be retried", "step", r.step, "try", r.try)
+		return
+	}
+	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport}
+	m.emit(ReadState{})
+}
+
+// judge takes a finished try on the current state. An exit 0 with outputs still
+// missing waits for them when the step sets awaitOutputs.
+func (m *Machine) judge(t *tryExit) {
+	spec := m.st.Steps[t.step]
+	if spec == nil {
+		m.log(slog.LevelWarn, "step removed from the plan while it ran; result dropped", "step", t.step)
+		m.journal(Entry{Event: "dropped", Step: t.step, Try: t.try, Reason: "step removed from the plan while it ran"})
+		return
+	}
+	exit := t.exit
+	if t.stop == "" && exit.Code == 0 && !exit.TimedOut && exit.Err == nil && spec.AwaitOutputs > 0 &&
+		len(m.cfg.Probe.Missing(spec.RequiredOutputs)) > 0 {
+		t.deadline = exit.Ended.Add(time.Duration(spec.AwaitOutputs))
+		m.awaiting = t
+		m.log(slog.LevelInfo, "agent exited; waiting for its outputs", "step", t.step, "until", t.deadline.Format(time.RFC3339))
+		return
+	}
+	m.conclude(t)
+}
+
+func (m *Machine) checkAwaiting() {
+	aw := m.awaiting
+	if m.st == nil || m.st.Steps[aw.step] == nil {
+		m.awaiting = nil
+		return
+	}
+	if len(m.cfg.Probe.Missing(m.st.Steps[aw.step].RequiredOutputs)) == 0 || !m.now.Before(aw.deadline) {
+		m.awaiting = nil
+		m.conclude(aw)
+	}
+}
+
+// conclude records the verdict of a finished try.
+func (m *Machine) conclude(t *tryExit) {
+	v := m.verdict(t)
+	Record(m.st, t.step, t.exit, v, m.now)
+	run := m.st.Run(t.step)
+	switch {
+	case v.OK:
+		run.Phase = planspec.PhaseDone
+	case run.Phase == planspec.PhaseBlocked && t.stop == "":
+		// A worker's blocked report holds the step until someone retries it.
+	default:
+		run.Phase = planspec.PhasePlanned
+	}
+	m.progress = true
+	if t.step == m.forced {
+		m.forced = ""
+		m.forceFail = !v.OK
+	}
+	detail := map[string]any{"ok": v.OK}
+	if !v.OK {
+		detail["error"] = v.Error
+	}
+	m.journal(Entry{Event: "verdict", Step: t.step, Try: run.Tries, Detail: detail})
+	if v.OK {
+		m.log(slog.LevelInfo, "step done", "step", t.step, "try", run.Tries)
+		m.notify(t.step, run.Tries, "stepseq", planspec.PhaseDone, "verified: outputs and checks hold", m.nextStep(t.step))
+	} else {
+		m.log(slog.LevelWarn, "step failed", "step", t.step, "try", run.Tries, "error", firstChars(v.Error, 120))
+		m.notify(t.step, run.Tries, "stepseq", "failed", firstChars(v.Error, ErrorChars), "retry by the usual rules")
+	}
+	m.markDirty("verdict")
+}
+
+func (m *Machine) nextStep(id string) string {
+	i := slices.Index(m.st.StepQueue, id)
+	if i >= 0 && i+1 < len(m.st.StepQueue) {
+		return "step " + m.st.StepQueue[i+1]
+	}
+	return "none"
+}
+
+// verdict judges a try: how it ended, then stepseq's own verification (DESIGN §7):
+// required outputs, the report's artifacts, the step's check. Every failed check
+// is named, so that the troubleshoot prompt names them all.
+func (m *Machine) verdict(t *tryExit) Verdict {
+	exit := t.exit
+	spec := m.st.Steps[t.step]
+	switch {
+	case t.stop != "":
+		return Verdict{Error: t.stop}
+	case exit.TimedOut:
+		return Verdict{Error: "Timeout"}
+	case exit.Err != nil:
+		return Verdict{Error: firstChars(exit.Err.Error(), ErrorChars)}
+	case exit.Code != 0:
+		return Verdict{Error: firstChars(exit.Stderr, ErrorChars)}
+	case m.st.ReportsMode(t.step) == planspec.ReportsRequired && !t.done:
+		return Verdict{Error: "exited 0 without a done report (reports: required): report done with its evidence before exiting"}
+	}
+	var reasons []string
+	missing := m.cfg.Probe.Missing(spec.RequiredOutputs)
+	if len(missing) > 0 {
+		reasons = append(reasons, "Missing required outputs: "+strings.Join(missing, ", "))
+	}
+	if t.done {
+		if arts := lastDoneArtifacts(m.st.Run(t.step), t.try); len(arts) > 0 {
+			if gone := m.cfg.Probe.Missing(arts); len(gone) > 0 {
+				reasons = append(reasons, "Missing reported artifacts: "+strings.Join(gone, ", "))
+			}
+		}
+	}
+	if len(reasons) == 0 && m.conds != nil {
+		if check := m.conds.Check(t.step); check != nil {
+			ok, err := check()
+			switch {
+			case err != nil:
+				reasons = append(reasons, "Check "+spec.Check+" failed: "+err.Error())
+			case !ok:
+				reasons = append(reasons, "Check "+spec.Check+" is false")
+			}
+		}
+	}
+	if len(reasons) > 0 {
+		return Verdict{Error: strings.Join(reasons, "; "), MissingOutputs: missing}
+	}
+	return Verdict{OK: true}
+}
+
+func lastDoneArtifacts(run *planspec.StepRun, try int) []string {
+	for i := len(run.Reports) - 1; i >= 0; i-- {
+		if r := run.Reports[i]; r.Try == try && r.Status == planspec.ReportDone {
+			return r.Artifacts
+		}
+	}
+	return nil
+}
+
+func (m *Machine) setPhase(id, phase string) {
+	run := m.st.Run(id)
+	if run.Phase != phase {
+		run.Phase = phase
+		m.markDirty("phase " + phase)
+	}
+}
+
+// OnMatches returns the first finished step whose `on` globs match one of paths
+// that keep accepts: the step a change re-runs, with the steps after it. It
+// returns "" when none does.
+func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) string {
+	for i, id := range st.StepQueue {
+		spec := st.Steps[id]
+		if spec == nil || len(spec.On) == 0 {
+			continue
+		}
+		if run, ok := st.StepRuns[id]; !ok || run.Status != planspec.StatusDone || i > st.CurrentStep {
+			continue
+		}
+		for _, p := range paths {
+			for _, g := range spec.On {
+				if ok, _ := doublestar.Match(g, p); ok && keep(p) {
+					return id
+				}
+			}
+		}
+	}
+	return ""
+}
