@@ -160,4 +160,3 @@ func WriteTrigger(ws Workspace, t Trigger) error {
 	}
 	return nil
 }
-

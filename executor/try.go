@@ -119,4 +119,3 @@ func startFailure(err error) Exit {
 	now := time.Now()
 	return Exit{Code: -1, Err: err, Started: now, Ended: now}
 }
-
