@@ -7,13 +7,13 @@ import (
 
 // The graph's geometry, in CSS pixels.
 const (
-	nodeW    = 176
+	nodeW    = 164
 	nodeH    = 62
-	gapX     = 44
+	gapX     = 34
 	gapY     = 18
 	graphPad = 12
 	// labelRunes is about what fits on one line of a box at the page's font size.
-	labelRunes = 24
+	labelRunes = 22
 )
 
 // graph is the plan laid out for inline SVG: steps in columns by their depth,
