@@ -75,12 +75,12 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 		lastSent time.Time
 	)
 	send := func() error {
-		changed = h.src.Changed() // before View: a change while it reads is not lost
-		frag, title, running, err := h.fragment(h.src.View())
-		if err != nil {
-			frag = `<section><p class="error">The page could not be drawn: ` + html.EscapeString(err.Error()) + `</p></section>`
-		}
-		msg, err := viewEvent(frag, title)
+		var (
+			msg     []byte
+			running bool
+			err     error
+		)
+		changed, msg, running, err = h.update()
 		if err != nil {
 			return err
 		}
@@ -121,6 +121,42 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// update is the newest "view" event and the channel that the next change
+// closes. Pages that ask with no change between share one rendering (within
+// MinInterval while a step runs), so that a change costs one however many
+// pages are open.
+func (h *Handler) update() (changed <-chan struct{}, msg []byte, running bool, err error) {
+	// One rendering at a time: the pages a change wakes together wait for the
+	// first one's rather than all render the same.
+	h.renderMu.Lock()
+	defer h.renderMu.Unlock()
+	changed = h.src.Changed() // before View: a change while it reads is not lost
+	c := h.last
+	// Unchanged, it stays good; but a running step's duration and log move on
+	// unannounced.
+	if c.msg != nil && c.changed == changed && (!c.running || time.Since(c.at) < h.opt.MinInterval) {
+		return changed, c.msg, c.running, nil
+	}
+	at := time.Now()
+	frag, title, running, err := h.fragment(h.src.View())
+	if err != nil {
+		frag = `<section><p class="error">The page could not be drawn: ` + html.EscapeString(err.Error()) + `</p></section>`
+	}
+	if msg, err = viewEvent(frag, title); err != nil {
+		return nil, nil, false, err
+	}
+	h.last = rendered{changed: changed, at: at, msg: msg, running: running}
+	return changed, msg, running, nil
+}
+
+// rendered is an update as update made it last.
+type rendered struct {
+	changed <-chan struct{}
+	at      time.Time
+	msg     []byte
+	running bool
 }
 
 // viewEvent is one server-sent event named "view". JSON keeps it on one data

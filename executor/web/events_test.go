@@ -19,13 +19,13 @@ const deadline = 10 * time.Second
 
 // stream is a client of /events.
 type stream struct {
-	t      *testing.T
+	t      testing.TB
 	resp   *http.Response
 	r      *bufio.Reader
 	cancel context.CancelFunc
 }
 
-func openStream(t *testing.T, url string) (*stream, int) {
+func openStream(t testing.TB, url string) (*stream, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/events", nil)
@@ -79,12 +79,18 @@ func (s *stream) event() (name, data string, err error) {
 // view waits for a view event whose HTML holds want.
 func (s *stream) view(want string) string {
 	s.t.Helper()
+	return s.viewWhere(want, func(data string) bool { return true })
+}
+
+// viewWhere is view, for events whose raw data passes quick.
+func (s *stream) viewWhere(want string, quick func(data string) bool) string {
+	s.t.Helper()
 	for {
 		name, data, err := s.event()
 		if err != nil {
 			s.t.Fatalf("no view with %q before the stream ended: %v", want, err)
 		}
-		if name != "view" {
+		if name != "view" || !quick(data) {
 			continue
 		}
 		var v struct{ HTML, Title string }

@@ -2,7 +2,6 @@ package web
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -22,7 +21,12 @@ type page struct {
 	Graph       graph
 	Phases      []phaseKey
 	Notes       []noteRow
+	// NotesLeftOut counts the older notifications the page leaves out.
+	NotesLeftOut int
 }
+
+// maxNotes is how many notifications the page shows, the newest.
+const maxNotes = 100
 
 type stepRow struct {
 	N          int
@@ -98,7 +102,11 @@ func newPage(v View, now time.Time, logBytes int) page {
 		p.Steps = append(p.Steps, r)
 	}
 	p.Graph = layout(v, p.Steps)
-	for _, n := range slices.Backward(v.Notifications) {
+	notes := v.Notifications
+	if len(notes) > maxNotes {
+		p.NotesLeftOut, notes = len(notes)-maxNotes, notes[len(notes)-maxNotes:]
+	}
+	for _, n := range slices.Backward(notes) {
 		p.Notes = append(p.Notes, noteRow{
 			Time: newTimeText(n.Time, now), Step: n.Step, Try: n.Try,
 			Status: n.Status, StatusClass: token(n.Status), Output: n.Output, Next: n.Next,
@@ -169,9 +177,51 @@ func formatDuration(d time.Duration) string {
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
-// ansi matches terminal escape sequences (colours, cursor moves) that agents
-// print and a page cannot show.
-var ansi = regexp.MustCompile(`\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])`)
+// stripEscapes removes the terminal escape sequences (colours, cursor moves,
+// titles) that agents print and a page cannot show: CSI (ESC [ … final), OSC
+// (ESC ] … BEL or ESC \\) and the two-byte ones.
+func stripEscapes(s string) string {
+	if strings.IndexByte(s, 0x1b) < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		if s[i] != 0x1b {
+			j := strings.IndexByte(s[i:], 0x1b)
+			if j < 0 {
+				j = len(s) - i
+			}
+			b.WriteString(s[i : i+j])
+			i += j
+			continue
+		}
+		i++
+		switch {
+		case i == len(s):
+		case s[i] == '[':
+			i++
+			for i < len(s) && s[i] >= 0x20 && s[i] <= 0x3f { // parameters, intermediates
+				i++
+			}
+			if i < len(s) && s[i] >= 0x40 && s[i] <= 0x7e { // the final byte
+				i++
+			}
+		case s[i] == ']':
+			end := strings.IndexAny(s[i:], "\x07\x1b")
+			if end < 0 {
+				return b.String() // unterminated: the rest is the sequence
+			}
+			i += end + 1
+			if s[i-1] == 0x1b && i < len(s) && s[i] == '\\' {
+				i++
+			}
+		case s[i] >= '@' && s[i] <= '_':
+			i++
+		}
+	}
+	return b.String()
+}
 
 // logTail is the last limit bytes of a log, starting on a whole line when one
 // fits, as a terminal would show it: without escapes, and of a line that
@@ -181,7 +231,7 @@ func logTail(s string, limit int) (tail string, cut bool) {
 	if limit > 0 && len(s) > 4*limit { // spare the cleaning what would be cut anyway
 		s, cut = s[len(s)-4*limit:], true
 	}
-	s = ansi.ReplaceAllString(s, "")
+	s = stripEscapes(s)
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		l = strings.TrimSuffix(l, "\r")

@@ -107,3 +107,22 @@ func TestPhaseClass(t *testing.T) {
 		}
 	}
 }
+
+func TestStripEscapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                 "plain",
+		"\x1b[1;31mred\x1b[0m":  "red",
+		"\x1b[2K\x1b[1Gline":    "line",
+		"\x1b]0;title\x07after": "after",
+		"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\": "link",
+		"a\x1bMb":                   "ab",
+		"cut at the end\x1b":        "cut at the end",
+		"cut in a CSI\x1b[12":       "cut in a CSI",
+		"unterminated OSC\x1b]0;ti": "unterminated OSC",
+		"\x1b[31mé\x1b[0m":          "é",
+	} {
+		if got := stripEscapes(in); got != want {
+			t.Errorf("stripEscapes(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

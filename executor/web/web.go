@@ -91,6 +91,9 @@ type Handler struct {
 	src Source
 	opt Options
 
+	renderMu sync.Mutex
+	last     rendered // the streams' newest update, under renderMu
+
 	mu      sync.Mutex
 	clients int
 	closed  bool
@@ -142,6 +145,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
+	buf.Grow(64 << 10)
 	data := pageData{Page: newPage(h.src.View(), time.Now(), h.opt.LogTailBytes), Script: template.JS(liveJS)}
 	if err := tmpl.ExecuteTemplate(&buf, "page", data); err != nil {
 		http.Error(w, "render the page: "+err.Error(), http.StatusInternalServerError)
@@ -163,6 +167,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) fragment(v View) (html, title string, running bool, err error) {
 	p := newPage(v, time.Now(), h.opt.LogTailBytes)
 	var buf bytes.Buffer
+	buf.Grow(32<<10 + len(p.Steps)*(1<<10+h.opt.LogTailBytes))
 	if err := tmpl.ExecuteTemplate(&buf, "live", pageData{Page: p}); err != nil {
 		return "", "", false, err
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -144,5 +145,20 @@ func TestHandler_Routes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestHandler_PageShowsTheNewestNotifications(t *testing.T) {
+	v := sampleView()
+	v.Notifications = nil
+	for i := range maxNotes + 5 {
+		v.Notifications = append(v.Notifications, NoteView{Step: "research", Try: 1, Status: "milestone", Output: fmt.Sprintf("note %d.", i)})
+	}
+	body := get(t, New(newFakeSource(v), Options{}), http.MethodGet, "/").Body.String()
+	if strings.Contains(body, "note 4.") || !strings.Contains(body, "note 5.") || !strings.Contains(body, fmt.Sprintf("note %d.", maxNotes+4)) {
+		t.Error("the page does not show the newest notifications only")
+	}
+	if !strings.Contains(body, "and 5 earlier") {
+		t.Error("the page does not say how many it left out")
 	}
 }
