@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -235,5 +236,31 @@ func TestHandler_CloseEndsStreams(t *testing.T) {
 	}
 	if rec := get(t, h, http.MethodGet, "/"); rec.Code != http.StatusOK {
 		t.Errorf("the page after Close got %d", rec.Code)
+	}
+}
+
+func TestHandler_ServerShutdownEndsStreams(t *testing.T) {
+	h := New(newFakeSource(sampleView()), Options{})
+	srv := &http.Server{Handler: h}
+	srv.RegisterOnShutdown(h.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	s, _ := openStream(t, "http://"+ln.Addr().String())
+	s.view("research-paper")
+
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a page open: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, _, err := s.event(); err == nil {
+		t.Error("the stream goes on after Shutdown")
 	}
 }
