@@ -28,7 +28,8 @@ type graphNode struct {
 	X, Y   int
 	W, H   int
 	Anchor string // the fragment of the step's row
-	ID     string // the step id, cut to fit; Title holds the whole of it
+	StepID string
+	ID     string // the step id, cut to fit
 	Label  string // the step title, cut to fit
 	Title  string // the tooltip: id, title and phase, whole
 	Class  string
@@ -100,7 +101,7 @@ func layout(v View, rows []stepRow) graph {
 		row := rows[i]
 		g.Nodes = append(g.Nodes, graphNode{
 			X: graphPad + col[i]*(nodeW+gapX), Y: graphPad + r*(nodeH+gapY), W: nodeW, H: nodeH,
-			Anchor: row.Anchor, ID: cut(s.ID, labelRunes-2), Label: cut(s.Title, labelRunes),
+			Anchor: row.Anchor, StepID: s.ID, ID: cut(s.ID, labelRunes-2), Label: cut(s.Title, labelRunes),
 			Title: s.ID + ": " + s.Title + " (" + row.PhaseLabel + ")",
 			Class: row.PhaseClass, Phase: row.PhaseLabel, Tries: s.Tries,
 		})
