@@ -159,9 +159,7 @@ func TestHandler_EventsRefreshWhileRunning(t *testing.T) {
 	_, srv := serve(t, src, Options{Refresh: 5 * time.Millisecond})
 	s, _ := openStream(t, srv.URL)
 	s.view("research-paper")
-	src.mu.Lock()
-	src.v.Steps[2].LogTail = "a line no signal announced" // a log grows without a Notify
-	src.mu.Unlock()
+	src.SetQuietly(func(v *View) { v.Steps[2].LogTail = "a line no signal announced" })
 	s.view("a line no signal announced")
 }
 

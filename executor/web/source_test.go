@@ -1,6 +1,7 @@
 package web
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,10 +23,20 @@ func (f *fakeSource) View() View {
 
 // Set changes the view with fn and tells the pages.
 func (f *fakeSource) Set(fn func(v *View)) {
-	f.mu.Lock()
-	fn(&f.v)
-	f.mu.Unlock()
+	f.SetQuietly(fn)
 	f.Notify()
+}
+
+// SetQuietly changes the view with fn and tells no one, as a log grows. fn
+// changes a copy: the views handed out stay as they were.
+func (f *fakeSource) SetQuietly(fn func(v *View)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.v
+	v.Blockers, v.Steps = slices.Clone(v.Blockers), slices.Clone(v.Steps)
+	v.Notifications, v.Edges = slices.Clone(v.Notifications), slices.Clone(v.Edges)
+	fn(&v)
+	f.v = v
 }
 
 func ms(d time.Duration) *int64 { n := d.Milliseconds(); return &n }

@@ -6,8 +6,10 @@ import (
 )
 
 // Source is what the page shows and when to look again. View must be safe to
-// call from several goroutines at once and should be cheap: each open page
-// reads it on every change.
+// call from several goroutines at once and should be cheap: each change is
+// read once for all open pages. A view handed out is the page's to read while
+// the source moves on: the source must not change it, nor the slices and
+// reports it holds, afterwards.
 type Source interface {
 	// View is the workspace as of now.
 	View() View
@@ -60,7 +62,7 @@ type StepView struct {
 	Error      string // the last failed try's error
 	Blocker    string // why the step cannot go on, when it is blocked
 	LastReport *ReportView
-	LogTail    string // the end of the current try's log; the page keeps the last LogTailBytes
+	LogTail    string // the end of the current try's log; the page shows the last Options.LogTailBytes
 }
 
 // ReportView is a worker's report (DESIGN §7).
