@@ -162,3 +162,15 @@ func TestHandler_PageShowsTheNewestNotifications(t *testing.T) {
 		t.Error("the page does not say how many it left out")
 	}
 }
+
+func TestHandler_PageWithoutState(t *testing.T) {
+	body := get(t, New(newFakeSource(View{}), Options{}), http.MethodGet, "/").Body.String()
+	for _, w := range []string{"no plan", "no state", "No plan yet.", "No steps.", "No notifications yet."} {
+		if !strings.Contains(body, w) {
+			t.Errorf("an empty page lacks %q", w)
+		}
+	}
+	if strings.Contains(body, "<svg") {
+		t.Error("an empty page draws a graph")
+	}
+}
