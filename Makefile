@@ -2,8 +2,12 @@ GO      ?= go
 BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
+E2E     := executor/web/e2e
+# Files tests keep, such as the live page's screenshot (go test -artifacts).
+ARTIFACTS := test-artifacts
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build test bench lint run fuzz clean
+.PHONY: all build test e2e-deps bench lint run fuzz clean
 
 all: build
 
@@ -22,9 +26,25 @@ run: build
 	STEP_AGENT_CMD="$(CURDIR)/$(BIN)/demoagent" timeout 120 $(BIN)/stepseq watch --exit-when-done "$$ws" && \
 	$(BIN)/stepseq status "$$ws"
 
-test:
+test: e2e-deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	@mkdir -p $(ARTIFACTS)
+	$(GO) test -race -count=1 -artifacts -outputdir $(CURDIR)/$(ARTIFACTS) ./...
+
+# What the live page's browser test needs beyond Go, each installed once:
+# Debian's chromium, and playwright-core from the npm registry (npm ci, as
+# $(E2E)/package-lock.json pins it). Node.js and npm must be there already.
+e2e-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "e2e-deps: installing chromium (Debian's package)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if [ ! -f $(E2E)/node_modules/playwright-core/package.json ]; then \
+		command -v npm >/dev/null || { echo "e2e-deps: npm not found: install Node.js 20 or later with npm" >&2; exit 1; }; \
+		echo "e2e-deps: installing $(E2E)'s npm packages (npm ci: playwright-core)"; \
+		cd $(E2E) && npm ci --no-audit --no-fund; \
+	fi
 
 # Whole-system benchmarks run once each (they time many steps inside); the
 # micro-benchmarks of planspec run for the usual second.
@@ -43,4 +63,4 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(ARTIFACTS)

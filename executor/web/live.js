@@ -1,0 +1,44 @@
+"use strict";
+(() => {
+  const live = document.getElementById("live");
+  const conn = document.getElementById("conn");
+  if (!live || !window.EventSource) return;
+  // Logs the reader opened or closed stay so across updates.
+  const chosen = new Map();
+  live.addEventListener("click", (e) => {
+    const s = e.target.closest("details.log > summary");
+    if (s) chosen.set(s.parentElement.getAttribute("data-log"), !s.parentElement.open);
+  });
+  const words = (ms) => {
+    if (ms < 1000) return Math.floor(ms) + "ms";
+    if (ms < 60000) return (ms / 1000).toFixed(1) + "s";
+    const pad = (n) => String(Math.floor(n)).padStart(2, "0");
+    if (ms < 3600000) return Math.floor(ms / 60000) + "m" + pad((ms / 1000) % 60) + "s";
+    return Math.floor(ms / 3600000) + "h" + pad((ms / 60000) % 60) + "m";
+  };
+  let since = performance.now();
+  setInterval(() => {
+    const gone = performance.now() - since;
+    for (const el of live.querySelectorAll("[data-running-ms]")) {
+      el.textContent = words(Number(el.getAttribute("data-running-ms")) + gone);
+    }
+  }, 1000);
+  const show = (state, text) => { conn.className = state; conn.textContent = text; };
+  const es = new EventSource("events");
+  es.addEventListener("open", () => show("live", "live"));
+  es.addEventListener("error", () => show("down", es.readyState === EventSource.CLOSED ? "offline: reload to update" : "reconnecting…"));
+  es.addEventListener("view", (e) => {
+    const v = JSON.parse(e.data);
+    live.innerHTML = v.html;
+    document.title = v.title;
+    since = performance.now();
+    for (const d of live.querySelectorAll("details.log")) {
+      const want = chosen.get(d.getAttribute("data-log"));
+      if (want !== undefined) d.open = want;
+      const pre = d.querySelector("pre");
+      if (pre) pre.scrollTop = pre.scrollHeight;
+    }
+    show("live", "live");
+  });
+  for (const pre of live.querySelectorAll("details.log pre")) pre.scrollTop = pre.scrollHeight;
+})();

@@ -1,0 +1,113 @@
+package web
+
+import (
+	"sync"
+	"time"
+)
+
+// Source is what the page shows and when to look again. View must be safe to
+// call from several goroutines at once and should be cheap: each change is
+// read once for all open pages. A view handed out is the page's to read while
+// the source moves on: the source must not change it, nor the slices and
+// reports it holds, afterwards.
+type Source interface {
+	// View is the workspace as of now.
+	View() View
+	// Changed returns a channel that is closed at the first change after the
+	// call. A change the page must show without one (a log that grows) is
+	// picked up by [Options.Refresh].
+	Changed() <-chan struct{}
+}
+
+// Phases of a step, as the state's run records name them.
+const (
+	PhasePlanned     = "planned"
+	PhaseDispatching = "dispatching"
+	PhaseInProgress  = "in_progress"
+	PhaseBlocked     = "blocked"
+	PhaseReviewing   = "reviewing"
+	PhaseDone        = "done"
+)
+
+// View is one picture of a workspace: its plan, the plan's steps and the
+// notifications sent so far. Every string in it may come from a plan, an
+// agent or a log, and is shown escaped.
+type View struct {
+	Plan     string // the plan's name
+	Status   string // the plan's status: RUNNING, DONE, BLOCKED, …
+	Waiting  string // what the plan waits for, in words; may be empty
+	Blockers []string
+	// Reports is whether the plan's workers report (DESIGN §7). Without reports
+	// a step in_progress is shown as "running": nobody said it was accepted.
+	Reports bool
+	Steps   []StepView
+	// Notifications in the order they were sent; the page shows the newest
+	// first.
+	Notifications []NoteView
+	// Edges are the graph's arrows, from step id to step id. Without edges the
+	// steps are drawn as a chain in their order. An edge naming no step is
+	// left out.
+	Edges [][2]string
+}
+
+// StepView is one step's line.
+type StepView struct {
+	ID         string
+	Title      string
+	Phase      string // one of the Phase constants; another value is shown as it is, in grey
+	Status     string // the original's status: PENDING, IN_PROGRESS, DONE, FAILED
+	Tries      int
+	DurationMs *int64 // the last try's run time; nil when none was recorded
+	Running    bool   // the duration grows: the page ticks it between updates
+	Error      string // the last failed try's error
+	Blocker    string // why the step cannot go on, when it is blocked
+	LastReport *ReportView
+	LogTail    string // the end of the current try's log; the page shows the last Options.LogTailBytes
+}
+
+// ReportView is a worker's report (DESIGN §7).
+type ReportView struct {
+	Status   string // accepted, milestone, blocked, done
+	Summary  string
+	Evidence string
+	Risk     string
+	Next     string
+	Time     time.Time
+}
+
+// NoteView is one notification sent to the user (DESIGN §8).
+type NoteView struct {
+	Time   time.Time
+	Step   string
+	Try    int
+	Status string
+	Output string
+	Next   string
+}
+
+// Signal is the Changed half of a Source: Changed hands out a channel that the
+// next Notify closes. The zero value is ready to use.
+type Signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Changed returns a channel that is closed by the next Notify.
+func (s *Signal) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// Notify wakes everyone waiting on a channel from Changed.
+func (s *Signal) Notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+}
