@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/stepseq/stepseq/executor"
@@ -106,16 +107,14 @@ func Recent(dir string, n int) ([]Report, error) {
 	}
 	// A report delivered twice (a crash between delivery and cursor) shows once.
 	seen := make(map[string]bool, len(out))
-	kept := out[:0]
+	kept := make([]Report, 0, len(out))
 	for i := len(out) - 1; i >= 0; i-- {
 		if r := out[i]; !seen[r.ID] {
 			seen[r.ID] = true
 			kept = append(kept, r)
 		}
 	}
-	for i, j := 0, len(kept)-1; i < j; i, j = i+1, j-1 {
-		kept[i], kept[j] = kept[j], kept[i]
-	}
+	slices.Reverse(kept)
 	return kept, nil
 }
 
