@@ -94,14 +94,17 @@ func Recent(dir string, n int) ([]Report, error) {
 		return nil, nil
 	}
 	path := filepath.Join(metaDir(dir), FeedName)
+	// A repeat (a crash between a delivery and its cursor) is rare: read a few
+	// lines more than asked so that dropping repeats still leaves n.
+	want := n + 8
 	var out []Report
 	for _, p := range []string{path, path + ".1"} {
-		got, err := tail(p, n-len(out))
+		got, err := tail(p, want-len(out))
 		if err != nil {
 			return nil, err
 		}
 		out = append(got, out...)
-		if len(out) >= n {
+		if len(out) >= want {
 			break
 		}
 	}
@@ -115,6 +118,9 @@ func Recent(dir string, n int) ([]Report, error) {
 		}
 	}
 	slices.Reverse(kept)
+	if len(kept) > n {
+		kept = kept[len(kept)-n:]
+	}
 	return kept, nil
 }
 

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +27,8 @@ import (
 //	notify-helper hang PIDS            start a child, write "leader child" pids to
 //	                                   PIDS, and block with SIGTERM ignored (as the child)
 //	notify-helper block                block with SIGTERM ignored
+//	notify-helper notifier WS URL N    emit N reports to a webhook from WS, write
+//	                                   their IDs to WS/ids, then wait to be killed
 func TestMain(m *testing.M) {
 	if len(os.Args) > 2 && os.Args[1] == "notify-helper" {
 		os.Exit(helper(os.Args[2], os.Args[3:]))
@@ -82,6 +87,8 @@ func helper(mode string, args []string) int {
 	case "block":
 		signal.Ignore(syscall.SIGTERM)
 		select {}
+	case "notifier":
+		return notifierProcess(args[0], args[1], args[2])
 	}
 	return 2
 }
@@ -128,4 +135,30 @@ func readRecords(t *testing.T, path string) []helperRecord {
 		out = append(out, r)
 	}
 	return out
+}
+
+func notifierProcess(ws, url, count string) int {
+	n, err := New(Config{Dir: ws, Sinks: []SinkConfig{{Webhook: url}}, Retry: quickRetry,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, _ := strconv.Atoi(count)
+	var ids []byte
+	for i := range c {
+		r, err := n.Emit(Report{Plan: "p", Step: "s", Try: i + 1, Status: "milestone"})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		ids = append(append(ids, r.ID...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(ws, "ids.tmp"), ids, 0o644); err != nil {
+		return 1
+	}
+	if err := os.Rename(filepath.Join(ws, "ids.tmp"), filepath.Join(ws, "ids")); err != nil {
+		return 1
+	}
+	select {}
 }
