@@ -22,7 +22,7 @@ func TestCommand_StdinAndEnvironment(t *testing.T) {
 	}
 	defer closeNotifier(t, n)
 	sent, err := n.Emit(Report{Plan: "release", Step: "test", Try: 2, Who: "claude", Status: "blocked",
-		Output: "flaky: 'quoted' $HOME `x`", Next: "a human looks at it"})
+		Output: "flaky: 'quoted' $HOME `x` \x00 nul", Next: "a human looks at it"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestCommand_StdinAndEnvironment(t *testing.T) {
 	want := map[string]string{
 		"STEPSEQ_NOTIFY_ID": sent.ID, "STEPSEQ_NOTIFY_PLAN": "release", "STEPSEQ_NOTIFY_STEP": "test",
 		"STEPSEQ_NOTIFY_TRY": "2", "STEPSEQ_NOTIFY_WHO": "claude", "STEPSEQ_NOTIFY_STATUS": "blocked",
-		"STEPSEQ_NOTIFY_OUTPUT": sent.Output, "STEPSEQ_NOTIFY_NEXT": "a human looks at it",
+		"STEPSEQ_NOTIFY_OUTPUT": "flaky: 'quoted' $HOME `x`  nul", "STEPSEQ_NOTIFY_NEXT": "a human looks at it",
 		"STEPSEQ_NOTIFY_TIME": sent.Time.UTC().Format(time.RFC3339Nano),
 	}
 	for k, v := range want {

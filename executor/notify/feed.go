@@ -124,6 +124,22 @@ func Recent(dir string, n int) ([]Report, error) {
 	return kept, nil
 }
 
+// Since returns the reports of the feed in dir that came after the report with
+// ID after (all of the last max when after is empty or no longer in view), oldest
+// first. IDs of one workspace sort in emit order, which is what makes this work;
+// status --follow calls it each time the feed changes.
+func Since(dir, after string, max int) ([]Report, error) {
+	recent, err := Recent(dir, max)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(recent) && recent[i].ID <= after {
+		i++
+	}
+	return recent[i:], nil
+}
+
 // tail reads the last n well-formed reports of one file, reading backwards a block
 // at a time.
 func tail(path string, n int) ([]Report, error) {

@@ -44,6 +44,10 @@ func TestRecent(t *testing.T) {
 			t.Errorf("Recent(%d) = %v, want %v", k, gotIDs, want)
 		}
 	}
+	since, err := Since(ws, ids[35], 100)
+	if err != nil || len(since) != 4 || since[0].ID != ids[36] || since[3].ID != ids[39] {
+		t.Errorf("Since(%s) = %v, %v; want the last four", ids[35], since, err)
+	}
 	// A repeated delivery shows once.
 	f, _ := os.OpenFile(filepath.Join(meta, FeedName), os.O_WRONLY|os.O_APPEND, 0)
 	line, _ := os.ReadFile(filepath.Join(meta, FeedName))

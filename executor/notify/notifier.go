@@ -233,6 +233,25 @@ func (n *Notifier) closeSinks() {
 	_ = n.feed.close()
 }
 
+// Flush waits until every sink has delivered (or given up) every report emitted so
+// far, or ctx ends. A short-lived driver (check, step) calls it before Close so
+// that its reports go out now rather than with the next notifier.
+func (n *Notifier) Flush(ctx context.Context) error {
+	for {
+		left, changed := n.ob.behind()
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-n.ctx.Done():
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("notify: flush: %d reports undelivered: %w", left, ctx.Err())
+		}
+	}
+}
+
 // OutboxBytes is the outbox's size on disk.
 func (n *Notifier) OutboxBytes() int64 { return n.ob.bytes() }
 

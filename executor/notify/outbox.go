@@ -50,6 +50,7 @@ type outbox struct {
 	total   int64
 	cursors map[string]*cursor
 	ids     idSource
+	changed chan struct{} // closed and replaced whenever a cursor moves
 }
 
 const (
@@ -68,7 +69,8 @@ func openOutbox(dir string, segBytes, maxBytes int64, sinks []string) (*outbox, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	o := &outbox{dir: dir, segBytes: segBytes, maxBytes: maxBytes, next: 1, cursors: map[string]*cursor{}}
+	o := &outbox{dir: dir, segBytes: segBytes, maxBytes: maxBytes, next: 1, cursors: map[string]*cursor{},
+		changed: make(chan struct{})}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
@@ -320,6 +322,20 @@ func (o *outbox) done(sink string, seq uint64) {
 	if len(o.segs) > 1 && c.next >= o.segs[1].first {
 		o.compact()
 	}
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// behind is how many reports the sink furthest behind has yet to deliver, and a
+// channel closed when that may have changed.
+func (o *outbox) behind() (uint64, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var most uint64
+	for _, c := range o.cursors {
+		most = max(most, o.next-c.next)
+	}
+	return most, o.changed
 }
 
 // bytes is the outbox's size on disk.
@@ -405,8 +421,16 @@ func (o *outbox) read(rd *reader) (rec record, dropped uint64, ok bool, err erro
 		if rd.f == nil || rd.segFirst != seg.first {
 			rd.close()
 			f, err := os.Open(seg.path)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // dropped meanwhile: look again
+			if errors.Is(err, fs.ErrNotExist) && nextFirst != 0 {
+				// Gone: the cap dropped it meanwhile (and moved the cursor), or
+				// someone removed it. Either way its reports are past.
+				o.mu.Lock()
+				if c.next < nextFirst {
+					c.dropped += nextFirst - c.next
+					c.next = nextFirst
+				}
+				o.mu.Unlock()
+				continue
 			}
 			if err != nil {
 				return rec, dropped, false, fmt.Errorf("outbox: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -61,7 +62,7 @@ func cut(s string, max int) string {
 // env is the report as STEPSEQ_NOTIFY_* variables for a command sink. Output is
 // cut shorter than in the JSON: the environment is not the place for long text.
 func (r Report) env() []string {
-	return []string{
+	vars := []string{
 		"STEPSEQ_NOTIFY_ID=" + r.ID,
 		"STEPSEQ_NOTIFY_TIME=" + r.Time.UTC().Format(time.RFC3339Nano),
 		"STEPSEQ_NOTIFY_PLAN=" + r.Plan,
@@ -72,6 +73,11 @@ func (r Report) env() []string {
 		"STEPSEQ_NOTIFY_OUTPUT=" + cut(r.Output, 4<<10),
 		"STEPSEQ_NOTIFY_NEXT=" + r.Next,
 	}
+	// A NUL cannot be passed in the environment; exec would refuse the command.
+	for i, v := range vars {
+		vars[i] = strings.ReplaceAll(v, "\x00", "")
+	}
+	return vars
 }
 
 // idSource makes report IDs: 16 hex digits of a nanosecond clock that never goes

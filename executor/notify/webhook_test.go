@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -122,5 +123,26 @@ func TestNotifier_EmitAfterClose(t *testing.T) {
 	closeNotifier(t, n)
 	if _, err := n.Emit(Report{Status: "done"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("emit after close: %v, want ErrClosed", err)
+	}
+}
+
+// Flush returns once every sink has every report: a short-lived driver's reports
+// go out before it exits.
+func TestNotifier_Flush(t *testing.T) {
+	h := newHook(t)
+	h.failures.Store(2)
+	n, err := New(Config{Dir: t.TempDir(), Sinks: []SinkConfig{{Webhook: h.srv.URL}}, Retry: quickRetry, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNotifier(t, n)
+	ids := emitN(t, n, 3, "s")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.received(); !slices.Equal(got, ids) {
+		t.Errorf("after Flush the webhook has %v, want %v", got, ids)
 	}
 }
