@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,9 @@ func eventually(t testing.TB, what string, cond func() bool) {
 var quickRetry = Retry{Initial: time.Millisecond, Max: 4 * time.Millisecond, For: time.Hour}
 
 func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("NOTIFY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
