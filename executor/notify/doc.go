@@ -21,9 +21,10 @@
 // typical reports) plus the segment being written; past that the oldest segment is
 // dropped, and its reports count as given up for the sinks that had not delivered
 // them. Every string field of a report is capped (Output 8 KiB, Next 2 KiB, the
-// others 512 bytes), so one outbox record is under 12 KiB. Memory does not grow with
-// the backlog: a sink holds one read buffer (64 KiB) and the report it is
-// delivering. The feed rotates to notifications.jsonl.1 past Config.FeedBytes
+// others 512 bytes): a typical record is about 300 bytes, and none passes 128 KiB
+// even with every byte escaped. Memory does not grow with the backlog: a sink
+// holds one read buffer (64 KiB, more only for a longer record) and the report it
+// is delivering. The feed rotates to notifications.jsonl.1 past Config.FeedBytes
 // (default 8 MiB, as the journal).
 //
 // Retries. A failed delivery is retried with exponential backoff, from

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -61,7 +62,7 @@ func (d *feed) open() error {
 	if d.f != nil {
 		return nil
 	}
-	f, err := os.OpenFile(d.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := openFile(d.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
@@ -146,20 +147,17 @@ func tail(path string, n int) ([]Report, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	f, err := os.Open(path)
+	f, err := openFile(path, os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read %s: %w", FeedName, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, nil
 	}
 	const block = 64 << 10
 	end := info.Size()

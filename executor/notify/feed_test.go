@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 )
@@ -81,5 +82,27 @@ func TestCut(t *testing.T) {
 		if len(tc.in) > tc.max && !strings.HasSuffix(got, "…") {
 			t.Errorf("cut(%q) = %q, no mark", tc.in, got)
 		}
+	}
+}
+
+// A FIFO or a symlink where the feed should be is refused, never waited on or
+// followed.
+func TestRecent_RefusesOddFiles(t *testing.T) {
+	for name, create := range map[string]func(path string) error{
+		"fifo":    func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"symlink": func(p string) error { return os.Symlink("/etc/passwd", p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			meta := filepath.Join(t.TempDir(), ".stepseq")
+			if err := os.Mkdir(meta, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := create(filepath.Join(meta, FeedName)); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := Recent(meta, 5); err == nil {
+				t.Errorf("Recent = %v, want an error", got)
+			}
+		})
 	}
 }

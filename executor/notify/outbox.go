@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -132,44 +134,81 @@ func (o *outbox) recoverTail() error {
 		return nil
 	}
 	last := &o.segs[len(o.segs)-1]
-	data, err := os.ReadFile(last.path)
+	f, err := openFile(last.path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	whole := bytes.LastIndexByte(data, '\n') + 1
 	o.next = last.first
-	for rest := data[:whole]; len(rest) > 0; {
-		i := bytes.IndexByte(rest, '\n')
+	var whole int64 // bytes of whole records
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, readChunk), maxRecordBytes)
+	sc.Split(scanLines)
+	for sc.Scan() {
+		line := sc.Bytes()
+		whole += int64(len(line)) + 1
 		var rec record
-		if json.Unmarshal(rest[:i], &rec) == nil && rec.Seq >= o.next {
-			o.next = rec.Seq + 1
-			var r struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(rec.Report, &r) == nil {
-				o.ids.observe(r.ID)
-			}
+		if json.Unmarshal(line, &rec) != nil || rec.Seq < o.next {
+			continue
 		}
-		rest = rest[i+1:]
+		o.next = rec.Seq + 1
+		var r struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(rec.Report, &r) == nil {
+			o.ids.observe(r.ID)
+		}
 	}
-	f, err := os.OpenFile(last.path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
-	}
-	if int64(whole) < int64(len(data)) {
-		if err := f.Truncate(int64(whole)); err != nil {
+	// A scan error (a read error, a line past maxRecordBytes) ends the segment
+	// where the scan stopped, as a partial record does.
+	if whole < last.size {
+		if err := f.Truncate(whole); err != nil {
 			f.Close()
 			return fmt.Errorf("outbox: cut partial record: %w", err)
 		}
 	}
-	last.size = int64(whole)
+	last.size = whole
 	o.active = f
 	return nil
 }
 
+// scanLines splits whole lines only: a last line without its newline is a record
+// cut short, not a record.
+func scanLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF {
+		return len(data), nil, bufio.ErrFinalToken
+	}
+	return 0, nil, nil
+}
+
+// maxRecordBytes bounds one outbox line: a report with every field at its cap and
+// every byte escaped (\u0000 is six bytes for one) fits with room to spare.
+const maxRecordBytes = 128 << 10
+
+// openFile opens a file of stepseq's own without following a symlink or blocking
+// on a FIFO that someone put in its place, and refuses anything but a regular file.
+func openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return f, nil
+}
+
 func (o *outbox) openCursor(name string) error {
 	path := filepath.Join(o.dir, name+cursorSuffix)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("outbox cursor: %w", err)
 	}
@@ -259,7 +298,7 @@ func (o *outbox) append(r Report, now time.Time) (Report, error) {
 // rotate starts a new segment with the next record.
 func (o *outbox) rotate() error {
 	path := filepath.Join(o.dir, segmentName(o.next))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
@@ -420,7 +459,7 @@ func (o *outbox) read(rd *reader) (rec record, dropped uint64, ok bool, err erro
 
 		if rd.f == nil || rd.segFirst != seg.first {
 			rd.close()
-			f, err := os.Open(seg.path)
+			f, err := openFile(seg.path, os.O_RDONLY, 0)
 			if errors.Is(err, fs.ErrNotExist) && nextFirst != 0 {
 				// Gone: the cap dropped it meanwhile (and moved the cursor), or
 				// someone removed it. Either way its reports are past.
