@@ -47,13 +47,16 @@ type Retry struct {
 
 // Config configures a Notifier. Zero fields take the defaults named beside them.
 type Config struct {
-	Dir     string // the workspace, or its .stepseq folder
+	Dir string // the workspace, or its .stepseq folder
+	// Sinks besides the feed, which is always there. A sink is known across restarts
+	// by its argv or URL: one new to the folder starts with the next report, and the
+	// cursor of one no longer listed is removed with its backlog.
 	Sinks   []SinkConfig
 	Timeout time.Duration // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
 	Grace   time.Duration // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
 	Retry   Retry         // DefaultRetry, field by field
 	Logger  *slog.Logger  // nil: slog.Default()
-	Now     func() time.Time
+	Now     func() time.Time // stamps reports and ages them for Retry.For; nil: time.Now
 	// OnGiveUp is called, from the sink's goroutine, when a sink abandons a report:
 	// its retries ran out, or the outbox cap dropped it (err wraps ErrDropped). sink
 	// is the sink's name as logs show it ("webhook https://host", "command argv0",
@@ -66,7 +69,8 @@ type Config struct {
 }
 
 // Notifier delivers reports from its outbox to its sinks. Its methods are safe
-// for concurrent use.
+// for concurrent use. One notifier at a time uses a folder: the holder of the
+// workspace lock.
 type Notifier struct {
 	cfg    Config
 	log    *slog.Logger

@@ -261,6 +261,7 @@ func (o *outbox) append(r Report, now time.Time) (Report, error) {
 	if r.Time.IsZero() {
 		r.Time = now
 	}
+	r.Time = r.Time.UTC() // as it reads back from JSON
 	if r.ID == "" {
 		r.ID = o.ids.next(now)
 	}
