@@ -52,10 +52,10 @@ type Config struct {
 	// by its argv or URL: one new to the folder starts with the next report, and the
 	// cursor of one no longer listed is removed with its backlog.
 	Sinks   []SinkConfig
-	Timeout time.Duration // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
-	Grace   time.Duration // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
-	Retry   Retry         // DefaultRetry, field by field
-	Logger  *slog.Logger  // nil: slog.Default()
+	Timeout time.Duration    // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
+	Grace   time.Duration    // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
+	Retry   Retry            // DefaultRetry, field by field
+	Logger  *slog.Logger     // nil: slog.Default()
 	Now     func() time.Time // stamps reports and ages them for Retry.For; nil: time.Now
 	// OnGiveUp is called, from the sink's goroutine, when a sink abandons a report:
 	// its retries ran out, or the outbox cap dropped it (err wraps ErrDropped). sink
