@@ -125,21 +125,19 @@ func TestCommand_HangsWithoutDelayingOthers(t *testing.T) {
 		}
 	}
 	closeNotifier(t, n)
-	for _, pid := range p {
-		if alive(pid) {
-			t.Errorf("pid %d outlived Close", pid)
-		}
-	}
+	// Close has sent SIGKILL to the group; the kernel ends its members shortly.
+	eventually(t, "the hung group ended", func() bool { return !alive(p[0]) && !alive(p[1]) })
 }
 
 // After the timeout the command's whole group gets SIGTERM, then SIGKILL: the
-// leader and its child ignore SIGTERM and must still go.
+// leader and its child ignore SIGTERM and must still go. (The command is retried
+// meanwhile, each try stopped in its turn; a slow machine may stop a try before it
+// writes its pids, and a later try writes them.)
 func TestCommand_TimeoutStopsGroup(t *testing.T) {
 	pids := filepath.Join(t.TempDir(), "pids")
 	reg := prometheus.NewRegistry()
 	n, err := New(Config{Dir: t.TempDir(), Logger: testLogger(t), Registerer: reg,
-		Timeout: 200 * time.Millisecond, Grace: 50 * time.Millisecond,
-		Retry: Retry{Initial: time.Hour, Max: time.Hour, For: time.Hour},
+		Timeout: time.Second, Grace: 50 * time.Millisecond, Retry: quickRetry,
 		Sinks: []SinkConfig{{Command: helperArgv("hang", pids)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -149,5 +147,5 @@ func TestCommand_TimeoutStopsGroup(t *testing.T) {
 	eventually(t, "the hung command's pids", func() bool { return len(readPids(pids)) == 2 })
 	p := readPids(pids)
 	eventually(t, "the group stopped", func() bool { return !alive(p[0]) && !alive(p[1]) })
-	eventually(t, "the failure counted", func() bool { return counter(t, reg, "stepseq_notify_failed_total", KindCommand) == 1 })
+	eventually(t, "the failure counted", func() bool { return counter(t, reg, "stepseq_notify_failed_total", KindCommand) >= 1 })
 }

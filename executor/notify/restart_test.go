@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -23,7 +24,7 @@ func TestNotifier_RestartDeliversWhatWasLeft(t *testing.T) {
 	h.down.Store(true)
 	reg := prometheus.NewRegistry()
 	cfg := Config{Dir: ws, Logger: testLogger(t), Retry: quickRetry, Registerer: reg,
-		Sinks: []SinkConfig{{Webhook: h.srv.URL}, {Command: []string{"/bin/sh", "-c", `test -e "$1" && cat >>"$2"`, "sh", gate, out}}}}
+		Sinks: []SinkConfig{{Webhook: h.srv.URL}, {Command: []string{"/bin/sh", "-c", `test -e "$1" && r=$(cat) && printf '%s\n' "$r" >>"$2"`, "sh", gate, out}}}}
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +131,12 @@ func reportLines(t *testing.T, path string) []Report {
 		t.Fatal(err)
 	}
 	var out []Report
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+	// Whole lines only: a command may be writing the last one.
+	whole := string(data[:bytes.LastIndexByte(data, '\n')+1])
+	for _, line := range strings.Split(strings.TrimSuffix(whole, "\n"), "\n") {
+		if line == "" && whole == "" {
+			break
+		}
 		var r Report
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("line %q: %v", line, err)

@@ -22,7 +22,11 @@ func TestNotifier_WebhookFailsThenRecovers(t *testing.T) {
 	}
 	defer closeNotifier(t, n)
 	ids := emitN(t, n, 5, "build")
-	eventually(t, "all five reports at the webhook", func() bool { return len(h.received()) >= 5 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if got := firstSeen(h.received()); !slices.Equal(got, ids) {
 		t.Errorf("received %v, want %v in order", got, ids)
 	}
