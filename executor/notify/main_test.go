@@ -23,7 +23,6 @@ import (
 //	notify-helper record FILE [GATE]   append {stdin, env, dir} as one line to FILE;
 //	                                   exit 3 instead while GATE is given and missing
 //	notify-helper failfirst MARK FILE  fail once (creating MARK), then record to FILE
-//	notify-helper fifo PATH            write the report's ID and a newline to PATH
 //	notify-helper hang PIDS            start a child, write "leader child" pids to
 //	                                   PIDS, and block with SIGTERM ignored (as the child)
 //	notify-helper block                block with SIGTERM ignored
@@ -65,15 +64,6 @@ func helper(mode string, args []string) int {
 			return 1
 		}
 		return writeRecord(args[1])
-	case "fifo":
-		f, err := os.OpenFile(args[0], os.O_WRONLY, 0)
-		if err != nil {
-			return 1
-		}
-		fmt.Fprintln(f, os.Getenv("STEPSEQ_NOTIFY_ID"))
-		f.Close()
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		return 0
 	case "hang":
 		signal.Ignore(syscall.SIGTERM)
 		child := exec.Command(os.Args[0], "notify-helper", "block")
