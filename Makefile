@@ -49,7 +49,7 @@ e2e-deps:
 # Whole-system benchmarks run once each (they time many steps inside); the
 # micro-benchmarks of planspec run for the usual second.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./watcher
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor/... ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 
 fuzz:

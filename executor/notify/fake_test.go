@@ -1,0 +1,46 @@
+package notify
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// fakeSink is a destination in memory: it records each attempt, fails while fail
+// says so, and blocks each attempt until gate is closed, when there is a gate.
+type fakeSink struct {
+	gate chan struct{}
+	fail func(Report) error
+
+	mu        sync.Mutex
+	attempts  []time.Time
+	delivered []string
+}
+
+func (f *fakeSink) deliver(ctx context.Context, r Report, _ []byte) error {
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attempts = append(f.attempts, time.Now())
+	if f.fail != nil {
+		if err := f.fail(r); err != nil {
+			return err
+		}
+	}
+	f.delivered = append(f.delivered, r.ID)
+	return nil
+}
+
+func (f *fakeSink) ids() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.delivered...)
+}
+
+func (f *fakeSink) config(id string) SinkConfig { return SinkConfig{deliver: f, testID: id} }

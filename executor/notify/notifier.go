@@ -1,0 +1,408 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout        = 10 * time.Second // one delivery attempt
+	DefaultGrace          = 2 * time.Second  // SIGTERM to SIGKILL of a command's group
+	DefaultSegmentBytes   = 1 << 20
+	DefaultMaxOutboxBytes = 16 << 20
+)
+
+// DefaultRetry is the retry policy of every sink: backoff from 1s doubling to 5m,
+// and a report given up once it is an hour old and its delivery still fails.
+var DefaultRetry = Retry{Initial: time.Second, Max: 5 * time.Minute, For: time.Hour}
+
+// ErrDropped is what OnGiveUp receives for reports the outbox cap removed before a
+// sink delivered them (the Report passed is then empty).
+var ErrDropped = errors.New("notify: outbox full, oldest reports dropped")
+
+// SinkConfig is one destination: a command or a webhook, exactly one of them.
+type SinkConfig struct {
+	Command []string // argv, run without a shell
+	Webhook string   // http or https URL
+
+	deliver deliverer // a test's destination, of kind "test", named testID
+	testID  string
+}
+
+// Retry is a sink's retry policy.
+type Retry struct {
+	Initial time.Duration // the first wait after a failure
+	Max     time.Duration // the longest wait between attempts
+	For     time.Duration // a failing report older than this is given up
+}
+
+// Config configures a Notifier. Zero fields take the defaults named beside them.
+type Config struct {
+	Dir string // the workspace, or its .stepseq folder
+	// Sinks besides the feed, which is always there. A sink is known across restarts
+	// by its argv or URL: one new to the folder starts with the next report, and the
+	// cursor of one no longer listed is removed with its backlog.
+	Sinks   []SinkConfig
+	Timeout time.Duration    // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
+	Grace   time.Duration    // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
+	Retry   Retry            // DefaultRetry, field by field
+	Logger  *slog.Logger     // nil: slog.Default()
+	Now     func() time.Time // stamps reports and ages them for Retry.For; nil: time.Now
+	// OnGiveUp is called, from the sink's goroutine, when a sink abandons a report:
+	// its retries ran out, or the outbox cap dropped it (err wraps ErrDropped). sink
+	// is the sink's name as logs show it ("webhook https://host", "command argv0",
+	// "file"); a webhook's path and query, which may hold a secret, are left out.
+	OnGiveUp       func(sink string, r Report, err error)
+	Registerer     prometheus.Registerer // nil: no metrics registered
+	SegmentBytes   int64                 // DefaultSegmentBytes
+	MaxOutboxBytes int64                 // DefaultMaxOutboxBytes
+	FeedBytes      int64                 // DefaultFeedBytes
+}
+
+// Notifier delivers reports from its outbox to its sinks. Its methods are safe
+// for concurrent use. One notifier at a time uses a folder: the holder of the
+// workspace lock.
+type Notifier struct {
+	cfg    Config
+	log    *slog.Logger
+	ob     *outbox
+	feed   *feed
+	sinks  []*sink
+	m      *metrics
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// sink is one destination and its goroutine's state.
+type sink struct {
+	id    string // names the cursor
+	name  string // for logs and OnGiveUp
+	kind  string
+	d     deliverer
+	wake  chan struct{} // 1 slot: a report is waiting
+	fails int           // consecutive failed attempts
+}
+
+// New opens the outbox under cfg.Dir, starts one goroutine per sink and delivers
+// what an earlier notifier on the same folder left undelivered.
+func New(cfg Config) (*Notifier, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("notify: no directory")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Retry.Initial <= 0 {
+		cfg.Retry.Initial = DefaultRetry.Initial
+	}
+	if cfg.Retry.Max <= 0 {
+		cfg.Retry.Max = DefaultRetry.Max
+	}
+	if cfg.Retry.For <= 0 {
+		cfg.Retry.For = DefaultRetry.For
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SegmentBytes <= 0 {
+		cfg.SegmentBytes = DefaultSegmentBytes
+	}
+	if cfg.MaxOutboxBytes <= 0 {
+		cfg.MaxOutboxBytes = DefaultMaxOutboxBytes
+	}
+	if cfg.FeedBytes <= 0 {
+		cfg.FeedBytes = DefaultFeedBytes
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	meta := metaDir(cfg.Dir)
+	n := &Notifier{cfg: cfg, log: log.With("component", "notify"), m: newMetrics(cfg.Registerer)}
+	n.feed = &feed{path: filepath.Join(meta, FeedName), max: cfg.FeedBytes}
+	n.sinks = append(n.sinks, &sink{id: KindFile, name: KindFile, kind: KindFile, d: n.feed, wake: make(chan struct{}, 1)})
+	seen := map[string]bool{KindFile: true}
+	for _, sc := range cfg.Sinks {
+		s, err := n.newSink(sc, filepath.Dir(meta))
+		if err != nil {
+			n.closeSinks()
+			return nil, err
+		}
+		if !seen[s.id] {
+			seen[s.id] = true
+			n.sinks = append(n.sinks, s)
+		}
+	}
+	ids := make([]string, len(n.sinks))
+	for i, s := range n.sinks {
+		ids[i] = s.id
+	}
+	ob, err := openOutbox(filepath.Join(meta, "outbox"), cfg.SegmentBytes, cfg.MaxOutboxBytes, ids)
+	if err != nil {
+		n.closeSinks()
+		return nil, err
+	}
+	n.ob = ob
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	for _, s := range n.sinks {
+		s.wake <- struct{}{} // deliver what was left
+		n.wg.Add(1)
+		go n.run(s)
+	}
+	return n, nil
+}
+
+func (n *Notifier) newSink(sc SinkConfig, workspace string) (*sink, error) {
+	s := &sink{wake: make(chan struct{}, 1)}
+	switch {
+	case sc.deliver != nil:
+		s.kind, s.d = "test", sc.deliver
+		s.id, s.name = sinkID(s.kind, sc.testID), "test "+sc.testID
+	case len(sc.Command) > 0 && sc.Webhook == "":
+		s.kind = KindCommand
+		s.d = &command{argv: sc.Command, dir: workspace, grace: n.cfg.Grace}
+		s.id, s.name = sinkID(KindCommand, sc.Command...), KindCommand+" "+sc.Command[0]
+	case sc.Webhook != "" && len(sc.Command) == 0:
+		w, err := newWebhook(sc.Webhook)
+		if err != nil {
+			return nil, err
+		}
+		s.kind, s.d = KindWebhook, w
+		s.id, s.name = sinkID(KindWebhook, sc.Webhook), KindWebhook+" "+redact(sc.Webhook)
+	default:
+		return nil, errors.New("notify: a sink is a command or a webhook, exactly one")
+	}
+	return s, nil
+}
+
+// Emit makes r durable in the outbox and wakes the sinks; it never waits on one.
+// It fills in r's ID, and its Time when zero, caps its fields, and returns the
+// report as it will be delivered. An error means r is not in the outbox (the disk
+// is full, or the notifier is closed): the caller journals it.
+func (n *Notifier) Emit(r Report) (Report, error) {
+	r, err := n.ob.append(r.capped(), n.cfg.Now())
+	if err != nil {
+		return r, err
+	}
+	n.m.emitted.Inc()
+	for _, s := range n.sinks {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return r, nil
+}
+
+// Close stops the sinks' goroutines, stopping a command or request in flight, and
+// closes the outbox. Undelivered reports stay in it for the next notifier. It
+// returns ctx's error if the goroutines have not ended when ctx does.
+func (n *Notifier) Close(ctx context.Context) error {
+	var err error
+	n.once.Do(func() {
+		n.cancel()
+		done := make(chan struct{})
+		go func() { n.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		n.closeSinks()
+		err = errors.Join(err, n.ob.close())
+	})
+	return err
+}
+
+func (n *Notifier) closeSinks() {
+	for _, s := range n.sinks {
+		if w, ok := s.d.(*webhook); ok {
+			w.close()
+		}
+	}
+	_ = n.feed.close()
+}
+
+// Flush waits until every sink has delivered (or given up) every report emitted so
+// far, or ctx ends. A short-lived driver (check, step) calls it before Close so
+// that its reports go out now rather than with the next notifier.
+func (n *Notifier) Flush(ctx context.Context) error {
+	for {
+		left, changed := n.ob.behind()
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-n.ctx.Done():
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("notify: flush: %d reports undelivered: %w", left, ctx.Err())
+		}
+	}
+}
+
+// OutboxBytes is the outbox's size on disk.
+func (n *Notifier) OutboxBytes() int64 { return n.ob.bytes() }
+
+// run delivers the outbox to one sink, in order, until Close.
+func (n *Notifier) run(s *sink) {
+	defer n.wg.Done()
+	rd := &reader{sink: s.id}
+	defer rd.close()
+	log := n.log.With("sink", s.name)
+	for {
+		rec, dropped, ok, err := n.ob.read(rd)
+		if dropped > 0 {
+			n.m.givenUp.WithLabelValues(s.kind).Add(float64(dropped))
+			err := fmt.Errorf("%w: %d undelivered", ErrDropped, dropped)
+			log.Warn("reports dropped", "count", dropped, "cap", n.cfg.MaxOutboxBytes)
+			n.giveUp(s, Report{}, err)
+		}
+		switch {
+		case errors.Is(err, ErrClosed):
+			return
+		case err != nil:
+			log.Error("read outbox", "err", err)
+			s.fails++
+			if !n.wait(n.backoff(s.fails)) {
+				return
+			}
+			continue
+		case !ok:
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-s.wake:
+			}
+			continue
+		}
+		if !n.deliver(s, log, rec) {
+			return
+		}
+		n.ob.done(s.id, rec.Seq)
+	}
+}
+
+// deliver tries one report until it is delivered or given up. It returns false
+// when the notifier is closing, leaving the report in the outbox.
+func (n *Notifier) deliver(s *sink, log *slog.Logger, rec record) bool {
+	var r Report
+	if err := json.Unmarshal(rec.Report, &r); err != nil {
+		log.Error("unreadable report in outbox", "seq", rec.Seq, "err", err)
+		return true
+	}
+	for {
+		if s.fails > 0 && !n.wait(n.backoff(s.fails)) {
+			return false
+		}
+		ctx, cancel := context.WithTimeoutCause(n.ctx, n.cfg.Timeout,
+			fmt.Errorf("no answer in %s", n.cfg.Timeout))
+		err := s.d.deliver(ctx, r, rec.Report)
+		cancel()
+		if err == nil {
+			s.fails = 0
+			n.m.delivered.WithLabelValues(s.kind).Inc()
+			return true
+		}
+		if n.ctx.Err() != nil {
+			return false
+		}
+		s.fails++
+		n.m.failed.WithLabelValues(s.kind).Inc()
+		if age := n.cfg.Now().Sub(r.Time); age >= n.cfg.Retry.For {
+			n.m.givenUp.WithLabelValues(s.kind).Inc()
+			log.Error("report given up", "id", r.ID, "step", r.Step, "status", r.Status, "age", age.Round(time.Second), "err", err)
+			n.giveUp(s, r, err)
+			return true
+		}
+		log.Warn("delivery failed", "id", r.ID, "attempt", s.fails, "retry_in", n.backoff(s.fails), "err", err)
+	}
+}
+
+func (n *Notifier) giveUp(s *sink, r Report, err error) {
+	if n.cfg.OnGiveUp != nil {
+		n.cfg.OnGiveUp(s.name, r, err)
+	}
+}
+
+// backoff is the wait before attempt fails+1: Initial doubling, at most Max.
+func (n *Notifier) backoff(fails int) time.Duration {
+	d := n.cfg.Retry.Initial
+	for i := 1; i < fails && d < n.cfg.Retry.Max; i++ {
+		d *= 2
+	}
+	return min(d, n.cfg.Retry.Max)
+}
+
+// wait waits d, or until Close; false means closing.
+func (n *Notifier) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-n.ctx.Done():
+		return false
+	}
+}
+
+// metrics are the notifier's Prometheus series, per sink kind.
+type metrics struct {
+	emitted   prometheus.Counter
+	delivered *prometheus.CounterVec
+	failed    *prometheus.CounterVec
+	givenUp   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		emitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "stepseq_notify_reports_total", Help: "Reports emitted into the outbox.",
+		}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stepseq_notify_delivered_total", Help: "Reports delivered, by sink kind.",
+		}, []string{"sink"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stepseq_notify_failed_total", Help: "Delivery attempts that failed, by sink kind.",
+		}, []string{"sink"}),
+		givenUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "stepseq_notify_given_up_total", Help: "Reports abandoned after their retries or dropped by the outbox cap, by sink kind.",
+		}, []string{"sink"}),
+	}
+	if reg != nil {
+		m.emitted = register(reg, m.emitted)
+		m.delivered = register(reg, m.delivered)
+		m.failed = register(reg, m.failed)
+		m.givenUp = register(reg, m.givenUp)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under its
+// name, so that a notifier made again (a new plan, a restart in a test) counts on.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}

@@ -1,0 +1,122 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func segments(t *testing.T, ws string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(ws, ".stepseq", "outbox", "*"+segmentSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Past MaxOutboxBytes the oldest segments go; the stuck sink hears how many it
+// lost, through OnGiveUp, then gets the rest in order.
+func TestOutbox_CapDropsOldest(t *testing.T) {
+	ws := t.TempDir()
+	fake := &fakeSink{gate: make(chan struct{})}
+	var mu sync.Mutex
+	var dropped []error
+	const segBytes, maxBytes = 4 << 10, 16 << 10
+	n, err := New(Config{Dir: ws, Sinks: []SinkConfig{fake.config("stuck")}, Logger: testLogger(t),
+		Timeout: time.Hour, SegmentBytes: segBytes, MaxOutboxBytes: maxBytes,
+		OnGiveUp: func(_ string, _ Report, err error) { mu.Lock(); dropped = append(dropped, err); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNotifier(t, n)
+	ids := emitN(t, n, 500, "s")
+	for range 100 {
+		if got := n.OutboxBytes(); got > maxBytes+segBytes {
+			t.Fatalf("outbox %d bytes, cap %d", got, maxBytes+segBytes)
+		}
+		ids = append(ids, emitN(t, n, 1, "s")...)
+	}
+	close(fake.gate)
+	eventually(t, "the stuck sink caught up", func() bool {
+		got := fake.ids()
+		return len(got) > 0 && n.ob.pending(sinkID("test", "stuck")) == 0
+	})
+	got := fake.ids()
+	if got[0] != ids[0] {
+		t.Errorf("first delivered %s, want the one in flight %s", got[0], ids[0])
+	}
+	if len(got) >= 600 {
+		t.Fatalf("delivered %d: nothing dropped", len(got))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dropped) == 0 || !errors.Is(dropped[0], ErrDropped) {
+		t.Fatalf("give-ups %v, want ErrDropped", dropped)
+	}
+	// What is delivered after the drop is in order and runs to the last report.
+	if !slices.IsSorted(got) || got[len(got)-1] != ids[len(ids)-1] {
+		t.Errorf("delivered out of order or short: %v", got)
+	}
+}
+
+// Segments every sink has passed are deleted; the one appended to stays.
+func TestOutbox_CompactsDelivered(t *testing.T) {
+	ws := t.TempDir()
+	n, err := New(Config{Dir: ws, Logger: testLogger(t), SegmentBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNotifier(t, n)
+	emitN(t, n, 100, "s")
+	eventually(t, "the feed has every report", func() bool { r, _ := Recent(ws, 200); return len(r) == 100 })
+	eventually(t, "one segment left", func() bool { return len(segments(t, ws)) == 1 })
+	if b := n.OutboxBytes(); b > 2<<10 {
+		t.Errorf("outbox holds %d bytes after delivery", b)
+	}
+}
+
+// A record cut short by a crash is removed when the outbox opens, and numbering
+// goes on from the last whole record.
+func TestOutbox_CutsPartialRecord(t *testing.T) {
+	ws := t.TempDir()
+	stuck := &fakeSink{gate: make(chan struct{})}
+	n, err := New(Config{Dir: ws, Logger: testLogger(t), Sinks: []SinkConfig{stuck.config("x")}, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitN(t, n, 3, "s")
+	closeNotifier(t, n)
+	seg := segments(t, ws)
+	f, err := os.OpenFile(seg[len(seg)-1], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"seq":4,"report":{"id":"half`)
+	f.Close()
+
+	fake := &fakeSink{}
+	n, err = New(Config{Dir: ws, Logger: testLogger(t), Sinks: []SinkConfig{fake.config("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNotifier(t, n)
+	emitN(t, n, 1, "s")
+	eventually(t, "four delivered", func() bool { return len(fake.ids()) == 4 })
+	data, err := os.ReadFile(seg[len(seg)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) {
+		var rec record
+		if err := json.Unmarshal(line, &rec); err != nil || rec.Seq != uint64(i+1) {
+			t.Errorf("line %d: %q (%v)", i+1, line, err)
+		}
+	}
+}

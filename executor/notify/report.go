@@ -1,0 +1,109 @@
+package notify
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Report is what the user hears about one transition: the main agent's format of
+// the workflow protocol (status, output, next) and where it happened.
+type Report struct {
+	// ID is unique and stable: the same report delivered twice has the same ID, and
+	// IDs of one workspace sort in the order the reports were emitted.
+	ID     string    `json:"id"`
+	Time   time.Time `json:"time"`
+	Plan   string    `json:"plan"`
+	Step   string    `json:"step"`   // empty for a report on the whole plan
+	Try    int       `json:"try"`    // 0 for a report on the whole plan
+	Who    string    `json:"who"`    // who speaks: the agent, a worker, stepseq
+	Status string    `json:"status"` // dispatching, accepted, milestone, done, blocked, timeout, heartbeat, ...
+	Output string    `json:"output"` // the summary, evidence or error
+	Next   string    `json:"next"`   // what comes next ("none" when done)
+}
+
+// Caps on a report's fields, in bytes, applied by Emit. A longer value is cut on a
+// character boundary and ends with "…".
+const (
+	MaxOutputBytes = 8 << 10
+	MaxNextBytes   = 2 << 10
+	MaxFieldBytes  = 512 // plan, step, who, status
+)
+
+// capped returns r with every string field within its cap.
+func (r Report) capped() Report {
+	r.Plan = cut(r.Plan, MaxFieldBytes)
+	r.Step = cut(r.Step, MaxFieldBytes)
+	r.Who = cut(r.Who, MaxFieldBytes)
+	r.Status = cut(r.Status, MaxFieldBytes)
+	r.Output = cut(r.Output, MaxOutputBytes)
+	r.Next = cut(r.Next, MaxNextBytes)
+	return r
+}
+
+// cut shortens s to at most max bytes of valid UTF-8, marking the cut.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const mark = "…"
+	i := max - len(mark)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	s = s[:i]
+	return s + mark
+}
+
+// env is the report as STEPSEQ_NOTIFY_* variables for a command sink. Output is
+// cut shorter than in the JSON: the environment is not the place for long text.
+func (r Report) env() []string {
+	vars := []string{
+		"STEPSEQ_NOTIFY_ID=" + r.ID,
+		"STEPSEQ_NOTIFY_TIME=" + r.Time.UTC().Format(time.RFC3339Nano),
+		"STEPSEQ_NOTIFY_PLAN=" + r.Plan,
+		"STEPSEQ_NOTIFY_STEP=" + r.Step,
+		"STEPSEQ_NOTIFY_TRY=" + strconv.Itoa(r.Try),
+		"STEPSEQ_NOTIFY_WHO=" + r.Who,
+		"STEPSEQ_NOTIFY_STATUS=" + r.Status,
+		"STEPSEQ_NOTIFY_OUTPUT=" + cut(r.Output, 4<<10),
+		"STEPSEQ_NOTIFY_NEXT=" + r.Next,
+	}
+	// A NUL cannot be passed in the environment; exec would refuse the command.
+	for i, v := range vars {
+		vars[i] = strings.ReplaceAll(v, "\x00", "")
+	}
+	return vars
+}
+
+// idSource makes report IDs: 16 hex digits of a nanosecond clock that never goes
+// back (so IDs sort in emit order even when the wall clock steps back), a dash, and
+// 8 random hex digits that keep IDs of different workspaces apart.
+type idSource struct {
+	last int64 // nanoseconds of the last ID
+}
+
+func (s *idSource) next(now time.Time) string {
+	n := now.UnixNano()
+	if n <= s.last {
+		n = s.last + 1
+	}
+	s.last = n
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%016x-%s", n, hex.EncodeToString(b[:]))
+}
+
+// observe makes the source continue after an ID read back from the outbox.
+func (s *idSource) observe(id string) {
+	if len(id) < 16 {
+		return
+	}
+	if n, err := strconv.ParseInt(id[:16], 16, 64); err == nil && n > s.last {
+		s.last = n
+	}
+}
