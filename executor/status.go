@@ -43,8 +43,11 @@ type StepReport struct {
 // the state, in words.
 type Waiting struct {
 	// Action is the decision's name as the journal writes it: idle (DONE), launch,
-	// gated, delayed, blocked or running; "invalid" when the conditions do not compile.
+	// gated, delayed, blocked or running; "invalid" when the conditions do not
+	// compile; "cannot-launch" when the step is due but its agent cannot start
+	// (LaunchError says why).
 	Action         string   `json:"action"`
+	LaunchError    string   `json:"launchError,omitempty"`
 	Step           string   `json:"step,omitempty"`
 	Reason         string   `json:"reason"`
 	At             string   `json:"at,omitempty"` // delayed: when the step may start
@@ -131,14 +134,23 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 		w.At = planspec.FormatISO(d.At)
 	case Launch:
 		run := clone.Run(d.Step)
+		try := run.Tries + 1
 		if d.Interrupted {
+			try = run.Tries
 			w.Reason = fmt.Sprintf("interrupted: the agent of try %d is gone; the next check or sidecar pass starts it again", run.Tries)
 		} else {
-			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", run.Tries+1)
+			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", try)
+		}
+		if _, err := ResolveAgent(clone, d.Step, rt.Getenv, rt.WS.Dir); err != nil {
+			w.Action, w.LaunchError = CannotLaunch, err.Error()
+			w.Reason = fmt.Sprintf("unable to launch try %d: %v", try, err)
 		}
 	}
 	return withMissing(rt, clone, w), nil
 }
+
+// CannotLaunch is the Waiting action of a due step whose agent cannot start.
+const CannotLaunch = "cannot-launch"
 
 // ClockTime shows t in local time, as a person reads it: the time of day when it
 // is today, else the date too.
