@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +38,23 @@ func (f *workspaceFlags) statePath(args []string) (dir, state string) {
 	return dir, state
 }
 
+// requireFolders refuses folders that do not exist, with exit 2: a sidecar on a
+// mistyped path would make it and wait there for ever.
+func requireFolders(dirs ...string) error {
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return &exitError{code: 2, err: executor.NoFolder(d)}
+		case err != nil:
+			return &exitError{code: 2, err: err}
+		case !fi.IsDir():
+			return usageErr("%s is a file, not a folder: pass the workspace folder", d)
+		}
+	}
+	return nil
+}
+
 func newWatchCmd(g *globals) *cobra.Command {
 	var (
 		ws           workspaceFlags
@@ -54,6 +72,9 @@ func newWatchCmd(g *globals) *cobra.Command {
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
+			if err := requireFolders(dir, filepath.Dir(state)); err != nil {
+				return err
+			}
 			log := g.logger()
 			rt, err := executor.NewRuntime(state, log)
 			if err != nil {
