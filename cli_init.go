@@ -55,11 +55,20 @@ func newInitCmd(g *globals, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init [DIR]",
 		Short: "Scaffold a plan in DIR/plans and, with --git-hooks, install the git hooks",
-		Long: "init writes DIR/plans/example.yaml (default .), a plan to start from, and DIR/.stepseq/schema.json, " +
-			"which the plan names so that editors complete and check it. It never replaces an example.yaml that " +
-			"differs from its own unless --force. --git-hooks installs post-commit, post-checkout and post-merge " +
-			"hooks that run `stepseq trigger` in the repository holding DIR; a hook already there is kept as " +
-			"<hook>.local and runs first. --step sets the step the hooks re-run (git config stepseq.step).",
+		Long: `init writes DIR/plans/example.yaml (default .), a plan to start from, and
+DIR/.stepseq/schema.json, which the plan names so that editors complete and check it,
+and adds /.stepseq/ to DIR/.gitignore (the journal, logs and lock are not the
+project's). It never replaces an example.yaml that differs from its own unless --force.
+
+--git-hooks installs post-commit, post-checkout and post-merge hooks that run
+` + "`stepseq trigger STEP`" + ` in the repository holding DIR; a hook already there is kept as
+<hook>.local and runs first. The step is git config stepseq.step (--step sets it),
+"outline" when unset: the example plan's first step. The hooks never block git:
+without state.json they do nothing, without stepseq on PATH they say so in one line.
+` + exitCodesHelp,
+		Example: `  stepseq init
+  stepseq init ./workspace --git-hooks --step build
+  stepseq init --step ""              # turn the hooks off`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: dirCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -183,3 +183,22 @@ func TestScreenRows(t *testing.T) {
 		}
 	}
 }
+
+// TestRootCmd_Help: every command says what it does at length, and shows how.
+func TestRootCmd_Help(t *testing.T) {
+	root := newRootCmd(&bytes.Buffer{}, &bytes.Buffer{})
+	for _, c := range root.Commands() {
+		if c.Hidden || c.Name() == "help" {
+			continue
+		}
+		if c.Long == "" {
+			t.Errorf("%s has no long description", c.Name())
+		}
+		if c.Example == "" {
+			t.Errorf("%s has no examples", c.Name())
+		}
+		if c.Name() != "completion" && !strings.Contains(c.Long, "Exit status") {
+			t.Errorf("%s: the help names no exit status", c.Name())
+		}
+	}
+}

@@ -67,8 +67,17 @@ func newWatchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch [DIR]",
 		Short: "Run the sidecar: drive the workspace's plan on file events",
-		Long: "watch runs the plan in DIR (default .) on file events: plans dropped in DIR/plans, " +
-			"state.json written, outputs appearing, gates opening, triggers. One sidecar per workspace.",
+		Long: `watch runs the plan in DIR (default .) on file events: plans dropped in DIR/plans,
+state.json written, outputs appearing, gates opening, triggers. It uses no CPU while
+idle. One sidecar per workspace: a second one on the same DIR exits 2. DIR must exist.
+
+SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL after
+--grace); a second signal once the stop is under way exits at once.
+` + exitCodesHelp + agentEnvHelp,
+		Example: `  STEP_AGENT_CMD='openclaw agent --message' stepseq watch .
+  stepseq watch ./workspace --listen :8080          # /healthz, /readyz, /metrics
+  stepseq watch . --exit-when-done                  # for CI: exit once DONE
+  stepseq watch /mnt/nfs/ws --poll 2s               # no file events on NFS`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
@@ -163,9 +172,15 @@ func newTriggerCmd(g *globals, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trigger STEP [DIR]",
 		Short: "Re-run a step and the ones after it (for git hooks)",
-		Long: "trigger queues a re-run of STEP under DIR/.stepseq/triggers/. A live sidecar runs it at once; " +
-			"without one, the state is reset now and the next stepseq check runs it. It never waits for an agent.",
-		Args: cobra.RangeArgs(1, 2),
+		Long: `trigger queues a re-run of STEP, and the steps after it, under
+DIR/.stepseq/triggers/. A live sidecar runs it at once; without one, the state is
+reset now and the next stepseq check runs it. It never waits for an agent, so git
+hooks can call it.
+` + exitCodesHelp,
+		Example: `  stepseq trigger build
+  stepseq trigger test ./workspace`,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: stepCompletion(&ws),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, state := ws.statePath(args[1:])
 			rt, err := executor.NewRuntime(state, g.logger())
