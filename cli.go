@@ -141,7 +141,7 @@ func newVersionCmd(stdout io.Writer) *cobra.Command {
 		Short:   "Print the version",
 		Long:    "version prints stepseq's version, as --version does.\n" + exitCodesHelp,
 		Example: "  stepseq version",
-		Args:  cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := io.WriteString(stdout, "stepseq "+version+"\n")
 			return err

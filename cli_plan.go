@@ -104,7 +104,7 @@ server complete and check plans that name it on their first line:
 # yaml-language-server: $schema=../.stepseq/schema.json (stepseq init writes both).
 ` + exitCodesHelp,
 		Example: `  stepseq schema > .stepseq/schema.json`,
-		Args:  cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := stdout.Write(planspec.Schema())
 			return err
@@ -121,7 +121,7 @@ gates and checks. GitHub and most Markdown viewers draw it.
 ` + exitCodesHelp,
 		Example: `  stepseq graph plans/example.yaml
   stepseq graph plans/example.yaml > docs/plan.mmd`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			pf := executor.ReadPlanFile(args[0], args[0])
 			if pf.Plan == nil {
