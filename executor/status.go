@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,14 @@ type StepReport struct {
 	Running    bool    `json:"running,omitempty"`
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
+	// Logs are the tries' output files that exist, oldest try first.
+	Logs []TryLog `json:"logs"`
+}
+
+// TryLog is where one try's output is: `stepseq logs STEP --try N` prints it.
+type TryLog struct {
+	Try  int    `json:"try"`
+	Path string `json:"path"`
 }
 
 // Waiting is what the plan waits for: the reconcile core's decision on a copy of
@@ -65,7 +74,7 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
-		s := StepReport{ID: id, Status: planspec.StatusPending}
+		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLog{}}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}
@@ -73,6 +82,11 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
 			if run.LastRunIso != "" {
 				s.LastRunIso = &run.LastRunIso
+			}
+			for try := 1; try <= run.Tries; try++ {
+				if p := rt.WS.LogPath(id, try); fileExists(p) {
+					s.Logs = append(s.Logs, TryLog{Try: try, Path: p})
+				}
 			}
 			if d, running, ok := runDuration(run, now); ok {
 				ms := d.Milliseconds()
@@ -147,6 +161,11 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 		}
 	}
 	return withMissing(rt, clone, w), nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // CannotLaunch is the Waiting action of a due step whose agent cannot start.
