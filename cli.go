@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -190,6 +191,11 @@ after it that are due. A failed step exits 1.
 func newChainCmd(g *globals, cmd *cobra.Command, drive func(*executor.Chain, context.Context) error) *cobra.Command {
 	cmd.Args = cobra.MaximumNArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		// A missing state file is the original's "nothing to do"; a missing
+		// folder is a mistyped path, and said so.
+		if err := requireFolders(filepath.Dir(statePathArg(args))); err != nil {
+			return err
+		}
 		c, err := newChain(statePathArg(args), g)
 		if err != nil {
 			return err
