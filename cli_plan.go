@@ -74,6 +74,9 @@ replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
 				printPlanErrors(g.stderr, args[0], pf)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan; %s is untouched", args[0], state)}
 			}
+			if err := requireFolders(filepath.Dir(state)); err != nil {
+				return err
+			}
 			rt, err := executor.NewRuntime(state, g.logger())
 			if err != nil {
 				return err
