@@ -178,7 +178,11 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 	if err := sf.Write(st); err != nil {
 		return nil, archived, err
 	}
-	r.record(Entry{Event: "plan", Reason: "applied", Detail: map[string]any{"file": pf.Source, "hash": pf.Hash, "archived": archived}})
+	detail := map[string]any{"file": pf.Source, "hash": pf.Hash}
+	if archived != "" {
+		detail["archived"] = archived
+	}
+	r.record(Entry{Event: "plan", Reason: "applied", Detail: detail})
 	return st, archived, nil
 }
 
