@@ -108,6 +108,8 @@ type statusView struct {
 	shown   [32]byte // hash of the state content last printed
 	printed int
 	rows    int // terminal rows the last text report took, to redraw over it
+	// rejectedShown is the list of rejected plans last printed, to tell news.
+	rejectedShown string
 }
 
 // statusJSON is `status --json`: the report, and the plans the sidecar rejected.
@@ -200,6 +202,7 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 	}
 	r, condErr := executor.Describe(v.rt, st, now, maxRetries)
 	rejected := v.rejected(st)
+	v.rejectedShown = fmt.Sprint(rejected)
 	var b bytes.Buffer
 	if v.json {
 		enc := json.NewEncoder(&b)
@@ -303,6 +306,12 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 		return fmt.Errorf("watch %s: %w", filepath.Dir(v.state), err)
 	}
 
+	// The plan records too, when there are any: a plan rejected or fixed changes
+	// the report's list of rejected plans.
+	plansDir := v.rt.WS.PlansDir()
+	if err := w.Add(plansDir); err != nil {
+		plansDir = ""
+	}
 	var (
 		invalid = time.NewTimer(time.Hour)
 		ticker  *time.Ticker
@@ -390,10 +399,21 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 			if !ok {
 				return errors.New("file watcher stopped")
 			}
-			if filepath.Base(ev.Name) != base {
+			switch {
+			case plansDir != "" && filepath.Dir(ev.Name) == plansDir:
+				// Shown again only when the list of rejected plans changed: a
+				// record rewritten with the same verdict is no news, and a
+				// record's temporary file (a dot file) is no record yet.
+				if lastSt == nil || strings.HasPrefix(filepath.Base(ev.Name), ".") ||
+					fmt.Sprint(v.rejected(lastSt)) == v.rejectedShown {
+					continue
+				}
+				end, err = show(last, lastSt)
+			case filepath.Base(ev.Name) != base:
 				continue
+			default:
+				end, err = update()
 			}
-			end, err = update()
 		case werr, ok := <-w.Errors:
 			if !ok {
 				return errors.New("file watcher stopped")

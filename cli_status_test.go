@@ -202,3 +202,41 @@ func TestRootCmd_Help(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusView_FollowRejectedPlan: a plan rejected while --follow runs shows in
+// the report without any change of the state file.
+func TestStatusView_FollowRejectedPlan(t *testing.T) {
+	dir := t.TempDir()
+	replaceFile(t, filepath.Join(dir, "state.json"), runningState)
+	ws, err := executor.NewWorkspace(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(ws.PlansDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out, logs syncBuffer
+	v := followView(t, dir, &out, &logs, false, func() time.Time { return time.Date(2026, 2, 10, 21, 31, 0, 0, time.UTC) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.followChanges(ctx, time.Second) }()
+	waitFor(t, "the first report", func() bool { return strings.Contains(out.String(), "running 1m0s") })
+	replaceFile(t, filepath.Join(dir, "plans", "typo.yaml"), "name: typo\nsteps: []\n")
+	if err := ws.WritePlanRecord("typo", executor.PlanRecord{File: "plans/typo.yaml", Status: executor.PlanInvalid,
+		Errors: []string{"plans/typo.yaml:2:8: steps: want a non-empty list"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rejected plan in a report", func() bool {
+		return strings.Contains(out.String(), "  plans/typo.yaml: 1 error\n    plans/typo.yaml:2:8: steps: want a non-empty list\n")
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "rejected plans:"); n != 1 {
+		t.Fatalf("the rejected plan was shown %d times, want once: %q", n, out.String())
+	}
+}
