@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -46,8 +47,20 @@ func (g *globals) logger() *slog.Logger {
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stderr: stderr}
 	root := &cobra.Command{
-		Use:           "stepseq",
-		Short:         "Drive multi-step plans for AI agents, moved by file events",
+		Use:   "stepseq",
+		Short: "Drive multi-step plans for AI agents, moved by file events",
+		Long: `stepseq runs a plan of steps, one AI agent launch per step, and goes on to the next
+step once the step's required outputs exist and its checks pass. The plan is YAML in
+DIR/plans; the run is DIR/state.json, the Agent Step Sequencer's format.
+
+Run it as a sidecar (stepseq watch), which acts on file events and uses no CPU while
+idle, or from a heartbeat (stepseq check) as the original scripts were run. stepseq
+status, logs, list and history show what happened; stepseq init starts a workspace.
+` + exitCodesHelp + agentEnvHelp,
+		Example: `  stepseq init && stepseq validate plans/example.yaml
+  STEP_AGENT_CMD='openclaw agent --message' stepseq watch .
+  stepseq status -f
+  stepseq logs outline`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -81,7 +94,27 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newVersionCmd(stdout),
 		newStatusCmd(g, stdout),
 		newInitCmd(g, stdout),
+		newLogsCmd(stdout, stderr),
+		newHistoryCmd(stdout),
+		newListCmd(stdout),
 	)
+	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]cobra.Completion{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	// cobra's completion command, made now so that its arguments are checked too:
+	// a shell it does not know is a usage error, not a help page and exit 0.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = func(_ *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return fmt.Errorf("unknown shell %q: want bash, zsh, fish or powershell", args[0])
+				}
+				return nil
+			}
+			c.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+			c.Example = "  source <(stepseq completion bash)\n  stepseq completion zsh > \"${fpath[1]}/_stepseq\""
+		}
+	}
 	// Wrong arguments are usage errors (exit 2), as flag errors are.
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	root.Args = func(_ *cobra.Command, args []string) error {
@@ -105,9 +138,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 
 func newVersionCmd(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print the version",
+		Long:    "version prints stepseq's version, as --version does.\n" + exitCodesHelp,
+		Example: "  stepseq version",
+		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := io.WriteString(stdout, "stepseq "+version+"\n")
 			return err
@@ -127,9 +162,14 @@ func newCheckCmd(g *globals) *cobra.Command {
 	return newChainCmd(g, &cobra.Command{
 		Use:   "check [STATE]",
 		Short: "Heartbeat drop-in for step-sequencer-check.py: run the plan's chain once",
-		Long: "check reads STATE (default ./state.json) as the original check script does, " +
-			"then runs the whole chain of due steps in this one process until the plan is DONE, " +
-			"blocked, or waiting on a gate. A live sidecar on the workspace gets the work instead.",
+		Long: `check reads STATE (default ./state.json) as the original check script does, then
+runs the whole chain of due steps in this one process until the plan is DONE, blocked,
+or waiting on a gate. A live sidecar on the workspace gets the work instead. Run it
+from cron or a heartbeat, as step-sequencer-check.py was.
+` + exitCodesHelp + agentEnvHelp,
+		Example: `  stepseq check
+  stepseq check ./workspace/state.json
+  */5 * * * * cd /srv/ws && STEP_AGENT_CMD='openclaw agent --message' stepseq check`,
 	}, (*executor.Chain).Check)
 }
 
@@ -137,6 +177,12 @@ func newStepCmd(g *globals) *cobra.Command {
 	return newChainCmd(g, &cobra.Command{
 		Use:   "step [STATE]",
 		Short: "Drop-in for step-sequencer-runner.py: run the current step, then go on",
+		Long: `step runs the current step of STATE (default ./state.json) after the plan's
+stepDelayMinutes, whatever its status, as the original runner does, and then the steps
+after it that are due. A failed step exits 1.
+` + exitCodesHelp + agentEnvHelp,
+		Example: `  stepseq step
+  STEP_MAX_RETRIES=5 stepseq step ./workspace/state.json`,
 	}, (*executor.Chain).Step)
 }
 
@@ -145,6 +191,11 @@ func newStepCmd(g *globals) *cobra.Command {
 func newChainCmd(g *globals, cmd *cobra.Command, drive func(*executor.Chain, context.Context) error) *cobra.Command {
 	cmd.Args = cobra.MaximumNArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		// A missing state file is the original's "nothing to do"; a missing
+		// folder is a mistyped path, and said so.
+		if err := requireFolders(filepath.Dir(statePathArg(args))); err != nil {
+			return err
+		}
 		c, err := newChain(statePathArg(args), g)
 		if err != nil {
 			return err
@@ -166,6 +217,24 @@ func newChain(statePath string, g *globals) (*executor.Chain, error) {
 	}
 	return &executor.Chain{Runtime: rt}, nil
 }
+
+// exitCodesHelp closes the help of the commands that use the documented exit codes.
+const exitCodesHelp = `
+Exit status: 0 success; 1 a failed step, a blocked plan or invalid input; 2 a usage
+or configuration error (a bad flag, a missing folder, STEP_AGENT_CMD unset or unsafe,
+a second sidecar on a workspace).
+`
+
+// agentEnvHelp names the environment of the commands that launch agents or say
+// what the next launch would be.
+const agentEnvHelp = `
+Environment:
+  STEP_AGENT_CMD    the agent's command; the step's prompt is appended as its last
+                    argument (or replaces {prompt}). A plan's agent: wins over it.
+  STEP_MAX_RETRIES  tries of a failing step before the plan is blocked (default 3)
+  NO_COLOR          no colour in status
+The agent gets STEPSEQ_STEP, STEPSEQ_TRY, STEPSEQ_WORKSPACE and STEPSEQ_STATE.
+`
 
 // usageErr is a usage error: exit 2.
 func usageErr(format string, args ...any) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
@@ -54,11 +55,20 @@ func newInitCmd(g *globals, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init [DIR]",
 		Short: "Scaffold a plan in DIR/plans and, with --git-hooks, install the git hooks",
-		Long: "init writes DIR/plans/example.yaml (default .), a plan to start from, and DIR/.stepseq/schema.json, " +
-			"which the plan names so that editors complete and check it. It never replaces an example.yaml that " +
-			"differs from its own unless --force. --git-hooks installs post-commit, post-checkout and post-merge " +
-			"hooks that run `stepseq trigger` in the repository holding DIR; a hook already there is kept as " +
-			"<hook>.local and runs first. --step sets the step the hooks re-run (git config stepseq.step).",
+		Long: `init writes DIR/plans/example.yaml (default .), a plan to start from, and
+DIR/.stepseq/schema.json, which the plan names so that editors complete and check it,
+and adds /.stepseq/ to DIR/.gitignore (the journal, logs and lock are not the
+project's). It never replaces an example.yaml that differs from its own unless --force.
+
+--git-hooks installs post-commit, post-checkout and post-merge hooks that run
+` + "`stepseq trigger STEP`" + ` in the repository holding DIR; a hook already there is kept as
+<hook>.local and runs first. The step is git config stepseq.step (--step sets it),
+"outline" when unset: the example plan's first step. The hooks never block git:
+without state.json they do nothing, without stepseq on PATH they say so in one line.
+` + exitCodesHelp,
+		Example: `  stepseq init
+  stepseq init ./workspace --git-hooks --step build
+  stepseq init --step ""              # turn the hooks off`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: dirCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -130,6 +140,9 @@ func (in *initRun) run(gitHooks bool) error {
 	if err := in.write(examplePath, example, 0o644); err != nil {
 		return err
 	}
+	if err := in.ignoreMeta(); err != nil {
+		return err
+	}
 	for _, h := range hooks {
 		if err := h.Install(in.out); err != nil {
 			return err
@@ -151,6 +164,42 @@ func (in *initRun) run(gitHooks bool) error {
 		}
 	}
 	fmt.Fprintf(in.out, "next: stepseq validate %s, then STEP_AGENT_CMD='your agent command' stepseq watch %s\n", examplePath, in.dir)
+	return nil
+}
+
+// ignoreMeta adds .stepseq/ to DIR/.gitignore, creating it or appending once:
+// the journal, logs and lock are the machine's, not the project's, and `git add -A`
+// must not take them.
+func (in *initRun) ignoreMeta() error {
+	path := filepath.Join(in.dir, ".gitignore")
+	cur, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, line := range strings.Split(string(cur), "\n") {
+		switch strings.TrimSpace(line) {
+		case executor.MetaDir, executor.MetaDir + "/", "/" + executor.MetaDir, "/" + executor.MetaDir + "/":
+			fmt.Fprintf(in.out, "%s: ignores %s/ already\n", path, executor.MetaDir)
+			return nil
+		}
+	}
+	var add bytes.Buffer
+	if len(cur) > 0 && !bytes.HasSuffix(cur, []byte("\n")) {
+		add.WriteString("\n")
+	}
+	add.WriteString("# stepseq's journal, logs and lock\n/" + executor.MetaDir + "/\n")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(add.Bytes()); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	fmt.Fprintf(in.out, "added /%s/ to %s\n", executor.MetaDir, path)
 	return nil
 }
 

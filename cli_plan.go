@@ -17,7 +17,13 @@ func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check plan files; print every error as file:line:col: message",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `validate parses each FILE as a plan, strictly (an unknown key is an error), and
+prints every error of every file as file:line:col: message, or "ok" with the number
+of steps. It changes nothing.
+` + exitCodesHelp,
+		Example: `  stepseq validate plans/*.yaml
+  stepseq validate plans/example.yaml && cp plans/example.yaml ../ws/plans/`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			bad := 0
 			for _, path := range args {
@@ -45,8 +51,13 @@ func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply PLAN [DIR]",
 		Short: "Turn a plan into DIR/state.json without a sidecar",
-		Long: "apply writes DIR/state.json (default .) in the original format from PLAN. A state whose plan " +
-			"is still IN_PROGRESS is kept unless --force; a state being replaced is archived under .stepseq/history/.",
+		Long: `apply writes DIR/state.json (default .) in the original format from PLAN, for a
+heartbeat (stepseq check) to run; a sidecar applies plans dropped in DIR/plans by
+itself. A state whose plan is still IN_PROGRESS is kept unless --force; a state being
+replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
+` + exitCodesHelp,
+		Example: `  stepseq apply plans/research.yaml
+  stepseq apply research.yaml ./workspace --force`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args[1:])
@@ -62,6 +73,9 @@ func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
 			if pf.Plan == nil {
 				printPlanErrors(g.stderr, args[0], pf)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan; %s is untouched", args[0], state)}
+			}
+			if err := requireFolders(filepath.Dir(state)); err != nil {
+				return err
 			}
 			rt, err := executor.NewRuntime(state, g.logger())
 			if err != nil {
@@ -88,7 +102,12 @@ func newSchemaCmd(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema of the plan format, for editors",
-		Args:  cobra.NoArgs,
+		Long: `schema prints the JSON Schema of the plan format. Editors with a YAML language
+server complete and check plans that name it on their first line:
+# yaml-language-server: $schema=../.stepseq/schema.json (stepseq init writes both).
+` + exitCodesHelp,
+		Example: `  stepseq schema > .stepseq/schema.json`,
+		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := stdout.Write(planspec.Schema())
 			return err
@@ -100,7 +119,12 @@ func newGraphCmd(stdout, stderr io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "graph PLAN",
 		Short: "Print a Mermaid flowchart of a plan",
-		Args:  cobra.ExactArgs(1),
+		Long: `graph prints PLAN as a Mermaid flowchart: the steps in order, with their conditions,
+gates and checks. GitHub and most Markdown viewers draw it.
+` + exitCodesHelp,
+		Example: `  stepseq graph plans/example.yaml
+  stepseq graph plans/example.yaml > docs/plan.mmd`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			pf := executor.ReadPlanFile(args[0], args[0])
 			if pf.Plan == nil {

@@ -118,6 +118,8 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 	}
 	_ = os.Remove(filepath.Join(dir, "state.json"))
 	slow := exec.Command(stepseq, "watch", "--grace", "1h", dir)
+	var stderr syncBuffer
+	slow.Stderr = &stderr
 	slow.Env = append(os.Environ(), "STEP_AGENT_CMD="+filepath.Join(filepath.Dir(agent), "fakeagent"))
 	if err := slow.Start(); err != nil {
 		t.Fatal(err)
@@ -134,13 +136,11 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 			t.Fatal("the stubborn agent never got ready")
 		}
 	}
-	// Two signals sent at once would merge into one: send the second once the first
-	// has been taken.
+	// Signals a moment apart are one stop: send the second once stepseq says that
+	// the stop is under way.
 	_ = slow.Process.Signal(syscall.SIGTERM)
-	journal := filepath.Join(dir, ".stepseq", "journal.jsonl")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		data, _ := os.ReadFile(journal)
-		if strings.Contains(string(data), `"event":"stopping"`) {
+		if strings.Contains(stderr.String(), "a second signal exits at once") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -157,5 +157,20 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a second signal did not stop the sidecar at once")
+	}
+}
+
+// TestWatch_TwoSignalsAtOnceAreOneStop: coreutils timeout signals the process and
+// then its group; the two signals are one graceful stop, not a forced exit.
+func TestWatch_TwoSignalsAtOnceAreOneStop(t *testing.T) {
+	stepseq, demo := builtBinaries(t)
+	cmd, _, agent := startWatch(t, stepseq, demo)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("watch after two SIGTERMs at once: %v, want exit 0 (a graceful stop)", err)
+	}
+	if alive(agent) {
+		t.Errorf("agent %d outlived the sidecar's shutdown", agent)
 	}
 }

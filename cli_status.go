@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -37,9 +38,27 @@ func newStatusCmd(g *globals, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [DIR]",
 		Short: "Show the plan's steps, tries, durations, blockers and what it waits for",
-		Long: "status reads DIR/state.json (default .) and prints every step with its status, tries, last run, " +
-			"duration and error, the blockers, and what the current step waits for. It changes nothing. " +
-			"--follow prints again on every change of the state file, until the plan is DONE.",
+		Long: `status reads DIR/state.json (default .) and prints every step with its status, tries,
+last run, duration and error, the blockers, what the current step waits for, and the
+plans in DIR/plans that were rejected, with their first errors. It changes nothing.
+
+A step that is due but whose agent cannot start (STEP_AGENT_CMD unset, or naming a
+program that is not on PATH) is shown as unable to launch, with the cause.
+
+--follow keeps the report on screen: on a terminal it is redrawn in place, with the
+running step's duration ticking once a second; on a pipe each change appends a new
+report. It waits for a state file that does not exist yet, and ends when the plan is
+DONE (exit 0) or blocked (exit 1).
+
+Exit status: 0 when the plan runs or is DONE; 1 when it is blocked (a step out of
+retries), when there is no state file or it is not valid; 2 on a usage error.
+
+Environment: STEP_AGENT_CMD and STEP_MAX_RETRIES, as the sidecar reads them, decide
+what status says the next pass would do. NO_COLOR turns colour off.`,
+		Example: `  stepseq status
+  stepseq status ./workspace --json | jq .waitingFor
+  stepseq status -f                  # live, until DONE or blocked
+  stepseq status --state other/state.json`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: dirCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -50,7 +69,7 @@ func newStatusCmd(g *globals, stdout io.Writer) *cobra.Command {
 			}
 			defer rt.Close()
 			v := &statusView{rt: rt, state: state, plans: filepath.Join(dir, "plans"), out: stdout, json: asJSON, follow: follow,
-				tty: isTerminal(stdout), log: g.logger().With("component", "status")}
+				tty: isTerminal(stdout), width: terminalWidth(stdout), tick: time.Second, log: g.logger().With("component", "status")}
 			v.color = v.tty && os.Getenv("NO_COLOR") == ""
 			if !follow {
 				return v.once()
@@ -60,7 +79,7 @@ func newStatusCmd(g *globals, stdout io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (with --follow: one per line)")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "print again on every change of the state file; exit 0 once the plan is DONE")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep showing the report as the state changes; exit 0 once DONE, 1 once blocked")
 	return cmd
 }
 
@@ -81,12 +100,26 @@ type statusView struct {
 	json   bool
 	follow bool
 	tty    bool
+	width  int // the terminal's columns; 0 when unknown
 	color  bool
+	tick   time.Duration // how often --follow redraws a running step's duration
 	log    *slog.Logger
 
 	shown   [32]byte // hash of the state content last printed
 	printed int
+	rows    int // terminal rows the last text report took, to redraw over it
+	// rejectedShown is the list of rejected plans last printed, to tell news.
+	rejectedShown string
 }
+
+// statusJSON is `status --json`: the report, and the plans the sidecar rejected.
+type statusJSON struct {
+	executor.Report
+	RejectedPlans []executor.PlanListing `json:"rejectedPlans"`
+}
+
+// errBlocked ends status with exit 1 when the plan is blocked: the report said why.
+var errBlocked = &exitError{code: 1}
 
 // errNoState is the answer to a workspace without a state file.
 func (v *statusView) errNoState() error {
@@ -94,8 +127,12 @@ func (v *statusView) errNoState() error {
 	if !strings.ContainsRune(plans, filepath.Separator) {
 		plans = "." + string(filepath.Separator) + plans
 	}
-	return &exitError{code: 1, err: fmt.Errorf("no %s in %s: apply a plan (stepseq apply) or drop one in %s",
-		filepath.Base(v.state), filepath.Dir(v.state), plans)}
+	msg := fmt.Sprintf("no %s in %s: apply a plan (stepseq apply) or drop one in %s",
+		filepath.Base(v.state), filepath.Dir(v.state), plans)
+	for _, p := range v.rejected(nil) {
+		msg += fmt.Sprintf("\n%s was rejected with %s: stepseq validate %s", p.File, plural(p.ErrorCount, "error"), filepath.Join(v.plans, filepath.Base(p.File)))
+	}
+	return &exitError{code: 1, err: errors.New(msg)}
 }
 
 func (v *statusView) once() error {
@@ -106,34 +143,66 @@ func (v *statusView) once() error {
 	if err != nil {
 		return err
 	}
-	_, err = v.print(data, st)
-	return err
+	r, err := v.print(data, st, v.rt.Now())
+	if err != nil {
+		return err
+	}
+	if blocked(r) {
+		return errBlocked
+	}
+	return nil
+}
+
+// blocked reports whether the plan waits on a person: a step out of retries.
+func blocked(r executor.Report) bool {
+	return r.Status != planspec.StatusDone && r.WaitingFor.Action == executor.Blocked.String()
+}
+
+// running reports whether a step's agent runs, so that its duration grows.
+func running(r executor.Report) bool {
+	for _, s := range r.Steps {
+		if s.Running {
+			return true
+		}
+	}
+	return false
 }
 
 // load reads and parses the state file, keeping its bytes to tell changes apart.
 func (v *statusView) load() ([]byte, *planspec.State, error) {
-	f, err := os.Open(v.rt.WS.State)
+	data, err := (&executor.StateFile{Path: v.rt.WS.State}).Bytes()
 	if err != nil {
 		return nil, nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, planspec.MaxStateSize+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", v.rt.WS.State, err)
 	}
 	st, err := planspec.ParseState(bytes.NewReader(data), v.rt.WS.State)
 	return data, st, err
 }
 
-// print writes one report. A state whose conditions do not compile is still
-// shown; the error is returned after it.
-func (v *statusView) print(data []byte, st *planspec.State) (done bool, err error) {
+// rejected lists the plans in the plans folder that are not valid.
+func (v *statusView) rejected(st *planspec.State) []executor.PlanListing {
+	all, err := executor.ListPlans(v.rt.WS, v.plans, st)
+	if err != nil {
+		v.log.Warn("cannot list the plans", "dir", v.plans, "err", err)
+	}
+	out := []executor.PlanListing{}
+	for _, p := range all {
+		if p.Status == executor.PlanInvalid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// print writes one report as of now. A state whose conditions do not compile is
+// still shown; the error is returned after it.
+func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (executor.Report, error) {
 	maxRetries, err := executor.MaxRetriesFromEnv(v.rt.Getenv)
 	if err != nil {
-		return false, err
+		return executor.Report{}, err
 	}
-	now := v.rt.Now()
 	r, condErr := executor.Describe(v.rt, st, now, maxRetries)
+	rejected := v.rejected(st)
+	v.rejectedShown = fmt.Sprint(rejected)
 	var b bytes.Buffer
 	if v.json {
 		enc := json.NewEncoder(&b)
@@ -141,58 +210,149 @@ func (v *statusView) print(data []byte, st *planspec.State) (done bool, err erro
 		if !v.follow {
 			enc.SetIndent("", "  ")
 		}
-		if err := enc.Encode(r); err != nil {
-			return false, err
+		if err := enc.Encode(statusJSON{Report: r, RejectedPlans: rejected}); err != nil {
+			return r, err
 		}
 	} else {
+		var text bytes.Buffer
+		writeText(&text, r, now, v.color)
+		writeRejected(&text, rejected)
 		if v.printed > 0 {
-			if v.tty {
-				b.WriteString("\x1b[H\x1b[2J") // a terminal shows the latest report alone
+			if v.tty && v.rows > 0 {
+				// Over the last report, in place: up to its first row, then clear below.
+				fmt.Fprintf(&b, "\x1b[%dF\x1b[J", v.rows)
 			} else {
 				b.WriteString("\n")
 			}
 		}
-		writeText(&b, r, now, v.color)
+		b.Write(text.Bytes())
+		v.rows = screenRows(text.String(), v.width)
 	}
 	// One write per report: a reader of a pipe never sees half of one.
 	if _, err := v.out.Write(b.Bytes()); err != nil {
-		return false, err
+		return r, err
 	}
 	v.shown = sha256.Sum256(data)
 	v.printed++
-	return st.Status == planspec.StatusDone, condErr
+	return r, condErr
+}
+
+// writeRejected lists the rejected plans with their first errors.
+func writeRejected(b *bytes.Buffer, plans []executor.PlanListing) {
+	const shown = 3
+	if len(plans) == 0 {
+		return
+	}
+	b.WriteString("\nrejected plans:\n")
+	for _, p := range plans {
+		fmt.Fprintf(b, "  %s: %s\n", p.File, plural(p.ErrorCount, "error"))
+		for i, e := range p.Errors {
+			if i == shown {
+				fmt.Fprintf(b, "    … %d more: stepseq list\n", len(p.Errors)-shown)
+				break
+			}
+			fmt.Fprintf(b, "    %s\n", firstLine(e, 100))
+		}
+	}
+}
+
+// plural is n and the noun, in the plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// ansi matches the colour sequences paint writes.
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// screenRows is how many terminal rows text takes on a terminal width columns
+// wide (0: unknown, one row a line).
+func screenRows(text string, width int) int {
+	rows := 0
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if line == "" {
+			continue
+		}
+		n := utf8.RuneCountInString(ansi.ReplaceAllString(strings.TrimSuffix(line, "\n"), ""))
+		if width > 0 && n > width {
+			rows += (n + width - 1) / width
+		} else {
+			rows++
+		}
+	}
+	return rows
 }
 
 // followChanges prints the report, then again on every change of the state file,
-// until the plan is DONE or ctx ends. It watches the state file's directory, not
-// the file: the file is replaced by rename, which a watch on it would not survive.
-// A state that does not parse may be a write in progress: it is reported only when
-// no valid content follows within settle.
+// until the plan is DONE or blocked, or ctx ends. It watches the state file's
+// directory, not the file: the file is replaced by rename, which a watch on it
+// would not survive, and may not exist yet. A state that does not parse may be a
+// write in progress: it is reported only when no valid content follows within
+// settle. While a step runs on a terminal, a timer redraws its duration each tick;
+// with nothing running there is no timer and no CPU spent.
 func (v *statusView) followChanges(ctx context.Context, settle time.Duration) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", v.rt.WS.State, err)
+		return fmt.Errorf("watch %s: %w", v.state, err)
 	}
 	defer w.Close()
-	if err := w.Add(filepath.Dir(v.rt.WS.State)); err != nil {
-		return fmt.Errorf("watch %s: %w", filepath.Dir(v.rt.WS.State), err)
-	}
-	// Read after the watch is set, so no change between the two goes unseen.
-	data, st, err := v.load()
-	if errors.Is(err, fs.ErrNotExist) {
-		return v.errNoState()
-	}
-	if err != nil {
-		return err
-	}
-	if done, err := v.print(data, st); err != nil || done {
-		return err
+	dir := filepath.Dir(v.rt.WS.State)
+	if err := w.Add(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &exitError{code: 2, err: executor.NoFolder(dir)}
+		}
+		return fmt.Errorf("watch %s: %w", filepath.Dir(v.state), err)
 	}
 
-	invalid := time.NewTimer(time.Hour)
+	// The plan records too, when there are any: a plan rejected or fixed changes
+	// the report's list of rejected plans.
+	plansDir := v.rt.WS.PlansDir()
+	if err := w.Add(plansDir); err != nil {
+		plansDir = ""
+	}
+	var (
+		invalid = time.NewTimer(time.Hour)
+		ticker  *time.Ticker
+		tickC   <-chan time.Time
+		pending error // the last read did not parse
+		gone    bool  // the state file is missing; said once
+		last    []byte
+		lastSt  *planspec.State
+	)
 	invalid.Stop()
-	var pending error // the last read did not parse
-	gone := false
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	// show prints the report; it says whether following ends, and how.
+	show := func(data []byte, st *planspec.State) (bool, error) {
+		last, lastSt = data, st
+		r, err := v.print(data, st, v.rt.Now())
+		if errors.Is(err, planspec.ErrInvalidState) {
+			v.log.Warn("the state file has invalid conditions", "err", err)
+			err = nil // shown; a later edit may fix it
+		}
+		switch {
+		case err != nil:
+			return true, err
+		case r.Status == planspec.StatusDone:
+			return true, nil
+		case blocked(r):
+			return true, errBlocked
+		}
+		switch tick := running(r) && v.tty && !v.json; {
+		case tick && ticker == nil:
+			ticker = time.NewTicker(v.tick)
+			tickC = ticker.C
+		case !tick && ticker != nil:
+			ticker.Stop()
+			ticker, tickC = nil, nil
+		}
+		return false, nil
+	}
 	update := func() (bool, error) {
 		data, st, err := v.load()
 		switch {
@@ -201,9 +361,15 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 			pending = nil
 			if !gone {
 				gone = true
-				v.log.Warn("the state file was removed; waiting for a new one", "state", v.rt.WS.State)
+				if v.printed == 0 {
+					v.log.Info("waiting for the state file to appear", "state", v.state)
+				} else {
+					v.log.Warn("the state file was removed; waiting for a new one", "state", v.state)
+				}
 			}
 			return false, nil
+		case err != nil && v.printed == 0 && !errors.Is(err, planspec.ErrInvalidState):
+			return true, err // not a state file at all: a folder, or too large
 		case err != nil:
 			pending = err
 			invalid.Reset(settle)
@@ -211,18 +377,21 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 		}
 		invalid.Stop()
 		pending, gone = nil, false
-		if sha256.Sum256(data) == v.shown {
+		if sha256.Sum256(data) == v.shown && v.printed > 0 {
 			return false, nil
 		}
-		done, err := v.print(data, st)
-		if errors.Is(err, planspec.ErrInvalidState) {
-			v.log.Warn("the state file has invalid conditions", "err", err)
-			return done, nil // shown; a later edit may fix it
-		}
-		return done, err
+		return show(data, st)
+	}
+	// Read after the watch is set, so no change between the two goes unseen.
+	if end, err := update(); end || err != nil {
+		return err
 	}
 	base := filepath.Base(v.rt.WS.State)
 	for {
+		var (
+			end bool
+			err error
+		)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -230,27 +399,42 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 			if !ok {
 				return errors.New("file watcher stopped")
 			}
-			if filepath.Base(ev.Name) != base {
+			switch {
+			case plansDir != "" && filepath.Dir(ev.Name) == plansDir:
+				// Shown again only when the list of rejected plans changed: a
+				// record rewritten with the same verdict is no news, and a
+				// record's temporary file (a dot file) is no record yet.
+				if lastSt == nil || strings.HasPrefix(filepath.Base(ev.Name), ".") ||
+					fmt.Sprint(v.rejected(lastSt)) == v.rejectedShown {
+					continue
+				}
+				end, err = show(last, lastSt)
+			case filepath.Base(ev.Name) != base:
 				continue
+			default:
+				end, err = update()
 			}
-			if done, err := update(); err != nil || done {
-				return err
-			}
-		case err, ok := <-w.Errors:
+		case werr, ok := <-w.Errors:
 			if !ok {
 				return errors.New("file watcher stopped")
 			}
-			if !errors.Is(err, fsnotify.ErrEventOverflow) {
-				v.log.Warn("file watcher", "err", err)
+			if !errors.Is(werr, fsnotify.ErrEventOverflow) {
+				v.log.Warn("file watcher", "err", werr)
 			}
-			if done, err := update(); err != nil || done {
-				return err
-			}
+			end, err = update()
+		case <-tickC:
+			end, err = show(last, lastSt)
 		case <-invalid.C:
 			if pending != nil {
+				if v.printed == 0 {
+					return pending
+				}
 				v.log.Warn("the state file is not valid; showing the last valid one", "err", pending)
 				pending = nil
 			}
+		}
+		if end || err != nil {
+			return err
 		}
 	}
 }
@@ -311,7 +495,7 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	switch {
 	case r.WaitingFor.Action == executor.Idle.String():
 		fmt.Fprintf(b, "now: %s\n", r.WaitingFor.Reason)
-	case r.WaitingFor.Step != "":
+	case r.WaitingFor.Step != "" && !strings.HasPrefix(r.WaitingFor.Reason, r.WaitingFor.Step+": "):
 		fmt.Fprintf(b, "now: %s: %s\n", r.WaitingFor.Step, r.WaitingFor.Reason)
 	default:
 		fmt.Fprintf(b, "now: %s\n", r.WaitingFor.Reason)
@@ -404,4 +588,17 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
 	return err == nil
+}
+
+// terminalWidth is w's width in columns when it is a terminal, else 0.
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +38,23 @@ func (f *workspaceFlags) statePath(args []string) (dir, state string) {
 	return dir, state
 }
 
+// requireFolders refuses folders that do not exist, with exit 2: a sidecar on a
+// mistyped path would make it and wait there for ever.
+func requireFolders(dirs ...string) error {
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return &exitError{code: 2, err: executor.NoFolder(d)}
+		case err != nil:
+			return &exitError{code: 2, err: err}
+		case !fi.IsDir():
+			return usageErr("%s is a file, not a folder: pass the workspace folder", d)
+		}
+	}
+	return nil
+}
+
 func newWatchCmd(g *globals) *cobra.Command {
 	var (
 		ws           workspaceFlags
@@ -49,11 +67,23 @@ func newWatchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch [DIR]",
 		Short: "Run the sidecar: drive the workspace's plan on file events",
-		Long: "watch runs the plan in DIR (default .) on file events: plans dropped in DIR/plans, " +
-			"state.json written, outputs appearing, gates opening, triggers. One sidecar per workspace.",
+		Long: `watch runs the plan in DIR (default .) on file events: plans dropped in DIR/plans,
+state.json written, outputs appearing, gates opening, triggers. It uses no CPU while
+idle. One sidecar per workspace: a second one on the same DIR exits 2. DIR must exist.
+
+SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL after
+--grace); a second signal once the stop is under way exits at once.
+` + exitCodesHelp + agentEnvHelp,
+		Example: `  STEP_AGENT_CMD='openclaw agent --message' stepseq watch .
+  stepseq watch ./workspace --listen :8080          # /healthz, /readyz, /metrics
+  stepseq watch . --exit-when-done                  # for CI: exit once DONE
+  stepseq watch /mnt/nfs/ws --poll 2s               # no file events on NFS`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
+			if err := requireFolders(dir, filepath.Dir(state)); err != nil {
+				return err
+			}
 			log := g.logger()
 			rt, err := executor.NewRuntime(state, log)
 			if err != nil {
@@ -142,9 +172,15 @@ func newTriggerCmd(g *globals, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trigger STEP [DIR]",
 		Short: "Re-run a step and the ones after it (for git hooks)",
-		Long: "trigger queues a re-run of STEP under DIR/.stepseq/triggers/. A live sidecar runs it at once; " +
-			"without one, the state is reset now and the next stepseq check runs it. It never waits for an agent.",
-		Args: cobra.RangeArgs(1, 2),
+		Long: `trigger queues a re-run of STEP, and the steps after it, under
+DIR/.stepseq/triggers/. A live sidecar runs it at once; without one, the state is
+reset now and the next stepseq check runs it. It never waits for an agent, so git
+hooks can call it.
+` + exitCodesHelp,
+		Example: `  stepseq trigger build
+  stepseq trigger test ./workspace`,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: stepCompletion(&ws),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, state := ws.statePath(args[1:])
 			rt, err := executor.NewRuntime(state, g.logger())

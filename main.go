@@ -11,19 +11,34 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
+// oneStop is how long after a first signal more signals are the same stop:
+// coreutils timeout, a terminal's Ctrl-C and process managers signal the process
+// and then its group, so one stop often arrives as two signals.
+const oneStop = 500 * time.Millisecond
+
 func main() {
-	// The first SIGINT or SIGTERM starts a graceful stop; a second one exits at once.
+	// The first SIGINT or SIGTERM starts a graceful stop; a second one, once the
+	// stop is under way, exits at once.
 	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 2)
+	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-signals
 		cancel()
-		<-signals
-		fmt.Fprintln(os.Stderr, "stepseq: second signal: exiting now")
-		os.Exit(130)
+		window := time.After(oneStop)
+		for {
+			select {
+			case <-signals: // the same stop
+			case <-window:
+				fmt.Fprintln(os.Stderr, "stepseq: stopping; a second signal exits at once")
+				<-signals
+				fmt.Fprintln(os.Stderr, "stepseq: second signal: exiting now")
+				os.Exit(130)
+			}
+		}
 	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	cancel()

@@ -44,6 +44,17 @@ func TestScripts(t *testing.T) {
 			// Under -race every process sleeps a second at exit, by default, so
 			// that the report of a race can be written; the scripts start many.
 			env.Setenv("GORACE", strings.TrimSpace(env.Getenv("GORACE")+" atexit_sleep_ms=0"))
+			// $GITONLY is a PATH with git and nothing else: a machine without stepseq.
+			if git, err := exec.LookPath("git"); err == nil {
+				dir := filepath.Join(env.WorkDir, ".gitonly")
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					return err
+				}
+				if err := os.Symlink(git, filepath.Join(dir, "git")); err != nil {
+					return err
+				}
+				env.Setenv("GITONLY", dir)
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -64,6 +75,7 @@ func TestScripts(t *testing.T) {
 //	err:TEXT        print TEXT to stderr
 //	fail-before:N   exit 1, saying so on stderr, while STEPSEQ_TRY < N
 //	exit:N          exit with status N after everything else
+//	wait:PATH       wait until PATH exists (for a minute at most)
 func fakeAgent() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "fakeagent: no prompt")
@@ -93,6 +105,18 @@ func fakeAgent() {
 		case "exit":
 			if n, err := strconv.Atoi(val); err == nil && code == 0 {
 				code = n
+			}
+		case "wait":
+			// The agent stands for a step that takes a while: it waits for the
+			// script's go-ahead, polling with a deadline.
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+				if _, err := os.Stat(val); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					fmt.Fprintf(os.Stderr, "fakeagent: %s never came\n", val)
+					os.Exit(3)
+				}
 			}
 		}
 	}

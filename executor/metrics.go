@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -14,6 +16,16 @@ type Metrics struct {
 	retries     prometheus.Counter
 	passes      prometheus.Counter
 	gateLatency prometheus.Histogram
+
+	plan          *prometheus.GaugeVec
+	blocked       prometheus.Gauge
+	stepDuration  *prometheus.HistogramVec
+	invalidStates prometheus.Counter
+	rejectedPlans prometheus.Counter
+	// timed holds, by step, the end of the last try whose duration went into
+	// stepDuration; nil until the first state seen, whose finished tries are
+	// history, not news.
+	timed map[string]string
 }
 
 // NewMetrics registers the sidecar's series on reg. stats reports the watcher's
@@ -41,7 +53,26 @@ func NewMetrics(reg prometheus.Registerer, stats func() (events, overflows uint6
 			Buckets: []float64{.002, .005, .01, .02, .05, .1, .25, .5, 1, 5},
 		}),
 	}
-	reg.MustRegister(m.steps, m.launches, m.failures, m.retries, m.passes, m.gateLatency)
+	// Labels stay bounded: a status word or an outcome, never a step id.
+	m.plan = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "stepseq_plan_status", Help: "1 for the current plan's status (in_progress, blocked, done, none), 0 for the others.",
+	}, []string{"status"})
+	m.blocked = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "stepseq_blocked_steps", Help: "Steps of the current plan out of retries (its blockers).",
+	})
+	m.stepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "stepseq_step_duration_seconds",
+		Help:    "How long each try's agent ran, by the try's outcome (done or failed).",
+		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200},
+	}, []string{"outcome"})
+	m.invalidStates = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "stepseq_invalid_states_total", Help: "Reads of state.json that did not parse or validate.",
+	})
+	m.rejectedPlans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "stepseq_rejected_plans_total", Help: "Plan files judged invalid.",
+	})
+	reg.MustRegister(m.steps, m.launches, m.failures, m.retries, m.passes, m.gateLatency,
+		m.plan, m.blocked, m.stepDuration, m.invalidStates, m.rejectedPlans)
 	if stats != nil {
 		reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "stepseq_watcher_events_total", Help: "File events received."},
@@ -83,10 +114,78 @@ func (m *Metrics) gate(seconds float64) {
 	}
 }
 
+// InvalidState counts a read of state.json that did not parse or validate.
+func (m *Metrics) InvalidState() {
+	if m != nil {
+		m.invalidStates.Inc()
+	}
+}
+
+// RejectedPlan counts a plan file judged invalid.
+func (m *Metrics) RejectedPlan() {
+	if m != nil {
+		m.rejectedPlans.Inc()
+	}
+}
+
+// Plan statuses as stepseq_plan_status labels them.
+var planStatusLabels = []string{"in_progress", "blocked", "done", "none"}
+
+// observePlan sets the plan's status and blocked-step gauges, and puts the
+// duration of every try that finished since the last state seen into the
+// histogram.
+func (m *Metrics) observePlan(st *planspec.State) {
+	status := "none"
+	switch {
+	case st == nil:
+	case st.Status == planspec.StatusDone:
+		status = "done"
+	case len(st.Blockers) > 0:
+		status = "blocked"
+	default:
+		status = "in_progress"
+	}
+	for _, l := range planStatusLabels {
+		v := 0.0
+		if l == status {
+			v = 1
+		}
+		m.plan.WithLabelValues(l).Set(v)
+	}
+	if st == nil {
+		m.blocked.Set(0)
+		return
+	}
+	m.blocked.Set(float64(len(st.Blockers)))
+	first := m.timed == nil
+	if first {
+		m.timed = map[string]string{}
+	}
+	for id, run := range st.StepRuns {
+		if run.Agent == nil || run.Agent.FinishedIso == "" || m.timed[id] == run.Agent.FinishedIso {
+			continue
+		}
+		m.timed[id] = run.Agent.FinishedIso
+		if first {
+			continue
+		}
+		d, _, ok := runDuration(run, time.Time{})
+		if !ok {
+			continue
+		}
+		outcome := "done"
+		if run.Status != planspec.StatusDone {
+			outcome = "failed"
+		}
+		m.stepDuration.WithLabelValues(outcome).Observe(d.Seconds())
+	}
+}
+
 func (m *Metrics) observe(st *planspec.State) {
 	if m == nil {
 		return
 	}
+	m.observePlan(st)
 	counts := map[string]float64{planspec.StatusPending: 0, planspec.StatusInProgress: 0, planspec.StatusDone: 0, planspec.StatusFailed: 0}
 	if st != nil {
 		for _, id := range st.StepQueue {

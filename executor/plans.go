@@ -19,8 +19,8 @@ import (
 )
 
 // ErrPlanActive is returned by ApplyPlan when state.json holds a plan that is still
-// IN_PROGRESS and force was not given.
-var ErrPlanActive = errors.New("executor: a plan is still in progress")
+// IN_PROGRESS and force was not given. Its text reaches the user as it is.
+var ErrPlanActive = errors.New("a plan is still in progress")
 
 // PlanFile is a plan file read and judged.
 type PlanFile struct {
@@ -128,7 +128,7 @@ func (w Workspace) Archive(data []byte, name string) (string, error) {
 	if name == "" {
 		name = "state"
 	}
-	path := filepath.Join(dir, time.Now().UTC().Format("20060102T150405.000000Z")+"-"+name+".json")
+	path := filepath.Join(dir, time.Now().UTC().Format(archiveStamp)+"-"+name+".json")
 	if err := renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(dir)); err != nil {
 		return "", fmt.Errorf("archive %s: %w", path, err)
 	}
@@ -178,7 +178,11 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 	if err := sf.Write(st); err != nil {
 		return nil, archived, err
 	}
-	r.record(Entry{Event: "plan", Reason: "applied", Detail: map[string]any{"file": pf.Source, "hash": pf.Hash, "archived": archived}})
+	detail := map[string]any{"file": pf.Source, "hash": pf.Hash}
+	if archived != "" {
+		detail["archived"] = archived
+	}
+	r.record(Entry{Event: "plan", Reason: "applied", Detail: detail})
 	return st, archived, nil
 }
 

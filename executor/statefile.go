@@ -15,8 +15,37 @@ import (
 )
 
 // ErrSymlink is returned when the state file is a symbolic link: replacing it would
-// cut the link, and writing through it would reach outside the workspace.
-var ErrSymlink = errors.New("executor: state file is a symbolic link")
+// cut the link, and writing through it would reach outside the workspace. Its text
+// reaches the user as it is.
+var ErrSymlink = errors.New("state file is a symbolic link")
+
+// ErrNoFolder is matched by a state read or write in a folder that does not exist.
+var ErrNoFolder = errors.New("no such folder")
+
+// ErrStateIsFolder is matched by a state path that names a folder.
+var ErrStateIsFolder = errors.New("a folder, not a state file")
+
+// NoFolder says that dir, where a state file should be, does not exist.
+func NoFolder(dir string) error {
+	return fmt.Errorf("%w: %s; create it or pass the workspace folder", ErrNoFolder, shownPath(dir))
+}
+
+// shownPath is path as the user would type it: relative to the working directory
+// when it lies under it.
+func shownPath(path string) string {
+	wd, err := os.Getwd()
+	if err != nil || !filepath.IsAbs(path) {
+		return path
+	}
+	if rel, err := filepath.Rel(wd, path); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return path
+}
+
+// Bytes reads the file whole without parsing it, refusing a folder and a file over
+// the size cap.
+func (f *StateFile) Bytes() ([]byte, error) { return f.readBytes() }
 
 // StateFile is a state.json on disk, read and replaced whole.
 type StateFile struct {
@@ -69,6 +98,11 @@ func (f *StateFile) readBytes() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fi.IsDir() {
+		shown := shownPath(f.Path)
+		return nil, fmt.Errorf("%s is %w: pass %s or the folder with `watch %s`",
+			shown, ErrStateIsFolder, filepath.Join(shown, "state.json"), shown)
+	}
 	if fi.Size() > planspec.MaxStateSize {
 		return nil, fmt.Errorf("%s: larger than %d MiB: not a state file", f.Path, planspec.MaxStateSize>>20)
 	}
@@ -94,6 +128,14 @@ func (f *StateFile) WriteBytes(data []byte) error {
 	}
 	dir := filepath.Dir(f.Path)
 	if err := renameio.WriteFile(f.Path, data, 0o644, renameio.WithTempDir(dir), renameio.WithExistingPermissions()); err != nil {
+		// The error names renameio's temporary file; the user knows only the folder.
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return NoFolder(dir)
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
 	f.last = sha256.Sum256(data)

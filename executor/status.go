@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,14 +38,25 @@ type StepReport struct {
 	Running    bool    `json:"running,omitempty"`
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
+	// Logs are the tries' output files that exist, oldest try first.
+	Logs []TryLog `json:"logs"`
+}
+
+// TryLog is where one try's output is: `stepseq logs STEP --try N` prints it.
+type TryLog struct {
+	Try  int    `json:"try"`
+	Path string `json:"path"`
 }
 
 // Waiting is what the plan waits for: the reconcile core's decision on a copy of
 // the state, in words.
 type Waiting struct {
 	// Action is the decision's name as the journal writes it: idle (DONE), launch,
-	// gated, delayed, blocked or running; "invalid" when the conditions do not compile.
+	// gated, delayed, blocked or running; "invalid" when the conditions do not
+	// compile; "cannot-launch" when the step is due but its agent cannot start
+	// (LaunchError says why).
 	Action         string   `json:"action"`
+	LaunchError    string   `json:"launchError,omitempty"`
 	Step           string   `json:"step,omitempty"`
 	Reason         string   `json:"reason"`
 	At             string   `json:"at,omitempty"` // delayed: when the step may start
@@ -62,7 +74,7 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
-		s := StepReport{ID: id, Status: planspec.StatusPending}
+		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLog{}}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}
@@ -70,6 +82,11 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
 			if run.LastRunIso != "" {
 				s.LastRunIso = &run.LastRunIso
+			}
+			for try := 1; try <= run.Tries; try++ {
+				if p := rt.WS.LogPath(id, try); fileExists(p) {
+					s.Logs = append(s.Logs, TryLog{Try: try, Path: p})
+				}
 			}
 			if d, running, ok := runDuration(run, now); ok {
 				ms := d.Milliseconds()
@@ -131,14 +148,28 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 		w.At = planspec.FormatISO(d.At)
 	case Launch:
 		run := clone.Run(d.Step)
+		try := run.Tries + 1
 		if d.Interrupted {
+			try = run.Tries
 			w.Reason = fmt.Sprintf("interrupted: the agent of try %d is gone; the next check or sidecar pass starts it again", run.Tries)
 		} else {
-			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", run.Tries+1)
+			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", try)
+		}
+		if _, err := ResolveAgent(clone, d.Step, rt.Getenv, rt.WS.Dir); err != nil {
+			w.Action, w.LaunchError = CannotLaunch, err.Error()
+			w.Reason = fmt.Sprintf("unable to launch try %d: %v", try, err)
 		}
 	}
 	return withMissing(rt, clone, w), nil
 }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// CannotLaunch is the Waiting action of a due step whose agent cannot start.
+const CannotLaunch = "cannot-launch"
 
 // ClockTime shows t in local time, as a person reads it: the time of day when it
 // is today, else the date too.

@@ -158,6 +158,7 @@ func TestWaitsFor(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rt.Close()
+			rt.Getenv = agentEnv(os.Args[0]) // an agent that exists: due steps can launch
 			if tt.lock {
 				lock, _, err := TryLock(rt.WS, "watch")
 				if err != nil {
@@ -193,6 +194,44 @@ func TestWaitsFor(t *testing.T) {
 				t.Errorf("waitsFor changed the state:\n%s", cmp.Diff(string(before), string(after)))
 			}
 		})
+	}
+}
+
+// agentEnv is an environment whose STEP_AGENT_CMD is agent.
+func agentEnv(agent string) func(string) string {
+	return func(k string) string {
+		if k == "STEP_AGENT_CMD" {
+			return agent
+		}
+		return ""
+	}
+}
+
+// TestWaitsFor_CannotLaunch: a due step whose agent cannot start is not "due": the
+// report says it cannot launch, and why.
+func TestWaitsFor_CannotLaunch(t *testing.T) {
+	now := time.Date(2026, 2, 10, 12, 1, 0, 0, time.UTC)
+	st := parse(t, `{"plan": {"steps": {"a": {"title": "A", "instruction": "do a"}}}, "stepQueue": ["a"],
+		"currentStep": 0, "stepRuns": {}, "blockers": [], "artifacts": [], "status": "IN_PROGRESS", "stepDelayMinutes": 0}`)
+	for _, tt := range []struct{ agent, cause string }{
+		{"", "STEP_AGENT_CMD is not set"},
+		{"no-such-agent-anywhere --flag", `STEP_AGENT_CMD: agent "no-such-agent-anywhere" not found on PATH`},
+		{"sh -c", "is a shell"},
+	} {
+		rt, err := NewRuntime(filepath.Join(t.TempDir(), "state.json"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.Getenv = agentEnv(tt.agent)
+		got, err := waitsFor(rt, st, now, 3)
+		rt.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Action != CannotLaunch || !strings.Contains(got.LaunchError, tt.cause) ||
+			!strings.HasPrefix(got.Reason, "unable to launch try 1: ") || got.Step != "a" {
+			t.Errorf("STEP_AGENT_CMD=%q: %+v, want %s naming %q", tt.agent, got, CannotLaunch, tt.cause)
+		}
 	}
 }
 
@@ -253,9 +292,9 @@ func TestDescribe(t *testing.T) {
 		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
 		Steps: []StepReport{
 			{ID: "a", Title: "A", Status: "DONE", Tries: 2, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
-				DurationMs: ms(90500), Error: str("first try failed")},
-			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true},
-			{ID: "c", Title: "C", Status: "DONE", Skipped: true},
+				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLog{}},
+			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true, Logs: []TryLog{}},
+			{ID: "c", Title: "C", Status: "DONE", Skipped: true, Logs: []TryLog{}},
 		},
 		WaitingFor: Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"},
 	}

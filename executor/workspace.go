@@ -69,8 +69,9 @@ func (w Workspace) HistoryDir() string { return w.meta("history") }
 // JournalPath is the append-only journal of decisions.
 func (w Workspace) JournalPath() string { return w.meta("journal.jsonl") }
 
-// ErrLocked is returned by TryLock when another stepseq holds the workspace.
-var ErrLocked = errors.New("executor: workspace is locked by another stepseq")
+// ErrLocked is returned by TryLock when another stepseq holds the workspace. Its
+// text reaches the user as it is, so it names no package.
+var ErrLocked = errors.New("workspace is locked by another stepseq")
 
 // Holder describes the process holding the workspace lock, and the agent it runs.
 type Holder struct {

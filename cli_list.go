@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stepseq/stepseq/executor"
+)
+
+// listWords are the plan record statuses as `stepseq list` says them.
+var listWords = map[string]string{
+	executor.PlanActive:   "active",
+	executor.PlanWaiting:  "queued",
+	executor.PlanInvalid:  "rejected",
+	executor.PlanFinished: "finished",
+	executor.PlanNew:      "new",
+}
+
+func newListCmd(stdout io.Writer) *cobra.Command {
+	var (
+		ws     workspaceFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list [DIR]",
+		Short: "List the plans in DIR/plans: active, queued, rejected (with errors) and finished",
+		Long: `list shows every plan file in DIR/plans (default .) with what the sidecar made of it,
+as recorded under DIR/.stepseq/plans/:
+
+  active    the plan in DIR/state.json, running
+  queued    valid, waiting for the active plan to finish
+  rejected  not valid; every error is listed, as file:line:col: message
+  finished  ran to DONE
+  new       not seen by a sidecar yet (valid; an invalid one shows as rejected)
+
+Exit status: 0, also when some plans are rejected; 2 on a usage error. stepseq
+validate exits 1 on a rejected plan, for scripts.`,
+		Example: `  stepseq list
+  stepseq list ./workspace --json | jq '.[] | select(.status == "invalid")'`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: dirCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			dir, state := ws.statePath(args)
+			wsp, err := executor.NewWorkspace(state)
+			if err != nil {
+				return err
+			}
+			st, _ := (&executor.StateFile{Path: state}).Read()
+			plans, err := executor.ListPlans(wsp, filepath.Join(dir, "plans"), st)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if plans == nil {
+					plans = []executor.PlanListing{}
+				}
+				return writeJSON(stdout, plans)
+			}
+			if len(plans) == 0 {
+				_, err := fmt.Fprintf(stdout, "no plans in %s: write one there (stepseq init makes an example)\n", filepath.Join(dir, "plans"))
+				return err
+			}
+			rows := [][]string{{"PLAN", "FILE", "STATUS", "ERRORS"}}
+			for _, p := range plans {
+				errs := "-"
+				if p.ErrorCount > 0 {
+					errs = fmt.Sprint(p.ErrorCount)
+				}
+				word := listWords[p.Status]
+				if word == "" {
+					word = p.Status
+				}
+				rows = append(rows, []string{p.Name, p.File, word, errs})
+			}
+			var b bytes.Buffer
+			writeTable(&b, rows, -1, false)
+			for _, p := range plans {
+				if len(p.Errors) == 0 {
+					continue
+				}
+				fmt.Fprintf(&b, "\n%s was rejected:\n", p.File)
+				for _, e := range p.Errors {
+					fmt.Fprintf(&b, "  %s\n", e)
+				}
+			}
+			_, err = stdout.Write(b.Bytes())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return cmd
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/spf13/cobra"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		ws     workspaceFlags
+		try    int
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs STEP [DIR]",
+		Short: "Print a try's output: the latest try of STEP, or --try N",
+		Long: `logs prints the full output of one try of STEP, as the agent wrote it to
+DIR/.stepseq/logs/<step>/<try>.log (default DIR .): the latest try unless --try.
+
+-f follows a try that is running: it prints what the agent writes as it writes it,
+and ends when the try ends. A try that has not started yet is waited for.
+
+Exit status: 0 when the log was printed, or the try printed nothing (said on stderr);
+1 when the step is not in the plan or the try never ran; 2 on a usage error.`,
+		Example: `  stepseq logs build
+  stepseq logs build ./workspace --try 2
+  stepseq logs build -f            # follow the running try until it ends`,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: stepCompletion(&ws),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, state := ws.statePath(args[1:])
+			wsp, err := executor.NewWorkspace(state)
+			if err != nil {
+				return err
+			}
+			if try < 0 || (cmd.Flags().Changed("try") && try == 0) {
+				return usageErr("--try %d: tries count from 1", try)
+			}
+			l := &logReader{ws: wsp, step: args[0], try: try, out: stdout, stderr: stderr}
+			return l.run(cmd.Context(), follow)
+		},
+	}
+	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	cmd.Flags().IntVar(&try, "try", 0, "the try to print (default the latest)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing while the try runs; end when it ends")
+	return cmd
+}
+
+// logReader prints one try's log of one step.
+type logReader struct {
+	ws     executor.Workspace
+	step   string
+	try    int // 0: the latest
+	out    io.Writer
+	stderr io.Writer
+
+	offset int64 // bytes of the log printed so far
+}
+
+// readState reads the workspace's state; nil when there is none or it does not parse.
+func (l *logReader) readState() *planspec.State {
+	st, err := (&executor.StateFile{Path: l.ws.State}).Read()
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+// latestLogged is the highest try with a log file, 0 when none.
+func (l *logReader) latestLogged() int {
+	entries, _ := os.ReadDir(filepath.Dir(l.ws.LogPath(l.step, 1)))
+	latest := 0
+	for _, e := range entries {
+		if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log")); err == nil && strings.HasSuffix(e.Name(), ".log") {
+			latest = max(latest, n)
+		}
+	}
+	return latest
+}
+
+func (l *logReader) run(ctx context.Context, follow bool) error {
+	st := l.readState()
+	tries, known := 0, st == nil
+	if st != nil {
+		if _, ok := st.Steps[l.step]; ok {
+			known = true
+		}
+		if run := st.StepRuns[l.step]; run != nil {
+			tries = run.Tries
+		}
+	}
+	logged := l.latestLogged()
+	if !known && logged == 0 {
+		return &exitError{code: 1, err: fmt.Errorf("no step %s in the plan of %s: the steps are %s",
+			l.step, shownRel(l.ws.State), strings.Join(st.StepQueue, ", "))}
+	}
+	if l.try == 0 {
+		l.try = max(tries, logged)
+		if l.try == 0 {
+			if !follow {
+				return &exitError{code: 1, err: fmt.Errorf("step %s has not run yet: no tries, no logs", l.step)}
+			}
+			l.try = 1 // wait for the first
+		}
+	}
+	if !follow && l.try > max(tries, logged) {
+		return &exitError{code: 1, err: fmt.Errorf("step %s has run %s: there is no try %d", l.step, plural(max(tries, logged), "time"), l.try)}
+	}
+	if !follow {
+		n, err := l.copyNew()
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && n == 0) {
+			fmt.Fprintf(l.stderr, "step %s try %d printed nothing\n", l.step, l.try)
+			return nil
+		}
+		return err
+	}
+	return l.follow(ctx)
+}
+
+// copyNew prints what the log holds past what was printed. A log that shrank was
+// cut or rewritten: it is printed again from its start.
+func (l *logReader) copyNew() (int64, error) {
+	f, err := os.Open(l.ws.LogPath(l.step, l.try))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s is not a log file", l.ws.LogPath(l.step, l.try))
+	}
+	if fi.Size() < l.offset {
+		l.offset = 0
+	}
+	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(l.out, f)
+	l.offset += n
+	return n, err
+}
+
+// tryState says how far the try followed is, as the state records it: started,
+// and over once its run is no longer IN_PROGRESS at that try or moved on to a
+// later one. Without a state there is no telling: the try is taken as running.
+func (l *logReader) tryState() (started, over bool) {
+	st := l.readState()
+	if st == nil {
+		return true, false
+	}
+	run := st.StepRuns[l.step]
+	if run == nil {
+		return false, false
+	}
+	switch {
+	case run.Tries > l.try:
+		return true, true
+	case run.Tries == l.try:
+		return true, run.Status != planspec.StatusInProgress
+	}
+	return false, false
+}
+
+// follow prints the log as it grows until the try is over. It watches the log's
+// folder and the state's folder, made if missing so that a try not yet started
+// can be waited for; it never polls.
+func (l *logReader) follow(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch the log: %w", err)
+	}
+	defer w.Close()
+	if err := requireFolders(l.ws.Dir); err != nil {
+		return err
+	}
+	logDir := filepath.Dir(l.ws.LogPath(l.step, l.try))
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return fmt.Errorf("watch %s: %w", logDir, err)
+	}
+	for _, d := range []string{logDir, filepath.Dir(l.ws.State)} {
+		if err := w.Add(d); err != nil {
+			return fmt.Errorf("watch %s: %w", d, err)
+		}
+	}
+	logName, stateName := filepath.Base(l.ws.LogPath(l.step, l.try)), filepath.Base(l.ws.State)
+	// check prints what is new and says whether the try is over. The state is
+	// read before the log, so that the last output is printed after the try ended.
+	// A log there before its try started is an older run's, about to be replaced.
+	check := func() (bool, error) {
+		started, over := l.tryState()
+		if !started {
+			return false, nil
+		}
+		if _, err := l.copyNew(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return true, err
+		}
+		return over, nil
+	}
+	if over, err := check(); over || err != nil {
+		return l.ended(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("file watcher stopped")
+			}
+			if n := filepath.Base(ev.Name); n != logName && n != stateName {
+				continue
+			}
+		case _, ok := <-w.Errors:
+			if !ok {
+				return errors.New("file watcher stopped")
+			}
+		}
+		if over, err := check(); over || err != nil {
+			return l.ended(err)
+		}
+	}
+}
+
+// ended closes a follow: a try that printed nothing says so.
+func (l *logReader) ended(err error) error {
+	if err == nil && l.offset == 0 {
+		fmt.Fprintf(l.stderr, "step %s try %d printed nothing\n", l.step, l.try)
+	}
+	return err
+}
+
+// stepCompletion completes a STEP argument with the steps of the workspace's
+// plan, read from the state file the DIR argument or --state names.
+func stepCompletion(ws *workspaceFlags) cobra.CompletionFunc {
+	return func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		switch len(args) {
+		case 0:
+			_, state := ws.statePath(nil)
+			st, err := (&executor.StateFile{Path: state}).Read()
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			out := make([]cobra.Completion, 0, len(st.StepQueue))
+			for _, id := range st.StepQueue {
+				title := ""
+				if s := st.Steps[id]; s != nil {
+					title = s.Title
+				}
+				out = append(out, cobra.CompletionWithDesc(id, title))
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		case 1:
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func newHistoryCmd(stdout io.Writer) *cobra.Command {
+	var (
+		ws     workspaceFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "history [DIR]",
+		Short: "List past runs: the states archived under DIR/.stepseq/history/",
+		Long: `history lists the runs of DIR (default .) that are over: each state that a new plan
+replaced was archived under DIR/.stepseq/history/, and shows here with its plan, when
+it was archived, its status and how many of its steps were done. The run in
+DIR/state.json is not history yet: stepseq status shows it.
+
+Exit status: 0, also when there is no history; 2 on a usage error.`,
+		Example: `  stepseq history
+  stepseq history ./workspace --json`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: dirCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			_, state := ws.statePath(args)
+			wsp, err := executor.NewWorkspace(state)
+			if err != nil {
+				return err
+			}
+			runs, err := executor.History(wsp)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if runs == nil {
+					runs = []executor.HistoryRun{}
+				}
+				return writeJSON(stdout, runs)
+			}
+			if len(runs) == 0 {
+				_, err := fmt.Fprintf(stdout, "no past runs in %s: a run is archived there when a new plan replaces it\n", wsp.HistoryDir())
+				return err
+			}
+			rows := [][]string{{"PLAN", "ARCHIVED", "STATUS", "STEPS DONE", "FILE"}}
+			for _, r := range runs {
+				when, status, steps := "-", r.Status, fmt.Sprintf("%d/%d", r.StepsDone, r.Steps)
+				if t, err := planspec.ParseISO(r.Archived); err == nil && r.Archived != "" {
+					when = t.Local().Format("2006-01-02 15:04:05")
+				}
+				if r.Error != "" {
+					status, steps = "unreadable: "+clip(r.Error, 50), "-"
+				}
+				rows = append(rows, []string{r.Plan, when, status, steps, shownRel(r.File)})
+			}
+			var b bytes.Buffer
+			writeTable(&b, rows, -1, false)
+			_, err = stdout.Write(b.Bytes())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return cmd
+}
+
+// shownRel is path relative to the working directory when it lies under it.
+func shownRel(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(wd, path); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return path
+}

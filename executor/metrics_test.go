@@ -1,0 +1,77 @@
+package executor
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestMetrics_Observe: the plan's status and blocked steps are gauges; each try
+// that finishes after the first state seen is timed once, by outcome.
+func TestMetrics_Observe(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, nil)
+	run := func(status, started, finished string) string {
+		return `{"status": "` + status + `", "tries": 1, "stepseq": {"startedIso": "` + started + `", "finishedIso": "` + finished + `"}}`
+	}
+	state := func(runs, blockers, status string) string {
+		return `{"plan": {"steps": {"a": {"title": "A", "instruction": "x"}, "b": {"title": "B", "instruction": "y"}}},
+			"stepQueue": ["a", "b"], "currentStep": 0, "stepDelayMinutes": 0, "artifacts": [],
+			"stepRuns": {` + runs + `}, "blockers": [` + blockers + `], "status": "` + status + `"}`
+	}
+	// The first state: a try finished before the sidecar started is not timed.
+	m.observe(parse(t, state(`"a": `+run("DONE", "2026-02-10T12:00:00+00:00", "2026-02-10T12:00:30+00:00"), ``, "IN_PROGRESS")))
+	// b fails after 90 s and is blocked.
+	m.observe(parse(t, state(`"a": `+run("DONE", "2026-02-10T12:00:00+00:00", "2026-02-10T12:00:30+00:00")+`,
+		"b": `+run("FAILED", "2026-02-10T12:01:00+00:00", "2026-02-10T12:02:30+00:00"), `"b: max retries (1) exceeded"`, "IN_PROGRESS")))
+	// The same state again: nothing timed twice.
+	m.observe(parse(t, state(`"a": `+run("DONE", "2026-02-10T12:00:00+00:00", "2026-02-10T12:00:30+00:00")+`,
+		"b": `+run("FAILED", "2026-02-10T12:01:00+00:00", "2026-02-10T12:02:30+00:00"), `"b: max retries (1) exceeded"`, "IN_PROGRESS")))
+	m.InvalidState()
+	m.RejectedPlan()
+	m.RejectedPlan()
+
+	got := map[string]float64{}
+	var timed uint64
+	var sum float64
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range mm.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			switch {
+			case mm.GetGauge() != nil:
+				got[name] = mm.GetGauge().GetValue()
+			case mm.GetCounter() != nil:
+				got[name] = mm.GetCounter().GetValue()
+			case mm.GetHistogram() != nil && mf.GetName() == "stepseq_step_duration_seconds":
+				if name != "stepseq_step_duration_seconds{outcome=failed}" {
+					t.Errorf("a try timed as %s, want failed", name)
+				}
+				timed += mm.GetHistogram().GetSampleCount()
+				sum += mm.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"stepseq_blocked_steps":                   1,
+		"stepseq_invalid_states_total":            1,
+		"stepseq_rejected_plans_total":            2,
+		"stepseq_plan_status{status=blocked}":     1,
+		"stepseq_plan_status{status=done}":        0,
+		"stepseq_plan_status{status=in_progress}": 0,
+		"stepseq_plan_status{status=none}":        0,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	if timed != 1 || sum != 90 {
+		t.Errorf("%d tries timed, %v s in all; want 1, 90 s: b's failure, once", timed, sum)
+	}
+}

@@ -1,0 +1,154 @@
+package executor
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// PlanListing is one plan as `stepseq list` and `stepseq status` show it: the
+// file in the plans folder, what the sidecar last decided about it, and, for a
+// rejected plan, why.
+type PlanListing struct {
+	Name   string   `json:"name"`
+	File   string   `json:"file"`   // relative to the workspace, slash-separated
+	Status string   `json:"status"` // active, waiting, invalid, finished, or new (not judged yet)
+	Errors []string `json:"errors,omitempty"`
+	// ErrorCount is len(Errors); the text keeps its own count for a cut list.
+	ErrorCount int    `json:"errorCount,omitempty"`
+	JudgedAt   string `json:"judgedAt,omitempty"`
+}
+
+// PlanNew is the listing status of a plan file that no sidecar has judged yet.
+const PlanNew = "new"
+
+// ListPlans lists the plans of a workspace from the plan files in plansDir and the
+// records under .stepseq/plans/, sorted by name. A record whose plan file is gone
+// is left out, as the sidecar forgets it too. A file with no record is judged here,
+// read-only: a rejected plan is shown as rejected even before a sidecar sees it.
+// st, when not nil, is the workspace's state: its plan is active until DONE.
+func ListPlans(ws Workspace, plansDir string, st *planspec.State) ([]PlanListing, error) {
+	entries, err := os.ReadDir(plansDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var out []PlanListing
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		path := filepath.Join(plansDir, n)
+		source := n
+		if rel, err := filepath.Rel(ws.Dir, absPath(path)); err == nil && filepath.IsLocal(rel) {
+			source = filepath.ToSlash(rel)
+		}
+		l := PlanListing{Name: planspec.PlanName(n), File: source}
+		rec, ok := ws.ReadPlanRecord(l.Name)
+		switch {
+		case ok:
+			l.Status, l.Errors, l.JudgedAt = rec.Status, rec.Errors, rec.JudgedAt
+		default:
+			l.Status = PlanNew
+			if pf := ReadPlanFile(path, source); pf.Plan == nil {
+				l.Status, l.Errors = PlanInvalid, ErrorLines(pf.Err)
+			}
+		}
+		if st != nil && st.Settings.Source == source {
+			l.Status = PlanActive
+			if st.Status == planspec.StatusDone {
+				l.Status = PlanFinished
+			}
+		}
+		l.ErrorCount = len(l.Errors)
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// HistoryRun is one finished or archived run under .stepseq/history/.
+type HistoryRun struct {
+	File      string `json:"file"` // the archive's path
+	Plan      string `json:"plan"`
+	Archived  string `json:"archivedIso"` // when the state was archived, from the file name
+	Status    string `json:"status"`
+	StepsDone int    `json:"stepsDone"`
+	Steps     int    `json:"steps"`
+	Error     string `json:"error,omitempty"` // the archive does not parse
+}
+
+// History lists the runs archived under .stepseq/history/, oldest first. Archive
+// names start with the UTC time of archiving, so the name order is the time order.
+func History(ws Workspace) ([]HistoryRun, error) {
+	entries, err := os.ReadDir(ws.HistoryDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []HistoryRun
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".json") {
+			continue
+		}
+		path := filepath.Join(ws.HistoryDir(), n)
+		h := HistoryRun{File: path}
+		stamp, name, _ := strings.Cut(strings.TrimSuffix(n, ".json"), "-")
+		h.Plan = name
+		if t, err := timeFromArchiveName(stamp); err == nil {
+			h.Archived = planspec.FormatISO(t)
+		}
+		data, err := (&StateFile{Path: path}).Bytes()
+		if err != nil {
+			h.Error = err.Error()
+			out = append(out, h)
+			continue
+		}
+		st, err := planspec.ParseState(bytes.NewReader(data), n)
+		if err != nil {
+			h.Error = firstErrLine(err)
+			out = append(out, h)
+			continue
+		}
+		if st.Settings.Name != "" {
+			h.Plan = st.Settings.Name
+		}
+		h.Status, h.Steps = st.Status, len(st.StepQueue)
+		for _, id := range st.StepQueue {
+			if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusDone {
+				h.StepsDone++
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func firstErrLine(err error) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
+	return line
+}
+
+// archiveStamp is the time layout that starts an archive's name.
+const archiveStamp = "20060102T150405.000000Z"
+
+func timeFromArchiveName(stamp string) (time.Time, error) {
+	return time.Parse(archiveStamp, stamp)
+}
