@@ -112,14 +112,9 @@ func (v *statusView) once() error {
 
 // load reads and parses the state file, keeping its bytes to tell changes apart.
 func (v *statusView) load() ([]byte, *planspec.State, error) {
-	f, err := os.Open(v.rt.WS.State)
+	data, err := executor.ReadFile(v.rt.WS.State, executor.StateCap)
 	if err != nil {
 		return nil, nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, planspec.MaxStateSize+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", v.rt.WS.State, err)
 	}
 	st, err := planspec.ParseState(bytes.NewReader(data), v.rt.WS.State)
 	return data, st, err

@@ -29,7 +29,7 @@ func (s *Sidecar) intakePlans() {
 	slices.Sort(files)
 	var next *PlanFile
 	for _, path := range files {
-		pf := ReadPlanFile(path, s.rel(path))
+		pf := ReadPlanFileIn(s.Root(), s.rel(path))
 		if errors.Is(pf.Err, fs.ErrNotExist) {
 			continue
 		}

@@ -59,24 +59,10 @@ func (f *StateFile) parse(data []byte) (*planspec.State, error) {
 	return st, nil
 }
 
+// readBytes reads the whole file, refusing a FIFO, a device or a directory without
+// blocking on it, and a file over StateCap without reading it.
 func (f *StateFile) readBytes() ([]byte, error) {
-	file, err := os.Open(f.Path)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	fi, err := file.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > planspec.MaxStateSize {
-		return nil, fmt.Errorf("%s: larger than %d MiB: not a state file", f.Path, planspec.MaxStateSize>>20)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+512))
-	if _, err := buf.ReadFrom(file); err != nil {
-		return nil, fmt.Errorf("read %s: %w", f.Path, err)
-	}
-	return buf.Bytes(), nil
+	return ReadFile(f.Path, StateCap)
 }
 
 // Write replaces the file atomically and durably: a temp file in the same

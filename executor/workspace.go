@@ -127,7 +127,7 @@ func TryLock(w Workspace, kind string) (*Lock, *Holder, error) {
 
 func readHolder(w Workspace) Holder {
 	var h Holder
-	if data, err := os.ReadFile(w.LockPath()); err == nil {
+	if data, err := ReadFile(w.LockPath(), recordCap); err == nil {
 		_ = json.Unmarshal(data, &h)
 	}
 	return h
