@@ -34,7 +34,7 @@ func (s *Sidecar) intakePlans() {
 			continue
 		}
 		rec, _ := s.WS.ReadPlanRecord(pf.Name)
-		if s.plansSeen[path] != pf.Hash {
+		if seen, ok := s.plansSeen[path]; !ok || seen != pf.Hash { // a refused file has no hash, and is judged too
 			s.plansSeen[path] = pf.Hash
 			s.judged(pf, rec)
 		}
