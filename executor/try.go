@@ -3,9 +3,7 @@ package executor
 import (
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -127,14 +125,13 @@ func StepTimeout(st *planspec.State, id string) time.Duration {
 type Active struct {
 	Prepared
 	*Process
-	log *lazyFile
+	log *TryLog
 }
 
-// Start launches the try, its full output going to .stepseq/logs/<step>/<try>.log.
-// The log is created on the first byte of output: creating files is the slowest
-// part of a step on many filesystems, and a silent agent needs none.
+// Start launches the try, its output going to .stepseq/logs/<step>/<try>.log
+// (see TryLog).
 func (r *Runtime) Start(l Prepared) (*Active, error) {
-	logf := &lazyFile{path: r.WS.LogPath(l.Step, l.Try)}
+	logf := OpenTryLog(r.WS.LogPath(l.Step, l.Try), TryHeader{Step: l.Step, Try: l.Try, Argv: l.Proc.Argv, Started: r.now()}, 0)
 	l.Proc.Log = logf
 	p, err := Start(l.Proc)
 	if err != nil {
@@ -147,44 +144,11 @@ func (r *Runtime) Start(l Prepared) (*Active, error) {
 
 // Finished closes the try's log and forgets its process.
 func (r *Runtime) Finished(run *Active, exit Exit) {
-	if err := run.log.Close(); err != nil {
+	if err := run.log.Finish(exit); err != nil {
 		r.Logger.Warn("agent log", "step", run.Step, "err", err)
 	}
 	r.Lock.SetAgent(nil)
 	r.record(Entry{Event: "exit", Step: run.Step, Try: run.Try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
-}
-
-// lazyFile creates its file, and the directories above it, on the first write.
-type lazyFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	err  error
-}
-
-func (l *lazyFile) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil && l.err == nil {
-		if l.err = os.MkdirAll(filepath.Dir(l.path), 0o755); l.err == nil {
-			l.f, l.err = os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		}
-	}
-	if l.err != nil {
-		return len(b), nil // a lost log never fails the agent; Close reports it
-	}
-	return l.f.Write(b)
-}
-
-func (l *lazyFile) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f != nil {
-		if err := l.f.Close(); err != nil && l.err == nil {
-			l.err = err
-		}
-	}
-	return l.err
 }
 
 // startFailure is the Exit of an agent that could not be started.
