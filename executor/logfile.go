@@ -38,12 +38,13 @@ type TryLog struct {
 	path string
 	hdr  TryHeader
 	head int64 // output bytes the head keeps
+	keep int   // output bytes the tail keeps
 
 	mu       sync.Mutex
 	f        *os.File
 	err      error
 	written  int64  // output bytes written to the head
-	tail     []byte // ring of the latest output once the head is full
+	tail     []byte // ring of the latest output once the head is full; made then
 	tailAt   int    // next write position in tail
 	tailSeen int64  // output bytes that went to the ring
 	last     byte   // last byte written to the file
@@ -57,7 +58,7 @@ func OpenTryLog(path string, hdr TryHeader, maxBytes int64) *TryLog {
 		maxBytes = DefaultLogCap
 	}
 	tail := min(maxBytes/2, logTailCap)
-	return &TryLog{path: path, hdr: hdr, head: maxBytes - tail, tail: make([]byte, 0, tail)}
+	return &TryLog{path: path, hdr: hdr, head: maxBytes - tail, keep: int(tail)}
 }
 
 // Write logs b. It always reports the whole of b written and no error.
@@ -85,6 +86,9 @@ func (l *TryLog) Write(b []byte) (int, error) {
 // keepTail puts b in the ring of the latest output, over its oldest bytes.
 func (l *TryLog) keepTail(b []byte) {
 	l.tailSeen += int64(len(b))
+	if l.tail == nil {
+		l.tail = make([]byte, 0, l.keep)
+	}
 	if len(l.tail) < cap(l.tail) { // the ring is filling up
 		k := min(len(b), cap(l.tail)-len(l.tail))
 		l.tail = append(l.tail, b[:k]...)
@@ -161,7 +165,7 @@ func (l *TryLog) Finish(exit Exit) error {
 	if l.open() {
 		if cut := l.tailSeen - int64(len(l.tail)); cut > 0 {
 			l.line(fmt.Sprintf("=== stepseq: %d bytes of output cut here: the log keeps the first %s and the last %s",
-				cut, sizeString(l.head), sizeString(int64(cap(l.tail)))))
+				cut, sizeString(l.head), sizeString(int64(l.keep))))
 		}
 		ok := l.write(l.tail[l.tailAt:]) && l.write(l.tail[:l.tailAt])
 		if ok {
