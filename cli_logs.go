@@ -69,6 +69,7 @@ type logReader struct {
 	stderr io.Writer
 
 	offset int64 // bytes of the log printed so far
+	output int64 // of which the agent wrote (not stepseq's header and footer)
 }
 
 // readState reads the workspace's state; nil when there is none or it does not parse.
@@ -122,7 +123,7 @@ func (l *logReader) run(ctx context.Context, follow bool) error {
 	}
 	if !follow {
 		n, err := l.copyNew()
-		if errors.Is(err, fs.ErrNotExist) || (err == nil && n == 0) {
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && (n == 0 || l.output == 0)) {
 			fmt.Fprintf(l.stderr, "step %s try %d printed nothing\n", l.step, l.try)
 			return nil
 		}
@@ -152,9 +153,23 @@ func (l *logReader) copyNew() (int64, error) {
 	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
 		return 0, err
 	}
-	n, err := io.Copy(l.out, f)
+	var buf bytes.Buffer
+	n, err := io.Copy(io.MultiWriter(l.out, &buf), f)
 	l.offset += n
+	l.output += agentBytes(buf.Bytes())
 	return n, err
+}
+
+// agentBytes counts what the agent wrote, leaving out stepseq's header, footer and
+// cut markers (lines starting "=== ").
+func agentBytes(b []byte) int64 {
+	var n int64
+	for line := range bytes.Lines(b) {
+		if !bytes.HasPrefix(line, []byte("=== ")) {
+			n += int64(len(line))
+		}
+	}
+	return n
 }
 
 // tryState says how far the try followed is, as the state records it: started,
@@ -240,7 +255,7 @@ func (l *logReader) follow(ctx context.Context) error {
 
 // ended closes a follow: a try that printed nothing says so.
 func (l *logReader) ended(err error) error {
-	if err == nil && l.offset == 0 {
+	if err == nil && l.output == 0 {
 		fmt.Fprintf(l.stderr, "step %s try %d printed nothing\n", l.step, l.try)
 	}
 	return err

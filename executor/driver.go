@@ -189,7 +189,7 @@ func (d *driver) exits() <-chan Exit {
 func (d *driver) finish(exit Exit) {
 	a := d.active
 	d.active = nil
-	if err := a.run.Close(); err != nil {
+	if err := a.run.Finish(exit); err != nil {
 		d.rt.Logger.Warn("agent log", "step", a.step, "err", err)
 	}
 	if d.lock != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -77,11 +78,16 @@ func (j *Journal) open() error {
 	if err := os.MkdirAll(filepath.Dir(j.Path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(j.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	// O_NONBLOCK: a FIFO put in the journal's place fails the open instead of
+	// waiting for a reader.
+	f, err := os.OpenFile(j.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return err
 	}
 	fi, err := f.Stat()
+	if err == nil {
+		err = regular(j.Path, fi)
+	}
 	if err != nil {
 		f.Close()
 		return err

@@ -2,8 +2,6 @@ package executor
 
 import (
 	"io"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -33,8 +31,8 @@ type Started interface {
 	Ident() (pid int, startTicks uint64)
 	// LastOutput is when the agent last wrote a byte; zero when it never did.
 	LastOutput() time.Time
-	// Close releases what the try holds (its log) once it is done.
-	Close() error
+	// Finish releases what the try holds once it is done: its log gets its footer.
+	Finish(exit Exit) error
 }
 
 // ProcessLauncher runs the agent as a local process in its own group, its output
@@ -45,7 +43,7 @@ type ProcessLauncher struct{}
 // creating files is the slowest part of a step on many filesystems, and a silent
 // agent needs none.
 func (ProcessLauncher) Launch(t TrySpec) (Started, error) {
-	r := &processRun{log: &lazyFile{path: t.LogPath}}
+	r := &processRun{log: OpenTryLog(t.LogPath, TryHeader{Step: t.Step, Try: t.Try, Argv: t.Proc.Argv, Started: time.Now()}, 0)}
 	t.Proc.Log = &activity{w: r.log, last: &r.last}
 	p, err := Start(t.Proc)
 	if err != nil {
@@ -57,7 +55,7 @@ func (ProcessLauncher) Launch(t TrySpec) (Started, error) {
 
 type processRun struct {
 	*Process
-	log  *lazyFile
+	log  *TryLog
 	last atomic.Int64
 }
 
@@ -70,7 +68,7 @@ func (r *processRun) LastOutput() time.Time {
 	return time.Time{}
 }
 
-func (r *processRun) Close() error { return r.log.Close() }
+func (r *processRun) Finish(exit Exit) error { return r.log.Finish(exit) }
 
 // activity notes when output last came, for idleTimeout.
 type activity struct {
@@ -81,12 +79,4 @@ type activity struct {
 func (a *activity) Write(b []byte) (int, error) {
 	a.last.Store(time.Now().UnixNano())
 	return a.w.Write(b)
-}
-
-// lazyFile creates its file, and the directories above it, on the first write.
-type lazyFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	err  error
 }

@@ -15,7 +15,8 @@ const ErrorChars = 500
 
 // Exit is how an agent process ended.
 type Exit struct {
-	Code     int // -1 when it never ran or was killed by a signal
+	Code     int       // -1 when it never ran or was killed by a signal
+	Signal   os.Signal // the signal that ended it; nil when it exited
 	TimedOut bool
 	Stdout   string // the first bytes, enough for ErrorChars characters
 	Stderr   string

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -32,19 +31,30 @@ type PlanFile struct {
 	Err    error          // why it is invalid
 }
 
-// ReadPlanFile reads and parses a plan file, refusing one over the size cap before
-// reading it whole.
+// ReadPlanFile reads and parses a plan file named outright (on the command line),
+// refusing anything but a regular file, and one over PlanCap, before reading it.
 func ReadPlanFile(path, source string) PlanFile {
+	data, err := ReadFile(path, PlanCap)
+	return parsePlanFile(path, source, data, err)
+}
+
+// ReadPlanFileIn reads and parses the plan file rel (slash-separated) of the
+// workspace opened as root. A symbolic link out of the workspace is refused and
+// its target never read nor named; so is anything but a regular file, and a file
+// over PlanCap.
+func ReadPlanFileIn(root *os.Root, rel string) PlanFile {
+	path := filepath.FromSlash(rel)
+	if root != nil {
+		path = filepath.Join(root.Name(), path)
+	}
+	data, err := ReadFileIn(root, rel, PlanCap)
+	return parsePlanFile(path, rel, data, err)
+}
+
+func parsePlanFile(path, source string, data []byte, err error) PlanFile {
 	pf := PlanFile{Path: path, Source: source, Name: planspec.PlanName(path)}
-	f, err := os.Open(path)
 	if err != nil {
 		pf.Err = err
-		return pf
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, planspec.MaxPlanSize+1))
-	if err != nil {
-		pf.Err = fmt.Errorf("read %s: %w", source, err)
 		return pf
 	}
 	pf.Hash = planspec.Hash(data)
@@ -98,7 +108,7 @@ func (w Workspace) planRecordPath(name string) string {
 // ReadPlanRecord reads a plan's record; ok is false when there is none.
 func (w Workspace) ReadPlanRecord(name string) (PlanRecord, bool) {
 	var rec PlanRecord
-	data, err := os.ReadFile(w.planRecordPath(name))
+	data, err := ReadFile(w.planRecordPath(name), recordCap)
 	if err != nil || json.Unmarshal(data, &rec) != nil {
 		return PlanRecord{}, false
 	}
@@ -146,7 +156,7 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 		return nil, "", pf.Err
 	}
 	archived := ""
-	data, err := os.ReadFile(sf.Path)
+	data, err := ReadFile(sf.Path, StateCap)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:

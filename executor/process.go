@@ -76,8 +76,8 @@ func Start(spec Spec) (*Process, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	cmd.Stdout = io.MultiWriter(log, &p.stdout)
-	cmd.Stderr = io.MultiWriter(log, &p.stderr)
+	cmd.Stdout = &tee{capture: &p.stdout, log: log}
+	cmd.Stderr = &tee{capture: &p.stderr, log: log}
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start agent %s: %w", spec.Argv[0], err)
@@ -132,12 +132,30 @@ func (p *Process) exit(err error, timedOut bool, started time.Time) Exit {
 		Stdout: p.stdout.String(), Stderr: p.stderr.String()}
 	if st := p.cmd.ProcessState; st != nil {
 		e.Code = st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = ws.Signal()
+		}
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
 		e.Err = err
 	}
 	return e
+}
+
+// tee feeds one of the agent's streams to its capture, then to the log. The
+// capture comes first and the log's errors are dropped: logging never decides a
+// step, and what the agent said reaches the verdict whatever the disk does. (A
+// TryLog keeps its own first error for the driver to report.)
+type tee struct {
+	capture *capture
+	log     io.Writer
+}
+
+func (t *tee) Write(b []byte) (int, error) {
+	_, _ = t.capture.Write(b)
+	_, _ = t.log.Write(b)
+	return len(b), nil
 }
 
 // capture keeps the first captureBytes written to it and drops the rest.

@@ -19,7 +19,7 @@ const DefaultSettle = 5 * time.Millisecond
 
 // ErrPlanBlocked is returned by Run with ExitWhenDone when the plan is held by a
 // blocker, so that `watch --exit-when-done` exits 1.
-var ErrPlanBlocked = errors.New("executor: plan is blocked")
+var ErrPlanBlocked = errors.New("plan is blocked")
 
 // SidecarOptions configure a sidecar.
 type SidecarOptions struct {

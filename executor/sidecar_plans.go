@@ -49,7 +49,7 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 	for i := range files {
 		pf := files[i]
 		rec := recs[pf.Name]
-		if seen[pf.Path] != pf.Hash {
+		if h, ok := seen[pf.Path]; !ok || h != pf.Hash { // a refused file has no hash, and is judged too
 			status := PlanWaiting
 			switch {
 			case pf.Plan == nil:
@@ -113,7 +113,7 @@ func (s *Sidecar) intakePlans() {
 			continue
 		}
 		path := filepath.Join(s.opt.PlansDir, n)
-		pf := ReadPlanFile(path, s.rel(path))
+		pf := ReadPlanFileIn(s.Root(), s.rel(path))
 		if errors.Is(pf.Err, fs.ErrNotExist) {
 			continue
 		}

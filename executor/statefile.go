@@ -23,7 +23,13 @@ var ErrSymlink = errors.New("state file is a symbolic link")
 var ErrNoFolder = errors.New("no such folder")
 
 // ErrStateIsFolder is matched by a state path that names a folder.
-var ErrStateIsFolder = errors.New("a folder, not a state file")
+var ErrStateIsFolder error = folderError{}
+
+// folderError is a folder where the state file should be; it is also ErrNotRegular.
+type folderError struct{}
+
+func (folderError) Error() string        { return "a folder, not a state file" }
+func (folderError) Is(target error) bool { return target == ErrNotRegular }
 
 // NoFolder says that dir, where a state file should be, does not exist.
 func NoFolder(dir string) error {
@@ -88,29 +94,15 @@ func (f *StateFile) parse(data []byte) (*planspec.State, error) {
 	return st, nil
 }
 
+// readBytes reads the whole file, refusing a FIFO, a device or a directory without
+// blocking on it, and a file over StateCap without reading it.
 func (f *StateFile) readBytes() ([]byte, error) {
-	file, err := os.Open(f.Path)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	fi, err := file.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.IsDir() {
+	if fi, err := os.Stat(f.Path); err == nil && fi.IsDir() {
 		shown := shownPath(f.Path)
 		return nil, fmt.Errorf("%s is %w: pass %s or the folder with `watch %s`",
 			shown, ErrStateIsFolder, filepath.Join(shown, "state.json"), shown)
 	}
-	if fi.Size() > planspec.MaxStateSize {
-		return nil, fmt.Errorf("%s: larger than %d MiB: not a state file", f.Path, planspec.MaxStateSize>>20)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+512))
-	if _, err := buf.ReadFrom(file); err != nil {
-		return nil, fmt.Errorf("read %s: %w", f.Path, err)
-	}
-	return buf.Bytes(), nil
+	return ReadFile(f.Path, StateCap)
 }
 
 // Write replaces the file atomically and durably: a temp file in the same

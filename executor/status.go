@@ -39,11 +39,11 @@ type StepReport struct {
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
 	// Logs are the tries' output files that exist, oldest try first.
-	Logs []TryLog `json:"logs"`
+	Logs []TryLogPath `json:"logs"`
 }
 
-// TryLog is where one try's output is: `stepseq logs STEP --try N` prints it.
-type TryLog struct {
+// TryLogPath is where one try's output is: `stepseq logs STEP --try N` prints it.
+type TryLogPath struct {
 	Try  int    `json:"try"`
 	Path string `json:"path"`
 }
@@ -74,7 +74,7 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
-		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLog{}}
+		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}
@@ -85,7 +85,7 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 			}
 			for try := 1; try <= run.Tries; try++ {
 				if p := rt.WS.LogPath(id, try); fileExists(p) {
-					s.Logs = append(s.Logs, TryLog{Try: try, Path: p})
+					s.Logs = append(s.Logs, TryLogPath{Try: try, Path: p})
 				}
 			}
 			if d, running, ok := runDuration(run, now); ok {

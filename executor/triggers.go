@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -14,8 +14,15 @@ import (
 
 // DrainTriggers reads and removes the queued triggers, oldest first. A file that
 // does not parse is removed and reported: a trigger is a request, not state.
+// Anything in the folder that is not a regular file (a FIFO, a device, a link) is
+// removed unread, and a directory skipped: nothing there can block the reader.
 func DrainTriggers(ws Workspace) ([]Trigger, []error) {
-	entries, err := os.ReadDir(ws.TriggersDir())
+	root, err := os.OpenRoot(ws.TriggersDir())
+	if err != nil {
+		return nil, nil
+	}
+	defer root.Close()
+	entries, err := fs.ReadDir(root.FS(), ".")
 	if err != nil {
 		return nil, nil
 	}
@@ -26,10 +33,13 @@ func DrainTriggers(ws Workspace) ([]Trigger, []error) {
 		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		path := filepath.Join(ws.TriggersDir(), name)
-		data, err := os.ReadFile(path)
-		_ = os.Remove(path)
+		data, err := ReadFileIn(root, name, TriggerCap)
+		_ = root.Remove(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
+			errs = append(errs, fmt.Errorf("trigger %w", err))
 			continue
 		}
 		var t Trigger

@@ -3,7 +3,6 @@ package executor
 import (
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -87,31 +86,6 @@ func StepTimeout(st *planspec.State, id string) time.Duration {
 		return time.Duration(st.Settings.Timeout)
 	}
 	return DefaultTimeout
-}
-
-func (l *lazyFile) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil && l.err == nil {
-		if l.err = os.MkdirAll(filepath.Dir(l.path), 0o755); l.err == nil {
-			l.f, l.err = os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		}
-	}
-	if l.err != nil {
-		return len(b), nil // a lost log never fails the agent; Close reports it
-	}
-	return l.f.Write(b)
-}
-
-func (l *lazyFile) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f != nil {
-		if err := l.f.Close(); err != nil && l.err == nil {
-			l.err = err
-		}
-	}
-	return l.err
 }
 
 // startFailure is the Exit of an agent that could not be started.

@@ -101,23 +101,43 @@ type Lock struct {
 	Previous *AgentHandle
 }
 
-// TryLock takes the workspace lock without waiting. When another process holds it,
-// it returns ErrLocked and what the holder wrote about itself.
+// deadHolderWait bounds how long TryLock waits for a lock whose recorded holder
+// is dead. The kernel frees a flock when the last descriptor of it closes: a
+// holder killed while it started an agent leaves a copy of the descriptor in the
+// child between fork and exec, closed by the exec (the descriptor is
+// close-on-exec) a moment later.
+var deadHolderWait = 2 * time.Second
+
+// TryLock takes the workspace lock without waiting for a live holder. When
+// another process holds it, it returns ErrLocked and what the holder wrote about
+// itself. A lock still held while its recorded holder is dead is waited for, a
+// short while.
 func TryLock(w Workspace, kind string) (*Lock, *Holder, error) {
 	if err := os.MkdirAll(w.meta(), 0o755); err != nil {
 		return nil, nil, fmt.Errorf("lock: %w", err)
 	}
+	// Close-on-exec (Go sets it on every open; said here because it matters): no
+	// agent may inherit the lock and keep it past its holder's death.
 	f, err := os.OpenFile(w.LockPath(), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			h := readHolder(w)
+	deadline := time.Now().Add(deadHolderWait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, nil, fmt.Errorf("lock %s: %w", w.LockPath(), err)
+		}
+		h := readHolder(w)
+		if holderAlive(h) || time.Now().After(deadline) {
+			f.Close()
 			return nil, &h, ErrLocked
 		}
-		return nil, nil, fmt.Errorf("lock %s: %w", w.LockPath(), err)
+		time.Sleep(pause)
 	}
 	prev := readHolder(w)
 	l := &Lock{f: f, Previous: prev.Agent,
@@ -126,9 +146,19 @@ func TryLock(w Workspace, kind string) (*Lock, *Holder, error) {
 	return l, nil, nil
 }
 
+// holderAlive reports whether the process a holder record names still runs. A
+// record emptied by Unlock names none.
+func holderAlive(h Holder) bool {
+	if h.PID <= 0 {
+		return false
+	}
+	_, err := StartTicks(h.PID)
+	return err == nil
+}
+
 func readHolder(w Workspace) Holder {
 	var h Holder
-	if data, err := os.ReadFile(w.LockPath()); err == nil {
+	if data, err := ReadFile(w.LockPath(), recordCap); err == nil {
 		_ = json.Unmarshal(data, &h)
 	}
 	return h

@@ -20,7 +20,7 @@ const (
 )
 
 // MaxStateSize caps what ParseState reads: a state file is a few kilobytes per step.
-const MaxStateSize = 64 << 20
+const MaxStateSize = 16 << 20
 
 // ErrInvalidState is matched by every error ParseState returns for content that is
 // not a valid state file.

@@ -322,7 +322,8 @@ func (s *watchSet) unwatch(dir string) {
 
 // list calls fn for each entry of the directory rel, in no particular order.
 func (s *watchSet) list(rel string, fn func(fs.DirEntry)) {
-	f, err := os.Open(s.abs(rel))
+	// O_DIRECTORY: a FIFO where a directory was named fails at once, unopened.
+	f, err := os.OpenFile(s.abs(rel), os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			s.report(err)

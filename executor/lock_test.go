@@ -1,0 +1,134 @@
+package executor
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// deadPID is the pid of a process that has ended and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// TestTryLock_DeadHolderLeftADescriptor holds the lock only through a descriptor
+// a child inherited from a holder that is now dead, as a child between fork and
+// exec holds it for a moment: TryLock waits until the child lets go, instead of
+// reporting the workspace locked by a dead process.
+func TestTryLock_DeadHolderLeftADescriptor(t *testing.T) {
+	ws, err := NewWorkspace(filepath.Join(t.TempDir(), "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(ws.LockPath()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(ws.LockPath(), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(Holder{PID: deadPID(t), Kind: "watch"})
+	if _, err := f.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	release := filepath.Join(ws.Dir, "release")
+	child := exec.Command(agentBinary(t), "waitfor:"+release)
+	child.ExtraFiles = []*os.File{f} // passed on purpose: the fork-exec window, held open
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	if holding(t, child.Process.Pid, ws.LockPath()) == "" {
+		t.Fatal("the child does not hold the lock file: holding cannot see descriptors")
+	}
+
+	saved := deadHolderWait
+	defer func() { deadHolderWait = saved }()
+	deadHolderWait = 0
+	if _, h, err := TryLock(ws, "watch"); !errors.Is(err, ErrLocked) || h.PID == 0 {
+		t.Fatalf("TryLock = %v, %+v; want the lock still held by the child", err, h)
+	}
+
+	deadHolderWait = time.Minute
+	type result struct {
+		lock *Lock
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, _, err := TryLock(ws, "watch")
+		got <- result{l, err}
+	}()
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("TryLock after the child let go: %v", r.err)
+		}
+		r.lock.Unlock()
+	case <-time.After(20 * time.Second):
+		t.Fatal("TryLock never took the lock")
+	}
+}
+
+// TestTryLock_AgentsInheritNoLock starts an agent while the lock is held and
+// looks at every descriptor the agent has: none is the lock file.
+func TestTryLock_AgentsInheritNoLock(t *testing.T) {
+	w := newTestWS(t, "")
+	lock, _, err := TryLock(w.chain().WS, "watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	p, err := Start(Spec{Argv: []string{agentBinary(t), "pidfile:" + w.path("agent.pid") + " waitfor:" + w.path("release")}, Dir: w.dir,
+		Log: OpenTryLog(w.path("agent.log"), TryHeader{}, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Stop(); <-p.Done() }()
+	w.waitPID("agent.pid")
+	if fd := holding(t, p.PID, w.chain().WS.LockPath()); fd != "" {
+		t.Errorf("the agent holds the lock file as descriptor %s", fd)
+	}
+	w.writeFile("release", "")
+}
+
+// holding returns which of process pid's descriptors is the file at path, or "".
+func holding(t *testing.T, pid int, path string) string {
+	t.Helper()
+	var want syscall.Stat_t
+	if err := syscall.Stat(path, &want); err != nil {
+		t.Fatal(err)
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil || len(fds) == 0 {
+		t.Fatalf("descriptors of %d: %v", pid, err)
+	}
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(dir, fd.Name()), &st); err == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+			return fd.Name()
+		}
+	}
+	return ""
+}
