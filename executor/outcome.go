@@ -19,9 +19,13 @@ type Exit struct {
 	TimedOut bool
 	Stdout   string // the first bytes, enough for ErrorChars characters
 	Stderr   string
-	Err      error // the agent could not be started, or waiting failed
-	Started  time.Time
-	Ended    time.Time
+	// StdoutTail and StderrTail are the last bytes (TailBytes), where CLIs print
+	// their verdict: claude's JSON result, codex's turn.failed.
+	StdoutTail string
+	StderrTail string
+	Err        error // the agent could not be started, or waiting failed
+	Started    time.Time
+	Ended      time.Time
 }
 
 // Verdict is the judgment of one try.

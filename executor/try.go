@@ -103,7 +103,7 @@ func (r *Runtime) PrepareLaunch(st *planspec.State, d Decision, now time.Time) (
 		"STEPSEQ_STATE="+r.WS.State,
 	)
 	return Prepared{Step: d.Step, Try: try, Proc: Spec{
-		Argv:      agent.Command(d.Prompt),
+		Argv:      agent.Command(d.Prompt, nil),
 		Dir:       r.WS.Dir,
 		Env:       env,
 		Timeout:   StepTimeout(st, d.Step),

@@ -10,9 +10,9 @@ import (
 
 // The keys of a plan and of a step, in the order the docs list them.
 var (
-	planKeys = []string{"name", "agent", "stepDelay", "maxRetries", "timeout", "vars", "steps"}
+	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
-		"on", "timeout", "retries", "awaitOutputs", "agent"}
+		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every

@@ -59,7 +59,8 @@ type StepSpec struct {
 	Timeout         Duration
 	AwaitOutputs    Duration
 	Retries         *int
-	Agent           []string
+	Agent           AgentSpec
+	Fallback        []string
 
 	raw object
 }
@@ -91,7 +92,8 @@ type AgentRecord struct {
 // Settings are the plan-level settings stepseq adds under the top-level "stepseq" key.
 type Settings struct {
 	Name       string
-	Agent      []string
+	Agent      AgentSpec
+	Fallback   []string
 	MaxRetries *int
 	Timeout    Duration
 	Vars       map[string]any
@@ -337,7 +339,8 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "timeout", sp.Timeout, sp.Timeout > 0)
 	setOrDel(&o, "awaitOutputs", sp.AwaitOutputs, sp.AwaitOutputs > 0)
 	setOrDel(&o, "retries", sp.Retries, sp.Retries != nil)
-	setOrDel(&o, "agent", sp.Agent, len(sp.Agent) > 0)
+	setOrDel(&o, "agent", sp.Agent, !sp.Agent.IsZero())
+	setOrDel(&o, "fallback", sp.Fallback, len(sp.Fallback) > 0)
 	return o
 }
 
@@ -367,7 +370,8 @@ func (st *Settings) object() object {
 	o.keys = slices.Clone(o.keys)
 	o.vals = maps.Clone(o.vals)
 	setOrDel(&o, "name", st.Name, st.Name != "")
-	setOrDel(&o, "agent", st.Agent, len(st.Agent) > 0)
+	setOrDel(&o, "agent", st.Agent, !st.Agent.IsZero())
+	setOrDel(&o, "fallback", st.Fallback, len(st.Fallback) > 0)
 	setOrDel(&o, "maxRetries", st.MaxRetries, st.MaxRetries != nil)
 	setOrDel(&o, "timeout", st.Timeout, st.Timeout > 0)
 	setOrDel(&o, "vars", st.Vars, len(st.Vars) > 0)
