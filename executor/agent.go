@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -225,4 +226,15 @@ func MaxRetriesFromEnv(getenv func(string) string) (int, error) {
 		return 0, &ConfigError{Msg: fmt.Sprintf("STEP_MAX_RETRIES=%q: want a whole number ≥ 0, like 3", v)}
 	}
 	return n, nil
+}
+
+// JudgeTry is Judge with the agent's own reading of its exit first: a failure the
+// CLI reports on exit 0 (claude's is_error, opencode's error events) fails the try
+// with the CLI's message; otherwise exit code, outputs and check decide as usual.
+// Whether to fall back instead is the caller's: see Agent.Judge and NextAgent.
+func JudgeTry(a Agent, spec *planspec.StepSpec, exit Exit, root *os.Root, check func() (bool, error)) Verdict {
+	if failed, _ := a.Judge(exit); failed != "" && !exit.TimedOut {
+		return Verdict{Error: firstChars(failed, ErrorChars)}
+	}
+	return Judge(spec, exit, root, check)
 }

@@ -172,7 +172,7 @@ func judgeClaude(exit Exit) (string, bool) {
 		return "", false
 	}
 	msg := strings.TrimSpace(r.Result)
-	if msg == "" {
+	if msg == "" && r.Subtype != "success" {
 		msg = r.Subtype
 	}
 	if msg == "" {
@@ -199,6 +199,9 @@ func scanHead(head string, r *claudeResult) bool {
 		key, _ := t.(string)
 		var v any
 		if err := dec.Decode(&v); err != nil {
+			if key == "result" {
+				r.Result = cutString(head[i+int(dec.InputOffset()):]) + "…"
+			}
 			break
 		}
 		switch key {
@@ -213,6 +216,20 @@ func scanHead(head string, r *claudeResult) bool {
 		}
 	}
 	return r.Type == "result"
+}
+
+// cutString reads a JSON string cut short: `: "text…` without its closing quote.
+func cutString(s string) string {
+	s = strings.TrimLeft(s, " :")
+	s = strings.TrimPrefix(s, `"`)
+	for len(s) > 0 {
+		var out string
+		if json.Unmarshal([]byte(`"`+s+`"`), &out) == nil {
+			return out
+		}
+		s = s[:len(s)-1] // a cut escape or rune at the end
+	}
+	return ""
 }
 
 // codexEvent is one line of `codex exec --json`.
