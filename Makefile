@@ -3,7 +3,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build test bench lint run fuzz clean
+.PHONY: all build test bench lint run fuzz clean presets-check
 
 all: build
 
@@ -31,6 +31,13 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
+
+# The agent presets against the real CLIs that the npm registry serves (claude,
+# codex, gemini, opencode), installed into a temporary prefix: every flag a preset
+# passes must appear in its CLI's own --help. Needs Node.js and npm. A CLI that
+# cannot be installed or run here is named and skipped (its fake still tests it).
+presets-check:
+	$(GO) run ./executor/presetcheck
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseState -fuzztime 20s ./planspec
