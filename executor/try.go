@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -96,12 +95,7 @@ func (r *Runtime) PrepareLaunch(st *planspec.State, d Decision, now time.Time) (
 		return Prepared{}, err
 	}
 	try := BeginTry(st, d.Step, now, d.Interrupted)
-	env := append(append([]string(nil), r.Environ...),
-		"STEPSEQ_STEP="+d.Step,
-		"STEPSEQ_TRY="+strconv.Itoa(try),
-		"STEPSEQ_WORKSPACE="+r.WS.Dir,
-		"STEPSEQ_STATE="+r.WS.State,
-	)
+	env := AgentEnv(r.Environ, d.Step, try, r.WS, nil)
 	return Prepared{Step: d.Step, Try: try, Proc: Spec{
 		Argv:      agent.Command(d.Prompt, nil),
 		Dir:       r.WS.Dir,
