@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,7 +158,7 @@ func judgeClaude(exit Exit) (string, bool) {
 	var r claudeResult
 	found := false
 	for _, line := range lastLines(stdoutText(exit)) {
-		if json.Unmarshal([]byte(line), &r) == nil && r.Type == "result" {
+		if t, ok := eventType(line); (!ok || t == "result") && json.Unmarshal([]byte(line), &r) == nil && r.Type == "result" {
 			found = true
 			break
 		}
@@ -246,7 +245,11 @@ type codexEvent struct {
 func judgeCodex(exit Exit) (string, bool) {
 	var failed, lastError string
 	completed := false
-	for _, line := range lastLines(stdoutText(exit)) {
+	for _, line := range lines(stdoutText(exit)) {
+		// Most events are the agent's work; only three types are read.
+		if t, ok := eventType(line); ok && t != "error" && t != "turn.failed" && t != "turn.completed" {
+			continue
+		}
 		var e codexEvent
 		if json.Unmarshal([]byte(line), &e) != nil {
 			continue
@@ -327,7 +330,7 @@ type opencodeEvent struct {
 func judgeOpencode(exit Exit) (string, bool) {
 	for _, line := range lastLines(stdoutText(exit)) {
 		var e opencodeEvent
-		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "error" {
+		if t, ok := eventType(line); ok && t != "error" || json.Unmarshal([]byte(line), &e) != nil || e.Type != "error" {
 			continue
 		}
 		msg := e.Error.Data.Message
@@ -369,19 +372,34 @@ func stderrText(exit Exit) string {
 	return exit.Stderr
 }
 
-// lastLines splits s into its non-empty lines, last first: CLIs end with their
-// verdict. A first line cut by the tail capture simply does not parse.
-func lastLines(s string) []string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 0, 64<<10), len(s)+1)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
-			lines = append(lines, l)
+// eventType reads the type of a JSON event line that starts with it, as these CLIs
+// write them, without decoding the line; ok is false when the line is not so.
+func eventType(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, `{"type":"`)
+	if !ok {
+		return "", false
+	}
+	t, _, ok := strings.Cut(rest, `"`)
+	return t, ok
+}
+
+// lines splits s into its non-empty lines. A first line cut by the tail capture
+// simply does not parse.
+func lines(s string) []string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
 		}
 	}
-	slices.Reverse(lines)
-	return lines
+	return out
+}
+
+// lastLines is lines, last first: CLIs end with their verdict.
+func lastLines(s string) []string {
+	out := lines(s)
+	slices.Reverse(out)
+	return out
 }
 
 // jsonObject is the last top-level JSON object in s: gemini prints one, indented.

@@ -243,3 +243,32 @@ func TestCapture_Tail(t *testing.T) {
 		t.Errorf("short output: %q", small.Tail())
 	}
 }
+
+// BenchmarkPreset_Judge reads the verdict of a try from a full tail of output:
+// claude's result line after 64 KiB of other output, codex's failed turn at the end
+// of a stream of events.
+func BenchmarkPreset_Judge(b *testing.B) {
+	noise := strings.Repeat(`{"type":"assistant","message":{"content":[{"type":"text","text":"working"}]}}`+"\n", TailBytes/40)
+	claudeOut := (noise + claudeJSON(true, "Edit failed"))
+	claudeOut = claudeOut[len(claudeOut)-TailBytes:]
+	codexOut := strings.Repeat(`{"type":"item.completed","item":{"type":"agent_message","text":"step"}}`+"\n", TailBytes/80) +
+		`{"type":"turn.failed","error":{"message":"You've hit your usage limit."}}` + "\n"
+	for _, bc := range []struct {
+		preset string
+		exit   Exit
+	}{
+		{"claude", Exit{StdoutTail: claudeOut}},
+		{"codex", Exit{Code: 1, StdoutTail: codexOut}},
+	} {
+		p, _ := LookupPreset(bc.preset)
+		b.Run(bc.preset, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.exit.StdoutTail)))
+			for b.Loop() {
+				if failed, _ := p.Judge(bc.exit); failed == "" {
+					b.Fatal("no failure read")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/judge")
+		})
+	}
+}
