@@ -145,8 +145,12 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 		}
 		a.Argv = argv
 	}
-	if err := checkArgv(a); err != nil {
-		return a, err
+	// A preset's program is no shell, and its -c or -e is its own (codex -c
+	// key=value, gemini -e extension): only a command given as a list is checked.
+	if s.Preset == "" {
+		if err := checkArgv(a); err != nil {
+			return a, err
+		}
 	}
 	prog := a.Argv[0]
 	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {

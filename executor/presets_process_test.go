@@ -387,6 +387,9 @@ func TestResolveAgents(t *testing.T) {
 		{"nothing can run", func() *planspec.State {
 			return presetState(planspec.AgentSpec{Preset: "goose"}, "aider")
 		}, "", `stepseq.agent: agent "goose" not found on PATH: install it or give its full path, nor is any fallback (aider)`},
+		{"a preset's -c is its own", func() *planspec.State {
+			return presetState(planspec.AgentSpec{Preset: "codex", Args: []string{"-c", `model="o3"`}})
+		}, "codex@stepseq.agent", ""},
 		{"a shell is refused", func() *planspec.State {
 			return presetState(planspec.AgentSpec{Argv: []string{"sh", "-c"}}, "codex")
 		}, "", "is a shell"},
