@@ -7,7 +7,7 @@ E2E     := executor/web/e2e
 ARTIFACTS := test-artifacts
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build test e2e-deps bench lint run fuzz clean
+.PHONY: all build test e2e-deps bench lint run fuzz clean presets-check
 
 all: build
 
@@ -51,6 +51,13 @@ e2e-deps:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor/... ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
+
+# The agent presets against the real CLIs that the npm registry serves (claude,
+# codex, gemini, opencode), installed into a temporary prefix: every flag a preset
+# passes must appear in its CLI's own --help. Needs Node.js and npm. A CLI that
+# cannot be installed or run here is named and skipped (its fake still tests it).
+presets-check:
+	$(GO) run ./executor/presetcheck
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseState -fuzztime 20s ./planspec

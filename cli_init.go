@@ -29,7 +29,8 @@ const examplePlan = `# yaml-language-server: $schema=%s
 # "stepseq watch" applies this file as soon as it is saved; check it first with
 # "stepseq validate". Every key: "stepseq schema".
 name: example
-# agent: [openclaw, agent, --message]   # default: STEP_AGENT_CMD
+# agent: claude                          # a preset, or a command: [openclaw, agent, --message]; default: STEP_AGENT_CMD
+# fallback: [codex, gemini]              # same try, next agent, when one is missing or rate-limited
 # stepDelay: 2m                          # wait between steps
 steps:
   - id: outline

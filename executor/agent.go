@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -28,30 +29,128 @@ var shells = []string{"bash", "sh", "dash", "zsh", "ksh", "eval", "exec"}
 // PromptPlaceholder in an agent argv is replaced by the prompt.
 const PromptPlaceholder = "{prompt}"
 
+// ChangedPlaceholder in an agent argv is replaced by the changed paths, one
+// argument each (none when nothing changed).
+const ChangedPlaceholder = "{changed}"
+
 // Agent is the command that runs a step: an argv prefix and where it came from.
 type Agent struct {
 	Argv   []string
-	Source string // "STEP_AGENT_CMD", "stepseq.agent" or "plan.steps.<id>.agent"
+	Source string // "STEP_AGENT_CMD", "stepseq.agent", "plan.steps.<id>.agent", "stepseq.fallback[1]", …
+	Preset string // the preset it was made from; empty for a command given as a list
+	// Unavailable says why this candidate cannot run (its program is not on PATH);
+	// the launch path passes over it to the next candidate, and journals why.
+	Unavailable string
 }
 
-// ResolveAgent picks the step's agent: the step's own, else the plan's, else
-// STEP_AGENT_CMD split on white space. It refuses shells and binaries not on PATH.
-// dir resolves a relative program path such as ./agent.
-func ResolveAgent(st *planspec.State, id string, getenv func(string) string, dir string) (Agent, error) {
-	a := Agent{Source: "STEP_AGENT_CMD"}
-	switch spec := st.Steps[id]; {
-	case spec != nil && len(spec.Agent) > 0:
-		a = Agent{Argv: spec.Agent, Source: "plan.steps." + id + ".agent"}
-	case len(st.Settings.Agent) > 0:
-		a = Agent{Argv: st.Settings.Agent, Source: "stepseq.agent"}
+// Name is what messages and the journal call the agent: its preset, or its program.
+func (a Agent) Name() string {
+	if a.Preset != "" {
+		return a.Preset
+	}
+	if len(a.Argv) == 0 {
+		return ""
+	}
+	return filepath.Base(a.Argv[0])
+}
+
+// ResolveAgents lists the step's candidate agents in the order they are tried: its
+// agent (the step's own, else the plan's, else STEP_AGENT_CMD split on white
+// space), then its fallbacks (the step's, else the plan's). A candidate whose
+// program is not on PATH stays in the list with Unavailable set. It refuses
+// shells and unknown presets, and it is a configuration error when no candidate
+// can run. dir resolves a relative program path such as ./agent.
+func ResolveAgents(st *planspec.State, id string, getenv func(string) string, dir string) ([]Agent, error) {
+	spec := st.Steps[id]
+	var primary planspec.AgentSpec
+	source := "STEP_AGENT_CMD"
+	switch {
+	case spec != nil && !spec.Agent.IsZero():
+		primary, source = spec.Agent, "plan.steps."+id+".agent"
+	case !st.Settings.Agent.IsZero():
+		primary, source = st.Settings.Agent, "stepseq.agent"
 	default:
-		a.Argv = strings.Fields(getenv("STEP_AGENT_CMD"))
-		if len(a.Argv) == 0 {
-			return a, &ConfigError{Msg: "STEP_AGENT_CMD is not set: set it to your agent's command, for example STEP_AGENT_CMD='openclaw agent --message' (the prompt is appended as the last argument)"}
+		primary.Argv = strings.Fields(getenv("STEP_AGENT_CMD"))
+		if len(primary.Argv) == 0 {
+			return nil, &ConfigError{Msg: "STEP_AGENT_CMD is not set: set it to your agent's command, for example STEP_AGENT_CMD='openclaw agent --message' (the prompt is appended as the last argument), or name a preset in the plan: agent: claude"}
 		}
 	}
-	if err := checkArgv(a); err != nil {
-		return a, err
+	fallback, fsource := st.Settings.Fallback, "stepseq.fallback"
+	if spec != nil && spec.Fallback != nil {
+		fallback, fsource = spec.Fallback, "plan.steps."+id+".fallback"
+	}
+	specs := []planspec.AgentSpec{primary}
+	sources := []string{source}
+	for i, name := range fallback {
+		f := planspec.AgentSpec{Preset: name}
+		if slices.ContainsFunc(specs, f.Equal) {
+			continue
+		}
+		specs = append(specs, f)
+		sources = append(sources, fmt.Sprintf("%s[%d]", fsource, i))
+	}
+	agents := make([]Agent, 0, len(specs))
+	for i, s := range specs {
+		a, err := resolveOne(s, sources[i], dir)
+		if err != nil {
+			return nil, err
+		}
+		agents = append(agents, a)
+	}
+	if NextAgent(agents, -1) < 0 {
+		msg := agents[0].Unavailable
+		if len(agents) > 1 {
+			msg += fmt.Sprintf(", nor is any fallback (%s)", strings.Join(names(agents[1:]), ", "))
+		}
+		return nil, &ConfigError{Msg: msg}
+	}
+	return agents, nil
+}
+
+// ResolveAgent is the first candidate of ResolveAgents that can run.
+func ResolveAgent(st *planspec.State, id string, getenv func(string) string, dir string) (Agent, error) {
+	agents, err := ResolveAgents(st, id, getenv, dir)
+	if err != nil {
+		return Agent{}, err
+	}
+	return agents[NextAgent(agents, -1)], nil
+}
+
+// NextAgent is the index of the first candidate after index after that can run,
+// or -1 when none is left.
+func NextAgent(agents []Agent, after int) int {
+	for i := after + 1; i < len(agents); i++ {
+		if agents[i].Unavailable == "" {
+			return i
+		}
+	}
+	return -1
+}
+
+func names(agents []Agent) []string {
+	out := make([]string, len(agents))
+	for i, a := range agents {
+		out[i] = a.Name()
+	}
+	return out
+}
+
+// resolveOne turns one agent spec into a command whose program is looked up on PATH.
+func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
+	a := Agent{Argv: s.Argv, Source: source, Preset: s.Preset}
+	if s.Preset != "" {
+		argv, err := ResolvePreset(s.Preset, s.Args)
+		if err != nil {
+			return a, &ConfigError{Msg: source + ": " + err.Error()}
+		}
+		a.Argv = argv
+	}
+	// A preset's program is no shell, and its -c or -e is its own (codex -c
+	// key=value, gemini -e extension): only a command given as a list is checked.
+	if s.Preset == "" {
+		if err := checkArgv(a); err != nil {
+			return a, err
+		}
 	}
 	prog := a.Argv[0]
 	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
@@ -59,7 +158,8 @@ func ResolveAgent(st *planspec.State, id string, getenv func(string) string, dir
 	}
 	path, err := exec.LookPath(prog)
 	if err != nil {
-		return a, &ConfigError{Msg: fmt.Sprintf("%s: agent %q not found on PATH: install it or give its full path", a.Source, a.Argv[0])}
+		a.Unavailable = fmt.Sprintf("%s: agent %q not found on PATH: install it or give its full path", source, a.Argv[0])
+		return a, nil
 	}
 	a.Argv = append([]string{path}, a.Argv[1:]...)
 	return a, nil
@@ -79,21 +179,44 @@ func checkArgv(a Agent) error {
 }
 
 // Command is the argv for one try: {prompt} replaced by the prompt, or the prompt
-// appended as one final argument. Never a shell.
-func (a Agent) Command(prompt string) []string {
+// appended as one final argument; {changed} replaced by the changed paths (see
+// ChangedPaths), one argument each. Never a shell.
+func (a Agent) Command(prompt string, changed []string) []string {
+	changed = ChangedPaths(changed)
 	out := make([]string, 0, len(a.Argv)+1)
 	replaced := false
 	for _, w := range a.Argv {
-		if w == PromptPlaceholder {
-			w = prompt
+		switch w {
+		case PromptPlaceholder:
+			out = append(out, prompt)
 			replaced = true
+		case ChangedPlaceholder:
+			out = append(out, changed...)
+		default:
+			out = append(out, w)
 		}
-		out = append(out, w)
 	}
 	if !replaced {
 		out = append(out, prompt)
 	}
 	return out
+}
+
+// Judge reads a finished try of this agent: see Preset.Judge. A command given as
+// a list is judged only on whether it could start.
+func (a Agent) Judge(exit Exit) (failed string, unavailable bool) {
+	if p, ok := LookupPreset(a.Preset); ok {
+		return p.Judge(exit)
+	}
+	failed, unavailable, _ = judgeStart(exit)
+	return failed, unavailable
+}
+
+// FallbackEntry is the journal record of a try passed from one candidate to the
+// next: the same try, not a retry.
+func FallbackEntry(step string, try int, from, to Agent, reason string) Entry {
+	return Entry{Event: "fallback", Step: step, Try: try, Reason: reason,
+		Detail: map[string]any{"from": from.Name(), "to": to.Name(), "source": to.Source}}
 }
 
 // MaxRetriesFromEnv reads STEP_MAX_RETRIES (default 3).
@@ -107,4 +230,22 @@ func MaxRetriesFromEnv(getenv func(string) string) (int, error) {
 		return 0, &ConfigError{Msg: fmt.Sprintf("STEP_MAX_RETRIES=%q: want a whole number ≥ 0, like 3", v)}
 	}
 	return n, nil
+}
+
+// JudgeTry judges a finished try of agent a outside the state machine, as the
+// machine does: the agent's own reading of its exit first (claude's is_error,
+// opencode's error events fail the try with the CLI's message), then the exit,
+// the required outputs and the check. Whether to fall back instead is the
+// caller's: see Agent.Judge and NextAgent.
+func JudgeTry(a Agent, spec *planspec.StepSpec, exit Exit, root *os.Root, check func() (bool, error)) Verdict {
+	if failed, _ := a.Judge(exit); failed != "" && !exit.TimedOut {
+		return Verdict{Error: firstChars(failed, ErrorChars)}
+	}
+	if v, ended := exitVerdict(exit); ended {
+		return v
+	}
+	if missing := MissingOutputs(spec, root); len(missing) > 0 {
+		return Verdict{Error: "Missing required outputs: " + strings.Join(missing, ", "), MissingOutputs: missing}
+	}
+	return checkVerdict(spec, check)
 }

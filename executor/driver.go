@@ -57,9 +57,13 @@ type driver struct {
 }
 
 type activeTry struct {
-	step string
-	try  int
-	run  Started
+	step    string
+	try     int
+	run     Started
+	launch  StartAgent
+	agents  []Agent // the step's candidates; agents[idx] runs
+	idx     int
+	stopped bool // the machine stopped it: no fallback
 }
 
 func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg MachineConfig) *driver {
@@ -99,6 +103,7 @@ func (d *driver) perform(e Effect) {
 		d.start(e)
 	case StopAgent:
 		if a := d.active; a != nil && a.step == e.Step && a.try == e.Try {
+			a.stopped = true
 			a.run.Stop()
 		}
 	case Notify:
@@ -131,49 +136,75 @@ func (d *driver) readState() {
 	d.feed(StateRead{State: st, Err: err, Unchanged: !changed && err == nil})
 }
 
-// start launches a try the state file on disk already records.
+// start launches a try the state file on disk already records, with the first of
+// the step's agents that can run.
 func (d *driver) start(l StartAgent) {
 	st := d.m.State()
-	agent, err := d.resolve(st, l.Step)
+	agents, err := ResolveAgents(st, l.Step, d.rt.Getenv, d.rt.WS.Dir)
 	if err != nil {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
-	reports := filepath.Join(d.rt.WS.Dir, filepath.FromSlash(d.ReportsDir(l.Step)))
-	_ = os.MkdirAll(reports, 0o755)
-	env := append(slices.Clip(d.rt.Environ),
-		"STEPSEQ_STEP="+l.Step,
-		"STEPSEQ_TRY="+strconv.Itoa(l.Try),
-		"STEPSEQ_WORKSPACE="+d.rt.WS.Dir,
-		"STEPSEQ_STATE="+d.rt.WS.State,
-		"STEPSEQ_REPORTS="+reports,
-		"STEPSEQ_CHANGED="+strings.Join(l.Changed, "\n"),
-	)
+	idx := NextAgent(agents, -1)
+	if idx < 0 {
+		_, err := ResolveAgent(st, l.Step, d.rt.Getenv, d.rt.WS.Dir)
+		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+		return
+	}
+	_ = os.MkdirAll(d.rt.WS.ReportsDir(l.Step), 0o755)
+	d.launchAgent(l, agents, idx)
+}
+
+// launchAgent starts agents[idx] for the try. One that cannot start hands the same
+// try to the next candidate (a fallback, journaled, not a retry).
+func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
+	st := d.m.State()
+	agent := agents[idx]
 	spec := Spec{
-		Argv:      agent.Command(l.Prompt),
+		Argv:      agent.Command(WithReportHint(l.Prompt, reportsSetting(st, l.Step)), l.Changed),
 		Dir:       d.rt.WS.Dir,
-		Env:       env,
+		Env:       AgentEnv(d.rt.Environ, l.Step, l.Try, d.rt.WS, l.Changed),
 		Timeout:   StepTimeout(st, l.Step),
 		Grace:     d.rt.Grace,
 		PipeGrace: d.rt.PipeGrace,
 	}
 	run, err := d.launcher.Launch(TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try)})
 	if err != nil {
+		if next := NextAgent(agents, idx); next >= 0 {
+			d.fallback(l, agents, idx, next, err.Error())
+			return
+		}
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
-	d.active = &activeTry{step: l.Step, try: l.Try, run: run}
+	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx}
 	pid, ticks := run.Ident()
 	if d.lock != nil {
 		d.lock.SetAgent(&AgentHandle{Step: l.Step, Try: l.Try, PID: pid, StartTicks: ticks})
 	}
-	d.rt.record(Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0]}})
+	d.rt.record(Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0], "agent": agent.Name()}})
 	d.rt.Logger.Info("agent launched", "step", l.Step, "try", l.Try, "pid", pid)
 	d.metrics.launched(l.Try > 1)
 	if !d.lastGate.IsZero() {
 		d.metrics.gate(time.Since(d.lastGate).Seconds())
 		d.lastGate = time.Time{}
 	}
+}
+
+func (d *driver) fallback(l StartAgent, agents []Agent, from, to int, reason string) {
+	d.rt.record(FallbackEntry(l.Step, l.Try, agents[from], agents[to], reason))
+	d.rt.Logger.Warn("agent unavailable: the same try goes to the next agent", "step", l.Step, "try", l.Try,
+		"from", agents[from].Name(), "to", agents[to].Name(), "why", firstChars(reason, 120))
+	d.launchAgent(l, agents, to)
+}
+
+// reportsSetting is the plan's or step's reports setting as written; "" when the
+// plan says nothing of reports.
+func reportsSetting(st *planspec.State, id string) string {
+	if sp := st.Steps[id]; sp != nil && sp.Reports != "" {
+		return sp.Reports
+	}
+	return st.Settings.Reports
 }
 
 // exits is the running agent's end, or nil when none runs.
@@ -196,14 +227,22 @@ func (d *driver) finish(exit Exit) {
 		d.lock.SetAgent(nil)
 	}
 	d.rt.record(Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
+	failed, unavailable := a.agents[a.idx].Judge(exit)
+	if unavailable && !a.stopped {
+		if next := NextAgent(a.agents, a.idx); next >= 0 {
+			d.fallback(a.launch, a.agents, a.idx, next, failed)
+			return
+		}
+	}
 	d.drainReports(a.step)
-	d.feed(AgentExited{Step: a.step, Try: a.try, Exit: exit})
+	d.feed(AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed})
 }
 
 // stopActive ends a running agent at shutdown and waits for it.
 func (d *driver) stopActive() {
 	d.feed(Shutdown{})
 	if d.active != nil {
+		d.active.stopped = true
 		d.active.run.Stop()
 		d.finish(<-d.active.run.Done())
 	}

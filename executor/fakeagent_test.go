@@ -37,10 +37,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fakeAgentPath = filepath.Join(dir, "fakeagent")
-	build := exec.Command("go", "build", "-o", fakeAgentPath, "./testdata/fakeagent")
+	fakeCLIPath = filepath.Join(dir, "fakecli")
+	build := exec.Command("go", "build", "-o", dir, "./testdata/fakeagent", "./testdata/fakecli")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build the fake agent:", err)
+		fmt.Fprintln(os.Stderr, "build the fake agents:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

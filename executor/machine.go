@@ -33,11 +33,13 @@ type FilesChanged struct {
 	Rescan bool
 }
 
-// AgentExited is the end of a try's agent.
+// AgentExited is the end of a try's agent. AgentFailed is the agent's own word
+// that the try failed whatever its exit code (a preset's reading of its output).
 type AgentExited struct {
-	Step string
-	Try  int
-	Exit Exit
+	Step        string
+	Try         int
+	Exit        Exit
+	AgentFailed string
 }
 
 // ReportIn is a worker's report through any channel. Try 0 means the current try.
@@ -288,12 +290,13 @@ type tryRun struct {
 }
 
 type tryExit struct {
-	step     string
-	try      int
-	exit     Exit
-	deadline time.Time
-	stop     string
-	done     bool
+	agentFailed string
+	step        string
+	try         int
+	exit        Exit
+	deadline    time.Time
+	stop        string
+	done        bool
 }
 
 // NewMachine returns a machine with no state: feed it a StateRead.

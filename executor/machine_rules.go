@@ -178,7 +178,9 @@ func (m *Machine) applyTriggers() {
 		if earliest < 0 || at < earliest {
 			earliest = at
 		}
-		m.changed = appendChanged(m.changed, []string{MetaDir + "/triggers"})
+		if len(m.changed) < 100 && !slices.Contains(m.changed, MetaDir+"/triggers") {
+			m.changed = append(m.changed, MetaDir+"/triggers")
+		}
 	}
 	for _, id := range unknown {
 		m.log(slog.LevelWarn, "trigger ignored", "step", id, "err", fmt.Sprintf("no step %q in stepQueue (steps: %s)", id, strings.Join(m.st.StepQueue, ", ")))
@@ -339,7 +341,7 @@ func (m *Machine) agentExited(in AgentExited) {
 		m.log(slog.LevelWarn, "agent stopped by shutdown; the step will be retried", "step", r.step, "try", r.try)
 		return
 	}
-	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport}
+	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed}
 	m.emit(ReadState{})
 }
 
@@ -422,16 +424,16 @@ func (m *Machine) nextStep(id string) string {
 func (m *Machine) verdict(t *tryExit) Verdict {
 	exit := t.exit
 	spec := m.st.Steps[t.step]
-	switch {
-	case t.stop != "":
+	if t.stop != "" {
 		return Verdict{Error: t.stop}
-	case exit.TimedOut:
-		return Verdict{Error: "Timeout"}
-	case exit.Err != nil:
-		return Verdict{Error: firstChars(exit.Err.Error(), ErrorChars)}
-	case exit.Code != 0:
-		return Verdict{Error: firstChars(exit.Stderr, ErrorChars)}
-	case m.st.ReportsMode(t.step) == planspec.ReportsRequired && !t.done:
+	}
+	if t.agentFailed != "" && !exit.TimedOut {
+		return Verdict{Error: firstChars(t.agentFailed, ErrorChars)}
+	}
+	if v, ended := exitVerdict(exit); ended {
+		return v
+	}
+	if m.st.ReportsMode(t.step) == planspec.ReportsRequired && !t.done {
 		return Verdict{Error: "exited 0 without a done report (reports: required): report done with its evidence before exiting"}
 	}
 	var reasons []string
@@ -447,14 +449,8 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		}
 	}
 	if len(reasons) == 0 && m.conds != nil {
-		if check := m.conds.Check(t.step); check != nil {
-			ok, err := check()
-			switch {
-			case err != nil:
-				reasons = append(reasons, "Check "+spec.Check+" failed: "+err.Error())
-			case !ok:
-				reasons = append(reasons, "Check "+spec.Check+" is false")
-			}
+		if v := checkVerdict(spec, m.conds.Check(t.step)); !v.OK {
+			reasons = append(reasons, v.Error)
 		}
 	}
 	if len(reasons) > 0 {

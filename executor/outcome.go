@@ -20,9 +20,13 @@ type Exit struct {
 	TimedOut bool
 	Stdout   string // the first bytes, enough for ErrorChars characters
 	Stderr   string
-	Err      error // the agent could not be started, or waiting failed
-	Started  time.Time
-	Ended    time.Time
+	// StdoutTail and StderrTail are the last bytes (TailBytes), where CLIs print
+	// their verdict: claude's JSON result, codex's turn.failed.
+	StdoutTail string
+	StderrTail string
+	Err        error // the agent could not be started, or waiting failed
+	Started    time.Time
+	Ended      time.Time
 }
 
 // Verdict is the judgment of one try.
@@ -32,6 +36,35 @@ type Verdict struct {
 	// MissingOutputs lists the required outputs not found; with awaitOutputs the
 	// driver may wait for them before judging again.
 	MissingOutputs []string
+}
+
+// exitVerdict judges how the agent ended: a timeout, a start failure or a non-zero
+// exit fails the try (ended is true); an exit 0 is for the outputs to decide.
+func exitVerdict(exit Exit) (v Verdict, ended bool) {
+	switch {
+	case exit.TimedOut:
+		return Verdict{Error: "Timeout"}, true
+	case exit.Err != nil:
+		return Verdict{Error: firstChars(exit.Err.Error(), ErrorChars)}, true
+	case exit.Code != 0:
+		return Verdict{Error: firstChars(exit.Stderr, ErrorChars)}, true
+	}
+	return Verdict{}, false
+}
+
+// checkVerdict runs the step's check, when it has one.
+func checkVerdict(spec *planspec.StepSpec, check func() (bool, error)) Verdict {
+	if check == nil {
+		return Verdict{OK: true}
+	}
+	ok, err := check()
+	switch {
+	case err != nil:
+		return Verdict{Error: "Check " + spec.Check + " failed: " + err.Error()}
+	case !ok:
+		return Verdict{Error: "Check " + spec.Check + " is false"}
+	}
+	return Verdict{OK: true}
 }
 
 // MissingOutputs lists the step's required outputs that do not exist as a file or

@@ -21,9 +21,13 @@ const DefaultTimeout = 3600 * time.Second
 // DefaultGrace is how long an agent has between SIGTERM and SIGKILL.
 const DefaultGrace = 5 * time.Second
 
-// captureBytes is what is kept of each stream in memory: enough for ErrorChars
-// characters of any UTF-8. The full output goes to the log file.
+// captureBytes is what is kept of the head of each stream in memory: enough for
+// ErrorChars characters of any UTF-8. The full output goes to the log file.
 const captureBytes = ErrorChars * 4
+
+// TailBytes is what is kept of the end of each stream, for the presets to read an
+// agent's verdict (a JSON result, a failed turn) however long its output.
+const TailBytes = 64 << 10
 
 // Spec describes one agent process.
 type Spec struct {
@@ -76,6 +80,9 @@ func Start(spec Spec) (*Process, error) {
 	if log == nil {
 		log = io.Discard
 	}
+	// Stdin stays nil: the agent reads the null device (os.DevNull), so a CLI that
+	// waits on an open stdin (codex exec) sees end of file at once, whatever
+	// stepseq's own stdin is.
 	cmd.Stdout = &tee{capture: &p.stdout, log: log}
 	cmd.Stderr = &tee{capture: &p.stderr, log: log}
 	started := time.Now()
@@ -129,7 +136,8 @@ func (p *Process) terminate() <-chan time.Time {
 
 func (p *Process) exit(err error, timedOut bool, started time.Time) Exit {
 	e := Exit{Code: -1, TimedOut: timedOut, Started: started, Ended: time.Now(),
-		Stdout: p.stdout.String(), Stderr: p.stderr.String()}
+		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
+		StdoutTail: p.stdout.Tail(), StderrTail: p.stderr.Tail()}
 	if st := p.cmd.ProcessState; st != nil {
 		e.Code = st.ExitCode()
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -158,10 +166,11 @@ func (t *tee) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// capture keeps the first captureBytes written to it and drops the rest.
+// capture keeps the first captureBytes and the last TailBytes written to it.
 type capture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	tail []byte // the last bytes; trimmed to TailBytes when it doubles
 }
 
 func (c *capture) Write(b []byte) (int, error) {
@@ -170,7 +179,22 @@ func (c *capture) Write(b []byte) (int, error) {
 	if room := captureBytes - c.buf.Len(); room > 0 {
 		c.buf.Write(b[:min(room, len(b))])
 	}
+	if len(b) >= TailBytes {
+		c.tail = append(c.tail[:0], b[len(b)-TailBytes:]...)
+	} else {
+		if len(c.tail)+len(b) > 2*TailBytes {
+			c.tail = append(c.tail[:0], c.tail[len(c.tail)-(TailBytes-len(b)):]...)
+		}
+		c.tail = append(c.tail, b...)
+	}
 	return len(b), nil
+}
+
+// Tail returns the last TailBytes written.
+func (c *capture) Tail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.tail[max(0, len(c.tail)-TailBytes):])
 }
 
 func (c *capture) String() string {

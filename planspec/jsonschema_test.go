@@ -12,14 +12,14 @@ import (
 
 // This is a JSON Schema validator for the subset Schema emits (type, properties,
 // required, additionalProperties false, items, pattern, minLength, minItems,
-// minimum, enum), so that the schema can be tested without a dependency. It
+// minimum, enum, anyOf), so that the schema can be tested without a dependency. It
 // refuses schemas that use anything else, rather than ignore it.
 
 // annotations carry no constraint.
 var annotations = map[string]bool{"$schema": true, "$id": true, "title": true, "description": true, "examples": true}
 
 var keywords = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
-	"items": true, "pattern": true, "minLength": true, "minItems": true, "minimum": true, "enum": true}
+	"items": true, "pattern": true, "minLength": true, "minItems": true, "minimum": true, "enum": true, "anyOf": true}
 
 // checkSchemaKeywords reports the first keyword validateSchema does not know.
 func checkSchemaKeywords(s map[string]any, at string) string {
@@ -41,6 +41,12 @@ func checkSchemaKeywords(s map[string]any, at string) string {
 			if err := checkSchemaKeywords(s[k].(map[string]any), at+"/items"); err != "" {
 				return err
 			}
+		case k == "anyOf":
+			for i, sub := range s[k].([]any) {
+				if err := checkSchemaKeywords(sub.(map[string]any), fmt.Sprintf("%s/anyOf/%d", at, i)); err != "" {
+					return err
+				}
+			}
 		case k == "pattern":
 			if _, err := regexp.Compile(s[k].(string)); err != nil {
 				return fmt.Sprintf("%s: pattern: %v", at, err)
@@ -56,6 +62,11 @@ func validateSchema(schema map[string]any, v any, at string) []string {
 	var errs []string
 	fail := func(format string, args ...any) { errs = append(errs, at+": "+fmt.Sprintf(format, args...)) }
 
+	if forms, ok := schema["anyOf"].([]any); ok && !slices.ContainsFunc(forms, func(s any) bool {
+		return len(validateSchema(s.(map[string]any), v, at)) == 0
+	}) {
+		fail("matches none of the %d allowed forms", len(forms))
+	}
 	if t, ok := schema["type"]; ok {
 		types, isList := t.([]any)
 		if !isList {

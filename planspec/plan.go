@@ -19,7 +19,8 @@ const MaxPlanSize = 1 << 20
 // Plan is a YAML plan: what DESIGN §2 declares, decoded and validated.
 type Plan struct {
 	Name       string
-	Agent      []string // argv prefix; nil: STEP_AGENT_CMD
+	Agent      AgentSpec // zero: STEP_AGENT_CMD
+	Fallback   []string  // presets tried in order when the agent is unavailable
 	StepDelay  Duration
 	MaxRetries *int // nil: STEP_MAX_RETRIES, else 3
 	Timeout    Duration
@@ -91,7 +92,8 @@ func (p *Plan) State(source, hash string) *State {
 		spec := s.Spec
 		spec.RequiredOutputs = slices.Clone(spec.RequiredOutputs)
 		spec.On = slices.Clone(spec.On)
-		spec.Agent = slices.Clone(spec.Agent)
+		spec.Agent = spec.Agent.Clone()
+		spec.Fallback = slices.Clone(spec.Fallback)
 		if spec.Retries != nil {
 			n := *spec.Retries
 			spec.Retries = &n
@@ -101,12 +103,13 @@ func (p *Plan) State(source, hash string) *State {
 	}
 	st.StepDelayMinutes = float64(p.StepDelay) / float64(time.Minute)
 	st.Settings = Settings{
-		Name:    p.Name,
-		Agent:   slices.Clone(p.Agent),
-		Timeout: p.Timeout,
-		Vars:    maps.Clone(p.Vars),
-		Source:  filepath.ToSlash(source),
-		Hash:    hash,
+		Name:     p.Name,
+		Agent:    p.Agent.Clone(),
+		Fallback: slices.Clone(p.Fallback),
+		Timeout:  p.Timeout,
+		Vars:     maps.Clone(p.Vars),
+		Source:   filepath.ToSlash(source),
+		Hash:     hash,
 
 		Reports:          p.Reports,
 		LaunchTimeout:    p.LaunchTimeout,

@@ -10,10 +10,10 @@ import (
 
 // The keys of a plan and of a step, in the order the docs list them.
 var (
-	planKeys = []string{"name", "agent", "stepDelay", "maxRetries", "timeout", "vars",
+	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "notify", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
-		"on", "timeout", "retries", "awaitOutputs", "agent",
+		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout"}
 )
 

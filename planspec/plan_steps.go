@@ -33,7 +33,9 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 				p.Name = s
 			}
 		case "agent":
-			p.Agent = d.words(v, key)
+			p.Agent = d.agent(v, key)
+		case "fallback":
+			p.Fallback = d.fallback(v, key)
 		case "stepDelay":
 			p.StepDelay = d.duration(v, key)
 		case "maxRetries":
@@ -158,7 +160,9 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 		case "retries":
 			sp.Retries = d.count(v, f)
 		case "agent":
-			sp.Agent = d.words(v, f)
+			sp.Agent = d.agent(v, f)
+		case "fallback":
+			sp.Fallback = d.fallback(v, f)
 		case "reports":
 			sp.Reports = d.reportsMode(v, f)
 		case "launchTimeout":

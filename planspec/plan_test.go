@@ -125,7 +125,7 @@ func TestParsePlan_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "nightly" || p.MaxRetries != nil || p.Agent != nil || p.StepDelay != 0 || p.Timeout != 0 || p.Vars != nil {
+	if p.Name != "nightly" || p.MaxRetries != nil || !p.Agent.IsZero() || p.Fallback != nil || p.StepDelay != 0 || p.Timeout != 0 || p.Vars != nil {
 		t.Errorf("defaults: %+v", p)
 	}
 	if len(p.Steps) != 1 || p.Steps[0].ID != "a" || p.Steps[0].Spec.Instruction != "do a" {
@@ -161,17 +161,17 @@ steps:
 	}
 	s := st.Settings
 	if s.Name != "p" || s.Source != "plans/p.yaml" || s.Hash != "sha256:abc" || *s.MaxRetries != 2 ||
-		s.Timeout != Duration(7200e9) || s.Vars["k"] != "v" || len(s.Agent) != 2 {
+		s.Timeout != Duration(7200e9) || s.Vars["k"] != "v" || len(s.Agent.Argv) != 2 {
 		t.Errorf("settings: %+v", s)
 	}
 
 	// The state shares nothing mutable with the plan.
 	st.Steps["one"].RequiredOutputs[0] = "changed"
 	*st.Steps["one"].Retries = 9
-	st.Settings.Agent[0] = "changed"
+	st.Settings.Agent.Argv[0] = "changed"
 	*st.Settings.MaxRetries = 9
 	st.Settings.Vars["k"] = "changed"
-	if p.Steps[0].Spec.RequiredOutputs[0] != "x" || *p.Steps[0].Spec.Retries != 4 || p.Agent[0] != "a" ||
+	if p.Steps[0].Spec.RequiredOutputs[0] != "x" || *p.Steps[0].Spec.Retries != 4 || p.Agent.Argv[0] != "a" ||
 		*p.MaxRetries != 2 || p.Vars["k"] != "v" {
 		t.Error("changing the state changed the plan")
 	}

@@ -17,6 +17,8 @@ type jsonSchema struct {
 	Title                string                 `json:"title,omitempty"`
 	Description          string                 `json:"description,omitempty"`
 	Type                 string                 `json:"type,omitempty"`
+	Enum                 []string               `json:"enum,omitempty"`
+	AnyOf                []*jsonSchema          `json:"anyOf,omitempty"`
 	Required             []string               `json:"required,omitempty"`
 	AdditionalProperties *bool                  `json:"additionalProperties,omitempty"`
 	Properties           map[string]*jsonSchema `json:"properties,omitempty"`
@@ -25,8 +27,6 @@ type jsonSchema struct {
 	MinLength            *int                   `json:"minLength,omitempty"`
 	Minimum              *int                   `json:"minimum,omitempty"`
 	Pattern              string                 `json:"pattern,omitempty"`
-	Enum                 []any                  `json:"enum,omitempty"`
-	OneOf                []*jsonSchema          `json:"oneOf,omitempty"`
 	Examples             []any                  `json:"examples,omitempty"`
 }
 
@@ -63,6 +63,24 @@ func Schema() []byte {
 		s.MinItems = ptr(1)
 		return s
 	}
+	preset := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "string", Enum: AgentPresets, Description: desc}
+	}
+	agent := func(desc string) *jsonSchema {
+		return &jsonSchema{Description: desc, AnyOf: []*jsonSchema{
+			preset("A preset: the agent CLI's usual command for one unattended try, the prompt last."),
+			{Type: "object", Required: []string{"preset"}, AdditionalProperties: ptr(false),
+				Description: "A preset with extra arguments, placed before the prompt.",
+				Properties: map[string]*jsonSchema{
+					"preset": preset("The preset."),
+					"args":   list(text("one argument"), "Extra arguments; an element {prompt} places the prompt, {changed} the changed paths."),
+				}},
+			argv("The command as a list: argv prefix, the prompt appended (or put where an element is {prompt}); {changed} places the changed paths."),
+		}}
+	}
+	fallback := func(desc string) *jsonSchema {
+		return list(preset("A preset."), desc)
+	}
 	condition := func(desc string) *jsonSchema {
 		s := text(desc + " An expr-lang expression that gives true or false; it can use exists(p), glob(pattern), size(p), lines(p), mtime(p), age(p), fresh(p), read(p), json(p), env(name), now(), steps, step and vars.")
 		s.Examples = []any{`exists("approved.txt")`, `size("paper/draft.md") > 2000`}
@@ -70,7 +88,7 @@ func Schema() []byte {
 	}
 
 	reports := func(desc string) *jsonSchema {
-		return &jsonSchema{Type: "string", Enum: []any{ReportsRequired, ReportsOptional}, Description: desc}
+		return &jsonSchema{Type: "string", Enum: []string{ReportsRequired, ReportsOptional}, Description: desc}
 	}
 	reportKeys := map[string]*jsonSchema{
 		"reports":          reports("Whether the worker must report (accepted, milestone, blocked, done) with `stepseq report`, a file in .stepseq/reports/<step>/ or MCP; default optional."),
@@ -96,7 +114,8 @@ func Schema() []byte {
 			"timeout":         duration("Longest run of one try; default: the plan's timeout, else 1h."),
 			"retries":         count("Retry limit of this step; default: the plan's maxRetries."),
 			"awaitOutputs":    duration("After exit 0, wait this long for the outputs to appear (asynchronous agents)."),
-			"agent":           argv("The agent command of this step: argv prefix, the prompt appended (or put where an element is {prompt})."),
+			"agent":           agent("The agent of this step: a preset name, {preset, args}, or the command as a list; default: the plan's agent."),
+			"fallback":        fallback("Presets that run the same try, in order, when the agent cannot start or says it is unavailable (not found, auth, rate or usage limit); default: the plan's fallback."),
 		},
 	}
 	plan := &jsonSchema{
@@ -109,7 +128,8 @@ func Schema() []byte {
 		AdditionalProperties: ptr(false),
 		Properties: map[string]*jsonSchema{
 			"name":       {Type: "string", Pattern: idPatternJSON, Description: "Name of the plan; default: the file name without its extension."},
-			"agent":      argv("Agent command: argv prefix, the prompt appended; default: STEP_AGENT_CMD."),
+			"agent":      agent("The agent: a preset name (claude, codex, …), {preset, args}, or the command as a list, the prompt appended; default: STEP_AGENT_CMD."),
+			"fallback":   fallback("Presets that run the same try, in order, when the agent cannot start or says it is unavailable (not found, auth, rate or usage limit)."),
 			"stepDelay":  duration("Wait between steps and before retries; becomes stepDelayMinutes."),
 			"maxRetries": count("Retry limit of every step; default: STEP_MAX_RETRIES, else 3."),
 			"timeout":    duration("Default timeout of one try of a step; default 1h."),

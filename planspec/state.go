@@ -59,7 +59,8 @@ type StepSpec struct {
 	Timeout         Duration
 	AwaitOutputs    Duration
 	Retries         *int
-	Agent           []string
+	Agent           AgentSpec
+	Fallback        []string
 	// Reports is "required" or "optional" (DESIGN §7); "" takes the plan's.
 	Reports          string
 	LaunchTimeout    Duration // reports required: no accepted report this long fails the try
@@ -104,7 +105,8 @@ type AgentRecord struct {
 // Settings are the plan-level settings stepseq adds under the top-level "stepseq" key.
 type Settings struct {
 	Name       string
-	Agent      []string
+	Agent      AgentSpec
+	Fallback   []string
 	MaxRetries *int
 	Timeout    Duration
 	Vars       map[string]any
@@ -361,7 +363,8 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "timeout", sp.Timeout, sp.Timeout > 0)
 	setOrDel(&o, "awaitOutputs", sp.AwaitOutputs, sp.AwaitOutputs > 0)
 	setOrDel(&o, "retries", sp.Retries, sp.Retries != nil)
-	setOrDel(&o, "agent", sp.Agent, len(sp.Agent) > 0)
+	setOrDel(&o, "agent", sp.Agent, !sp.Agent.IsZero())
+	setOrDel(&o, "fallback", sp.Fallback, len(sp.Fallback) > 0)
 	setOrDel(&o, "reports", sp.Reports, sp.Reports != "")
 	setOrDel(&o, "launchTimeout", sp.LaunchTimeout, sp.LaunchTimeout > 0)
 	setOrDel(&o, "milestoneTimeout", sp.MilestoneTimeout, sp.MilestoneTimeout > 0)
@@ -397,7 +400,8 @@ func (st *Settings) object() object {
 	o.keys = slices.Clone(o.keys)
 	o.vals = maps.Clone(o.vals)
 	setOrDel(&o, "name", st.Name, st.Name != "")
-	setOrDel(&o, "agent", st.Agent, len(st.Agent) > 0)
+	setOrDel(&o, "agent", st.Agent, !st.Agent.IsZero())
+	setOrDel(&o, "fallback", st.Fallback, len(st.Fallback) > 0)
 	setOrDel(&o, "maxRetries", st.MaxRetries, st.MaxRetries != nil)
 	setOrDel(&o, "timeout", st.Timeout, st.Timeout > 0)
 	setOrDel(&o, "vars", st.Vars, len(st.Vars) > 0)

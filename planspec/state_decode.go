@@ -217,7 +217,10 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 		sp.Retries = &n
 	}
 	if r, ok := o.vals["agent"]; ok {
-		sp.Agent = d.strList(p+"agent", r)
+		sp.Agent = d.agent(p+"agent", r)
+	}
+	if r, ok := o.vals["fallback"]; ok {
+		sp.Fallback = d.fallback(p+"fallback", r)
 	}
 	sp.Reports = d.reportsMode(o, p)
 	sp.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
@@ -297,7 +300,10 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	p := key + "."
 	st.Name, _ = d.optStr(o, p, "name")
 	if r, ok := o.vals["agent"]; ok {
-		st.Agent = d.strList(p+"agent", r)
+		st.Agent = d.agent(p+"agent", r)
+	}
+	if r, ok := o.vals["fallback"]; ok {
+		st.Fallback = d.fallback(p+"fallback", r)
 	}
 	if r, ok := o.vals["maxRetries"]; ok && !isNull(r) {
 		n := d.count(p+"maxRetries", r)

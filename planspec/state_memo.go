@@ -99,7 +99,8 @@ func (sp *StepSpec) copy() StepSpec {
 	c := *sp
 	c.RequiredOutputs = slices.Clone(sp.RequiredOutputs)
 	c.On = slices.Clone(sp.On)
-	c.Agent = slices.Clone(sp.Agent)
+	c.Agent = sp.Agent.Clone()
+	c.Fallback = slices.Clone(sp.Fallback)
 	if sp.Retries != nil {
 		n := *sp.Retries
 		c.Retries = &n
@@ -112,7 +113,7 @@ func (sp *StepSpec) equal(o *StepSpec) bool {
 		slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.Timeout == o.Timeout && sp.AwaitOutputs == o.AwaitOutputs &&
-		eqPtr(sp.Retries, o.Retries) && slices.Equal(sp.Agent, o.Agent) &&
+		eqPtr(sp.Retries, o.Retries) && sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) &&
 		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
 		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
 		sameObject(sp.raw, o.raw)

@@ -1,0 +1,183 @@
+// Command presetcheck holds the agent presets to the real CLIs: it installs with
+// npm, into a temporary prefix, each CLI the npm registry serves, and checks that
+// every flag a preset passes (and every value it gives one) appears in that CLI's
+// own --help. A preset that drifts from its CLI fails the check. A CLI that cannot
+// be installed or cannot run here is named and skipped: its preset stays tested
+// by its fake. Run by `make presets-check`.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stepseq/stepseq/executor"
+)
+
+// npmPackages are the presets whose CLI the npm registry serves.
+var npmPackages = map[string]string{
+	"claude":   "@anthropic-ai/claude-code",
+	"codex":    "@openai/codex",
+	"gemini":   "@google/gemini-cli",
+	"opencode": "opencode-ai",
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "presets-check:", err)
+		os.Exit(1)
+	}
+}
+
+// result is what became of one preset.
+type result struct {
+	preset  string
+	version string
+	skipped string   // why the CLI was not checked
+	missing []string // what its help lacks
+	checked int
+}
+
+func run(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("presetcheck", flag.ContinueOnError)
+	keep := fs.String("dir", "", "install into this folder and keep it (default: a temporary folder, removed)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return errors.New("npm is not on PATH: install Node.js and npm")
+	}
+	dir := *keep
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "stepseq-presets-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	dir, _ = filepath.Abs(dir)
+
+	presets := executor.Presets()
+	results := make([]result, len(presets))
+	var wg sync.WaitGroup
+	for i, p := range presets {
+		pkg, ok := npmPackages[p.Name]
+		if !ok {
+			results[i] = result{preset: p.Name, skipped: "not served by the npm registry"}
+			continue
+		}
+		wg.Go(func() { results[i] = check(p, pkg, filepath.Join(dir, p.Name)) })
+	}
+	wg.Wait()
+
+	failed := 0
+	for _, r := range results {
+		switch {
+		case r.skipped != "":
+			fmt.Fprintf(out, "SKIP %-9s %s; the preset stays tested by its fake\n", r.preset, r.skipped)
+		case len(r.missing) > 0:
+			failed++
+			fmt.Fprintf(out, "FAIL %-9s %s: its --help lacks %s\n", r.preset, r.version, strings.Join(r.missing, ", "))
+		default:
+			fmt.Fprintf(out, "ok   %-9s %s: all %d words of the preset are in its --help\n", r.preset, r.version, r.checked)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d presets drifted from their CLI", failed)
+	}
+	return nil
+}
+
+// check installs pkg under prefix and compares preset p with its CLI's help.
+func check(p executor.Preset, pkg, prefix string) result {
+	r := result{preset: p.Name}
+	if err := os.MkdirAll(filepath.Join(prefix, "home"), 0o755); err != nil {
+		r.skipped = err.Error()
+		return r
+	}
+	// pkg@latest: a bare name could be read as a folder of the working directory.
+	if msg, err := command(prefix, 10*time.Minute, nil, "npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", pkg+"@latest"); err != nil {
+		r.skipped = fmt.Sprintf("cannot install %s: %v: %s", pkg, err, lastLine(msg))
+		return r
+	}
+	r.version = pkg + " " + version(prefix, pkg)
+	bin := filepath.Join(prefix, "node_modules", ".bin", p.Argv[0])
+	// A home of its own: a CLI may write its settings on first run.
+	env := append(os.Environ(), "HOME="+filepath.Join(prefix, "home"), "NO_COLOR=1", "CI=1")
+	help, err := command(prefix, 2*time.Minute, env, bin, p.Help[1:]...)
+	if err != nil {
+		r.skipped = fmt.Sprintf("%s: cannot run %s: %v: %s", r.version, strings.Join(p.Help, " "), err, lastLine(help))
+		return r
+	}
+	r.missing, r.checked = compare(p, help)
+	return r
+}
+
+// compare lists the words of the preset that help does not show: its subcommands,
+// its flags, the values it gives them, and its prompt flag.
+func compare(p executor.Preset, help string) (missing []string, checked int) {
+	words := slices.Clone(p.Argv[1:])
+	if p.PromptFlag != "" {
+		words = append(words, p.PromptFlag)
+	}
+	for _, w := range words {
+		checked++
+		var re *regexp.Regexp
+		if strings.HasPrefix(w, "-") {
+			re = regexp.MustCompile(`(^|[\s,\[(|])` + regexp.QuoteMeta(w) + `($|[\s,=\])|<])`)
+		} else {
+			// A subcommand or a flag's value: a whole word, often quoted as a choice.
+			re = regexp.MustCompile(`(^|[^\w-])` + regexp.QuoteMeta(w) + `($|[^\w-])`)
+		}
+		if !re.MatchString(help) {
+			missing = append(missing, w)
+		}
+	}
+	return missing, checked
+}
+
+// command runs name with args in dir, stdin from /dev/null, and returns its output.
+func command(dir string, timeout time.Duration, env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	return b.String(), err
+}
+
+func version(prefix, pkg string) string {
+	b, err := os.ReadFile(filepath.Join(prefix, "node_modules", pkg, "package.json"))
+	if err != nil {
+		return "?"
+	}
+	var m struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.Version == "" {
+		return "?"
+	}
+	return m.Version
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

@@ -1,0 +1,431 @@
+package executor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Preset is an agent CLI that stepseq knows by name (DESIGN §10): its command for
+// one unattended try, and how it says that a try failed or that it cannot serve.
+type Preset struct {
+	Name string
+	// Argv is the program and its flags, before any extra arguments and the prompt.
+	Argv []string
+	// PromptFlag is the flag whose value is the prompt (gemini -p); empty when the
+	// prompt is the last positional argument.
+	PromptFlag string
+	// Help runs the CLI's own help, where every flag of Argv must appear; the
+	// presets-check target compares them against the real CLIs.
+	Help []string
+	// ExitTellsNothing marks a CLI that exits 0 on errors (opencode): its output,
+	// the required outputs and the reports decide, never the exit code alone.
+	ExitTellsNothing bool
+
+	judge func(Exit) (failed string, unavailable bool)
+}
+
+// presets is the table of DESIGN §10, in its order.
+var presets = []Preset{
+	{Name: "claude", Argv: []string{"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"},
+		Help: []string{"claude", "--help"}, judge: judgeClaude},
+	{Name: "codex", Argv: []string{"codex", "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"},
+		Help: []string{"codex", "exec", "--help"}, judge: judgeCodex},
+	{Name: "gemini", Argv: []string{"gemini", "--output-format", "json", "--approval-mode", "yolo"}, PromptFlag: "-p",
+		Help: []string{"gemini", "--help"}, judge: judgeGemini},
+	{Name: "aider", Argv: []string{"aider", "--yes-always", "--no-auto-commits"}, PromptFlag: "--message",
+		Help: []string{"aider", "--help"}},
+	{Name: "opencode", Argv: []string{"opencode", "run", "--format", "json"},
+		Help: []string{"opencode", "run", "--help"}, ExitTellsNothing: true, judge: judgeOpencode},
+	{Name: "goose", Argv: []string{"goose", "run", "--no-session", "-q"}, PromptFlag: "-t",
+		Help: []string{"goose", "run", "--help"}},
+	{Name: "openclaw", Argv: []string{"openclaw", "agent"}, PromptFlag: "--message",
+		Help: []string{"openclaw", "agent", "--help"}},
+}
+
+// Presets returns the preset table, in the order of DESIGN §10.
+func Presets() []Preset { return slices.Clone(presets) }
+
+// LookupPreset returns the preset called name.
+func LookupPreset(name string) (Preset, bool) {
+	i := slices.IndexFunc(presets, func(p Preset) bool { return p.Name == name })
+	if i < 0 {
+		return Preset{}, false
+	}
+	return presets[i], true
+}
+
+// Command is the preset's argv prefix with extra arguments: its own flags, args,
+// then its prompt flag, so that Agent.Command appends the prompt last. When args
+// place {prompt} themselves, the prompt flag is theirs to give.
+func (p Preset) Command(args []string) []string {
+	argv := append(slices.Clone(p.Argv), args...)
+	if p.PromptFlag != "" && !slices.Contains(args, PromptPlaceholder) {
+		argv = append(argv, p.PromptFlag)
+	}
+	return argv
+}
+
+// ResolvePreset is the argv prefix of preset name with extra args; an unknown
+// name is a configuration error that suggests the closest preset.
+func ResolvePreset(name string, args []string) ([]string, error) {
+	p, ok := LookupPreset(name)
+	if !ok {
+		err := planspec.CheckPreset(name)
+		if err == nil {
+			err = fmt.Errorf("agent preset %q has no command", name)
+		}
+		return nil, &ConfigError{Msg: err.Error()}
+	}
+	return p.Command(args), nil
+}
+
+// Judge reads a finished try the way this CLI reports failure. failed, when not
+// empty, fails the try with that error even on exit 0 (and replaces stderr as its
+// error); unavailable says the agent could not serve at all (not found, auth, a
+// rate or usage limit), so that the same try runs with the next fallback.
+func (p Preset) Judge(exit Exit) (failed string, unavailable bool) {
+	if failed, unavailable, ok := judgeStart(exit); ok {
+		return failed, unavailable
+	}
+	if p.judge != nil {
+		if failed, unavailable = p.judge(exit); failed != "" || unavailable {
+			return failed, unavailable
+		}
+	}
+	if exit.Code != 0 && !exit.TimedOut {
+		if reason := unavailableReason(stderrText(exit)); reason != "" {
+			return p.Name + ": " + reason + ": " + firstLine(stderrText(exit)), true
+		}
+	}
+	return "", false
+}
+
+// judgeStart judges what every agent shares: a program that could not be started
+// or that its wrapper could not find (126, 127) cannot serve.
+func judgeStart(exit Exit) (failed string, unavailable, ok bool) {
+	switch {
+	case exit.Err != nil && (errors.Is(exit.Err, exec.ErrNotFound) || errors.Is(exit.Err, fs.ErrNotExist) || errors.Is(exit.Err, fs.ErrPermission)):
+		return "agent could not start: " + exit.Err.Error(), true, true
+	case exit.Err == nil && !exit.TimedOut && (exit.Code == 126 || exit.Code == 127):
+		msg := firstLine(stderrText(exit))
+		if msg == "" {
+			msg = fmt.Sprintf("exit %d: command not found or not executable", exit.Code)
+		}
+		return "agent could not start: " + msg, true, true
+	}
+	return "", false, false
+}
+
+// unavailablePatterns are how the CLIs say they cannot serve: credentials missing or
+// refused, a rate, usage or quota limit. They are looked for only in what the CLI
+// reports as its own error, never in the work of a successful try.
+var unavailablePatterns = []struct {
+	re     *regexp.Regexp
+	reason string
+}{
+	{regexp.MustCompile(`(?i)rate[ _-]?limit|usage[ _-]?limit|too many requests|\b429\b|quota|resource[ _]exhausted|exhausted your capacity|hit your (session |usage |weekly )?limit|limit reached|credit balance is too low|insufficient[ _]quota|overloaded`), "rate or usage limit"},
+	{regexp.MustCompile(`(?i)invalid api key|api key not valid|incorrect api key|missing api key|no api key|run /login|please (run )?login|not logged in|log ?in required|unauthori[sz]ed|\b401\b|authentication[ _](failed|error|required)|auth method|oauth token (has )?expired|token could not be refreshed|permission[ _]denied: .*(key|credential)`), "authentication failed"},
+}
+
+func unavailableReason(text string) string {
+	for _, p := range unavailablePatterns {
+		if p.re.MatchString(text) {
+			return p.reason
+		}
+	}
+	return ""
+}
+
+// claudeResult is the last line of `claude -p --output-format json`.
+type claudeResult struct {
+	Type    string `json:"type"`
+	Subtype string `json:"subtype"`
+	IsError bool   `json:"is_error"`
+	Result  string `json:"result"`
+}
+
+// judgeClaude fails a try whose JSON result says is_error: true, even on exit 0,
+// with the result's text as the error.
+func judgeClaude(exit Exit) (string, bool) {
+	var r claudeResult
+	found := false
+	for _, line := range lastLines(stdoutText(exit)) {
+		if t, ok := eventType(line); (!ok || t == "result") && json.Unmarshal([]byte(line), &r) == nil && r.Type == "result" {
+			found = true
+			break
+		}
+	}
+	if !found {
+		// A result too long for the tail: is_error and subtype come first in it.
+		found = scanHead(exit.Stdout, &r)
+	}
+	if !found || !r.IsError {
+		return "", false
+	}
+	msg := strings.TrimSpace(r.Result)
+	if msg == "" && r.Subtype != "success" {
+		msg = r.Subtype
+	}
+	if msg == "" {
+		msg = "is_error: true"
+	}
+	return "claude: " + msg, unavailableReason(msg) != ""
+}
+
+// scanHead reads the leading members of a JSON object that may be cut short.
+func scanHead(head string, r *claudeResult) bool {
+	i := strings.Index(head, `{"type":"result"`)
+	if i < 0 {
+		return false
+	}
+	dec := json.NewDecoder(strings.NewReader(head[i:]))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := t.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			if key == "result" {
+				r.Result = cutString(head[i+int(dec.InputOffset()):]) + "…"
+			}
+			break
+		}
+		switch key {
+		case "type":
+			r.Type, _ = v.(string)
+		case "subtype":
+			r.Subtype, _ = v.(string)
+		case "is_error":
+			r.IsError, _ = v.(bool)
+		case "result":
+			r.Result, _ = v.(string)
+		}
+	}
+	return r.Type == "result"
+}
+
+// cutString reads a JSON string cut short: `: "text…` without its closing quote.
+func cutString(s string) string {
+	s = strings.TrimLeft(s, " :")
+	s = strings.TrimPrefix(s, `"`)
+	for len(s) > 0 {
+		var out string
+		if json.Unmarshal([]byte(`"`+s+`"`), &out) == nil {
+			return out
+		}
+		s = s[:len(s)-1] // a cut escape or rune at the end
+	}
+	return ""
+}
+
+// codexEvent is one line of `codex exec --json`.
+type codexEvent struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	Error   struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// judgeCodex fails a try whose event stream says the turn failed, with the
+// failure's message. A stream error the turn recovered from is not a failure.
+func judgeCodex(exit Exit) (string, bool) {
+	var failed, lastError string
+	completed := false
+	for _, line := range lines(stdoutText(exit)) {
+		// Most events are the agent's work; only three types are read.
+		if t, ok := eventType(line); ok && t != "error" && t != "turn.failed" && t != "turn.completed" {
+			continue
+		}
+		var e codexEvent
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case "turn.failed":
+			failed = e.Error.Message
+		case "error":
+			lastError = e.Message
+		case "turn.completed":
+			completed = true
+			lastError = ""
+		}
+	}
+	if failed == "" && lastError != "" && (exit.Code != 0 || !completed) {
+		failed = lastError
+	}
+	if failed == "" {
+		return "", false
+	}
+	return "codex: " + failed, unavailableReason(failed) != ""
+}
+
+// geminiExits are gemini-cli's exit codes for fatal errors (its FatalError classes).
+var geminiExits = map[int]string{
+	41:  "authentication failed",
+	42:  "invalid input",
+	44:  "sandbox error",
+	52:  "configuration error",
+	53:  "turn limit reached",
+	54:  "tool execution failed",
+	130: "cancelled",
+}
+
+// judgeGemini names the meaning of gemini's exit code, with the message of the
+// JSON error it prints; exit 41 (authentication) and quota errors are unavailable.
+func judgeGemini(exit Exit) (string, bool) {
+	var out struct {
+		Error *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	msg := ""
+	if s := stdoutText(exit); json.Unmarshal([]byte(jsonObject(s)), &out) == nil && out.Error != nil {
+		msg = out.Error.Message
+	}
+	if msg == "" && exit.Code != 0 {
+		msg = firstLine(stderrText(exit))
+	}
+	meaning, known := geminiExits[exit.Code]
+	switch {
+	case known:
+		failed := fmt.Sprintf("gemini: %s (exit %d)", meaning, exit.Code)
+		if msg != "" {
+			failed += ": " + msg
+		}
+		return failed, exit.Code == 41 || unavailableReason(msg) != ""
+	case msg != "" && (exit.Code != 0 || out.Error != nil):
+		return "gemini: " + msg, unavailableReason(msg) != ""
+	}
+	return "", false
+}
+
+// opencodeEvent is one line of `opencode run --format json`.
+type opencodeEvent struct {
+	Type  string `json:"type"`
+	Error struct {
+		Name string `json:"name"`
+		Data struct {
+			Message string `json:"message"`
+		} `json:"data"`
+	} `json:"error"`
+}
+
+// judgeOpencode fails a try whose events hold an error, or that printed nothing but
+// an error on stderr: opencode exits 0 either way.
+func judgeOpencode(exit Exit) (string, bool) {
+	for _, line := range lastLines(stdoutText(exit)) {
+		var e opencodeEvent
+		if t, ok := eventType(line); ok && t != "error" || json.Unmarshal([]byte(line), &e) != nil || e.Type != "error" {
+			continue
+		}
+		msg := e.Error.Data.Message
+		switch {
+		case msg == "":
+			msg = e.Error.Name
+		case e.Error.Name != "":
+			msg = e.Error.Name + ": " + msg
+		}
+		if msg == "" {
+			msg = "error event"
+		}
+		return "opencode: " + msg, unavailableReason(msg) != "" || strings.Contains(e.Error.Name, "Auth")
+	}
+	if strings.TrimSpace(stdoutText(exit)) == "" && opencodeError.MatchString(stderrText(exit)) {
+		msg := opencodeError.FindString(stderrText(exit))
+		return "opencode: " + msg, unavailableReason(stderrText(exit)) != ""
+	}
+	return "", false
+}
+
+// opencodeError is the line opencode prints on stderr for an error it exits 0 on,
+// such as "NotFoundError: Session not found".
+var opencodeError = regexp.MustCompile(`(?m)^\s*(Error|[A-Z][A-Za-z]*Error):.*$`)
+
+// stdoutText is what is kept of stdout for judging: the tail, which holds the
+// whole output when it was short.
+func stdoutText(exit Exit) string {
+	if exit.StdoutTail != "" {
+		return exit.StdoutTail
+	}
+	return exit.Stdout
+}
+
+func stderrText(exit Exit) string {
+	if exit.StderrTail != "" {
+		return exit.StderrTail
+	}
+	return exit.Stderr
+}
+
+// eventType reads the type of a JSON event line that starts with it, as these CLIs
+// write them, without decoding the line; ok is false when the line is not so.
+func eventType(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, `{"type":"`)
+	if !ok {
+		return "", false
+	}
+	t, _, ok := strings.Cut(rest, `"`)
+	return t, ok
+}
+
+// lines splits s into its non-empty lines. A first line cut by the tail capture
+// simply does not parse.
+func lines(s string) []string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// lastLines is lines, last first: CLIs end with their verdict.
+func lastLines(s string) []string {
+	out := lines(s)
+	slices.Reverse(out)
+	return out
+}
+
+// jsonObject is the last top-level JSON object in s: gemini prints one, indented.
+func jsonObject(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.HasSuffix(s, "}") {
+		return ""
+	}
+	for i := strings.LastIndex(s, "\n{"); ; i = strings.LastIndex(s[:i], "\n{") {
+		start := i + 1
+		if i < 0 {
+			start = 0
+		}
+		if strings.HasPrefix(s[start:], "{") && json.Valid([]byte(s[start:])) {
+			return s[start:]
+		}
+		if i < 0 {
+			return ""
+		}
+	}
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return firstChars(strings.TrimSpace(s), ErrorChars)
+}
