@@ -245,9 +245,10 @@ type Machine struct {
 	reason  string // why, for the write's journal entry
 	writing bool   // a WriteState is out
 	// writeErr is the last failed write: nothing launches until a write succeeds.
-	writeErr   error
-	writeTries int
-	writeAt    time.Time
+	writeErr       error
+	writeFailedNow bool // the write failed during this input
+	writeTries     int
+	writeAt        time.Time
 
 	run       *tryRun  // the try dispatched, launched or being judged
 	pending   *tryExit // an exit to judge once the state is read again
@@ -291,6 +292,7 @@ type tryRun struct {
 
 type tryExit struct {
 	agentFailed string
+	blocked     string // the worker's blocked report holds the step
 	step        string
 	try         int
 	exit        Exit
@@ -311,6 +313,7 @@ func (m *Machine) State() *planspec.State { return m.st }
 func (m *Machine) Handle(now time.Time, in Input) []Effect {
 	m.now = now
 	m.out = nil
+	m.writeFailedNow = false
 	switch in := in.(type) {
 	case StateRead:
 		m.stateRead(in)
@@ -422,8 +425,8 @@ func (m *Machine) flush() {
 	if !m.dirty || m.writing || m.st == nil || m.bad != nil || m.stopping && m.run != nil {
 		return
 	}
-	if m.writeErr != nil && m.now.Before(m.writeAt) {
-		return
+	if m.writeFailedNow {
+		return // retried on the next input or at writeAt, not in a loop
 	}
 	if m.configErr != nil && !m.progress && !m.cfg.Persistent {
 		return // a configuration error touches nothing of this step
@@ -437,6 +440,7 @@ func (m *Machine) written(err error) {
 	m.writing = false
 	if err != nil {
 		m.dirty = true
+		m.writeFailedNow = true
 		m.writeTries++
 		backoff := min(time.Duration(50<<min(m.writeTries, 10))*time.Millisecond, 30*time.Second)
 		m.writeAt = m.now.Add(backoff)

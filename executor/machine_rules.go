@@ -342,6 +342,9 @@ func (m *Machine) agentExited(in AgentExited) {
 		return
 	}
 	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed}
+	if r.blockedBy == "report" {
+		m.pending.blocked = workerBlocker(m.st, r.step)
+	}
 	m.emit(ReadState{})
 }
 
@@ -427,6 +430,9 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 	if t.stop != "" {
 		return Verdict{Error: t.stop}
 	}
+	if t.blocked != "" {
+		return Verdict{Error: t.blocked}
+	}
 	if t.agentFailed != "" && !exit.TimedOut {
 		return Verdict{Error: firstChars(t.agentFailed, ErrorChars)}
 	}
@@ -480,16 +486,20 @@ func (m *Machine) setPhase(id, phase string) {
 // that keep accepts: the step a change re-runs, with the steps after it. It
 // returns "" when none does.
 func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) string {
-	for i, id := range st.StepQueue {
+	for _, id := range st.StepQueue[:min(st.CurrentStep+1, len(st.StepQueue))] {
 		spec := st.Steps[id]
 		if spec == nil || len(spec.On) == 0 {
 			continue
 		}
-		if run, ok := st.StepRuns[id]; !ok || run.Status != planspec.StatusDone || i > st.CurrentStep {
+		if run, ok := st.StepRuns[id]; !ok || run.Status != planspec.StatusDone {
 			continue
 		}
-		for _, p := range paths {
-			for _, g := range spec.On {
+		for _, g := range spec.On {
+			lit := literalPrefix(g)
+			for _, p := range paths {
+				if !strings.HasPrefix(p, lit) {
+					continue // cheaper than a match, and most paths differ early
+				}
 				if ok, _ := doublestar.Match(g, p); ok && keep(p) {
 					return id
 				}
@@ -497,4 +507,13 @@ func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) 
 		}
 	}
 	return ""
+}
+
+// literalPrefix is a glob's part before its first pattern character: every match
+// starts with it.
+func literalPrefix(glob string) string {
+	if i := strings.IndexAny(glob, "*?[{\\"); i >= 0 {
+		return glob[:i]
+	}
+	return glob
 }
