@@ -76,6 +76,11 @@ func TestScripts(t *testing.T) {
 //	fail-before:N   exit 1, saying so on stderr, while STEPSEQ_TRY < N
 //	exit:N          exit with status N after everything else
 //	wait:PATH       wait until PATH exists (for a minute at most)
+//	report:STATUS   run stepseq report STATUS with every field; a refusal is printed
+//	blocked-before:N  while STEPSEQ_TRY < N, report blocked (next: put a token in .env)
+//	                and exit 0 at once
+//	drop:STATUS     drop the seed's plain block in $STEPSEQ_REPORTS and wait for the
+//	                verdict: the file taken (accepted) or renamed .rejected
 func fakeAgent() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "fakeagent: no prompt")
@@ -106,6 +111,26 @@ func fakeAgent() {
 			if n, err := strconv.Atoi(val); err == nil && code == 0 {
 				code = n
 			}
+		case "report":
+			cmd := exec.Command("stepseq", "report", val, "--summary", "fake "+val, "--evidence", "evidence of "+val,
+				"--risk", "low — a test", "--next", "the next thing")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fmt.Printf("report %s refused: %s", val, out)
+			} else {
+				fmt.Printf("report %s: %s", val, out)
+			}
+		case "drop":
+			fmt.Println(dropReport(val, try))
+		case "blocked-before":
+			if n, _ := strconv.Atoi(val); try < n {
+				out, err := exec.Command("stepseq", "report", "blocked", "--summary", "no credentials", "--evidence", "401 from the API",
+					"--risk", "high — cannot go on", "--next", "put a token in .env").CombinedOutput()
+				fmt.Printf("report blocked: %s", out)
+				if err != nil {
+					os.Exit(4)
+				}
+				os.Exit(0)
+			}
 		case "wait":
 			// The agent stands for a step that takes a while: it waits for the
 			// script's go-ahead, polling with a deadline.
@@ -121,6 +146,31 @@ func fakeAgent() {
 		}
 	}
 	os.Exit(code)
+}
+
+// drops counts the reports a fake agent dropped, to name each file once.
+var drops int
+
+// dropReport writes the seed's block as the seed writes it, a colon inside a value
+// and all, and waits for stepseq's verdict on it.
+func dropReport(status string, try int) string {
+	dir := os.Getenv("STEPSEQ_REPORTS")
+	block := fmt.Sprintf("status: %s\nsummary: dropped %s\nevidence: opened sources.md: 3 links found\nrisk: low — read only\nnext: write study/summary.md\n", status, status)
+	drops++
+	path := filepath.Join(dir, fmt.Sprintf("%d-%s-%d.txt", try, status, drops))
+	writeFile(path+".tmp", block)
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return "drop: " + err.Error()
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if why, err := os.ReadFile(path + ".why"); err == nil {
+			return fmt.Sprintf("drop %s refused: %s", status, strings.TrimSpace(string(why)))
+		}
+		if _, err := os.Stat(path); os.IsNotExist(err) {
+			return "drop " + status + " accepted"
+		}
+	}
+	return "drop " + status + ": no verdict"
 }
 
 func writeFile(path, content string) {

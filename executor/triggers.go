@@ -128,6 +128,21 @@ func blockerNext(run *planspec.StepRun) string {
 // trigger is queued, and when no stepseq holds the workspace the state is reset at
 // once for the next check. It never launches an agent, so a git hook never waits.
 func QueueTrigger(rt *Runtime, id string) (string, error) {
+	return queue(rt, Trigger{Step: id, From: "trigger"})
+}
+
+// QueueRetry asks for a new try of blocked or failed step id (`stepseq retry`),
+// with or without a live sidecar, as QueueTrigger does. A step that is neither
+// blocked nor failed is refused at once.
+func QueueRetry(rt *Runtime, id string) (string, error) {
+	return queue(rt, Trigger{Step: id, From: "retry", Retry: true})
+}
+
+func queue(rt *Runtime, t Trigger) (string, error) {
+	id, verb := t.Step, "re-run"
+	if t.Retry {
+		verb = "get a new try"
+	}
 	sf := &StateFile{Path: rt.WS.State}
 	st, err := sf.Read()
 	if err != nil {
@@ -136,13 +151,22 @@ func QueueTrigger(rt *Runtime, id string) (string, error) {
 	if !slices.Contains(st.StepQueue, id) {
 		return "", fmt.Errorf("no step %q in %s (steps: %s)", id, rt.WS.State, strings.Join(st.StepQueue, ", "))
 	}
-	if err := WriteTrigger(rt.WS, Trigger{Step: id, From: "trigger"}); err != nil {
+	maxRetries, err := MaxRetriesFromEnv(rt.Getenv)
+	if err != nil {
 		return "", err
 	}
-	lock, holder, err := TryLock(rt.WS, "trigger")
+	if t.Retry {
+		if err := Retry(st.Clone(), id, RetryLimit(st, id, maxRetries)); err != nil {
+			return "", err
+		}
+	}
+	if err := WriteTrigger(rt.WS, t); err != nil {
+		return "", err
+	}
+	lock, holder, err := TryLock(rt.WS, t.From)
 	if errors.Is(err, ErrLocked) {
 		if holder.Kind == "watch" {
-			return fmt.Sprintf("queued %s for the sidecar (pid %d)", id, holder.PID), nil
+			return fmt.Sprintf("queued %s for the sidecar (pid %d): it will %s", id, holder.PID, verb), nil
 		}
 		return fmt.Sprintf("queued %s; a running %s (pid %d) holds the workspace: the next check runs it", id, holder.Kind, holder.PID), nil
 	}
@@ -155,15 +179,20 @@ func QueueTrigger(rt *Runtime, id string) (string, error) {
 		return "", err
 	}
 	for _, t := range ts {
-		if t.Step != "" {
-			if err := Rerun(st, t.Step); err != nil {
-				rt.Logger.Warn("trigger ignored", "step", t.Step, "err", err)
-			}
+		switch {
+		case t.Step == "":
+		case t.Retry:
+			err = Retry(st, t.Step, RetryLimit(st, t.Step, maxRetries))
+		default:
+			err = Rerun(st, t.Step)
+		}
+		if err != nil {
+			rt.Logger.Warn("trigger ignored", "step", t.Step, "err", err)
 		}
 	}
 	if err := sf.Write(st); err != nil {
 		return "", err
 	}
-	rt.record(Entry{Event: "trigger", Step: id, Reason: "no sidecar: state reset for the next check"})
-	return fmt.Sprintf("%s will re-run: no sidecar is running, so the next `stepseq check` runs it", id), nil
+	rt.record(Entry{Event: t.From, Step: id, Reason: "no sidecar: state reset for the next check"})
+	return fmt.Sprintf("%s will %s: no sidecar is running, so the next `stepseq check` runs it", id, verb), nil
 }

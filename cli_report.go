@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+func newReportCmd(stdout io.Writer) *cobra.Command {
+	var (
+		rep       planspec.Report
+		result    string
+		step, dir string
+		try       int
+		wait      time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "report STATUS --summary … --evidence … --risk … --next …",
+		Short: "A worker's report for its step: accepted, milestone, blocked or done",
+		Long: `report is how an agent tells stepseq where its step stands (the OpenClaw
+workflow protocol). STATUS is accepted (the work has begun), milestone (progress),
+blocked (it cannot go on without someone) or done (finished, with the evidence).
+Every field is required; risk starts with none, low, medium or high.
+
+It reads the step, the try and the workspace from the agent's environment
+(STEPSEQ_STEP, STEPSEQ_TRY, STEPSEQ_WORKSPACE), drops the report in
+.stepseq/reports/<step>/ and waits for stepseq's verdict: exit 0 when it is
+accepted, 1 with every reason when it is refused (a missing field, a bad risk, a
+stale try, or a move the step's phase does not allow: accepted comes first, done
+needs its evidence and artifacts).
+` + exitCodesHelp,
+		Example: `  stepseq report accepted --summary "Writing the summary" --evidence "read sources.md" --risk "low — notes only" --next "draft study/summary.md"
+  stepseq report done --summary "Summary written" --evidence "study/summary.md, 1,200 words" --risk none --next none --artifact study/summary.md
+  stepseq report blocked --summary "No API key" --evidence "401 from the API" --risk "high — cannot go on" --next "put a key in .env, then stepseq retry research"`,
+		Args: cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.FixedCompletions([]cobra.Completion{
+			planspec.ReportAccepted, planspec.ReportMilestone, planspec.ReportBlocked, planspec.ReportDone}, cobra.ShellCompDirectiveNoFileComp),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep.Status = args[0]
+			if result != "" {
+				if !json.Valid([]byte(result)) {
+					return usageErr("--result: not valid JSON: give a JSON value, like '{\"words\": 1200}'")
+				}
+				rep.Result = json.RawMessage(result)
+			}
+			if step == "" {
+				step = os.Getenv("STEPSEQ_STEP")
+			}
+			if step == "" {
+				return usageErr("which step? run it from the agent stepseq started (STEPSEQ_STEP is set there), or give --step")
+			}
+			if try == 0 {
+				if v := os.Getenv("STEPSEQ_TRY"); v != "" {
+					n, err := strconv.Atoi(v)
+					if err != nil || n < 1 {
+						return usageErr("STEPSEQ_TRY=%q: want the try number stepseq set", v)
+					}
+					try = n
+				}
+			}
+			state := os.Getenv("STEPSEQ_STATE")
+			if dir != "" || state == "" {
+				if dir == "" {
+					dir = os.Getenv("STEPSEQ_WORKSPACE")
+				}
+				if dir == "" {
+					dir = "."
+				}
+				state = filepath.Join(dir, "state.json")
+			}
+			ws, err := executor.NewWorkspace(state)
+			if err != nil {
+				return err
+			}
+			err = executor.SubmitReport(ws, step, try, rep, wait)
+			switch {
+			case errors.Is(err, executor.ErrReportRefused):
+				return &exitError{code: 1, err: err}
+			case errors.Is(err, executor.ErrNoVerdict):
+				_, err = fmt.Fprintf(stdout, "%s: %v\n", rep.Status, err)
+				return err
+			case err != nil:
+				return err
+			}
+			_, err = fmt.Fprintf(stdout, "%s accepted for step %s\n", rep.Status, step)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&rep.Summary, "summary", "", "one sentence")
+	f.StringVar(&rep.Evidence, "evidence", "", "the first action, an artifact, the specific error, or the final artifact")
+	f.StringVar(&rep.Risk, "risk", "", "none, low, medium or high, then the reason")
+	f.StringVar(&rep.Next, "next", "", `what comes next ("none" when done)`)
+	f.StringArrayVar(&rep.Artifacts, "artifact", nil, "a workspace path the report names (repeat for more); done checks they exist")
+	f.StringVar(&result, "result", "", "the step's result as JSON")
+	f.StringVar(&step, "step", "", "the step (default $STEPSEQ_STEP)")
+	f.IntVar(&try, "try", 0, "the try (default $STEPSEQ_TRY)")
+	f.StringVar(&dir, "dir", "", "the workspace (default $STEPSEQ_WORKSPACE, else .)")
+	f.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the verdict")
+	return cmd
+}
+
+func newRetryCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var ws workspaceFlags
+	cmd := &cobra.Command{
+		Use:   "retry STEP [DIR]",
+		Short: "A new try for a blocked or failed step",
+		Long: `retry gives STEP a new try: a step a worker reported blocked, one a report
+timer blocked, or one that failed or ran out of tries (one more is granted). The
+new try's prompt is the troubleshoot prompt, carrying the blocker and its next.
+A live sidecar starts it at once; without one, the state is reset now and the next
+stepseq check runs it. A step that is neither blocked nor failed is refused.
+` + exitCodesHelp,
+		Example: `  stepseq retry research
+  stepseq retry deploy ./workspace`,
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: stepCompletion(&ws),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, state := ws.statePath(args[1:])
+			rt, err := executor.NewRuntime(state, g.logger())
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			msg, err := executor.QueueRetry(rt, args[0])
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			_, err = fmt.Fprintln(stdout, msg)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	return cmd
+}

@@ -1,0 +1,113 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/watcher"
+)
+
+// ErrReportRefused is matched by SubmitReport's error for a refused report; the
+// reasons are in the message, one per line.
+var ErrReportRefused = errors.New("report refused")
+
+// ErrNoVerdict is returned by SubmitReport when the report is queued but no
+// verdict came in time.
+var ErrNoVerdict = errors.New("report queued; no verdict yet")
+
+// SubmitReport is `stepseq report`: it refuses at once what the file alone or the
+// state shows is wrong (a missing field, a bad risk, a stale try, a move the phase
+// does not allow), drops the report in the step's folder atomically, and waits up
+// to wait for the verdict of the stepseq running the step. try 0 means the current
+// one.
+func SubmitReport(ws Workspace, step string, try int, rep planspec.Report, wait time.Duration) error {
+	reasons := rep.Problems()
+	st, err := (&StateFile{Path: ws.State}).Read()
+	if err != nil {
+		return err
+	}
+	reasons = append(reasons, reportAgainstState(st, step, &try, rep)...)
+	if len(reasons) > 0 {
+		return refused(reasons)
+	}
+	dir := ws.ReportsDir(step)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("report folder: %w", err)
+	}
+	name := strconv.Itoa(try) + "-" + strconv.FormatInt(time.Now().UnixNano(), 10) + ".yaml"
+	path := filepath.Join(dir, name)
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, rep.Block(), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	w, err := watcher.New(watcher.Config{Root: ws.Dir, Paths: []string{ReportsRel(step)}, Settle: time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if lock, _, err := TryLock(ws, "report"); err == nil {
+		lock.Unlock()
+		_ = os.Remove(path)
+		return refused([]string{fmt.Sprintf("stale: no stepseq is running step %s now", step)})
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		if why, err := os.ReadFile(path + ".why"); err == nil {
+			if _, err := os.Stat(path + ".rejected"); err == nil {
+				return refused(strings.Split(strings.TrimSpace(string(why)), "\n"))
+			}
+		}
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(path + ".rejected"); errors.Is(err, os.ErrNotExist) {
+				return nil // taken: accepted
+			}
+		}
+		select {
+		case <-deadline.C:
+			return fmt.Errorf("%w after %s: %s", ErrNoVerdict, wait, path)
+		case _, ok := <-w.Batches():
+			if !ok {
+				return fmt.Errorf("%w: %s", ErrNoVerdict, path)
+			}
+		case <-w.Errors():
+		}
+	}
+}
+
+func refused(reasons []string) error {
+	return fmt.Errorf("%w:\n  %s", ErrReportRefused, strings.Join(reasons, "\n  "))
+}
+
+// reportAgainstState is what the state alone says against the report: the step and
+// try it names, and whether the step's phase takes it. It sets *try to the current
+// try when it is 0.
+func reportAgainstState(st *planspec.State, step string, try *int, rep planspec.Report) []string {
+	if st.Steps[step] == nil {
+		return []string{fmt.Sprintf("no step %q in the plan (steps: %s)", step, strings.Join(st.StepQueue, ", "))}
+	}
+	run := st.StepRuns[step]
+	if run == nil || run.Status != planspec.StatusInProgress {
+		return []string{fmt.Sprintf("stale: step %s has no try running now", step)}
+	}
+	if *try == 0 {
+		*try = run.Tries
+	}
+	if *try != run.Tries {
+		return []string{fmt.Sprintf("stale: try %d of step %s is over; the current try is %d", *try, step, run.Tries)}
+	}
+	if t, ok := transitions[rep.Status]; ok && run.Phase != "" && !slices.Contains(t.from, run.Phase) {
+		return []string{transitionRefusal(rep.Status, run.Phase)}
+	}
+	return nil
+}
