@@ -474,6 +474,9 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 			}
 		}
 		status := s.Status
+		if status == planspec.StatusInProgress || s.Phase == planspec.PhaseBlocked {
+			status = s.Phase // never "in progress" before the worker said so
+		}
 		if s.Skipped {
 			status += " (skipped)"
 		}

@@ -59,8 +59,6 @@ type rig struct {
 	disk      []byte // what the last successful write put on disk
 }
 
-
-
 func newRig(t *testing.T, stateJSON string, persistent bool) *rig {
 	t.Helper()
 	r := &rig{t: t, p: &fakeProbe{missing: map[string]bool{}, mtimes: map[string]time.Time{}}, now: t0}

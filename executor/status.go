@@ -38,6 +38,11 @@ type StepReport struct {
 	Running    bool    `json:"running,omitempty"`
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
+	// Phase is where the step stands in the workflow protocol (DESIGN §7), as a
+	// person reads it: a dispatched step of a plan without reports is "running".
+	Phase string `json:"phase"`
+	// LastReport is the worker's newest accepted report, if any.
+	LastReport *planspec.ReportRecord `json:"lastReport,omitempty"`
 	// Logs are the tries' output files that exist, oldest try first.
 	Logs []TryLogPath `json:"logs"`
 }
@@ -74,12 +79,16 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
-		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}}
+		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id)}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}
 		if run := st.StepRuns[id]; run != nil {
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
+			if n := len(run.Reports); n > 0 {
+				last := run.Reports[n-1]
+				s.LastReport = &last
+			}
 			if run.LastRunIso != "" {
 				s.LastRunIso = &run.LastRunIso
 			}
@@ -212,4 +221,33 @@ func stillRunning(ws Workspace, id string, run *planspec.StepRun) bool {
 	}
 	err := unix.Kill(h.PID, 0)
 	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// DisplayPhase is step id's phase as status shows it. A record the original wrote
+// has none: its status says it. Nobody is told a step is in progress before its
+// worker said so: a dispatched step shows "dispatching", or "running" when the plan
+// takes no reports.
+func DisplayPhase(st *planspec.State, id string) string {
+	run := st.StepRuns[id]
+	if run == nil {
+		return planspec.PhasePlanned
+	}
+	phase := run.Phase
+	if phase == "" {
+		switch run.Status {
+		case planspec.StatusInProgress:
+			phase = planspec.PhaseDispatching
+		case planspec.StatusDone:
+			phase = planspec.PhaseDone
+		default:
+			phase = planspec.PhasePlanned
+		}
+	}
+	if run.Status == planspec.StatusFailed && phase == planspec.PhasePlanned {
+		return "failed"
+	}
+	if !st.UsesReports(id) && (phase == planspec.PhaseDispatching || phase == planspec.PhaseInProgress) {
+		return "running"
+	}
+	return phase
 }

@@ -292,9 +292,9 @@ func TestDescribe(t *testing.T) {
 		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
 		Steps: []StepReport{
 			{ID: "a", Title: "A", Status: "DONE", Tries: 2, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
-				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLogPath{}},
-			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true, Logs: []TryLogPath{}},
-			{ID: "c", Title: "C", Status: "DONE", Skipped: true, Logs: []TryLogPath{}},
+				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLogPath{}, Phase: "done"},
+			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true, Logs: []TryLogPath{}, Phase: "running"},
+			{ID: "c", Title: "C", Status: "DONE", Skipped: true, Logs: []TryLogPath{}, Phase: "done"},
 		},
 		WaitingFor: Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"},
 	}
@@ -306,5 +306,32 @@ func TestDescribe(t *testing.T) {
 	}
 	if _, err := os.Stat(w.path(MetaDir)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Describe made %s: %v", MetaDir, err)
+	}
+}
+
+func TestDisplayPhase(t *testing.T) {
+	cases := []struct {
+		name, state, want string
+	}{
+		{"no record", `{}`, "planned"},
+		{"dispatched, no reports", `{"b":{"status":"IN_PROGRESS","tries":1,"phase":"dispatching"}}`, "running"},
+		{"accepted, no reports", `{"b":{"status":"IN_PROGRESS","tries":1,"phase":"in_progress"}}`, "running"},
+		{"a record the original wrote", `{"b":{"status":"IN_PROGRESS","tries":1}}`, "running"},
+		{"failed, retry due", `{"b":{"status":"FAILED","tries":1,"phase":"planned"}}`, "failed"},
+		{"blocked", `{"b":{"status":"FAILED","tries":1,"phase":"blocked"}}`, "blocked"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := parse(t, `{"plan":{"steps":{"b":{"title":"B","instruction":"x"}}},"stepQueue":["b"],"currentStep":0,"stepRuns":`+c.state+`,"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"}`)
+			if got := DisplayPhase(st, "b"); got != c.want {
+				t.Errorf("phase %q, want %q", got, c.want)
+			}
+			st.Settings.Reports = planspec.ReportsOptional
+			if run := st.StepRuns["b"]; run != nil && run.Phase == planspec.PhaseDispatching {
+				if got := DisplayPhase(st, "b"); got != planspec.PhaseDispatching {
+					t.Errorf("with reports: %q, want dispatching", got)
+				}
+			}
+		})
 	}
 }
