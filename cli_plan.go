@@ -116,14 +116,18 @@ server complete and check plans that name it on their first line:
 }
 
 func newGraphCmd(stdout, stderr io.Writer) *cobra.Command {
-	return &cobra.Command{
+	var state string
+	cmd := &cobra.Command{
 		Use:   "graph PLAN",
 		Short: "Print a Mermaid flowchart of a plan",
 		Long: `graph prints PLAN as a Mermaid flowchart: the steps in order, with their conditions,
-gates and checks. GitHub and most Markdown viewers draw it.
+gates and checks. GitHub and most Markdown viewers draw it. With --state, each
+step's box is coloured by its phase in that state: planned, dispatching, running
+or in_progress, blocked, reviewing, done, failed.
 ` + exitCodesHelp,
 		Example: `  stepseq graph plans/example.yaml
-  stepseq graph plans/example.yaml > docs/plan.mmd`,
+  stepseq graph plans/example.yaml > docs/plan.mmd
+  stepseq graph plans/example.yaml --state state.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			pf := executor.ReadPlanFile(args[0], args[0])
@@ -131,10 +135,25 @@ gates and checks. GitHub and most Markdown viewers draw it.
 				printPlanErrors(stderr, args[0], pf)
 				return &exitError{code: 1}
 			}
-			_, err := io.WriteString(stdout, pf.Plan.Mermaid())
+			if state == "" {
+				_, err := io.WriteString(stdout, pf.Plan.Mermaid())
+				return err
+			}
+			st, err := (&executor.StateFile{Path: state}).Read()
+			if err != nil {
+				return err
+			}
+			_, err = io.WriteString(stdout, pf.Plan.MermaidPhases(func(id string) string {
+				if st.Steps[id] == nil {
+					return ""
+				}
+				return executor.DisplayPhase(st, id)
+			}))
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&state, "state", "", "colour the steps by their phase in this state file")
+	return cmd
 }
 
 // printPlanErrors writes why a plan file is not valid: every error, one per line

@@ -9,7 +9,23 @@ import (
 // order they run, each gate (when, skip) on the edge into its step, each check,
 // output and trigger in its step's box. Paste it into any Markdown that renders
 // Mermaid, or https://mermaid.live.
-func (p *Plan) Mermaid() string {
+func (p *Plan) Mermaid() string { return p.MermaidPhases(nil) }
+
+// phaseStyles colour a step's box by its phase (DESIGN §7).
+var phaseStyles = []struct{ phase, style string }{
+	{PhasePlanned, "fill:#eeeeee,stroke:#888888"},
+	{PhaseDispatching, "fill:#fff3cd,stroke:#b58900"},
+	{"running", "fill:#d6e9ff,stroke:#1f6feb"},
+	{PhaseInProgress, "fill:#d6e9ff,stroke:#1f6feb"},
+	{PhaseBlocked, "fill:#ffd7d5,stroke:#cf222e"},
+	{PhaseReviewing, "fill:#eadcff,stroke:#8250df"},
+	{PhaseDone, "fill:#d3f5d9,stroke:#1a7f37"},
+	{"failed", "fill:#ffe8cc,stroke:#bc4c00"},
+}
+
+// MermaidPhases is Mermaid with each step's box coloured by its phase, as phase
+// says for a step id ("" leaves it plain). A nil phase draws the plan alone.
+func (p *Plan) MermaidPhases(phase func(id string) string) string {
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	fmt.Fprintf(&b, "    %%%% plan %s\n", strings.Join(strings.Fields(p.Name), " "))
@@ -45,6 +61,21 @@ func (p *Plan) Mermaid() string {
 	}
 	b.WriteString("    done([done])\n")
 	fmt.Fprintf(&b, "    %s --> done\n", prev)
+	if phase == nil {
+		return b.String()
+	}
+	used := map[string][]string{}
+	for i, s := range p.Steps {
+		if ph := phase(s.ID); ph != "" {
+			used[ph] = append(used[ph], fmt.Sprintf("s%d", i+1))
+		}
+	}
+	for _, ps := range phaseStyles {
+		if nodes := used[ps.phase]; len(nodes) > 0 {
+			fmt.Fprintf(&b, "    classDef %s %s\n", strings.ReplaceAll(ps.phase, "_", ""), ps.style)
+			fmt.Fprintf(&b, "    class %s %s\n", strings.Join(nodes, ","), strings.ReplaceAll(ps.phase, "_", ""))
+		}
+	}
 	return b.String()
 }
 
