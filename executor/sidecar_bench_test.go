@@ -325,3 +325,52 @@ func cpuNanos(pid int) int64 {
 	}
 	return total
 }
+
+// BenchmarkReportToPhase measures a worker's report file written → the report and
+// its phase in state.json, under the sidecar: fsnotify, the settle window, the
+// report read and judged, a durable state write.
+func BenchmarkReportToPhase(b *testing.B) {
+	const samples = 200
+	for b.Loop() {
+		dir := b.TempDir()
+		state, _, stop := benchSidecar(b, dir, plan(`"stepseq":{"reports":"required"}`, `"instruction":"waitfor:release"`), "x")
+		reports := filepath.Join(dir, ".stepseq", "reports", "s1")
+		waitBench(b, func() bool {
+			st, err := (&StateFile{Path: state}).Read()
+			return err == nil && st.Run("s1").Phase == planspec.PhaseDispatching
+		})
+		var lat []time.Duration
+		for i := range samples {
+			status := planspec.ReportMilestone
+			if i == 0 {
+				status = planspec.ReportAccepted
+			}
+			summary := fmt.Sprintf("sample %d", i)
+			block := fmt.Sprintf("status: %s\nsummary: %s\nevidence: e\nrisk: none\nnext: more\n", status, summary)
+			tmp := filepath.Join(reports, fmt.Sprintf(".%d.tmp", i))
+			if err := os.WriteFile(tmp, []byte(block), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			written := time.Now()
+			if err := os.Rename(tmp, filepath.Join(reports, fmt.Sprintf("1-%d.yaml", i))); err != nil {
+				b.Fatal(err)
+			}
+			waitBench(b, func() bool {
+				st, err := (&StateFile{Path: state}).Read()
+				if err != nil {
+					return false
+				}
+				rs := st.Run("s1").Reports
+				return len(rs) > 0 && rs[len(rs)-1].Summary == summary && st.Run("s1").Phase == planspec.PhaseInProgress
+			})
+			lat = append(lat, time.Since(written))
+		}
+		if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		stop()
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "median-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
