@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
 
@@ -237,8 +236,3 @@ func (s *Sidecar) rel(p string) string {
 func under(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
-
-// finished reports whether the plan is over with nothing in flight.
-func (s *Sidecar) finished() bool { return s.d.m.Done() }
-
-var _ = planspec.StatusDone
