@@ -33,7 +33,8 @@ test: e2e-deps
 
 # What the live page's browser test needs beyond Go, each installed once:
 # Debian's chromium, and playwright-core from the npm registry (npm ci, as
-# $(E2E)/package-lock.json pins it). Node.js and npm must be there already.
+# $(E2E)/package-lock.json pins it), with Debian's nodejs and npm when there is
+# no npm.
 e2e-deps:
 	@if [ ! -x /usr/bin/chromium ]; then \
 		echo "e2e-deps: installing chromium (Debian's package)"; \
@@ -41,7 +42,11 @@ e2e-deps:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
 	@if [ ! -f $(E2E)/node_modules/playwright-core/package.json ]; then \
-		command -v npm >/dev/null || { echo "e2e-deps: npm not found: install Node.js 20 or later with npm" >&2; exit 1; }; \
+		if ! command -v npm >/dev/null; then \
+			echo "e2e-deps: installing nodejs and npm (Debian's packages)"; \
+			$(SUDO) apt-get update -qq && \
+			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+		fi; \
 		echo "e2e-deps: installing $(E2E)'s npm packages (npm ci: playwright-core)"; \
 		cd $(E2E) && npm ci --no-audit --no-fund; \
 	fi

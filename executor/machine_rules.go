@@ -109,9 +109,9 @@ func (m *Machine) filesChanged(in FilesChanged) {
 		return
 	}
 	m.changed = appendChanged(m.changed, in.Paths)
-	if id := OnMatches(m.st, in.Paths, m.notAgentWork); id != "" {
+	if id, path := OnMatches(m.st, in.Paths, m.notAgentWork); id != "" {
 		m.onHandled = m.now
-		m.rerun(id, "on: a watched file changed", 1)
+		m.rerun(id, "on: "+path+" changed", 1)
 	}
 }
 
@@ -246,8 +246,11 @@ func (m *Machine) advance() {
 		changed = changed || !m.stamped
 		m.stamped = true
 	}
-	m.journal(Entry{Event: "decide", Step: d.Step, Reason: d.Reason, Detail: map[string]any{"action": d.Action.String(), "driver": m.cfg.Driver}})
-	if d.Action != Launch && d.Action != Idle && (d.Step != m.told.Step || d.Reason != m.told.Reason) {
+	same := d.Action == m.told.Action && d.Step == m.told.Step && d.Reason == m.told.Reason
+	if !same || d.Action == Launch {
+		m.journal(Entry{Event: "decide", Step: d.Step, Reason: d.Reason, Detail: map[string]any{"action": d.Action.String(), "driver": m.cfg.Driver}})
+	}
+	if d.Action != Launch && d.Action != Idle && !same {
 		level := slog.LevelInfo
 		if d.Action == Blocked {
 			level = slog.LevelWarn
@@ -483,9 +486,9 @@ func (m *Machine) setPhase(id, phase string) {
 }
 
 // OnMatches returns the first finished step whose `on` globs match one of paths
-// that keep accepts: the step a change re-runs, with the steps after it. It
-// returns "" when none does.
-func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) string {
+// that keep accepts, and that path: the step a change re-runs, with the steps after
+// it. It returns "" when none does.
+func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) (string, string) {
 	for _, id := range st.StepQueue[:min(st.CurrentStep+1, len(st.StepQueue))] {
 		spec := st.Steps[id]
 		if spec == nil || len(spec.On) == 0 {
@@ -501,12 +504,12 @@ func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) 
 					continue // cheaper than a match, and most paths differ early
 				}
 				if ok, _ := doublestar.Match(g, p); ok && keep(p) {
-					return id
+					return id, p
 				}
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // literalPrefix is a glob's part before its first pattern character: every match
