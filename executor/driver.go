@@ -151,7 +151,9 @@ func (d *driver) start(l StartAgent) {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
-	_ = os.MkdirAll(d.rt.WS.ReportsDir(l.Step), 0o755)
+	if st.UsesReports(l.Step) {
+		_ = os.MkdirAll(d.rt.WS.ReportsDir(l.Step), 0o755) // where the worker drops its reports
+	}
 	d.launchAgent(l, agents, idx)
 }
 

@@ -51,8 +51,7 @@ type TryLog struct {
 	finished bool
 }
 
-// OpenTryLog prepares the log at path; nothing is created until there is output
-// or the try ends. maxBytes caps the output kept; 0 means DefaultLogCap.
+// OpenTryLog prepares the log at path; nothing is created until there is output. maxBytes caps the output kept; 0 means DefaultLogCap.
 func OpenTryLog(path string, hdr TryHeader, maxBytes int64) *TryLog {
 	if maxBytes <= 0 {
 		maxBytes = DefaultLogCap
@@ -162,7 +161,9 @@ func (l *TryLog) Finish(exit Exit) error {
 		return nil
 	}
 	l.finished = true
-	if l.open() {
+	// A try that printed nothing leaves no log: creating a file is the slowest
+	// part of a short step on many filesystems, and `stepseq logs` says so.
+	if l.f != nil && l.open() {
 		if cut := l.tailSeen - int64(len(l.tail)); cut > 0 {
 			l.line(fmt.Sprintf("=== stepseq: %d bytes of output cut here: the log keeps the first %s and the last %s",
 				cut, sizeString(l.head), sizeString(int64(l.keep))))

@@ -30,6 +30,17 @@ func readLog(t *testing.T, path string) string {
 	return string(data)
 }
 
+func TestTryLog_SilentTryLeavesNoLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logs", "build", "2.log")
+	l := OpenTryLog(path, testHeader(), 0)
+	if err := l.Finish(Exit{Code: 0, Started: logT0, Ended: logT0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a silent try left a log: %v", err)
+	}
+}
+
 func TestTryLog_HeaderOutputFooter(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -41,8 +52,6 @@ func TestTryLog_HeaderOutputFooter(t *testing.T) {
 			"hello\nworld\n=== stepseq: exit 0 after 1.5s\n"},
 		{"no newline at the end", []string{"half a line"}, Exit{Code: 3, Started: logT0, Ended: logT0.Add(time.Second)},
 			"half a line\n=== stepseq: exit 3 after 1s\n"},
-		{"a silent try", nil, Exit{Code: 0, Started: logT0, Ended: logT0.Add(time.Second)},
-			"=== stepseq: exit 0 after 1s\n"},
 		{"killed", []string{"working\n"}, Exit{Code: -1, Signal: syscall.SIGKILL, TimedOut: true, Started: logT0, Ended: logT0.Add(time.Hour)},
 			"working\n=== stepseq: killed by SIGKILL, timed out after 1h0m0s\n"},
 	}
