@@ -273,7 +273,9 @@ func (d *driver) setWatch(paths, trees []string) {
 		d.w = w
 	}
 	d.watched = [2][]string{paths, trees}
-	d.rt.record(Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}})
+	if d.m.cfg.Persistent {
+		d.rt.record(Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}})
+	}
 }
 
 func (d *driver) batches() <-chan watcher.Batch {
