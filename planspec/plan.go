@@ -92,6 +92,7 @@ func (p *Plan) State(source, hash string) *State {
 		spec.RequiredOutputs = slices.Clone(spec.RequiredOutputs)
 		spec.On = slices.Clone(spec.On)
 		spec.Agent = slices.Clone(spec.Agent)
+		spec.Result = slices.Clone(spec.Result)
 		if spec.Retries != nil {
 			n := *spec.Retries
 			spec.Retries = &n

@@ -33,7 +33,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 				p.Name = s
 			}
 		case "agent":
-			p.Agent = d.words(v, key)
+			p.Agent = d.agent(v, key)
 		case "stepDelay":
 			p.StepDelay = d.duration(v, key)
 		case "maxRetries":
@@ -158,7 +158,7 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 		case "retries":
 			sp.Retries = d.count(v, f)
 		case "agent":
-			sp.Agent = d.words(v, f)
+			sp.Agent = d.agent(v, f)
 		case "reports":
 			sp.Reports = d.reportsMode(v, f)
 		case "launchTimeout":
@@ -167,6 +167,16 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 			sp.MilestoneTimeout = d.duration(v, f)
 		case "idleTimeout":
 			sp.IdleTimeout = d.duration(v, f)
+		case "result":
+			sp.Result = d.resultSchema(v, f)
+		case "onInvalid":
+			if s, ok := d.str(v, f); ok {
+				if s != OnInvalidRetry && s != OnInvalidAbort {
+					d.fail(v, f, "onInvalid: want retry or abort, got %q", clip(s, 40))
+				} else {
+					sp.OnInvalid = s
+				}
+			}
 		default:
 			d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
 		}

@@ -16,7 +16,7 @@ type jsonSchema struct {
 	ID                   string                 `json:"$id,omitempty"`
 	Title                string                 `json:"title,omitempty"`
 	Description          string                 `json:"description,omitempty"`
-	Type                 string                 `json:"type,omitempty"`
+	Type                 any                    `json:"type,omitempty"` // a type name, or a list of them
 	Required             []string               `json:"required,omitempty"`
 	AdditionalProperties *bool                  `json:"additionalProperties,omitempty"`
 	Properties           map[string]*jsonSchema `json:"properties,omitempty"`
@@ -122,6 +122,16 @@ func Schema() []byte {
 		step.Properties[k] = v
 		plan.Properties[k] = v
 	}
+	// agent: mcp pulls the step over MCP; a list is an argv.
+	for _, agent := range []*jsonSchema{step.Properties["agent"], plan.Properties["agent"]} {
+		agent.Type = []any{"array", "string"}
+		agent.Pattern = "^" + AgentMCP + "$"
+		agent.Description += " Or mcp: no process starts; the step is offered to the MCP client that calls step_current."
+	}
+	step.Properties["result"] = &jsonSchema{Type: "object", Description: "A JSON Schema (draft 2020-12) the result of the worker's done report must satisfy; checked when the plan is validated.",
+		Examples: []any{map[string]any{"type": "object", "required": []any{"url"}}}}
+	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: []any{OnInvalidRetry, OnInvalidAbort},
+		Description: "What a result that fails the schema does: retry (default) refuses the report and waits for a corrected one, at most 3 times; abort fails the try."}
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",

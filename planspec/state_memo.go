@@ -100,6 +100,7 @@ func (sp *StepSpec) copy() StepSpec {
 	c.RequiredOutputs = slices.Clone(sp.RequiredOutputs)
 	c.On = slices.Clone(sp.On)
 	c.Agent = slices.Clone(sp.Agent)
+	c.Result = slices.Clone(sp.Result)
 	if sp.Retries != nil {
 		n := *sp.Retries
 		c.Retries = &n
@@ -115,6 +116,7 @@ func (sp *StepSpec) equal(o *StepSpec) bool {
 		eqPtr(sp.Retries, o.Retries) && slices.Equal(sp.Agent, o.Agent) &&
 		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
 		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
+		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid &&
 		sameObject(sp.raw, o.raw)
 }
 
@@ -133,6 +135,7 @@ func (r *StepRun) copy() StepRun {
 		c.Agent = &a
 	}
 	c.Reports = slices.Clone(r.Reports)
+	c.Result = slices.Clone(r.Result)
 	return c
 }
 
@@ -140,7 +143,7 @@ func (r *StepRun) equal(o *StepRun) bool {
 	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
 		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
 		r.Phase == o.Phase && slices.EqualFunc(r.Reports, o.Reports, ReportRecord.equal) &&
-		eqPtr(r.Agent, o.Agent) && sameObject(r.raw, o.raw)
+		eqPtr(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && sameObject(r.raw, o.raw)
 }
 
 func eqPtr[T comparable](a, b *T) bool {
