@@ -283,6 +283,9 @@ type tryRun struct {
 	// stopReason is why the machine stopped the agent: its verdict when it exits.
 	stopReason string
 	doneReport bool // a done report was accepted: the worker says it is finished
+	// invalidResults counts the done reports refused for a result that fails the
+	// step's schema.
+	invalidResults int
 	blockedBy  string
 	changed    []string
 }

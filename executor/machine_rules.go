@@ -383,6 +383,7 @@ func (m *Machine) conclude(t *tryExit) {
 	switch {
 	case v.OK:
 		run.Phase = planspec.PhaseDone
+		keepResult(run, t)
 	case run.Phase == planspec.PhaseBlocked && t.stop == "":
 		// A worker's blocked report holds the step until someone retries it.
 	default:
@@ -456,6 +457,9 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 				reasons = append(reasons, "Check "+spec.Check+" is false")
 			}
 		}
+	}
+	if len(reasons) == 0 {
+		reasons = append(reasons, m.resultVerdict(t)...)
 	}
 	if len(reasons) > 0 {
 		return Verdict{Error: strings.Join(reasons, "; "), MissingOutputs: missing}
