@@ -286,8 +286,8 @@ type tryRun struct {
 	// invalidResults counts the done reports refused for a result that fails the
 	// step's schema.
 	invalidResults int
-	blockedBy  string
-	changed    []string
+	blockedBy      string
+	changed        []string
 }
 
 type tryExit struct {

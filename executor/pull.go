@@ -138,7 +138,7 @@ func (r *pullRun) Done() <-chan Exit { return r.done }
 // Stop withdraws the offer; the try ends as a killed agent does.
 func (r *pullRun) Stop() { r.end(Exit{Code: -1, Stderr: "stopped"}) }
 
-func (r *pullRun) Ident() (int, uint64)   { return 0, 0 }
+func (r *pullRun) Ident() (int, uint64)  { return 0, 0 }
 func (r *pullRun) LastOutput() time.Time { return time.Time{} }
 func (r *pullRun) Close() error          { return nil }
 
