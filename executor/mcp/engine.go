@@ -54,8 +54,10 @@ func (e sidecarEngine) Report(ctx context.Context, step string, try int, rep pla
 	return e.sc.Report(ctx, step, try, rep, "mcp")
 }
 
-func (e sidecarEngine) Retry(ctx context.Context, step string) error   { return e.sc.Retry(ctx, step) }
-func (e sidecarEngine) Trigger(ctx context.Context, step string) error { return e.sc.Trigger(ctx, step) }
+func (e sidecarEngine) Retry(ctx context.Context, step string) error { return e.sc.Retry(ctx, step) }
+func (e sidecarEngine) Trigger(ctx context.Context, step string) error {
+	return e.sc.Trigger(ctx, step)
+}
 
 // FilesEngine acts through the workspace as any agent does: it reads state.json,
 // drops reports in the step's report folder and waits for the verdict file, and
