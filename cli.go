@@ -81,6 +81,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newVersionCmd(stdout),
 		newStatusCmd(g, stdout),
 		newInitCmd(g, stdout),
+		newMCPCmd(g, stdout),
 	)
 	// Wrong arguments are usage errors (exit 2), as flag errors are.
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

@@ -132,6 +132,14 @@ const verdictWait = 30 * time.Second
 // Report drops the report as <try>-<nanos>.yaml and waits for the sidecar to take
 // it (the file removed) or refuse it (<file>.rejected and <file>.why).
 func (e *filesEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
+	// The sidecar watches only the running step's report folder: a report for a
+	// try that is over would wait for a verdict that never comes.
+	if st, err := e.sf.Read(); err == nil {
+		run := st.StepRuns[step]
+		if run == nil || run.Status != planspec.StatusInProgress || run.Tries != try {
+			return false, []string{fmt.Sprintf("stale: try %d of step %s is over; call step_current for the current step", try, step)}, nil
+		}
+	}
 	dir := filepath.Join(e.ws.Dir, filepath.FromSlash(executor.ReportsRel(step)))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, nil, fmt.Errorf("report folder: %w", err)
