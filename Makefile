@@ -3,7 +3,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build test bench lint run fuzz clean
+.PHONY: all build test bench lint run fuzz clean e2e-deps
 
 all: build
 
@@ -22,7 +22,16 @@ run: build
 	STEP_AGENT_CMD="$(CURDIR)/$(BIN)/demoagent" timeout 120 $(BIN)/stepseq watch --exit-when-done "$$ws" && \
 	$(BIN)/stepseq status "$$ws"
 
-test:
+# The MCP end-to-end test drives stepseq with a third-party client, the
+# TypeScript SDK from the npm registry: installed once, from the lock file.
+E2E := executor/mcp/e2e
+
+e2e-deps: $(E2E)/node_modules/.package-lock.json
+
+$(E2E)/node_modules/.package-lock.json: $(E2E)/package-lock.json
+	cd $(E2E) && npm ci --no-audit --no-fund
+
+test: e2e-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
@@ -30,6 +39,7 @@ test:
 # micro-benchmarks of planspec run for the usual second.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./watcher
+	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 
 fuzz:
