@@ -85,6 +85,12 @@ func (s *Sidecar) Snapshot(ctx context.Context) (*planspec.State, error) {
 	return st, err
 }
 
+// View runs fn on the loop with the state it holds (nil when none): a read
+// without the copy Snapshot makes. fn must neither change st nor keep it.
+func (s *Sidecar) View(ctx context.Context, fn func(st *planspec.State)) error {
+	return s.do(ctx, func() { fn(s.d.m.State()) })
+}
+
 // Current hands the pulled try on offer to client (step_current). When there is
 // none, why says what the plan does instead.
 func (s *Sidecar) Current(ctx context.Context, client string) (o Offer, ok bool, why string, err error) {

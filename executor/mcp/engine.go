@@ -23,8 +23,9 @@ import (
 // Engine is what the tools ask of the workspace's plan: the in-process sidecar's
 // loop, or the workspace files when another stepseq holds the workspace.
 type Engine interface {
-	// Snapshot is a copy of the state; nil when there is none.
-	Snapshot(ctx context.Context) (*planspec.State, error)
+	// View runs fn with the state (nil when there is none); fn must neither
+	// change it nor keep it.
+	View(ctx context.Context, fn func(st *planspec.State)) error
 	// Current hands the pulled try on offer to client, or says why there is none.
 	Current(ctx context.Context, client string) (o executor.Offer, ok bool, why string, err error)
 	// Verify returns the step and try a token names.
@@ -40,8 +41,8 @@ func SidecarEngine(sc *executor.Sidecar) Engine { return sidecarEngine{sc} }
 
 type sidecarEngine struct{ sc *executor.Sidecar }
 
-func (e sidecarEngine) Snapshot(ctx context.Context) (*planspec.State, error) {
-	return e.sc.Snapshot(ctx)
+func (e sidecarEngine) View(ctx context.Context, fn func(*planspec.State)) error {
+	return e.sc.View(ctx, fn)
 }
 
 func (e sidecarEngine) Current(ctx context.Context, client string) (executor.Offer, bool, string, error) {
@@ -75,7 +76,16 @@ type filesEngine struct {
 	taken map[string]string // "step/try" → client
 }
 
-func (e *filesEngine) Snapshot(context.Context) (*planspec.State, error) {
+func (e *filesEngine) View(ctx context.Context, fn func(*planspec.State)) error {
+	st, err := e.snapshot()
+	if err != nil {
+		return err
+	}
+	fn(st)
+	return nil
+}
+
+func (e *filesEngine) snapshot() (*planspec.State, error) {
 	st, err := e.sf.Read()
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -85,8 +95,8 @@ func (e *filesEngine) Snapshot(context.Context) (*planspec.State, error) {
 
 // Current offers the step at the cursor when it is a pulled step that the sidecar
 // has dispatched.
-func (e *filesEngine) Current(ctx context.Context, client string) (executor.Offer, bool, string, error) {
-	st, err := e.Snapshot(ctx)
+func (e *filesEngine) Current(_ context.Context, client string) (executor.Offer, bool, string, error) {
+	st, err := e.snapshot()
 	if err != nil || st == nil {
 		if st == nil && err == nil {
 			return executor.Offer{}, false, "no plan: submit one with plan_submit", nil

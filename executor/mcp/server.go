@@ -15,9 +15,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/google/renameio/v2"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -60,7 +62,8 @@ func NewServer(opt Options) *sdk.Server {
 	t := &tools{opt: opt}
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, invalid)."}, t.planSubmit)
-	sdk.AddTool(s, &sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json)."}, t.status)
+	s.AddTool(&sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json).",
+		InputSchema: &jsonschema.Schema{Type: "object"}, OutputSchema: statusSchema}, t.status)
 	sdk.AddTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
 	sdk.AddTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
 	sdk.AddTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)
@@ -171,20 +174,73 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 // Empty takes no arguments.
 type Empty struct{}
 
-func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, _ Empty) (*sdk.CallToolResult, executor.Report, error) {
-	st, err := t.opt.Engine.Snapshot(ctx)
+// statusSchema is the output schema of status, from the type status --json prints.
+var statusSchema = func() *jsonschema.Schema {
+	sch, err := jsonschema.For[executor.Report](nil)
 	if err != nil {
-		return nil, executor.Report{}, err
+		panic("mcp: status schema: " + err.Error()) // a fixed type
 	}
-	if st == nil {
-		return nil, executor.Report{}, errors.New("no state.json yet: submit a plan with plan_submit")
-	}
+	return sch
+}()
+
+// status answers with the report as structured content, not checked again
+// against its own schema, and a few lines of text: on a plan of a
+// thousand steps the report is a hundred kilobytes, which a second copy and a
+// validation pass would make the slowest part of the call.
+func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	maxRetries, err := executor.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
 	if err != nil {
-		return nil, executor.Report{}, err
+		return toolError(err), nil
 	}
-	r, _ := executor.Describe(t.opt.Runtime, st, t.opt.Runtime.Now(), maxRetries)
-	return nil, r, nil
+	var r executor.Report
+	found := false
+	err = t.opt.Engine.View(ctx, func(st *planspec.State) {
+		if found = st != nil; found {
+			r, _ = executor.Describe(t.opt.Runtime, st, t.opt.Runtime.Now(), maxRetries)
+		}
+	})
+	if err == nil && !found {
+		err = errors.New("no state.json yet: submit a plan with plan_submit")
+	}
+	if err != nil {
+		return toolError(err), nil
+	}
+	// The report itself, not its encoding: each json.RawMessage in the answer is
+	// compacted again at every level of the response's encoding.
+	return &sdk.CallToolResult{StructuredContent: &r, Content: []sdk.Content{&sdk.TextContent{Text: statusText(r)}}}, nil
+}
+
+func toolError(err error) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
+}
+
+// statusText is the report in a few lines, for clients that read text only.
+func statusText(r executor.Report) string {
+	var b strings.Builder
+	done := 0
+	for _, s := range r.Steps {
+		if s.Status == planspec.StatusDone {
+			done++
+		}
+	}
+	fmt.Fprintf(&b, "plan %s: %s, %d of %d steps done\n", r.Plan, r.Status, done, len(r.Steps))
+	if w := r.WaitingFor; w.Reason != "" {
+		fmt.Fprintf(&b, "%s %s: %s\n", w.Action, w.Step, w.Reason)
+	}
+	for _, bl := range r.Blockers {
+		fmt.Fprintf(&b, "blocker: %s\n", bl)
+	}
+	for _, s := range r.Steps {
+		if s.Status == planspec.StatusFailed || s.Running || s.Error != nil && s.Status != planspec.StatusDone {
+			line := fmt.Sprintf("step %s: %s, tries %d", s.ID, s.Status, s.Tries)
+			if s.Error != nil {
+				line += ": " + *s.Error
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	b.WriteString("the whole report is the structured content")
+	return b.String()
 }
 
 // LogsInput names a try's log.
@@ -206,20 +262,24 @@ type LogsOutput struct {
 const maxLogRead = 1 << 20
 
 func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) (*sdk.CallToolResult, LogsOutput, error) {
-	st, err := t.opt.Engine.Snapshot(ctx)
+	try, known := in.Try, false
+	var ids []string
+	err := t.opt.Engine.View(ctx, func(st *planspec.State) {
+		if st == nil {
+			return
+		}
+		ids = slices.Clone(st.StepQueue)
+		if known = st.Steps[in.Step] != nil; known && try <= 0 {
+			if run := st.StepRuns[in.Step]; run != nil {
+				try = run.Tries
+			}
+		}
+	})
 	if err != nil {
 		return nil, LogsOutput{}, err
 	}
-	if st == nil || st.Steps[in.Step] == nil {
-		var ids []string
-		if st != nil {
-			ids = st.StepQueue
-		}
+	if !known {
 		return nil, LogsOutput{}, fmt.Errorf("no step %q in the plan (steps: %s)", in.Step, strings.Join(ids, ", "))
-	}
-	try := in.Try
-	if try <= 0 {
-		try = st.Run(in.Step).Tries
 	}
 	if try <= 0 {
 		return nil, LogsOutput{}, fmt.Errorf("step %s has not run yet: no log", in.Step)

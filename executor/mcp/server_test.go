@@ -38,7 +38,12 @@ type workspace struct {
 
 func newWorkspace(t testing.TB) *workspace {
 	t.Helper()
-	dir := t.TempDir()
+	return workspaceAt(t, t.TempDir())
+}
+
+// workspaceAt runs a sidecar on dir.
+func workspaceAt(t testing.TB, dir string) *workspace {
+	t.Helper()
 	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
