@@ -124,6 +124,21 @@ func TestSidecar_PullInvalidAbort(t *testing.T) {
 	if e := *st.StepRuns["fetch"].Error; !strings.Contains(e, "invalid result") || !strings.Contains(e, "url") {
 		t.Errorf("error %q", e)
 	}
+	// Out of tries, the step holds the plan until someone retries it.
+	snap, err := sc.Snapshot(ctx)
+	if err != nil || snap.StepRuns["fetch"].Tries != 1 {
+		t.Fatalf("snapshot: %v", err)
+	}
+	snap.StepRuns["fetch"].Tries = 99 // a copy: the loop's state is not touched
+	if err := sc.Retry(ctx, "nope"); err == nil {
+		t.Error("retry of an unknown step accepted")
+	}
+	if err := sc.Retry(ctx, "fetch"); err != nil {
+		t.Fatal(err)
+	}
+	if o := take(t, sc, "a"); o.Step != "fetch" || o.Try != 2 || !strings.Contains(o.Prompt, "invalid result") {
+		t.Errorf("retry offer %+v", o)
+	}
 }
 
 func TestSidecar_PullLaunchTimeout(t *testing.T) {
@@ -137,5 +152,43 @@ func TestSidecar_PullLaunchTimeout(t *testing.T) {
 
 	if ok, reasons, _ := sc.Report(context.Background(), "fetch", o.Try, report("accepted", ""), "mcp"); ok {
 		t.Errorf("a report for the timed-out try was accepted: %q", reasons)
+	}
+}
+
+func TestSidecar_PullInvalidRetryIsBounded(t *testing.T) {
+	plan := strings.Replace(pullPlan, "    result:\n", "    retries: 0\n    result:\n", 1)
+	w, sc := pullWS(t, plan)
+	ctx := context.Background()
+	take(t, sc, "a")
+	if ok, _, _ := sc.Report(ctx, "fetch", 0, report("accepted", ""), "mcp"); !ok {
+		t.Fatal("accepted refused")
+	}
+	for i := 1; i <= planspec.MaxInvalidResults; i++ {
+		ok, reasons, _ := sc.Report(ctx, "fetch", 0, report("done", `{"url":7}`), "mcp")
+		if ok || !strings.Contains(reasons[0], "send done again") || !strings.Contains(reasons[1], "/url: ") {
+			t.Fatalf("invalid result %d: %v %q", i, ok, reasons)
+		}
+	}
+	ok, reasons, _ := sc.Report(ctx, "fetch", 0, report("done", `{}`), "mcp")
+	if ok || !strings.Contains(reasons[0], "the try fails") || !strings.Contains(reasons[1], "missing propert") {
+		t.Fatalf("invalid result past the bound: %v %q", ok, reasons)
+	}
+	w.waitState("fetch FAILED", func(st *planspec.State) bool {
+		r := st.StepRuns["fetch"]
+		return r != nil && r.Status == planspec.StatusFailed && r.Error != nil && strings.Contains(*r.Error, "invalid result")
+	})
+}
+
+func TestChain_PullStepNeedsASidecar(t *testing.T) {
+	p, err := planspec.ParsePlan(strings.NewReader(pullPlan), "pull.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newTestWS(t, string(p.State("plans/pull.yaml", "h").Marshal()))
+	if err := w.check(); err == nil || !strings.Contains(err.Error(), "agent: mcp") {
+		t.Errorf("check on a pulled step: %v", err)
+	}
+	if r := w.read().StepRuns["fetch"]; r != nil && r.Tries > 0 {
+		t.Errorf("check started a try: %+v", r)
 	}
 }
