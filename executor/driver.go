@@ -164,7 +164,7 @@ func (d *driver) start(l StartAgent) {
 		launcher = d.pull
 	}
 	run, err := launcher.Launch(TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try),
-		Prompt: l.Prompt, RequiredOutputs: st.Steps[l.Step].RequiredOutputs, Result: st.Steps[l.Step].Result})
+		Prompt: l.Prompt, RequiredOutputs: slices.Clone(st.Steps[l.Step].RequiredOutputs), Result: slices.Clone(st.Steps[l.Step].Result)})
 	if err != nil {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return

@@ -72,15 +72,20 @@ type filesEngine struct {
 	sf   *executor.StateFile
 	pull *executor.PullLauncher // signs and checks tokens only
 
-	mu    sync.Mutex
-	taken map[string]string // "step/try" → client
+	mu      sync.Mutex
+	taken   map[string]string // "step/try" → client
+	viewing sync.Mutex
 }
 
-func (e *filesEngine) View(ctx context.Context, fn func(*planspec.State)) error {
+// View reads the state file and runs fn, one call at a time: fn may use the
+// server's Runtime, which is not safe for concurrent use.
+func (e *filesEngine) View(_ context.Context, fn func(*planspec.State)) error {
 	st, err := e.snapshot()
 	if err != nil {
 		return err
 	}
+	e.viewing.Lock()
+	defer e.viewing.Unlock()
 	fn(st)
 	return nil
 }

@@ -197,6 +197,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallTo
 	err = t.opt.Engine.View(ctx, func(st *planspec.State) {
 		if found = st != nil; found {
 			r, _ = executor.Describe(t.opt.Runtime, st, t.opt.Runtime.Now(), maxRetries)
+			detach(&r)
 		}
 	})
 	if err == nil && !found {
@@ -208,6 +209,23 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallTo
 	// The report itself, not its encoding: each json.RawMessage in the answer is
 	// compacted again at every level of the response's encoding.
 	return &sdk.CallToolResult{StructuredContent: &r, Content: []sdk.Content{&sdk.TextContent{Text: statusText(r)}}}, nil
+}
+
+// detach copies what a report points to in the state, which the loop goes on
+// changing once View returns.
+func detach(r *executor.Report) {
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		if s.LastRunIso != nil {
+			v := *s.LastRunIso
+			s.LastRunIso = &v
+		}
+		if s.Error != nil {
+			v := *s.Error
+			s.Error = &v
+		}
+	}
+	r.WaitingFor.MissingOutputs = slices.Clone(r.WaitingFor.MissingOutputs)
 }
 
 func toolError(err error) *sdk.CallToolResult {

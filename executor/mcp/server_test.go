@@ -219,7 +219,12 @@ func TestServer_PullPlanInProcess(t *testing.T) {
 
 func TestServer_PullPlanThroughFiles(t *testing.T) {
 	w := newWorkspace(t) // holds the lock: this server acts through the files
-	srv := NewServer(Options{Runtime: w.rt, Engine: FilesEngine(w.rt.WS)})
+	rt, err := executor.NewRuntime(w.rt.WS.State, nil) // its own, as another process has
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	srv := NewServer(Options{Runtime: rt, Engine: FilesEngine(rt.WS)})
 	drive(t, connect(t, srv, "worker"))
 }
 
