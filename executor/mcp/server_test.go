@@ -218,7 +218,7 @@ func TestServer_PullPlanInProcess(t *testing.T) {
 }
 
 func TestServer_PullPlanThroughFiles(t *testing.T) {
-	w := newWorkspace(t) // holds the lock: this server acts through the files
+	w := newWorkspace(t)                               // holds the lock: this server acts through the files
 	rt, err := executor.NewRuntime(w.rt.WS.State, nil) // its own, as another process has
 	if err != nil {
 		t.Fatal(err)
