@@ -192,3 +192,19 @@ func TestChain_PullStepNeedsASidecar(t *testing.T) {
 		t.Errorf("check started a try: %+v", r)
 	}
 }
+
+func TestRerun_ForgetsTheResult(t *testing.T) {
+	p, err := planspec.ParsePlan(strings.NewReader(pullPlan), "pull.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.State("plans/pull.yaml", "h")
+	st.Run("fetch").Status = planspec.StatusDone
+	st.Run("fetch").Result = json.RawMessage(`{"url":"https://a"}`)
+	if err := Rerun(st, "fetch"); err != nil {
+		t.Fatal(err)
+	}
+	if r := st.Run("fetch").Result; r != nil {
+		t.Errorf("a re-run step keeps its old result %s: a gate on it would open early", r)
+	}
+}
