@@ -2,7 +2,6 @@ GO      ?= go
 BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
-E2E     := executor/web/e2e
 # Files tests keep, such as the live page's screenshot (go test -artifacts).
 ARTIFACTS := test-artifacts
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -31,30 +30,35 @@ test: e2e-deps
 	@mkdir -p $(ARTIFACTS)
 	$(GO) test -race -count=1 -artifacts -outputdir $(CURDIR)/$(ARTIFACTS) ./...
 
-# What the live page's browser test needs beyond Go, each installed once:
-# Debian's chromium, and playwright-core from the npm registry (npm ci, as
-# $(E2E)/package-lock.json pins it), with Debian's nodejs and npm when there is
-# no npm.
+# What the end-to-end tests need beyond Go, each installed once and said so:
+# Debian's chromium (the live page's browser test), and from the npm registry
+# playwright-core (driving it) and the MCP TypeScript SDK (a third-party MCP
+# client), each with npm ci from its lock file; Debian's nodejs and npm when
+# there is no npm.
+E2E_NPM := executor/web/e2e executor/mcp/e2e
 e2e-deps:
 	@if [ ! -x /usr/bin/chromium ]; then \
 		echo "e2e-deps: installing chromium (Debian's package)"; \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
-	@if [ ! -f $(E2E)/node_modules/playwright-core/package.json ]; then \
-		if ! command -v npm >/dev/null; then \
-			echo "e2e-deps: installing nodejs and npm (Debian's packages)"; \
-			$(SUDO) apt-get update -qq && \
-			$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	@for d in $(E2E_NPM); do \
+		if [ ! -f $$d/node_modules/.package-lock.json ]; then \
+			if ! command -v npm >/dev/null; then \
+				echo "e2e-deps: installing nodejs and npm (Debian's packages)"; \
+				$(SUDO) apt-get update -qq && \
+				$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+			fi; \
+			echo "e2e-deps: installing $$d's npm packages (npm ci)"; \
+			(cd $$d && npm ci --no-audit --no-fund) || exit 1; \
 		fi; \
-		echo "e2e-deps: installing $(E2E)'s npm packages (npm ci: playwright-core)"; \
-		cd $(E2E) && npm ci --no-audit --no-fund; \
-	fi
+	done
 
 # Whole-system benchmarks run once each (they time many steps inside); the
 # micro-benchmarks of planspec run for the usual second.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor/... ./watcher
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./executor/notify ./executor/web ./watcher
+	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 
 # The agent presets against the real CLIs that the npm registry serves (claude,

@@ -99,6 +99,7 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 		newListCmd(stdout),
 		newReportCmd(stdout),
 		newRetryCmd(g, stdout),
+		newMCPCmd(g, stdout),
 	)
 	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]cobra.Completion{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))

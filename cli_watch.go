@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/mcp"
 	"github.com/stepseq/stepseq/watcher"
 )
 
@@ -63,6 +64,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 		settle       time.Duration
 		listen       string
 		exitWhenDone bool
+		retain       string
 	)
 	cmd := &cobra.Command{
 		Use:   "watch [DIR]",
@@ -85,6 +87,10 @@ SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL afte
 				return err
 			}
 			log := g.logger()
+			policy, err := executor.ParseRetention(retain)
+			if err != nil {
+				return usageErr("%v", err)
+			}
 			rt, err := executor.NewRuntime(state, log)
 			if err != nil {
 				return err
@@ -115,12 +121,16 @@ SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL afte
 				return err
 			}
 			if listen != "" {
-				stop, err := serveHealth(cmd.Context(), listen, sc, reg, log.Error)
+				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log}
+				stop, err := serveHealth(cmd.Context(), listen, sc, reg, log.Error, mcp.Handler(mcpOpt))
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
 				defer stop()
 			}
+			retention, stopRetention := context.WithCancel(cmd.Context())
+			defer stopRetention()
+			go executor.RunRetention(retention, rt.WS, policy, rt.Now, log)
 			log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "pid", os.Getpid())
 			return sc.Run(cmd.Context())
 		},
@@ -131,11 +141,12 @@ SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL afte
 	cmd.Flags().DurationVar(&settle, "settle", executor.DefaultSettle, "coalescing window for bursts of file events")
 	cmd.Flags().StringVar(&listen, "listen", "", "serve /healthz, /readyz and /metrics on this address, e.g. :8080")
 	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE")
+	cmd.Flags().StringVar(&retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
 	return cmd
 }
 
 // serveHealth serves the probes and metrics until stop is called.
-func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *prometheus.Registry, logErr func(string, ...any)) (stop func(), err error) {
+func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *prometheus.Registry, logErr func(string, ...any), mcpHandler http.Handler) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
@@ -154,6 +165,7 @@ func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *pr
 	mux.Handle("/healthz", probe(sc.Alive))
 	mux.Handle("/readyz", probe(sc.Ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/mcp", mcpHandler)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

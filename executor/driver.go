@@ -33,6 +33,8 @@ type driver struct {
 	sf       *StateFile
 	lock     *Lock
 	launcher Launcher
+	pull     *PullLauncher // steps whose agent is mcp; nil: none can run here
+	verdict  func(ReportVerdict)
 	notifier Notifier
 	metrics  *Metrics
 	ctx      context.Context
@@ -140,6 +142,16 @@ func (d *driver) readState() {
 // the step's agents that can run.
 func (d *driver) start(l StartAgent) {
 	st := d.m.State()
+	if st.IsPull(l.Step) {
+		// Offered to the MCP worker that asks for it: no process, no fallback.
+		a, err := d.resolve(st, l.Step)
+		if err != nil {
+			d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+			return
+		}
+		d.launchAgent(l, []Agent{a}, 0)
+		return
+	}
 	agents, err := ResolveAgents(st, l.Step, d.rt.Getenv, d.rt.WS.Dir)
 	if err != nil {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
@@ -170,7 +182,12 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		Grace:     d.rt.Grace,
 		PipeGrace: d.rt.PipeGrace,
 	}
-	run, err := d.launcher.Launch(TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try)})
+	launcher := d.launcher
+	if st.IsPull(l.Step) {
+		launcher = d.pull
+	}
+	run, err := launcher.Launch(TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try),
+		Prompt: l.Prompt, RequiredOutputs: slices.Clone(st.Steps[l.Step].RequiredOutputs), Result: slices.Clone(st.Steps[l.Step].Result)})
 	if err != nil {
 		if next := NextAgent(agents, idx); next >= 0 {
 			d.fallback(l, agents, idx, next, err.Error())
@@ -181,7 +198,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 	}
 	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx}
 	pid, ticks := run.Ident()
-	if d.lock != nil {
+	if d.lock != nil && pid > 0 {
 		d.lock.SetAgent(&AgentHandle{Step: l.Step, Try: l.Try, PID: pid, StartTicks: ticks})
 	}
 	d.rt.record(Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0], "agent": agent.Name()}})
@@ -419,6 +436,10 @@ func refuseReportFile(path string, reasons []string) {
 }
 
 func (d *driver) reportVerdict(v ReportVerdict) {
+	if d.verdict != nil {
+		d.verdict(v)
+	}
+	d.pullReported(v)
 	if v.Ref == "" || !filepath.IsAbs(v.Ref) {
 		return
 	}
@@ -459,6 +480,12 @@ func (d *driver) CanLaunch(st *planspec.State, id string) error {
 }
 
 func (d *driver) resolve(st *planspec.State, id string) (Agent, error) {
+	if st.IsPull(id) {
+		if d.pull == nil {
+			return Agent{}, &ConfigError{Msg: fmt.Sprintf("step %s has agent: mcp: it is pulled by an MCP worker; run `stepseq watch` or `stepseq mcp` on this workspace, not %s", id, d.m.cfg.Driver)}
+		}
+		return Agent{Argv: []string{planspec.AgentMCP}, Source: "mcp"}, nil
+	}
 	if c := &d.agentFor; c.st == st && c.id == id && c.agent.Argv != nil {
 		return c.agent, nil
 	}

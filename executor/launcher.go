@@ -18,6 +18,11 @@ type TrySpec struct {
 	Try     int
 	Proc    Spec
 	LogPath string // the try's full output
+	// Prompt, RequiredOutputs and Result (the result schema) are what a pulled
+	// try offers its worker; a process gets the prompt in Proc.Argv.
+	Prompt          string
+	RequiredOutputs []string
+	Result          []byte
 }
 
 // Started is a try whose agent was started.

@@ -286,8 +286,11 @@ type tryRun struct {
 	// stopReason is why the machine stopped the agent: its verdict when it exits.
 	stopReason string
 	doneReport bool // a done report was accepted: the worker says it is finished
-	blockedBy  string
-	changed    []string
+	// invalidResults counts the done reports refused for a result that fails the
+	// step's schema.
+	invalidResults int
+	blockedBy      string
+	changed        []string
 }
 
 type tryExit struct {

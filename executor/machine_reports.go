@@ -60,6 +60,12 @@ func (m *Machine) report(in ReportIn) {
 			}
 		}
 	}
+	if len(reasons) == 0 && rep.Status == planspec.ReportDone {
+		if bad := m.resultProblems(in.Step, rep); len(bad) > 0 {
+			m.invalidResult(r, in, bad)
+			return
+		}
+	}
 	if len(reasons) > 0 {
 		m.journal(Entry{Event: "report-refused", Step: in.Step, Try: in.Try, Reason: strings.Join(reasons, "; "), Detail: map[string]any{"via": in.Via}})
 		m.log(slog.LevelWarn, "report refused", "step", in.Step, "status", rep.Status, "reasons", strings.Join(reasons, "; "))

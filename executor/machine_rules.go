@@ -391,6 +391,7 @@ func (m *Machine) conclude(t *tryExit) {
 	switch {
 	case v.OK:
 		run.Phase = planspec.PhaseDone
+		keepResult(run, t)
 	case run.Phase == planspec.PhaseBlocked && t.stop == "":
 		// A worker's blocked report holds the step until someone retries it.
 	default:
@@ -461,6 +462,9 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		if v := checkVerdict(spec, m.conds.Check(t.step)); !v.OK {
 			reasons = append(reasons, v.Error)
 		}
+	}
+	if len(reasons) == 0 {
+		reasons = append(reasons, m.resultVerdict(t)...)
 	}
 	if len(reasons) > 0 {
 		return Verdict{Error: strings.Join(reasons, "; "), MissingOutputs: missing}

@@ -40,6 +40,7 @@ type Sidecar struct {
 	lock *Lock
 
 	plansSeen map[string]string // plan file → the content hash last judged
+	sidecarCalls
 
 	ready  atomic.Bool
 	alive  atomic.Bool
@@ -73,6 +74,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.d.plans = opt.PlansDir
 	s.d.metrics = opt.Metrics
 	s.d.notifier = opt.Notifier
+	s.initCalls()
 	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher")}
 	// The first watch set comes from the state as it is, so that nothing written
 	// between now and the first pass is missed.
@@ -147,6 +149,10 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			s.passes.Add(1)
 			s.d.feed(TimerFired{})
 			s.afterPlan()
+		case call := <-s.calls:
+			s.passes.Add(1)
+			call()
+			s.afterPlan()
 		case <-s.d.inherited:
 			s.d.inherited = nil
 			s.d.feed(InheritedGone{})
@@ -207,6 +213,7 @@ func (s *Sidecar) afterPlan() {
 
 func (s *Sidecar) close() {
 	s.alive.Store(false)
+	s.endCalls()
 	s.d.timer.Stop()
 	s.d.closeWatcher()
 	s.Lock = nil

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -42,7 +43,7 @@ type StepReport struct {
 	// person reads it: a dispatched step of a plan without reports is "running".
 	Phase string `json:"phase"`
 	// LastReport is the worker's newest accepted report, if any.
-	LastReport *planspec.ReportRecord `json:"lastReport,omitempty"`
+	LastReport *LastReport `json:"lastReport,omitempty"`
 	// Logs are the tries' output files that exist, oldest try first.
 	Logs []TryLogPath `json:"logs"`
 }
@@ -86,8 +87,7 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 		if run := st.StepRuns[id]; run != nil {
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
 			if n := len(run.Reports); n > 0 {
-				last := run.Reports[n-1]
-				s.LastReport = &last
+				s.LastReport = lastReport(run.Reports[n-1])
 			}
 			if run.LastRunIso != "" {
 				s.LastRunIso = &run.LastRunIso
@@ -250,4 +250,27 @@ func DisplayPhase(st *planspec.State, id string) string {
 		return "running"
 	}
 	return phase
+}
+
+// LastReport is a worker's report as status shows it.
+type LastReport struct {
+	Time      string   `json:"time"`
+	Try       int      `json:"try"`
+	Via       string   `json:"via,omitempty"`
+	Status    string   `json:"status"`
+	Summary   string   `json:"summary"`
+	Evidence  string   `json:"evidence"`
+	Risk      string   `json:"risk"`
+	Next      string   `json:"next"`
+	Artifacts []string `json:"artifacts,omitempty"`
+	Result    any      `json:"result,omitempty"`
+}
+
+func lastReport(r planspec.ReportRecord) *LastReport {
+	out := &LastReport{Time: r.Time, Try: r.Try, Via: r.Via, Status: r.Status, Summary: r.Summary,
+		Evidence: r.Evidence, Risk: r.Risk, Next: r.Next, Artifacts: r.Artifacts}
+	if len(r.Result) > 0 {
+		_ = json.Unmarshal(r.Result, &out.Result)
+	}
+	return out
 }

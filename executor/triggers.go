@@ -69,6 +69,7 @@ func Rerun(st *planspec.State, id string) error {
 		run.Agent = nil
 		run.Phase = planspec.PhasePlanned
 		run.Reports = nil
+		run.Result = nil
 		clearBlocker(st, later)
 	}
 	st.CurrentStep = at

@@ -52,7 +52,7 @@ func (a AgentSpec) MarshalJSON() ([]byte, error) {
 // CheckPreset returns nil for a known preset name, else an error that lists the
 // presets and suggests the closest one.
 func CheckPreset(name string) error {
-	if slices.Contains(AgentPresets, name) {
+	if slices.Contains(AgentPresets, name) || name == AgentMCP {
 		return nil
 	}
 	if s := suggest(name, AgentPresets); s != "" {

@@ -250,7 +250,7 @@ func compileError(src string, err error) error {
 
 // typeNames hides the Go types behind the condition language from messages.
 var typeNames = strings.NewReplacer(
-	"type planspec.runView has no field ", "a step record has only status, tries, lastRunIso, error, stdout and skipped, not ",
+	"type planspec.runView has no field ", "a step record has only status, tries, lastRunIso, error, stdout, skipped and result, not ",
 	"planspec.runView", "step record",
 	"type planspec.evaluation has no field ", "unknown name ",
 	"planspec.evaluation", "the condition language",

@@ -51,6 +51,7 @@ type runView struct {
 	Error      string `expr:"error"`
 	Stdout     string `expr:"stdout"`
 	Skipped    bool   `expr:"skipped"`
+	Result     any    `expr:"result"` // the accepted result of the last done report; nil when none
 }
 
 func viewOf(r *StepRun) runView {
@@ -63,6 +64,9 @@ func viewOf(r *StepRun) runView {
 	}
 	if r.Stdout != nil {
 		v.Stdout = *r.Stdout
+	}
+	if len(r.Result) > 0 {
+		_ = json.Unmarshal(r.Result, &v.Result) // valid JSON: it passed its schema
 	}
 	return v
 }

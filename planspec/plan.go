@@ -94,6 +94,7 @@ func (p *Plan) State(source, hash string) *State {
 		spec.On = slices.Clone(spec.On)
 		spec.Agent = spec.Agent.Clone()
 		spec.Fallback = slices.Clone(spec.Fallback)
+		spec.Result = slices.Clone(spec.Result)
 		if spec.Retries != nil {
 			n := *spec.Retries
 			spec.Retries = &n

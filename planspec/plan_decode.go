@@ -14,7 +14,7 @@ var (
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "notify", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every

@@ -171,6 +171,16 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 			sp.MilestoneTimeout = d.duration(v, f)
 		case "idleTimeout":
 			sp.IdleTimeout = d.duration(v, f)
+		case "result":
+			sp.Result = d.resultSchema(v, f)
+		case "onInvalid":
+			if s, ok := d.str(v, f); ok {
+				if s != OnInvalidRetry && s != OnInvalidAbort {
+					d.fail(v, f, "onInvalid: want retry or abort, got %q", clip(s, 40))
+				} else {
+					sp.OnInvalid = s
+				}
+			}
 		default:
 			d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
 		}

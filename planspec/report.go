@@ -305,6 +305,9 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // ReportsMode is how step id takes reports: the step's setting, else the plan's,
 // else optional.
 func (s *State) ReportsMode(id string) string {
+	if s.IsPull(id) {
+		return ReportsRequired // a pulled step ends only with its worker's done report
+	}
 	if sp := s.Steps[id]; sp != nil && sp.Reports != "" {
 		return sp.Reports
 	}
@@ -318,6 +321,9 @@ func (s *State) ReportsMode(id string) string {
 // a plan's status shows phases as they are, where a plan without reports shows
 // "running" for a dispatched step.
 func (s *State) UsesReports(id string) bool {
+	if s.IsPull(id) {
+		return true
+	}
 	if sp := s.Steps[id]; sp != nil && sp.Reports != "" {
 		return true
 	}

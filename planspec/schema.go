@@ -3,6 +3,7 @@ package planspec
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 )
 
 // durationPattern is what ParseDuration accepts, as a JSON Schema pattern:
@@ -16,7 +17,7 @@ type jsonSchema struct {
 	ID                   string                 `json:"$id,omitempty"`
 	Title                string                 `json:"title,omitempty"`
 	Description          string                 `json:"description,omitempty"`
-	Type                 string                 `json:"type,omitempty"`
+	Type                 any                    `json:"type,omitempty"` // a type name, or a list of them
 	Enum                 []string               `json:"enum,omitempty"`
 	AnyOf                []*jsonSchema          `json:"anyOf,omitempty"`
 	Required             []string               `json:"required,omitempty"`
@@ -64,7 +65,7 @@ func Schema() []byte {
 		return s
 	}
 	preset := func(desc string) *jsonSchema {
-		return &jsonSchema{Type: "string", Enum: AgentPresets, Description: desc}
+		return &jsonSchema{Type: "string", Enum: append(slices.Clone(AgentPresets), AgentMCP), Description: desc + " mcp: no process starts; the step is offered to the MCP client that calls step_current."}
 	}
 	agent := func(desc string) *jsonSchema {
 		return &jsonSchema{Description: desc, AnyOf: []*jsonSchema{
@@ -142,6 +143,10 @@ func Schema() []byte {
 		step.Properties[k] = v
 		plan.Properties[k] = v
 	}
+	step.Properties["result"] = &jsonSchema{Type: "object", Description: "A JSON Schema (draft 2020-12) the result of the worker's done report must satisfy; checked when the plan is validated.",
+		Examples: []any{map[string]any{"type": "object", "required": []any{"url"}}}}
+	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: []string{OnInvalidRetry, OnInvalidAbort},
+		Description: "What a result that fails the schema does: retry (default) refuses the report and waits for a corrected one, at most 3 times; abort fails the try."}
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",

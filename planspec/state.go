@@ -66,6 +66,10 @@ type StepSpec struct {
 	LaunchTimeout    Duration // reports required: no accepted report this long fails the try
 	MilestoneTimeout Duration // reports required: no report this long blocks the step
 	IdleTimeout      Duration // no output and no report this long blocks the step
+	// Result is the JSON Schema the done report's result must satisfy; OnInvalid
+	// is retry (default) or abort.
+	Result    json.RawMessage
+	OnInvalid string
 
 	raw object
 }
@@ -84,6 +88,8 @@ type StepRun struct {
 	// Reports are the accepted worker reports of the step, the newest last, at
 	// most MaxReportsKept.
 	Reports []ReportRecord
+	// Result is the accepted result of the step's last done report.
+	Result json.RawMessage
 	// Agent is stepseq's record of the current try (under the run's "stepseq" key):
 	// a try started but never finished was interrupted.
 	Agent *AgentRecord
@@ -369,6 +375,8 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "launchTimeout", sp.LaunchTimeout, sp.LaunchTimeout > 0)
 	setOrDel(&o, "milestoneTimeout", sp.MilestoneTimeout, sp.MilestoneTimeout > 0)
 	setOrDel(&o, "idleTimeout", sp.IdleTimeout, sp.IdleTimeout > 0)
+	setOrDel(&o, "result", sp.Result, len(sp.Result) > 0)
+	setOrDel(&o, "onInvalid", sp.OnInvalid, sp.OnInvalid != "")
 	return o
 }
 
@@ -384,6 +392,7 @@ func (r *StepRun) object() object {
 	setOrDel(&o, "skipped", r.Skipped, r.Skipped)
 	setOrDel(&o, "phase", r.Phase, r.Phase != "")
 	setOrDel(&o, "reports", r.Reports, len(r.Reports) > 0)
+	setOrDel(&o, "result", r.Result, len(r.Result) > 0)
 	setOrDel(&o, "stepseq", r.Agent, r.Agent != nil)
 	return o
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -226,6 +227,16 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	sp.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
 	sp.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
 	sp.IdleTimeout = d.optDuration(o, p, "idleTimeout")
+	if r, ok := o.vals["result"]; ok && !isNull(r) {
+		sp.Result = compactJSON(r)
+	}
+	if s, ok := d.optStr(o, p, "onInvalid"); ok && s != "" {
+		if s != OnInvalidRetry && s != OnInvalidAbort {
+			d.fail(p+"onInvalid", "want retry or abort, got %q", s)
+		} else {
+			sp.OnInvalid = s
+		}
+	}
 	return sp
 }
 
@@ -277,6 +288,9 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 		if err := json.Unmarshal(v, &r.Reports); err != nil {
 			d.fail(p+"reports", "want a list of reports {time, try, status, summary, evidence, risk, next}: %v", err)
 		}
+	}
+	if v, ok := o.vals["result"]; ok && !isNull(v) {
+		r.Result = compactJSON(v)
 	}
 	if v, ok := o.vals["stepseq"]; ok && !isNull(v) {
 		var a AgentRecord
@@ -366,4 +380,13 @@ func (d *stateDecoder) notify(key string, raw json.RawMessage) []NotifySink {
 		}
 	}
 	return sinks
+}
+
+// compactJSON is a raw member without its indentation, as it is written back.
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return slices.Clone(raw)
+	}
+	return b.Bytes()
 }

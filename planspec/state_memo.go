@@ -101,6 +101,7 @@ func (sp *StepSpec) copy() StepSpec {
 	c.On = slices.Clone(sp.On)
 	c.Agent = sp.Agent.Clone()
 	c.Fallback = slices.Clone(sp.Fallback)
+	c.Result = slices.Clone(sp.Result)
 	if sp.Retries != nil {
 		n := *sp.Retries
 		c.Retries = &n
@@ -116,6 +117,7 @@ func (sp *StepSpec) equal(o *StepSpec) bool {
 		eqPtr(sp.Retries, o.Retries) && sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) &&
 		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
 		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
+		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid &&
 		sameObject(sp.raw, o.raw)
 }
 
@@ -134,6 +136,7 @@ func (r *StepRun) copy() StepRun {
 		c.Agent = &a
 	}
 	c.Reports = slices.Clone(r.Reports)
+	c.Result = slices.Clone(r.Result)
 	return c
 }
 
@@ -141,7 +144,7 @@ func (r *StepRun) equal(o *StepRun) bool {
 	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
 		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
 		r.Phase == o.Phase && slices.EqualFunc(r.Reports, o.Reports, ReportRecord.equal) &&
-		eqPtr(r.Agent, o.Agent) && sameObject(r.raw, o.raw)
+		eqPtr(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && sameObject(r.raw, o.raw)
 }
 
 func eqPtr[T comparable](a, b *T) bool {

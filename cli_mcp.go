@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/mcp"
+)
+
+func newMCPCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		ws     workspaceFlags
+		retain string
+	)
+	cmd := &cobra.Command{
+		Use:   "mcp [DIR]",
+		Short: "Serve the MCP tools over stdio: submit plans, pull steps, report",
+		Long: `mcp speaks the Model Context Protocol on stdin and stdout for the workspace
+DIR (default .). It runs the sidecar itself unless one is live on the workspace;
+then it acts through the workspace's files (plans, reports, triggers) like any
+agent. Its tools: plan_validate, plan_submit, status, logs, notifications,
+step_current, step_report, retry and trigger. A step with agent: mcp starts no
+process: it is offered to the client that calls step_current, with a token for
+that step and try. watch --listen serves the same tools at /mcp.
+` + exitCodesHelp,
+		Example: `  stepseq mcp ./workspace
+  claude mcp add stepseq -- stepseq mcp /srv/workspace
+  stepseq mcp --retain finished=7d,failed=30d`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, state := ws.statePath(args)
+			log := g.logger()
+			policy, err := executor.ParseRetention(retain)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			rt, err := executor.NewRuntime(state, log)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			opt := mcp.Options{Runtime: rt, PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log}
+			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir})
+			var loop chan error
+			switch {
+			case errors.Is(err, executor.ErrLocked):
+				log.Info("another stepseq holds the workspace: acting through its files", "dir", rt.WS.Dir, "holder", err)
+				opt.Engine = mcp.FilesEngine(rt.WS)
+			case err != nil:
+				return err
+			default:
+				opt.Engine = mcp.SidecarEngine(sc)
+				loop = make(chan error, 1)
+				go func() { loop <- sc.Run(ctx) }()
+				go executor.RunRetention(ctx, rt.WS, policy, rt.Now, log)
+			}
+			err = mcp.NewServer(opt).Run(ctx, &sdk.IOTransport{Reader: os.Stdin, Writer: nopCloser{stdout}})
+			if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+				err = nil // the client left, or a signal
+			}
+			cancel()
+			if loop != nil {
+				if lerr := <-loop; err == nil {
+					err = lerr
+				}
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	cmd.Flags().StringVar(&retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
+	return cmd
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,128 @@
+package mcp
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// stepseqBinary builds the command once for the tests that run it.
+func stepseqBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stepseq-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "stepseq")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/stepseq/stepseq").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{out: string(out), err: err}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// stdioSession runs `stepseq mcp DIR` and connects to it.
+func stdioSession(t *testing.T, dir string) *sdk.ClientSession {
+	t.Helper()
+	cmd := exec.Command(stepseqBinary(t), "mcp", dir)
+	cmd.Stderr = &testLog{t: t}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cs.Close(); err != nil {
+			t.Logf("close: %v", err)
+		}
+	})
+	return cs
+}
+
+type testLog struct {
+	mu sync.Mutex
+	t  *testing.T
+}
+
+func (l *testLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Logf("stepseq: %s", b)
+	return len(b), nil
+}
+
+func TestBinary_StdioRunsItsOwnSidecar(t *testing.T) {
+	drive(t, stdioSession(t, t.TempDir()))
+}
+
+func TestBinary_StdioBesideALiveSidecar(t *testing.T) {
+	dir := t.TempDir()
+	watch := exec.Command(stepseqBinary(t), "watch", dir)
+	watch.Stderr = &testLog{t: t}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = watch.Process.Signal(os.Interrupt)
+		_ = watch.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, ".stepseq", "journal.jsonl")); err == nil && strings.Contains(string(data), `"event":"ready"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sidecar never got ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	drive(t, stdioSession(t, dir))
+}
+
+func TestHandler_StreamableHTTP(t *testing.T) {
+	w := newWorkspace(t)
+	srv := httptest.NewServer(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}))
+	t.Cleanup(srv.Close)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "http-test", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	drive(t, cs)
+}

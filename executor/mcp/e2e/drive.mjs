@@ -1,0 +1,97 @@
+// A third-party MCP client (the TypeScript SDK) drives a pulled plan through
+// stepseq: plan_submit, step_current, accepted, an invalid result, the corrected
+// result, done; then the second step, until the plan is DONE.
+//
+//   node drive.mjs stdio STEPSEQ_BINARY WORKSPACE
+//   node drive.mjs http URL
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const plan = `agent: mcp
+steps:
+  - id: fetch
+    title: Fetch
+    instruction: Find the page and report its url
+    result:
+      type: object
+      required: [url]
+      properties:
+        url: {type: string, pattern: "^https://"}
+  - id: use
+    title: Use
+    instruction: Use the page
+    when: steps.fetch.result.url != ""
+`;
+
+function fail(msg) {
+  console.error("e2e: " + msg);
+  process.exit(1);
+}
+
+const [mode, a, b] = process.argv.slice(2);
+let transport;
+if (mode === "stdio") {
+  transport = new StdioClientTransport({ command: a, args: ["mcp", b], stderr: "inherit" });
+} else if (mode === "http") {
+  transport = new StreamableHTTPClientTransport(new URL(a));
+} else {
+  fail("usage: drive.mjs stdio BINARY DIR | http URL");
+}
+
+const client = new Client({ name: "node-e2e", version: "1.0.0" });
+await client.connect(transport);
+
+async function call(name, args = {}) {
+  const res = await client.callTool({ name, arguments: args });
+  if (res.isError) {
+    fail(`${name}: ${res.content.map((c) => c.text).join(" ")}`);
+  }
+  return res.structuredContent;
+}
+
+async function until(name, args, cond, what) {
+  const deadline = Date.now() + 15000;
+  for (;;) {
+    const out = await call(name, args);
+    if (cond(out)) return out;
+    if (Date.now() > deadline) fail(`${what}: last ${JSON.stringify(out)}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+function report(token, status, result) {
+  const r = { token, status, summary: `${status} the step`, evidence: "opened the page", risk: "none", next: "none" };
+  if (result !== undefined) r.result = result;
+  return r;
+}
+
+const tools = (await client.listTools()).tools.map((t) => t.name).sort();
+for (const want of ["logs", "notifications", "plan_submit", "plan_validate", "retry", "status", "step_current", "step_report", "trigger"]) {
+  if (!tools.includes(want)) fail(`tool ${want} missing from ${tools}`);
+}
+
+const submitted = await call("plan_submit", { name: "e2e", yaml: plan });
+if (submitted.status !== "active") fail(`plan_submit: ${JSON.stringify(submitted)}`);
+
+let cur = (await until("step_current", {}, (o) => o.step, "no step offered")).step;
+if (cur.id !== "fetch" || cur.try !== 1 || !cur.result) fail(`step_current: ${JSON.stringify(cur)}`);
+
+let v = await call("step_report", report(cur.token, "accepted"));
+if (!v.accepted) fail(`accepted refused: ${JSON.stringify(v)}`);
+
+v = await call("step_report", report(cur.token, "done", { url: "ftp://example.org" }));
+if (v.accepted || !v.reasons.some((r) => r.startsWith("/url: "))) fail(`invalid result: ${JSON.stringify(v)}`);
+
+v = await call("step_report", report(cur.token, "done", { url: "https://example.org" }));
+if (!v.accepted) fail(`corrected result refused: ${JSON.stringify(v)}`);
+
+cur = (await until("step_current", {}, (o) => o.step && o.step.id === "use", "second step never offered")).step;
+await call("step_report", report(cur.token, "accepted"));
+v = await call("step_report", report(cur.token, "done"));
+if (!v.accepted) fail(`done refused: ${JSON.stringify(v)}`);
+
+const st = await until("status", {}, (o) => o.status === "DONE", "plan never DONE");
+if (st.steps.length !== 2) fail(`status: ${JSON.stringify(st)}`);
+await client.close();
+console.log(`e2e ${mode}: ok`);

@@ -1,0 +1,254 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/google/renameio/v2"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Engine is what the tools ask of the workspace's plan: the in-process sidecar's
+// loop, or the workspace files when another stepseq holds the workspace.
+type Engine interface {
+	// View runs fn with the state (nil when there is none); fn must neither
+	// change it nor keep it.
+	View(ctx context.Context, fn func(st *planspec.State)) error
+	// Current hands the pulled try on offer to client, or says why there is none.
+	Current(ctx context.Context, client string) (o executor.Offer, ok bool, why string, err error)
+	// Verify returns the step and try a token names.
+	Verify(token string) (string, int, error)
+	// Report judges a worker's report for a try.
+	Report(ctx context.Context, step string, try int, rep planspec.Report) (accepted bool, reasons []string, err error)
+	Retry(ctx context.Context, step string) error
+	Trigger(ctx context.Context, step string) error
+}
+
+// SidecarEngine acts through a sidecar this process runs.
+func SidecarEngine(sc *executor.Sidecar) Engine { return sidecarEngine{sc} }
+
+type sidecarEngine struct{ sc *executor.Sidecar }
+
+func (e sidecarEngine) View(ctx context.Context, fn func(*planspec.State)) error {
+	return e.sc.View(ctx, fn)
+}
+
+func (e sidecarEngine) Current(ctx context.Context, client string) (executor.Offer, bool, string, error) {
+	return e.sc.Current(ctx, client)
+}
+
+func (e sidecarEngine) Verify(token string) (string, int, error) { return e.sc.VerifyToken(token) }
+
+func (e sidecarEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
+	return e.sc.Report(ctx, step, try, rep, "mcp")
+}
+
+func (e sidecarEngine) Retry(ctx context.Context, step string) error { return e.sc.Retry(ctx, step) }
+func (e sidecarEngine) Trigger(ctx context.Context, step string) error {
+	return e.sc.Trigger(ctx, step)
+}
+
+// FilesEngine acts through the workspace as any agent does: it reads state.json,
+// drops reports in the step's report folder and waits for the verdict file, and
+// queues triggers. The sidecar that holds the workspace does the rest.
+func FilesEngine(ws executor.Workspace) Engine {
+	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(), taken: map[string]string{}}
+}
+
+type filesEngine struct {
+	ws   executor.Workspace
+	sf   *executor.StateFile
+	pull *executor.PullLauncher // signs and checks tokens only
+
+	mu      sync.Mutex
+	taken   map[string]string // "step/try" → client
+	viewing sync.Mutex
+}
+
+// View reads the state file and runs fn, one call at a time: fn may use the
+// server's Runtime, which is not safe for concurrent use.
+func (e *filesEngine) View(_ context.Context, fn func(*planspec.State)) error {
+	st, err := e.snapshot()
+	if err != nil {
+		return err
+	}
+	e.viewing.Lock()
+	defer e.viewing.Unlock()
+	fn(st)
+	return nil
+}
+
+func (e *filesEngine) snapshot() (*planspec.State, error) {
+	st, err := e.sf.Read()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return st, err
+}
+
+// Current offers the step at the cursor when it is a pulled step that the sidecar
+// has dispatched.
+func (e *filesEngine) Current(_ context.Context, client string) (executor.Offer, bool, string, error) {
+	st, err := e.snapshot()
+	if err != nil || st == nil {
+		if st == nil && err == nil {
+			return executor.Offer{}, false, "no plan: submit one with plan_submit", nil
+		}
+		return executor.Offer{}, false, "", err
+	}
+	if st.Status == planspec.StatusDone {
+		return executor.Offer{}, false, "the plan " + st.Settings.Name + " is DONE: nothing to do", nil
+	}
+	if st.CurrentStep >= len(st.StepQueue) {
+		return executor.Offer{}, false, "nothing is due now", nil
+	}
+	id := st.StepQueue[st.CurrentStep]
+	run := st.StepRuns[id]
+	switch {
+	case !st.IsPull(id):
+		return executor.Offer{}, false, fmt.Sprintf("step %s runs a local agent (its agent is not mcp)", id), nil
+	case run == nil || run.Status != planspec.StatusInProgress ||
+		!slices.Contains([]string{planspec.PhaseDispatching, planspec.PhaseInProgress, planspec.PhaseBlocked}, run.Phase):
+		status := "not started"
+		if run != nil {
+			status = strings.TrimSpace(run.Status + " " + run.Phase)
+		}
+		return executor.Offer{}, false, fmt.Sprintf("step %s is %s: nothing is offered now", id, status), nil
+	}
+	key := id + "/" + strconv.Itoa(run.Tries)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c, ok := e.taken[key]; ok && c != client {
+		return executor.Offer{}, false, fmt.Sprintf("step %s try %d is taken by another worker (%s)", id, run.Tries, c), nil
+	}
+	e.taken[key] = client
+	spec := st.Steps[id]
+	return executor.Offer{Step: id, Try: run.Tries, Prompt: executor.Prompt(id, spec, run), RequiredOutputs: spec.RequiredOutputs,
+		Result: spec.Result, Token: e.pull.Token(id, run.Tries)}, true, "", nil
+}
+
+func (e *filesEngine) Verify(token string) (string, int, error) { return e.pull.Verify(token) }
+
+// verdictWait bounds the wait for the sidecar's verdict on a dropped report.
+const verdictWait = 30 * time.Second
+
+// Report drops the report as <try>-<nanos>.yaml and waits for the sidecar to take
+// it (the file removed) or refuse it (<file>.rejected and <file>.why).
+func (e *filesEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
+	// The sidecar watches only the running step's report folder: a report for a
+	// try that is over would wait for a verdict that never comes.
+	if st, err := e.sf.Read(); err == nil {
+		run := st.StepRuns[step]
+		if run == nil || run.Status != planspec.StatusInProgress || run.Tries != try {
+			return false, []string{fmt.Sprintf("stale: try %d of step %s is over; call step_current for the current step", try, step)}, nil
+		}
+	}
+	dir := filepath.Join(e.ws.Dir, filepath.FromSlash(executor.ReportsRel(step)))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, nil, fmt.Errorf("report folder: %w", err)
+	}
+	data, err := json.Marshal(rep)
+	if err != nil {
+		return false, nil, err
+	}
+	name := fmt.Sprintf("%d-%d.yaml", try, time.Now().UnixNano())
+	path := filepath.Join(dir, name)
+	var accepted bool
+	var reasons []string
+	judged := func() bool {
+		if why, err := os.ReadFile(path + ".why"); err == nil {
+			if _, err := os.Stat(path + ".rejected"); err == nil {
+				reasons = strings.Split(strings.TrimSpace(string(why)), "\n")
+				_ = os.Remove(path + ".why")
+				_ = os.Remove(path + ".rejected")
+				return true
+			}
+		}
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(path + ".rejected"); errors.Is(err, os.ErrNotExist) {
+				accepted = true
+				return true
+			}
+		}
+		return false
+	}
+	err = waitDir(ctx, dir, verdictWait, func() error {
+		return renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(dir))
+	}, judged)
+	if err != nil {
+		_ = os.Remove(path)
+		return false, nil, fmt.Errorf("no verdict on the report within %s: is the sidecar that holds %s running? (%w)", verdictWait, e.ws.Dir, err)
+	}
+	return accepted, reasons, nil
+}
+
+func (e *filesEngine) Retry(_ context.Context, step string) error {
+	return e.queue(executor.Trigger{Step: step, Retry: true, From: "mcp"})
+}
+
+func (e *filesEngine) Trigger(_ context.Context, step string) error {
+	return e.queue(executor.Trigger{Step: step, From: "mcp"})
+}
+
+func (e *filesEngine) queue(t executor.Trigger) error {
+	st, err := e.sf.Read()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(st.StepQueue, t.Step) {
+		return fmt.Errorf("no step %q in the plan (steps: %s)", t.Step, strings.Join(st.StepQueue, ", "))
+	}
+	return executor.WriteTrigger(e.ws, t)
+}
+
+// waitDir runs act once dir is watched, then waits for done to hold, re-checking
+// on every event in dir, until timeout.
+func waitDir(ctx context.Context, dir string, timeout time.Duration, act func() error, done func() bool) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := w.Add(dir); err != nil {
+		return err
+	}
+	if act != nil {
+		if err := act(); err != nil {
+			return err
+		}
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for !done() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return errors.New("timed out")
+		case _, ok := <-w.Events:
+			if !ok {
+				return errors.New("watcher closed")
+			}
+		case err, ok := <-w.Errors:
+			if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
+				continue
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,489 @@
+// Package mcp is stepseq's MCP server (DESIGN §9): an agent submits plans, pulls
+// the steps whose agent is `mcp` and reports through tools. It is one face of the
+// engine: it owns no decision, it asks an Engine (the sidecar's loop, or the
+// workspace files when another stepseq holds the workspace). It imports executor;
+// executor never imports it.
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/google/renameio/v2"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Options configure a server.
+type Options struct {
+	Runtime  *executor.Runtime
+	Engine   Engine
+	PlansDir string // where plan_submit writes; default DIR/plans
+	Version  string
+	Logger   *slog.Logger
+	// PlanWait bounds how long plan_submit waits for the sidecar's verdict.
+	PlanWait time.Duration
+}
+
+func (o *Options) plansDir() string {
+	if o.PlansDir != "" {
+		return o.PlansDir
+	}
+	return filepath.Join(o.Runtime.WS.Dir, "plans")
+}
+
+// NewServer returns an MCP server with stepseq's tools.
+func NewServer(opt Options) *sdk.Server {
+	if opt.Version == "" {
+		opt.Version = "dev"
+	}
+	if opt.PlanWait <= 0 {
+		opt.PlanWait = 10 * time.Second
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "stepseq", Version: opt.Version}, &sdk.ServerOptions{
+		Logger: opt.Logger,
+		Instructions: "stepseq runs a plan of steps. Submit a plan with plan_submit; call step_current for the step to do now " +
+			"(steps whose agent is mcp), report accepted, then milestones, then done (with the result the step's schema asks for) " +
+			"through step_report with the token step_current gave.",
+	})
+	t := &tools{opt: opt}
+	sdk.AddTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
+	sdk.AddTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, invalid)."}, t.planSubmit)
+	s.AddTool(&sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json).",
+		InputSchema: &jsonschema.Schema{Type: "object"}, OutputSchema: statusSchema}, t.status)
+	sdk.AddTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
+	sdk.AddTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
+	sdk.AddTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)
+	sdk.AddTool(s, &sdk.Tool{Name: "step_report", Description: "Report on the step step_current gave: status accepted, milestone, blocked or done, with summary, evidence, risk (none|low|medium|high — reason) and next. Accepted, or refused with every reason."}, t.stepReport)
+	sdk.AddTool(s, &sdk.Tool{Name: "retry", Description: "A new try of a blocked or failed step."}, t.retry)
+	sdk.AddTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
+	return s
+}
+
+// Handler serves the tools over streamable HTTP (watch --listen mounts it at /mcp).
+func Handler(opt Options) http.Handler {
+	srv := NewServer(opt)
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Logger: opt.Logger})
+}
+
+// Serve speaks MCP over stdin and stdout until the client leaves or ctx ends.
+func Serve(ctx context.Context, opt Options) error {
+	return NewServer(opt).Run(ctx, &sdk.StdioTransport{})
+}
+
+type tools struct{ opt Options }
+
+// PlanInput is a plan to check.
+type PlanInput struct {
+	YAML string `json:"yaml" jsonschema:"the plan, as YAML"`
+}
+
+// PlanVerdict is what the checks found.
+type PlanVerdict struct {
+	Valid  bool     `json:"valid"`
+	Name   string   `json:"name,omitempty"`
+	Steps  int      `json:"steps,omitempty"`
+	Errors []string `json:"errors,omitempty" jsonschema:"every problem as line:col: message"`
+}
+
+func validate(yaml string) (*planspec.Plan, PlanVerdict) {
+	p, err := planspec.ParsePlan(strings.NewReader(yaml), "plan.yaml")
+	if err != nil {
+		var out []string
+		for _, l := range executor.ErrorLines(err) {
+			out = append(out, strings.TrimPrefix(l, "plan.yaml:"))
+		}
+		return nil, PlanVerdict{Errors: out}
+	}
+	return p, PlanVerdict{Valid: true, Name: p.Name, Steps: len(p.Steps)}
+}
+
+func (t *tools) planValidate(_ context.Context, _ *sdk.CallToolRequest, in PlanInput) (*sdk.CallToolResult, PlanVerdict, error) {
+	_, v := validate(in.YAML)
+	return nil, v, nil
+}
+
+// SubmitInput is a plan to queue.
+type SubmitInput struct {
+	Name string `json:"name" jsonschema:"the plan file's name: letters, digits, ., _ and -; written as plans/<name>.yaml"`
+	YAML string `json:"yaml" jsonschema:"the plan, as YAML"`
+}
+
+// SubmitVerdict is the sidecar's verdict on a submitted plan.
+type SubmitVerdict struct {
+	File   string   `json:"file"`
+	Status string   `json:"status" jsonschema:"active, waiting (another plan runs), finished or invalid"`
+	Errors []string `json:"errors,omitempty"`
+}
+
+func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, SubmitVerdict, error) {
+	name := strings.TrimSuffix(strings.TrimSuffix(in.Name, ".yaml"), ".plan")
+	if name == "" || strings.Trim(name, "._-") == "" || strings.ContainsAny(name, "/\\") || strings.ContainsFunc(name, func(r rune) bool {
+		return !(r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) {
+		return nil, SubmitVerdict{}, fmt.Errorf("name %q: want letters, digits, \".\", \"_\" or \"-\", like \"research\"", in.Name)
+	}
+	rel := "plans/" + name + ".yaml"
+	if _, v := validate(in.YAML); !v.Valid {
+		return nil, SubmitVerdict{File: rel, Status: executor.PlanInvalid, Errors: v.Errors}, nil
+	}
+	dir := t.opt.plansDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, SubmitVerdict{}, fmt.Errorf("plans folder: %w", err)
+	}
+	content := []byte(in.YAML)
+	hash := planspec.Hash(content)
+	ws := t.opt.Runtime.WS
+	var rec executor.PlanRecord
+	judged := func() bool {
+		r, ok := ws.ReadPlanRecord(name)
+		rec = r
+		if !ok || r.Hash != hash {
+			return false
+		}
+		if r.Status != executor.PlanWaiting {
+			return true
+		}
+		// Waiting is the verdict only while another plan runs; otherwise this
+		// one is about to be applied.
+		st, err := (&executor.StateFile{Path: ws.State}).Read()
+		return err == nil && st.Settings.Source != rel && st.Status != planspec.StatusDone
+	}
+	err := waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
+		return renameio.WriteFile(filepath.Join(dir, name+".yaml"), content, 0o644, renameio.WithTempDir(dir))
+	}, judged)
+	if err != nil {
+		return nil, SubmitVerdict{}, fmt.Errorf("%s written, but no verdict within %s: is a sidecar running on %s? (%w)", rel, t.opt.PlanWait, ws.Dir, err)
+	}
+	return nil, SubmitVerdict{File: rel, Status: rec.Status, Errors: rec.Errors}, nil
+}
+
+// Empty takes no arguments.
+type Empty struct{}
+
+// statusSchema is the output schema of status, from the type status --json prints.
+var statusSchema = func() *jsonschema.Schema {
+	sch, err := jsonschema.For[executor.Report](nil)
+	if err != nil {
+		panic("mcp: status schema: " + err.Error()) // a fixed type
+	}
+	return sch
+}()
+
+// status answers with the report as structured content, not checked again
+// against its own schema, and a few lines of text: on a plan of a
+// thousand steps the report is a hundred kilobytes, which a second copy and a
+// validation pass would make the slowest part of the call.
+func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	maxRetries, err := executor.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
+	if err != nil {
+		return toolError(err), nil
+	}
+	var r executor.Report
+	found := false
+	err = t.opt.Engine.View(ctx, func(st *planspec.State) {
+		if found = st != nil; found {
+			r, _ = executor.Describe(t.opt.Runtime, st, t.opt.Runtime.Now(), maxRetries)
+			detach(&r)
+		}
+	})
+	if err == nil && !found {
+		err = errors.New("no state.json yet: submit a plan with plan_submit")
+	}
+	if err != nil {
+		return toolError(err), nil
+	}
+	// The report itself, not its encoding: each json.RawMessage in the answer is
+	// compacted again at every level of the response's encoding.
+	return &sdk.CallToolResult{StructuredContent: &r, Content: []sdk.Content{&sdk.TextContent{Text: statusText(r)}}}, nil
+}
+
+// detach copies what a report points to in the state, which the loop goes on
+// changing once View returns.
+func detach(r *executor.Report) {
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		if s.LastRunIso != nil {
+			v := *s.LastRunIso
+			s.LastRunIso = &v
+		}
+		if s.Error != nil {
+			v := *s.Error
+			s.Error = &v
+		}
+	}
+	r.WaitingFor.MissingOutputs = slices.Clone(r.WaitingFor.MissingOutputs)
+}
+
+func toolError(err error) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
+}
+
+// statusText is the report in a few lines, for clients that read text only.
+func statusText(r executor.Report) string {
+	var b strings.Builder
+	done := 0
+	for _, s := range r.Steps {
+		if s.Status == planspec.StatusDone {
+			done++
+		}
+	}
+	fmt.Fprintf(&b, "plan %s: %s, %d of %d steps done\n", r.Plan, r.Status, done, len(r.Steps))
+	if w := r.WaitingFor; w.Reason != "" {
+		fmt.Fprintf(&b, "%s %s: %s\n", w.Action, w.Step, w.Reason)
+	}
+	for _, bl := range r.Blockers {
+		fmt.Fprintf(&b, "blocker: %s\n", bl)
+	}
+	for _, s := range r.Steps {
+		if s.Status == planspec.StatusFailed || s.Running || s.Error != nil && s.Status != planspec.StatusDone {
+			line := fmt.Sprintf("step %s: %s, tries %d", s.ID, s.Status, s.Tries)
+			if s.Error != nil {
+				line += ": " + *s.Error
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	b.WriteString("the whole report is the structured content")
+	return b.String()
+}
+
+// LogsInput names a try's log.
+type LogsInput struct {
+	Step string `json:"step" jsonschema:"the step id"`
+	Try  int    `json:"try,omitempty" jsonschema:"the try; default the latest"`
+	Tail int    `json:"tail,omitempty" jsonschema:"how many last lines; default 200"`
+}
+
+// LogsOutput is a log's tail.
+type LogsOutput struct {
+	Step      string `json:"step"`
+	Try       int    `json:"try"`
+	Lines     []string
+	Truncated bool `json:"truncated" jsonschema:"earlier lines were left out"`
+}
+
+// maxLogRead caps what logs reads of a log's end.
+const maxLogRead = 1 << 20
+
+func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) (*sdk.CallToolResult, LogsOutput, error) {
+	try, known := in.Try, false
+	var ids []string
+	err := t.opt.Engine.View(ctx, func(st *planspec.State) {
+		if st == nil {
+			return
+		}
+		ids = slices.Clone(st.StepQueue)
+		if known = st.Steps[in.Step] != nil; known && try <= 0 {
+			if run := st.StepRuns[in.Step]; run != nil {
+				try = run.Tries
+			}
+		}
+	})
+	if err != nil {
+		return nil, LogsOutput{}, err
+	}
+	if !known {
+		return nil, LogsOutput{}, fmt.Errorf("no step %q in the plan (steps: %s)", in.Step, strings.Join(ids, ", "))
+	}
+	if try <= 0 {
+		return nil, LogsOutput{}, fmt.Errorf("step %s has not run yet: no log", in.Step)
+	}
+	tail := in.Tail
+	if tail <= 0 {
+		tail = 200
+	}
+	path := t.opt.Runtime.WS.LogPath(in.Step, try)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, LogsOutput{Step: in.Step, Try: try, Lines: []string{}}, nil // a silent agent, or a pulled try: no output
+	}
+	if err != nil {
+		return nil, LogsOutput{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, LogsOutput{}, err
+	}
+	off := max(fi.Size()-maxLogRead, 0)
+	buf := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(buf, off)
+	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
+	out := LogsOutput{Step: in.Step, Try: try, Truncated: off > 0}
+	if len(lines) > tail {
+		lines, out.Truncated = lines[len(lines)-tail:], true
+	}
+	out.Lines = lines
+	return nil, out, nil
+}
+
+// NotificationsInput filters notifications.
+type NotificationsInput struct {
+	Since string `json:"since,omitempty" jsonschema:"an RFC 3339 time: only notifications after it"`
+}
+
+// NotificationsOutput are notifications, oldest first.
+type NotificationsOutput struct {
+	Notifications []any `json:"notifications"`
+	Truncated     bool  `json:"truncated" jsonschema:"older ones were left out"`
+}
+
+// maxNotifications bounds one answer.
+const maxNotifications = 500
+
+func (t *tools) notifications(_ context.Context, _ *sdk.CallToolRequest, in NotificationsInput) (*sdk.CallToolResult, NotificationsOutput, error) {
+	var since time.Time
+	if in.Since != "" {
+		var err error
+		if since, err = planspec.ParseISO(in.Since); err != nil {
+			return nil, NotificationsOutput{}, fmt.Errorf("since: %v", err)
+		}
+	}
+	out := NotificationsOutput{Notifications: []any{}}
+	data, err := os.ReadFile(filepath.Join(t.opt.Runtime.WS.Dir, executor.MetaDir, "notifications.jsonl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, out, nil
+	}
+	if err != nil {
+		return nil, out, err
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		var n map[string]any
+		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &n) != nil {
+			continue
+		}
+		if !since.IsZero() {
+			ts, _ := n["time"].(string)
+			if at, err := planspec.ParseISO(ts); err != nil || !at.After(since) {
+				continue
+			}
+		}
+		out.Notifications = append(out.Notifications, n)
+	}
+	if len(out.Notifications) > maxNotifications {
+		out.Notifications = out.Notifications[len(out.Notifications)-maxNotifications:]
+		out.Truncated = true
+	}
+	return nil, out, nil
+}
+
+// CurrentOutput is the step to do now, or why there is none.
+type CurrentOutput struct {
+	Step *Offer `json:"step,omitempty"`
+	Why  string `json:"why,omitempty" jsonschema:"why there is nothing to do now"`
+}
+
+// Offer is a pulled step as the worker gets it.
+type Offer struct {
+	ID              string   `json:"id"`
+	Try             int      `json:"try"`
+	Prompt          string   `json:"prompt"`
+	RequiredOutputs []string `json:"requiredOutputs"`
+	Result          any      `json:"result,omitempty" jsonschema:"the JSON Schema the done report's result must satisfy"`
+	Token           string   `json:"token" jsonschema:"pass it to step_report"`
+}
+
+func clientID(req *sdk.CallToolRequest) string {
+	id := ""
+	if req != nil && req.Session != nil {
+		id = req.Session.ID()
+		if id == "" {
+			id = fmt.Sprintf("%p", req.Session)
+		}
+		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			id = p.ClientInfo.Name + " " + id
+		}
+	}
+	return id
+}
+
+func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, _ Empty) (*sdk.CallToolResult, CurrentOutput, error) {
+	o, ok, why, err := t.opt.Engine.Current(ctx, clientID(req))
+	if err != nil || !ok {
+		return nil, CurrentOutput{Why: why}, err
+	}
+	off := &Offer{ID: o.Step, Try: o.Try, Prompt: o.Prompt, RequiredOutputs: o.RequiredOutputs, Token: o.Token}
+	if off.RequiredOutputs == nil {
+		off.RequiredOutputs = []string{}
+	}
+	if len(o.Result) > 0 {
+		_ = json.Unmarshal(o.Result, &off.Result)
+	}
+	return nil, CurrentOutput{Step: off}, nil
+}
+
+// ReportInput is a worker's report.
+type ReportInput struct {
+	Token     string   `json:"token" jsonschema:"the token step_current gave"`
+	Status    string   `json:"status" jsonschema:"accepted, milestone, blocked or done"`
+	Summary   string   `json:"summary" jsonschema:"one sentence"`
+	Evidence  string   `json:"evidence" jsonschema:"first action / artifact / specific error / final artifact"`
+	Risk      string   `json:"risk" jsonschema:"none, low, medium or high, then — and the reason"`
+	Next      string   `json:"next" jsonschema:"what comes next; none when done"`
+	Artifacts []string `json:"artifacts,omitempty" jsonschema:"workspace paths the report names"`
+	Result    any      `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes"`
+}
+
+// ReportVerdict is accepted, or refused with every reason.
+type ReportVerdict struct {
+	Accepted bool     `json:"accepted"`
+	Step     string   `json:"step"`
+	Try      int      `json:"try"`
+	Reasons  []string `json:"reasons,omitempty" jsonschema:"why it was refused: each schema error as instance path: message"`
+}
+
+func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in ReportInput) (*sdk.CallToolResult, ReportVerdict, error) {
+	step, try, err := t.opt.Engine.Verify(in.Token)
+	if err != nil {
+		return nil, ReportVerdict{}, err
+	}
+	rep := planspec.Report{Status: strings.ToLower(strings.TrimSpace(in.Status)), Summary: in.Summary, Evidence: in.Evidence,
+		Risk: in.Risk, Next: in.Next, Artifacts: in.Artifacts}
+	if in.Result != nil {
+		if rep.Result, err = json.Marshal(in.Result); err != nil {
+			return nil, ReportVerdict{}, fmt.Errorf("result: %v", err)
+		}
+	}
+	v := ReportVerdict{Step: step, Try: try}
+	v.Accepted, v.Reasons, err = t.opt.Engine.Report(ctx, step, try, rep)
+	return nil, v, err
+}
+
+// StepInput names a step.
+type StepInput struct {
+	Step string `json:"step" jsonschema:"the step id"`
+}
+
+// Queued says a request was taken.
+type Queued struct {
+	Step   string `json:"step"`
+	Queued bool   `json:"queued"`
+}
+
+func (t *tools) retry(ctx context.Context, _ *sdk.CallToolRequest, in StepInput) (*sdk.CallToolResult, Queued, error) {
+	if err := t.opt.Engine.Retry(ctx, in.Step); err != nil {
+		return nil, Queued{}, err
+	}
+	return nil, Queued{Step: in.Step, Queued: true}, nil
+}
+
+func (t *tools) trigger(ctx context.Context, _ *sdk.CallToolRequest, in StepInput) (*sdk.CallToolResult, Queued, error) {
+	if err := t.opt.Engine.Trigger(ctx, in.Step); err != nil {
+		return nil, Queued{}, err
+	}
+	return nil, Queued{Step: in.Step, Queued: true}, nil
+}

@@ -1,0 +1,240 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stepseq/stepseq/executor"
+)
+
+// pullPlan is a plan whose steps an MCP worker pulls.
+const pullPlan = `agent: mcp
+steps:
+  - id: fetch
+    title: Fetch
+    instruction: Find the page and report its url
+    result:
+      type: object
+      required: [url]
+      properties:
+        url: {type: string, pattern: "^https://"}
+  - id: use
+    title: Use
+    instruction: Use the page
+    when: steps.fetch.result.url != ""
+`
+
+// workspace is a sidecar running on a fresh workspace.
+type workspace struct {
+	rt *executor.Runtime
+	sc *executor.Sidecar
+}
+
+func newWorkspace(t testing.TB) *workspace {
+	t.Helper()
+	return workspaceAt(t, t.TempDir())
+}
+
+// workspaceAt runs a sidecar on dir.
+func workspaceAt(t testing.TB, dir string) *workspace {
+	t.Helper()
+	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sidecar: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !sc.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("sidecar not ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return &workspace{rt: rt, sc: sc}
+}
+
+// connect returns a client session on srv over the in-memory transport.
+func connect(t testing.TB, srv *sdk.Server, name string) *sdk.ClientSession {
+	t.Helper()
+	ct, st := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: name, Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// call calls a tool and returns its structured output, or its error text.
+func call(t testing.TB, cs *sdk.ClientSession, name string, args any) (map[string]any, string) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return nil, b.String()
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("%s: structured content %s: %v", name, data, err)
+	}
+	return out, ""
+}
+
+// waitTool calls a tool until cond holds.
+func waitTool(t testing.TB, cs *sdk.ClientSession, name string, args any, cond func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, errText := call(t, cs, name, args)
+		if errText == "" && cond(out) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never satisfied the condition; last %v %s", name, out, errText)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func report(token, status string, result any) map[string]any {
+	r := map[string]any{"token": token, "status": status, "summary": status + " the step", "evidence": "opened the page",
+		"risk": "none", "next": "none"}
+	if result != nil {
+		r["result"] = result
+	}
+	return r
+}
+
+// drive runs the pull plan through the tools: submit, take, accept, an invalid
+// result, the corrected one, done.
+func drive(t *testing.T, cs *sdk.ClientSession) {
+	t.Helper()
+	if out, _ := call(t, cs, "plan_validate", map[string]any{"yaml": "steps:\n  - id: a\n    title: A\n"}); out["valid"] != false ||
+		!strings.Contains(strings.Join(toStrings(out["errors"]), "\n"), "2:5: missing instruction") {
+		t.Errorf("plan_validate: %v", out)
+	}
+	out, errText := call(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan})
+	if errText != "" || out["status"] != executor.PlanActive {
+		t.Fatalf("plan_submit: %v %s", out, errText)
+	}
+	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	step := cur["step"].(map[string]any)
+	if step["id"] != "fetch" || step["try"] != 1.0 || step["result"] == nil {
+		t.Fatalf("step_current: %v", step)
+	}
+	token := step["token"].(string)
+	if out, _ := call(t, cs, "step_report", report(token, "accepted", nil)); out["accepted"] != true {
+		t.Fatalf("accepted: %v", out)
+	}
+	out, _ = call(t, cs, "step_report", report(token, "done", map[string]any{"url": "ftp://x"}))
+	if out["accepted"] != false || !strings.Contains(strings.Join(toStrings(out["reasons"]), "\n"), "/url: ") {
+		t.Fatalf("invalid result: %v", out)
+	}
+	if out, _ := call(t, cs, "step_report", report(token, "done", map[string]any{"url": "https://example.org"})); out["accepted"] != true {
+		t.Fatalf("corrected result: %v", out)
+	}
+	// The token of a try that is over is stale.
+	waitTool(t, cs, "status", map[string]any{}, func(o map[string]any) bool {
+		return o["steps"].([]any)[0].(map[string]any)["status"] == "DONE"
+	})
+	if out, _ := call(t, cs, "step_report", report(token, "milestone", nil)); out["accepted"] != false {
+		t.Errorf("stale token accepted: %v", out)
+	}
+	next := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)
+	token = next["token"].(string)
+	call(t, cs, "step_report", report(token, "accepted", nil))
+	if out, _ := call(t, cs, "step_report", report(token, "done", nil)); out["accepted"] != true {
+		t.Fatalf("done: %v", out)
+	}
+	waitTool(t, cs, "status", map[string]any{}, func(o map[string]any) bool { return o["status"] == "DONE" })
+	if out, _ := call(t, cs, "step_current", map[string]any{}); !strings.Contains(out["why"].(string), "DONE") {
+		t.Errorf("step_current after DONE: %v", out)
+	}
+}
+
+func toStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, s := range l {
+		out = append(out, s.(string))
+	}
+	return out
+}
+
+func TestServer_PullPlanInProcess(t *testing.T) {
+	w := newWorkspace(t)
+	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+	cs := connect(t, srv, "worker")
+	drive(t, cs)
+	if out, _ := call(t, cs, "notifications", map[string]any{}); out == nil {
+		t.Error("notifications: no answer")
+	}
+	if out, _ := call(t, cs, "logs", map[string]any{"step": "fetch"}); out["try"] != 1.0 {
+		t.Errorf("logs: %v", out)
+	}
+	if _, errText := call(t, cs, "retry", map[string]any{"step": "nope"}); !strings.Contains(errText, `no step "nope"`) {
+		t.Errorf("retry of an unknown step: %q", errText)
+	}
+	if out, _ := call(t, cs, "trigger", map[string]any{"step": "use"}); out["queued"] != true {
+		t.Errorf("trigger: %v", out)
+	}
+	if _, errText := call(t, cs, "step_report", report("forged.1.abc", "done", nil)); !strings.Contains(errText, "step_current") {
+		t.Errorf("forged token: %q", errText)
+	}
+}
+
+func TestServer_PullPlanThroughFiles(t *testing.T) {
+	w := newWorkspace(t)                               // holds the lock: this server acts through the files
+	rt, err := executor.NewRuntime(w.rt.WS.State, nil) // its own, as another process has
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	srv := NewServer(Options{Runtime: rt, Engine: FilesEngine(rt.WS)})
+	drive(t, connect(t, srv, "worker"))
+}
+
+func TestServer_OneWorkerPerTry(t *testing.T) {
+	w := newWorkspace(t)
+	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+	a, b := connect(t, srv, "a"), connect(t, srv, "b")
+	call(t, a, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan})
+	waitTool(t, a, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	if out, _ := call(t, b, "step_current", map[string]any{}); out["step"] != nil || !strings.Contains(out["why"].(string), "taken by another worker") {
+		t.Errorf("second worker: %v", out)
+	}
+}

@@ -1,0 +1,185 @@
+package executor
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// The pull model (DESIGN §9): a step whose agent is `mcp` starts no process. Its
+// try is offered to the MCP client that asks for work; that client holds a token
+// for the step and try, and its done report ends the try, which the machine then
+// verifies as it would any agent's exit 0.
+
+// ErrStaleToken is matched by a token for a try that is over, or not a token.
+var ErrStaleToken = errors.New("executor: stale token")
+
+// Offer is a pulled try as a worker gets it.
+type Offer struct {
+	Step            string          `json:"id"`
+	Try             int             `json:"try"`
+	Prompt          string          `json:"prompt"`
+	RequiredOutputs []string        `json:"requiredOutputs,omitempty"`
+	Result          json.RawMessage `json:"result,omitempty"` // the result schema
+	Token           string          `json:"token"`
+}
+
+// PullLauncher offers pulled tries to MCP clients. Launch registers the offer;
+// Take hands it to a client; the try ends when its done report is accepted, when
+// it is stopped (launch timeout, a retry, shutdown) or when its timeout passes.
+type PullLauncher struct {
+	key []byte
+
+	mu      sync.Mutex
+	current *pullRun
+}
+
+// NewPullLauncher returns a launcher whose tokens are signed with a key of its own.
+func NewPullLauncher() *PullLauncher {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
+	return &PullLauncher{key: key}
+}
+
+// Launch registers the try's offer.
+func (p *PullLauncher) Launch(t TrySpec) (Started, error) {
+	r := &pullRun{
+		p:     p,
+		offer: Offer{Step: t.Step, Try: t.Try, Prompt: t.Prompt, RequiredOutputs: t.RequiredOutputs, Result: t.Result},
+		done:  make(chan Exit, 1),
+		start: time.Now(),
+	}
+	r.offer.Token = p.Token(t.Step, t.Try)
+	if t.Proc.Timeout > 0 {
+		r.timer = time.AfterFunc(t.Proc.Timeout, func() { r.end(Exit{Code: -1, TimedOut: true}) })
+	}
+	p.mu.Lock()
+	p.current = r
+	p.mu.Unlock()
+	return r, nil
+}
+
+// Take hands the current offer to client. A try already taken by another client
+// is not offered twice; the same client gets it again (a worker that lost its
+// answer). ok is false when nothing is offered, with why.
+func (p *PullLauncher) Take(client string) (o Offer, ok bool, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.current
+	switch {
+	case r == nil:
+		return Offer{}, false, ""
+	case r.client != "" && r.client != client:
+		return Offer{}, false, fmt.Sprintf("step %s try %d is taken by another worker (%s)", r.offer.Step, r.offer.Try, r.client)
+	}
+	r.client = client
+	return r.offer, true, ""
+}
+
+// Token is the token of step id's try: the step and try, signed.
+func (p *PullLauncher) Token(id string, try int) string {
+	return signToken(p.key, id, try)
+}
+
+// Verify returns the step and try a token names. A token this launcher did not
+// sign is refused.
+func (p *PullLauncher) Verify(token string) (string, int, error) {
+	return verifyToken(p.key, token)
+}
+
+// Reported ends the pulled try of step id once its done report was accepted: the
+// try exits 0 for the machine to verify.
+func (p *PullLauncher) Reported(id string, try int) {
+	p.mu.Lock()
+	r := p.current
+	p.mu.Unlock()
+	if r != nil && r.offer.Step == id && r.offer.Try == try {
+		r.end(Exit{Code: 0})
+	}
+}
+
+type pullRun struct {
+	p      *PullLauncher
+	offer  Offer
+	client string
+	done   chan Exit
+	start  time.Time
+	timer  *time.Timer
+	once   sync.Once
+}
+
+func (r *pullRun) end(e Exit) {
+	r.once.Do(func() {
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		r.p.mu.Lock()
+		if r.p.current == r {
+			r.p.current = nil
+		}
+		r.p.mu.Unlock()
+		e.Started, e.Ended = r.start, time.Now()
+		r.done <- e
+	})
+}
+
+func (r *pullRun) Done() <-chan Exit { return r.done }
+
+// Stop withdraws the offer; the try ends as a killed agent does.
+func (r *pullRun) Stop() { r.end(Exit{Code: -1, Stderr: "stopped"}) }
+
+func (r *pullRun) Ident() (int, uint64)  { return 0, 0 }
+func (r *pullRun) LastOutput() time.Time { return time.Time{} }
+func (r *pullRun) Finish(Exit) error     { return nil }
+
+// signToken is "<step>.<try>.<mac>", the step base64url-encoded.
+func signToken(key []byte, id string, try int) string {
+	return signTokenBody(key, base64.RawURLEncoding.EncodeToString([]byte(id))+"."+strconv.Itoa(try))
+}
+
+func verifyToken(key []byte, token string) (string, int, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", 0, fmt.Errorf("%w: not a stepseq token; call step_current for one", ErrStaleToken)
+	}
+	if !hmac.Equal([]byte(token), []byte(signTokenBody(key, parts[0]+"."+parts[1]))) {
+		return "", 0, fmt.Errorf("%w: this token was not issued by this server (it restarted, or the token was altered); call step_current for a new one", ErrStaleToken)
+	}
+	id, err := base64.RawURLEncoding.DecodeString(parts[0])
+	try, err2 := strconv.Atoi(parts[1])
+	if err != nil || err2 != nil {
+		return "", 0, fmt.Errorf("%w: not a stepseq token; call step_current for one", ErrStaleToken)
+	}
+	return string(id), try, nil
+}
+
+func signTokenBody(key []byte, body string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(body))
+	return body + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:18])
+}
+
+// pullReported ends a pulled try whose done report the machine just accepted.
+func (d *driver) pullReported(v ReportVerdict) {
+	a := d.active
+	if !v.Accepted || a == nil || a.step != v.Step || d.pull == nil {
+		return
+	}
+	if _, ok := a.run.(*pullRun); !ok {
+		return
+	}
+	run := d.m.State().Run(a.step)
+	if n := len(run.Reports); n > 0 && run.Reports[n-1].Status == planspec.ReportDone && run.Reports[n-1].Try == a.try {
+		d.pull.Reported(a.step, a.try)
+	}
+}
