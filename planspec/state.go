@@ -282,6 +282,8 @@ func (s *State) Marshal() []byte {
 			out.Write(s.memo.indentedPlan())
 		case "stepRuns":
 			s.writeRuns(&out)
+		case "stepQueue":
+			out.Write(s.memo.indentedQueue(s.StepQueue, o.vals[k]))
 		default:
 			_ = json.Indent(&out, o.vals[k], "  ", "  ") // valid JSON by construction
 		}
@@ -323,7 +325,7 @@ func (s *State) Clone() *State {
 // stepOrder lists plan.steps ids: those already in the file first, in file order,
 // then the queue's order, then the rest sorted.
 func (s *State) stepOrder() []string {
-	return orderKeys(s.planStepsOrder(), s.StepQueue, slices.Sorted(maps.Keys(s.Steps)), func(id string) bool {
+	return orderKeys(s.planStepsOrder(), s.StepQueue, maps.Keys(s.Steps), func(id string) bool {
 		return s.Steps[id] != nil
 	})
 }
@@ -332,7 +334,7 @@ func (s *State) runOrder() []string {
 	if last := s.memo.lastRunOrder; len(last) == len(s.StepRuns) && !slices.ContainsFunc(last, func(id string) bool { return s.StepRuns[id] == nil }) {
 		return last // the same runs as last time: the same order
 	}
-	order := orderKeys(s.memo.runOrder, s.StepQueue, slices.Sorted(maps.Keys(s.StepRuns)), func(id string) bool {
+	order := orderKeys(s.memo.runOrder, s.StepQueue, maps.Keys(s.StepRuns), func(id string) bool {
 		return s.StepRuns[id] != nil
 	})
 	s.memo.lastRunOrder = order
@@ -341,10 +343,13 @@ func (s *State) runOrder() []string {
 
 func (s *State) planStepsOrder() []string { return s.memo.stepsOrder }
 
-func orderKeys(first, second, rest []string, keep func(string) bool) []string {
+// orderKeys lists the ids keep accepts: first's, then second's, then the rest of
+// all (the keys of a map), sorted. Only the rest is sorted, and it is usually
+// empty: the file's order and the queue name every key.
+func orderKeys(first, second []string, all func(yield func(string) bool), keep func(string) bool) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]string{first, second, rest} {
+	for _, list := range [][]string{first, second} {
 		for _, id := range list {
 			if !seen[id] && keep(id) {
 				seen[id] = true
@@ -352,7 +357,14 @@ func orderKeys(first, second, rest []string, keep func(string) bool) []string {
 			}
 		}
 	}
-	return out
+	var rest []string
+	for id := range all {
+		if !seen[id] && keep(id) {
+			rest = append(rest, id)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
 }
 
 func (sp *StepSpec) object() object {

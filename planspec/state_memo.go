@@ -20,6 +20,18 @@ type encodeMemo struct {
 	runOrder     []string // stepRuns keys in file order
 	stepsOrder   []string // plan.steps keys in file order
 	lastRunOrder []string // the order stepRuns was last written in
+	queue        []string // stepQueue as last written, and indented at depth one
+	queueIndent  []byte
+}
+
+// indentedQueue is stepQueue indented at depth one, from the memo when the queue is
+// the one last written; raw is its compact encoding.
+func (m *encodeMemo) indentedQueue(queue []string, raw json.RawMessage) []byte {
+	if m.queueIndent == nil || !slices.Equal(queue, m.queue) {
+		m.queue = slices.Clone(queue)
+		m.queueIndent = indentAt(raw, 1)
+	}
+	return m.queueIndent
 }
 
 type memoRun struct {
