@@ -11,9 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
@@ -64,10 +61,8 @@ func newWatchCmd(g *globals) *cobra.Command {
 			if fstype, network := watcher.NetworkFS(rt.WS.Dir); network && poll == 0 {
 				log.Warn("the workspace is on a network filesystem that may deliver no file events; consider --poll 2s", "fs", fstype)
 			}
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			var sc *executor.Sidecar
-			metrics := executor.NewMetrics(reg, func() (uint64, uint64, int) {
+			metrics := executor.NewMetrics(func() (uint64, uint64, int) {
 				if sc == nil {
 					return 0, 0, 0
 				}
@@ -85,7 +80,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if listen != "" {
-				stop, err := serveHealth(cmd.Context(), listen, sc, reg, log.Error)
+				stop, err := serveHealth(cmd.Context(), listen, sc, metrics, log.Error)
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -105,7 +100,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 }
 
 // serveHealth serves the probes and metrics until stop is called.
-func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *prometheus.Registry, logErr func(string, ...any)) (stop func(), err error) {
+func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, metrics *executor.Metrics, logErr func(string, ...any)) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
@@ -123,7 +118,10 @@ func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *pr
 	}
 	mux.Handle("/healthz", probe(sc.Alive))
 	mux.Handle("/readyz", probe(sc.Ready))
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", executor.ContentType)
+		_, _ = metrics.WriteTo(w)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
