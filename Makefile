@@ -31,7 +31,7 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
-	$(GO) test -run '^$$' -bench Startup -benchtime 1x -count 1 .
+	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 .
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseState -fuzztime 20s ./planspec

@@ -133,7 +133,9 @@ func (v *statusView) print(data []byte, st *planspec.State) (done bool, err erro
 		return false, err
 	}
 	now := v.rt.Now()
-	r, condErr := executor.Describe(v.rt, st, now, maxRetries)
+	done = st.Status == planspec.StatusDone
+	// st is read once per report and given up here: no copy of it is parsed.
+	r, condErr := executor.DescribeOwned(v.rt, st, now, maxRetries)
 	var b bytes.Buffer
 	if v.json {
 		enc := json.NewEncoder(&b)
@@ -160,7 +162,7 @@ func (v *statusView) print(data []byte, st *planspec.State) (done bool, err erro
 	}
 	v.shown = sha256.Sum256(data)
 	v.printed++
-	return st.Status == planspec.StatusDone, condErr
+	return done, condErr
 }
 
 // followChanges prints the report, then again on every change of the state file,
