@@ -126,9 +126,9 @@ func TestWatcher_Burst(t *testing.T) {
 	t.Logf("10000 files in %v, %d batches", created, len(batches))
 }
 
-// burst creates n files with some content in 100 new directories under dir
-// (their paths are burstPaths(n)). Another process writes them, as
-// git would: in-process writers would compete with the watcher for the
+// burst creates n files with some content in 100 directories under dir,
+// made first unless they are there (the paths are burstPaths(n)). Another
+// process writes them, as git would: in-process writers would compete with the watcher for the
 // scheduler's processors, which a checkout does not.
 func burst(dir string, n int) error {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -158,7 +158,7 @@ func writeBurst(dir string, n int) error {
 	const workers = 4
 	paths := burstPaths(n)
 	for d := range 100 {
-		if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("d%02d", d)), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("d%02d", d)), 0o755); err != nil {
 			return err
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"path"
 	"path/filepath"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // run is the only goroutine that touches the watch set and the coalescer.
@@ -16,11 +14,11 @@ func (w *Watcher) run() {
 	defer close(w.batches)
 	defer w.co.stop()
 
-	var events <-chan fsnotify.Event
+	var events <-chan []event
 	var ferrs <-chan error
 	var overflow <-chan struct{}
 	if w.fsw != nil {
-		events, ferrs, overflow = w.fsw.Events, w.fsErrs.errs, w.fsErrs.kick
+		events, ferrs, overflow = w.fsw.Events(), w.fsErrs.errs, w.fsErrs.kick
 	}
 	var tick <-chan time.Time
 	if w.poll != nil {
@@ -44,12 +42,12 @@ func (w *Watcher) run() {
 		select {
 		case <-w.done:
 			return
-		case ev, ok := <-events:
+		case evs, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			w.handle(ev)
+			w.handleAll(evs)
 		case err := <-ferrs:
 			w.report(fmt.Errorf("inotify: %w", err))
 		case <-overflow:
@@ -79,15 +77,16 @@ func (w *Watcher) countWatches() {
 	}
 }
 
-// drain handles the events that are ready now, up to one buffer's worth.
-func (w *Watcher) drain(events <-chan fsnotify.Event) <-chan fsnotify.Event {
-	for range eventBuffer {
+// drain handles the slices of events that are ready now, as many as the
+// notifier reads ahead.
+func (w *Watcher) drain(events <-chan []event) <-chan []event {
+	for range eventSlices + 1 {
 		select {
-		case ev, ok := <-events:
+		case evs, ok := <-events:
 			if !ok {
 				return nil
 			}
-			w.handle(ev)
+			w.handleAll(evs)
 		default:
 			return events
 		}
@@ -95,22 +94,28 @@ func (w *Watcher) drain(events <-chan fsnotify.Event) <-chan fsnotify.Event {
 	return events
 }
 
+func (w *Watcher) handleAll(evs []event) {
+	for _, ev := range evs {
+		w.handle(ev)
+	}
+}
+
 // handle applies one file event to the watch set and the pending batch.
-func (w *Watcher) handle(ev fsnotify.Event) {
+func (w *Watcher) handle(ev event) {
 	w.events.Add(1)
 	s := w.set
-	name := filepath.Clean(ev.Name)
+	name := ev.name
 	if !s.holds(name) && !s.holds(filepath.Dir(name)) {
-		// From a watch released a moment ago: fsnotify named it before the
+		// From a watch released a moment ago: it was named before the
 		// release, so after a rename it would carry the old, wrong name.
 		return
 	}
-	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+	if ev.has(opRemove) || ev.has(opRename) {
 		if s.holds(name) {
 			s.drop(name)
 		}
 	}
-	if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+	if ev.has(opCreate) || ev.has(opRemove) || ev.has(opRename) {
 		if s.onAnchorPath(name) {
 			w.rearm()
 		}
@@ -119,8 +124,8 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 	if !inside {
 		return
 	}
-	if ev.Has(fsnotify.Create) {
-		if err := s.created(rel, w.note); err != nil {
+	if ev.has(opCreate) {
+		if err := s.created(rel, ev.kind, w.note); err != nil {
 			w.report(err)
 		}
 	}

@@ -9,16 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // DefaultSettle is the coalescing window used when Config.Settle is zero.
 const DefaultSettle = 20 * time.Millisecond
-
-// eventBuffer is how many events fsnotify may read ahead of the loop: it
-// keeps reading the kernel queue while the loop waits for a CPU.
-const eventBuffer = 1024
 
 // maxPending bounds the paths one batch gathers; past it, the batch becomes a
 // rescan, which bounds memory however slow the consumer is.
@@ -71,7 +65,7 @@ type Watcher struct {
 	log       *slog.Logger
 	root      string
 	scope     scope
-	fsw       *fsnotify.Watcher // nil when polling
+	fsw       notifier          // nil when polling
 	fsErrs    *errorPump        // nil when polling
 	set       *watchSet         // nil when polling
 	poll      *poller           // nil unless polling
@@ -163,12 +157,12 @@ func start(cfg Config, tu tuning) (*Watcher, error) {
 }
 
 func (w *Watcher) arm() error {
-	fsw, err := fsnotify.NewBufferedWatcher(eventBuffer)
+	fsw, err := newNotifier()
 	if err != nil {
 		return initError(err)
 	}
 	w.fsw = fsw
-	w.fsErrs = pumpErrors(fsw.Errors)
+	w.fsErrs = pumpErrors(fsw.Errors())
 	w.set = newWatchSet(fsw, w.root, w.scope, w.report)
 	if _, err := w.set.reconcile(nil); err != nil {
 		fsw.Close()

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // errGone means a directory vanished before its watch was added: the event
@@ -27,7 +25,7 @@ var errGone = errors.New("directory gone")
 // watched; while it is missing, its nearest existing ancestor is, so its
 // return is seen.
 type watchSet struct {
-	fsw     *fsnotify.Watcher
+	fsw     notifier
 	root    string // absolute, clean
 	scope   scope
 	anchors []string            // absolute: the root, the paths and the tree roots
@@ -37,7 +35,7 @@ type watchSet struct {
 	report  func(error)         // a directory that cannot be watched or listed
 }
 
-func newWatchSet(fsw *fsnotify.Watcher, root string, sc scope, report func(error)) *watchSet {
+func newWatchSet(fsw notifier, root string, sc scope, report func(error)) *watchSet {
 	s := &watchSet{fsw: fsw, root: root, report: report,
 		held: make(map[string]struct{}), grown: make(map[string]bool)}
 	s.setScope(sc)
@@ -227,14 +225,18 @@ func (s *watchSet) grow(rel, t string, emit func(string)) error {
 	return limit
 }
 
-// created handles a new entry rel: a directory inside a watched tree gets
-// watched, with everything below it, and everything found is reported.
-func (s *watchSet) created(rel string, emit func(string)) error {
+// created handles a new entry rel of kind k: a directory inside a watched
+// tree gets watched, with everything below it, and everything found is
+// reported.
+func (s *watchSet) created(rel string, k kind, emit func(string)) error {
+	if k == kindFile {
+		return nil
+	}
 	t, ok := s.scope.tree(rel)
 	if !ok || rel == t || !s.grown[t] {
 		return nil // tree roots come and go through reconcile
 	}
-	if !isDir(s.abs(rel)) {
+	if k == kindUnknown && !isDir(s.abs(rel)) {
 		return nil
 	}
 	return s.grow(rel, t, emit)
