@@ -28,11 +28,12 @@ func newNotifier() (notifier, error) {
 	return n, nil
 }
 
-func (n *fsnotifier) Add(dir string) error     { return n.fsw.Add(dir) }
-func (n *fsnotifier) Remove(dir string) error  { return n.fsw.Remove(dir) }
-func (n *fsnotifier) Events() <-chan []event   { return n.events }
-func (n *fsnotifier) Errors() <-chan error     { return n.fsw.Errors }
-func (n *fsnotifier) WatchList() []string      { return n.fsw.WatchList() }
+func (n *fsnotifier) Add(dir string) error    { return n.fsw.Add(dir) }
+func (n *fsnotifier) Remove(dir string) error { return n.fsw.Remove(dir) }
+func (n *fsnotifier) Events() <-chan []event  { return n.events }
+func (n *fsnotifier) Errors() <-chan error    { return n.fsw.Errors }
+func (n *fsnotifier) WatchList() []string     { return n.fsw.WatchList() }
+
 // Close may be called once.
 func (n *fsnotifier) Close() error {
 	close(n.done)

@@ -65,10 +65,10 @@ type Watcher struct {
 	log       *slog.Logger
 	root      string
 	scope     scope
-	fsw       notifier          // nil when polling
-	fsErrs    *errorPump        // nil when polling
-	set       *watchSet         // nil when polling
-	poll      *poller           // nil unless polling
+	fsw       notifier   // nil when polling
+	fsErrs    *errorPump // nil when polling
+	set       *watchSet  // nil when polling
+	poll      *poller    // nil unless polling
 	pollEvery time.Duration
 	co        *coalescer
 	hold      <-chan struct{} // tests: the loop reads nothing until it is closed
