@@ -22,17 +22,32 @@ import (
 // CPU over the floor's; batches is what a consumer gets, each a pass of the
 // sidecar; missed counts files no batch named; rescans, the batches that
 // told the consumer to read everything again (the kernel's queue overflowed,
-// or a batch outgrew its limit).
+// or a batch outgrew its limit). On a shared machine another process's work
+// lands on either side, so each side runs several times, taking turns, and
+// the least CPU of each is reported.
 func BenchmarkBurstCPU(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, tc := range []struct{ n, rounds int }{{10_000, 5}, {100_000, 3}} {
+		n := tc.n
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			var r burstRun
 			for b.Loop() {
-				r = measureBurst(b, n)
+				for round := range tc.rounds {
+					got := measureBurst(b, n)
+					if round == 0 || got.floorCPU < r.floorCPU {
+						r.floorCPU, r.floorSys, r.floorSwitches = got.floorCPU, got.floorSys, got.floorSwitches
+					}
+					if round == 0 || got.watcherCPU < r.watcherCPU {
+						r.watcherCPU, r.watcherSys, r.switches = got.watcherCPU, got.watcherSys, got.switches
+						r.batches = got.batches
+					}
+					r.missed, r.rescans = max(r.missed, got.missed), max(r.rescans, got.rescans)
+				}
 			}
 			b.ReportMetric(float64(r.watcherCPU.Microseconds())/1e3, "watcher-cpu-ms")
 			b.ReportMetric(float64(r.floorCPU.Microseconds())/1e3, "inotify-cpu-ms")
 			b.ReportMetric(float64(r.watcherCPU)/float64(r.floorCPU), "ratio")
+			b.ReportMetric(float64(r.watcherSys.Microseconds())/1e3, "watcher-sys-ms")
+			b.ReportMetric(float64(r.floorSys.Microseconds())/1e3, "inotify-sys-ms")
 			b.ReportMetric(float64(r.batches), "batches")
 			b.ReportMetric(float64(r.missed), "missed")
 			b.ReportMetric(float64(r.rescans), "rescans")
@@ -44,6 +59,7 @@ func BenchmarkBurstCPU(b *testing.B) {
 
 type burstRun struct {
 	watcherCPU, floorCPU     time.Duration
+	watcherSys, floorSys     time.Duration // the kernel's share
 	switches, floorSwitches  int64
 	batches, missed, rescans int
 }
@@ -58,7 +74,7 @@ func measureBurst(b *testing.B, n int) burstRun {
 	root := bulkDir(b)
 	dirs := makeBurstDirs(b, filepath.Join(root, "repo"))
 	runtime.GC()
-	cpu0, sw0 := cpuTime(), contextSwitches()
+	cpu0, sys0, sw0 := cpuTime(), sysTime(), contextSwitches()
 	done := make(chan error, 1)
 	counted := make(chan int, 1)
 	ready := make(chan error, 1)
@@ -73,7 +89,7 @@ func measureBurst(b *testing.B, n int) burstRun {
 	if got := <-counted; got != n {
 		b.Fatalf("the inotify reader saw %d files of %d", got, n)
 	}
-	r.floorCPU, r.floorSwitches = cpuTime()-cpu0, contextSwitches()-sw0
+	r.floorCPU, r.floorSys, r.floorSwitches = cpuTime()-cpu0, sysTime()-sys0, contextSwitches()-sw0
 	os.RemoveAll(root)
 
 	// The watcher, with a consumer that reads all along, as a sidecar does.
@@ -85,26 +101,22 @@ func measureBurst(b *testing.B, n int) burstRun {
 	}
 	defer w.Close()
 	runtime.GC()
-	cpu0, sw0 = cpuTime(), contextSwitches()
+	cpu0, sys0, sw0 = cpuTime(), sysTime(), contextSwitches()
 	go func() { done <- burst(filepath.Join(root, "repo"), n) }()
-	seen := make(map[string]bool, n)
+	// The consumer only counts while the CPU is measured: what it does with
+	// the paths is the sidecar's cost, not the watcher's.
+	var got []Batch
+	paths := 0
 	timeout := time.NewTimer(deadline)
 	defer timeout.Stop()
 read:
-	for len(seen) < n {
+	for paths < n {
 		select {
 		case batch := <-w.Batches():
-			r.batches++
+			got = append(got, batch)
+			paths += len(batch.Paths)
 			if batch.Rescan {
-				// The consumer would read everything again: nothing is
-				// missed, but the watcher fell behind.
-				r.rescans++
-				for _, p := range burstPaths(n) {
-					seen["repo/"+p] = true
-				}
-			}
-			for _, p := range batch.Paths {
-				seen[p] = true
+				break read // the consumer reads everything again: nothing is missed
 			}
 			timeout.Reset(deadline)
 		case <-timeout.C:
@@ -114,7 +126,18 @@ read:
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	r.watcherCPU, r.switches = cpuTime()-cpu0, contextSwitches()-sw0
+	r.watcherCPU, r.watcherSys, r.switches = cpuTime()-cpu0, sysTime()-sys0, contextSwitches()-sw0
+	r.batches = len(got)
+	seen := make(map[string]bool, n)
+	for _, batch := range got {
+		if batch.Rescan {
+			r.rescans++
+			return r
+		}
+		for _, p := range batch.Paths {
+			seen[p] = true
+		}
+	}
 	for _, p := range burstPaths(n) {
 		if !seen["repo/"+p] {
 			r.missed++

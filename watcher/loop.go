@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,12 @@ func (w *Watcher) run() {
 		}
 	}
 	for {
+		if w.co.leading() {
+			// The first change after a quiet window is due at once, with
+			// whatever came in beside it.
+			events = w.drain(events)
+			w.co.flushLead()
+		}
 		var out chan<- Batch
 		b, ready := w.co.batch()
 		if ready {
@@ -94,18 +101,28 @@ func (w *Watcher) drain(events <-chan []event) <-chan []event {
 	return events
 }
 
+// handleAll applies a slice of events. A write or a change of attributes
+// right after another event on the same path changes nothing the first did
+// not (a new file is a create and then a write): it is counted, no more.
 func (w *Watcher) handleAll(evs []event) {
+	w.events.Add(uint64(len(evs)))
+	w.now = time.Now()
+	last := ""
 	for _, ev := range evs {
+		if ev.name == last && ev.op&^(opWrite|opChmod) == 0 {
+			continue
+		}
 		w.handle(ev)
+		last = ev.name
 	}
+	w.now = time.Time{}
 }
 
 // handle applies one file event to the watch set and the pending batch.
 func (w *Watcher) handle(ev event) {
-	w.events.Add(1)
 	s := w.set
 	name := ev.name
-	if !s.holds(name) && !s.holds(filepath.Dir(name)) {
+	if !s.holds(name) && !s.holds(parent(name)) {
 		// From a watch released a moment ago: it was named before the
 		// release, so after a rename it would carry the old, wrong name.
 		return
@@ -116,8 +133,9 @@ func (w *Watcher) handle(ev event) {
 		}
 	}
 	if ev.has(opCreate) || ev.has(opRemove) || ev.has(opRename) {
-		if s.onAnchorPath(name) {
-			w.rearm()
+		// A file holds no watch and has nothing below it to watch.
+		if ev.kind != kindFile && s.onAnchorPath(name) {
+			w.rearm(name)
 		}
 	}
 	rel, inside := s.rel(name)
@@ -132,10 +150,17 @@ func (w *Watcher) handle(ev event) {
 	w.note(rel)
 }
 
-// rearm reconciles the watch set after a directory on the way to a path came
-// or went. When that brings the root back, the next batch is a rescan.
-func (w *Watcher) rearm() {
+// rearm reconciles the watch set after name, a directory on the way to a
+// path, came or went. Below the root, only the paths and trees under name are
+// looked at. When the root itself comes back, the next batch is a rescan.
+func (w *Watcher) rearm(name string) {
 	s := w.set
+	if rel, inside := s.rel(name); inside && rel != "" && s.holds(s.root) {
+		if err := s.rearmUnder(rel, w.note); err != nil {
+			w.report(err)
+		}
+		return
+	}
 	rearmed, err := s.reconcile(w.note)
 	if err != nil {
 		w.report(err)
@@ -193,10 +218,10 @@ func (w *Watcher) note(rel string) {
 	if !w.scope.relevant(rel) {
 		return
 	}
-	if scratch(path.Base(rel)) && !w.scope.named(rel) {
+	if scratch(path.Base(rel)) && !w.scope.isNamed(rel) {
 		return
 	}
-	if !w.co.add(rel, time.Now()) {
+	if !w.co.add(rel, w.clock()) {
 		w.overflows.Add(1)
 		w.log.Debug("too many changed paths; rescanning", "limit", w.co.limit)
 	}
@@ -209,4 +234,21 @@ func (w *Watcher) report(err error) {
 	default:
 		w.log.Debug("error dropped: nobody reads Errors", "err", err)
 	}
+}
+
+// clock is the time of the slice of events being handled, or now.
+func (w *Watcher) clock() time.Time {
+	if w.now.IsZero() {
+		return time.Now()
+	}
+	return w.now
+}
+
+// parent is filepath.Dir of a clean absolute path, without cleaning it again.
+func parent(name string) string {
+	i := strings.LastIndexByte(name, filepath.Separator)
+	if i <= 0 {
+		return string(filepath.Separator)
+	}
+	return name[:i]
 }

@@ -14,8 +14,9 @@ import (
 // DefaultSettle is the coalescing window used when Config.Settle is zero.
 const DefaultSettle = 20 * time.Millisecond
 
-// maxPending bounds the paths one batch gathers; past it, the batch becomes a
-// rescan, which bounds memory however slow the consumer is.
+// maxPending bounds the paths one batch gathers: a full batch is due at once,
+// and one that fills while the consumer still has not taken the last becomes
+// a rescan, which bounds memory however slow the consumer is.
 const maxPending = 50_000
 
 // Config says what to watch.
@@ -44,7 +45,9 @@ type Config struct {
 
 // Batch is a set of paths that may have changed.
 type Batch struct {
-	// Paths are sorted, deduplicated, slash-separated and relative to Root.
+	// Paths are deduplicated, slash-separated, relative to Root and in no
+	// particular order: sorting the 100,000 paths of a burst would cost more
+	// than reading their events.
 	Paths []string
 	// Rescan means changes may have been missed (an event queue overflowed, or
 	// the root was removed and is back): re-read everything. Paths may then
@@ -71,6 +74,7 @@ type Watcher struct {
 	poll      *poller    // nil unless polling
 	pollEvery time.Duration
 	co        *coalescer
+	now       time.Time // when the slice of events being handled came; zero outside one
 	hold      <-chan struct{} // tests: the loop reads nothing until it is closed
 
 	batches chan Batch

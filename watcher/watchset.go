@@ -29,6 +29,7 @@ type watchSet struct {
 	root    string // absolute, clean
 	scope   scope
 	anchors []string            // absolute: the root, the paths and the tree roots
+	onPath  map[string]struct{} // absolute: the anchors and every directory above one
 	held    map[string]struct{} // absolute directories with a watch
 	grown   map[string]bool     // trees whose whole subtree is watched
 	rootID  uint64              // the inode of the watched root
@@ -52,6 +53,20 @@ func (s *watchSet) setScope(sc scope) {
 	s.anchors = []string{s.root}
 	for _, a := range sc.anchors() {
 		s.anchors = append(s.anchors, s.abs(a))
+	}
+	s.onPath = make(map[string]struct{}, 2*len(s.anchors))
+	for _, a := range s.anchors {
+		for {
+			if _, ok := s.onPath[a]; ok {
+				break // and so is everything above it
+			}
+			s.onPath[a] = struct{}{}
+			up := filepath.Dir(a)
+			if up == a {
+				break
+			}
+			a = up
+		}
 	}
 }
 
@@ -83,12 +98,34 @@ func (s *watchSet) holds(dir string) bool {
 // directory on the way to a path or tree root (or one of those itself):
 // creating, removing or renaming it changes which directories need a watch.
 func (s *watchSet) onAnchorPath(name string) bool {
-	for _, a := range s.anchors {
-		if a == name || under(a, name) {
-			return true
+	_, ok := s.onPath[name]
+	return ok
+}
+
+// rearmUnder makes the watches match the scope for the paths and tree roots
+// at or below rel, a directory on the way to one of them that came or went:
+// the rest of the watch set is not looked at, so that a file appearing among
+// 2,000 named ones costs what it touches. Everything a new watch finds is
+// emitted. The caller has dropped the watches of a directory that went.
+func (s *watchSet) rearmUnder(rel string, emit func(string)) error {
+	for _, p := range s.scope.at(s.scope.paths, rel) {
+		if _, err := s.chain(p, nil, emit); err != nil {
+			return err
 		}
 	}
-	return false
+	for _, t := range s.scope.at(s.scope.trees, rel) {
+		got, err := s.chain(t, nil, emit)
+		if err != nil {
+			return err
+		}
+		if got == t && !s.grown[t] {
+			if err := s.grow(t, t, emit); err != nil {
+				return err
+			}
+			s.grown[t] = true
+		}
+	}
+	return nil
 }
 
 // reconcile makes the held watches match the scope: it watches what exists
@@ -172,7 +209,8 @@ func (s *watchSet) armRoot(want map[string]struct{}) (ok, added bool, err error)
 
 // chain watches every existing directory from the root down to target, each
 // before looking for the next one, and returns the deepest one reached. A
-// target that is a file stops the chain at its parent.
+// target that is a file stops the chain at its parent. The directories go
+// into want, unless it is nil.
 func (s *watchSet) chain(target string, want map[string]struct{}, emit func(string)) (string, error) {
 	cur := ""
 	for rest := target; rest != ""; {
@@ -189,7 +227,9 @@ func (s *watchSet) chain(target string, want map[string]struct{}, emit func(stri
 		} else if err != nil {
 			return cur, err
 		}
-		want[dir] = struct{}{}
+		if want != nil {
+			want[dir] = struct{}{}
+		}
 		if added && emit != nil {
 			s.list(next, func(e fs.DirEntry) { emit(join(next, e.Name())) })
 		}
