@@ -74,7 +74,7 @@ type Watcher struct {
 	poll      *poller    // nil unless polling
 	pollEvery time.Duration
 	co        *coalescer
-	now       time.Time // when the slice of events being handled came; zero outside one
+	now       time.Time       // when the slice of events being handled came; zero outside one
 	hold      <-chan struct{} // tests: the loop reads nothing until it is closed
 
 	batches chan Batch
