@@ -52,7 +52,7 @@ func TestParsePlan_Hostile(t *testing.T) {
 		name, input, want string
 		maxAlloc          uint64
 	}{
-		{"over the size cap", strings.Repeat("# comment\n", MaxPlanSize/10+1), "larger than 8 MiB", 3 * MaxPlanSize},
+		{"over the size cap", strings.Repeat("# comment\n", MaxPlanSize/10+1), "larger than 8 MiB", 5 * MaxPlanSize},
 		{"binary garbage", string(garbage), "binary data", 1 << 20},
 		{"NUL in text", "steps: []\x00", "control character 0x00", 1 << 20},
 		{"invalid UTF-8", "name: \xff\xfe\n", "invalid UTF-8", 1 << 20},
@@ -61,7 +61,7 @@ func TestParsePlan_Hostile(t *testing.T) {
 		{"deep vars", "vars: {a: " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "}\nsteps: [{id: a, title: A, instruction: x}]\n", "vars nest deeper than 32 levels", 64 << 20},
 		{"deep block nesting", deepBlock(1400), "vars nest deeper than 32 levels", 256 << 20},
 		{"many aliases", manyAliases, "and 20000 more uses of *a", 256 << 20},
-		{"a huge key", strings.Repeat("k", MaxPlanSize-10) + ": 1\n", "invalid YAML", 64 << 20},
+		{"a huge key", strings.Repeat("k", MaxPlanSize-10) + ": 1\n", "invalid YAML", 12 * MaxPlanSize},
 		{"a huge quoted key", `"` + strings.Repeat("k", 1000) + `": 1` + "\n", `unknown key "kkk`, 64 << 20},
 		{"only a document marker", "---\n", "empty plan", 1 << 20},
 	} {
