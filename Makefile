@@ -60,6 +60,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./executor/notify ./executor/web ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
+	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 .
 
 # The agent presets against the real CLIs that the npm registry serves (claude,
 # codex, gemini, opencode), installed into a temporary prefix: every flag a preset

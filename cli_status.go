@@ -200,9 +200,13 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 	if err != nil {
 		return executor.Report{}, err
 	}
-	r, condErr := executor.Describe(v.rt, st, now, maxRetries)
 	rejected := v.rejected(st)
 	v.rejectedShown = fmt.Sprint(rejected)
+	describe := executor.DescribeOwned // st is read once and given up here: no copy is parsed
+	if v.follow {
+		describe = executor.Describe // a tick draws the same state again
+	}
+	r, condErr := describe(v.rt, st, now, maxRetries)
 	var b bytes.Buffer
 	if v.json {
 		enc := json.NewEncoder(&b)

@@ -111,7 +111,7 @@ func TestReadFileIn(t *testing.T) {
 		{"plans/out.yaml", ErrOutsideWorkspace, "refused"},
 		{"plans/zero.yaml", ErrOutsideWorkspace, "refused"},
 		{"../" + filepath.Base(outside) + "/p.yaml", ErrOutsideWorkspace, "refused"},
-		{"plans/big.yaml", ErrOverCap, "plans/big.yaml: 60 MiB is over the 1 MiB cap for a plan: a plan is a few kilobytes"},
+		{"plans/big.yaml", ErrOverCap, "plans/big.yaml: 60 MiB is over the 8 MiB cap for a plan: a plan is a few kilobytes"},
 		{"plans/none.yaml", fs.ErrNotExist, ""},
 	}
 	for _, tt := range tests {

@@ -75,6 +75,18 @@ type Waiting struct {
 // compile, the report is still whole, with the "invalid" action, and the error is
 // returned beside it.
 func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
+	return describe(rt, st, now, maxRetries, (*planspec.State).Clone)
+}
+
+// DescribeOwned is Describe for a caller that gives st up: the reconcile core runs
+// on st itself rather than on a copy, which on a big state saves encoding and
+// parsing it again. st must not be used afterwards.
+func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
+	return describe(rt, st, now, maxRetries, func(st *planspec.State) *planspec.State { return st })
+}
+
+// describe is Describe with the reconcile core run on scratch(st).
+func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Report, error) {
 	r := Report{
 		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep,
 		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
@@ -90,7 +102,8 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 				s.LastReport = lastReport(run.Reports[n-1])
 			}
 			if run.LastRunIso != "" {
-				s.LastRunIso = &run.LastRunIso
+				last := run.LastRunIso // a copy: the reconcile core may change run
+				s.LastRunIso = &last
 			}
 			for try := 1; try <= run.Tries; try++ {
 				if p := rt.WS.LogPath(id, try); fileExists(p) {
@@ -105,7 +118,7 @@ func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (R
 		r.Steps = append(r.Steps, s)
 	}
 	var err error
-	r.WaitingFor, err = waitsFor(rt, st, now, maxRetries)
+	r.WaitingFor, err = waitsOn(rt, st, now, maxRetries, scratch)
 	return r, err
 }
 
@@ -135,6 +148,11 @@ func runDuration(run *planspec.StepRun, now time.Time) (d time.Duration, running
 }
 
 func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Waiting, error) {
+	return waitsOn(rt, st, now, maxRetries, (*planspec.State).Clone)
+}
+
+// waitsOn is waitsFor with the reconcile core run on scratch(st).
+func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Waiting, error) {
 	if st.Status != planspec.StatusDone && st.CurrentStep < len(st.StepQueue) {
 		id := st.StepQueue[st.CurrentStep]
 		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress && stillRunning(rt.WS, id, run) {
@@ -142,7 +160,7 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 				Reason: fmt.Sprintf("running (try %d)", run.Tries)}), nil
 		}
 	}
-	clone := st.Clone()
+	clone := scratch(st)
 	conds, err := rt.Conditions(clone)
 	if err != nil {
 		return Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}, err

@@ -193,6 +193,14 @@ func TestWaitsFor(t *testing.T) {
 			if after := st.Marshal(); !bytes.Equal(before, after) {
 				t.Errorf("waitsFor changed the state:\n%s", cmp.Diff(string(before), string(after)))
 			}
+			// On a state given up (DescribeOwned), with no copy: the same answer.
+			owned, err := waitsOn(rt, parse(t, js), now, 3, func(st *planspec.State) *planspec.State { return st })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, owned); diff != "" {
+				t.Errorf("waitsOn without a copy (-want +got):\n%s", diff)
+			}
 		})
 	}
 }

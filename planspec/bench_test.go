@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,9 +59,34 @@ func benchmarkParsePlan(b *testing.B, data []byte) {
 // validates in at most 50 ms.
 func BenchmarkParsePlan1000(b *testing.B) { benchmarkParsePlan(b, generatedPlan(1000)) }
 
-// BenchmarkParsePlan10000: a 10,000-step plan just under the size cap validates
-// in well under a second.
-func BenchmarkParsePlan10000(b *testing.B) { benchmarkParsePlan(b, leanPlan(10_000)) }
+// BenchmarkParsePlan10000: a 10,000-step plan (2.6 MB, 13,333 distinct
+// conditions) validates in about a second; a lean one (one condition every
+// other step, 0.8 MB) in well under.
+func BenchmarkParsePlan10000(b *testing.B)     { benchmarkParsePlan(b, generatedPlan(10_000)) }
+func BenchmarkParsePlan10000Lean(b *testing.B) { benchmarkParsePlan(b, leanPlan(10_000)) }
+
+// BenchmarkParsePlanHostile: a file at the size cap that is no plan is refused
+// fast. The worst case is a key as long as the file: YAML scans it whole before
+// it can say the document is invalid. The size is MaxPlanSize, printed in MiB.
+func BenchmarkParsePlanHostile(b *testing.B) {
+	data := []byte(strings.Repeat("k", MaxPlanSize-10) + ": 1\n")
+	over := bytes.Repeat([]byte("# comment\n"), MaxPlanSize/10+1)
+	b.ReportAllocs()
+	var overMs float64
+	for b.Loop() {
+		if _, err := ParsePlan(bytes.NewReader(data), "hostile.yaml"); err == nil {
+			b.Fatal("a huge key was accepted")
+		}
+		start := time.Now()
+		if _, err := ParsePlan(bytes.NewReader(over), "over.yaml"); err == nil {
+			b.Fatal("a plan over the cap was accepted")
+		}
+		overMs += float64(time.Since(start).Microseconds()) / 1e3
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/refusal")
+	b.ReportMetric(overMs/float64(b.N), "over-cap-ms")
+	b.ReportMetric(float64(MaxPlanSize>>20), "cap-MiB")
+}
 
 // BenchmarkConditionEval: exists("a.txt") && size("a.txt") > 10 on a real file.
 // The target is 2 µs. "stat" is one os.Root.Stat of the same file, the floor
@@ -137,4 +164,49 @@ func compileFresh(src string) (*Condition, error) {
 	}
 	_, err = c.program()
 	return c, err
+}
+
+// BenchmarkGlobGate100k: a gate len(glob("inbox/*.txt")) >= 100000 over 100,000
+// files opens (compiled to globCount, it has no cap), in memory that does not
+// grow with the files: heap-KB/eval is what one evaluation allocates.
+func BenchmarkGlobGate100k(b *testing.B) {
+	const files = 100_000
+	base := ""
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		base = "/dev/shm" // creating 100k files on a VM's disk measures the disk
+	}
+	dir, err := os.MkdirTemp(base, "planspec-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Mkdir(filepath.Join(dir, "inbox"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(dir, "inbox", fmt.Sprintf("m%06d.txt", i)), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	c, err := CompileCondition(fmt.Sprintf(`len(glob("inbox/*.txt")) >= %d`, files))
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := &Env{Root: root}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		ok, err := c.Eval(env)
+		if err != nil || !ok {
+			b.Fatalf("the gate is shut at %d files: %v, %v", files, ok, err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/eval")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/1024/float64(b.N), "heap-KB/eval")
 }

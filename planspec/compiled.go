@@ -15,7 +15,9 @@ type Compiled struct {
 // Compile compiles every step's when, skip and check, whether the state came from
 // a plan or was written by hand, and checks that the `on` globs stay inside the
 // workspace. Errors are StateErrors naming the key, like
-// "plan.steps.build.when: …".
+// "plan.steps.build.when: …". Each condition is parsed and type-checked here; its
+// bytecode is generated when it is first evaluated, so that a pass over a
+// 10,000-step state pays only for the conditions it reaches.
 func (s *State) Compile() (*Compiled, error) {
 	c := &Compiled{When: map[string]*Condition{}, Skip: map[string]*Condition{}, Check: map[string]*Condition{}}
 	var errs StateErrors
@@ -33,7 +35,7 @@ func (s *State) Compile() (*Compiled, error) {
 			if cond.src == "" {
 				continue
 			}
-			cc, err := CompileCondition(cond.src)
+			cc, err := checkCondition(cond.src)
 			if err != nil {
 				fail(prefix+cond.key, "%v", err)
 				continue

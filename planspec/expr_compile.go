@@ -27,7 +27,7 @@ var pathFuncs = map[string]bool{
 // conditionNames are the names the condition language adds to expr's builtins,
 // for "did you mean" hints.
 var conditionNames = []string{
-	"exists", "glob", "size", "lines", "mtime", "age", "fresh", "read", "json",
+	"exists", "glob", "globCount", "size", "lines", "mtime", "age", "fresh", "read", "json",
 	"env", "now", "steps", "step", "vars",
 }
 
@@ -39,6 +39,7 @@ func newConditionConfig() *conf.Config {
 		expr.Env(evaluation{}),
 		expr.AsBool(),
 		expr.MaxNodes(maxConditionNodes),
+		expr.Patch(lenOfGlob{}),
 	} {
 		opt(cfg)
 	}
@@ -66,6 +67,30 @@ func putConfig(cfg *conf.Config) {
 	case configs <- cfg:
 	default:
 	}
+}
+
+// lenOfGlob compiles len(glob(P)) as globCount(P): the same number, without
+// building a list that the cap on glob() would turn into an error.
+type lenOfGlob struct{}
+
+func (lenOfGlob) Visit(node *ast.Node) {
+	b, ok := (*node).(*ast.BuiltinNode)
+	if !ok || b.Name != "len" || len(b.Arguments) != 1 {
+		return
+	}
+	call, ok := b.Arguments[0].(*ast.CallNode)
+	if !ok || len(call.Arguments) != 1 {
+		return
+	}
+	if fn, ok := call.Callee.(*ast.IdentifierNode); !ok || fn.Value != "glob" {
+		return
+	}
+	if arg, ok := call.Arguments[0].(*ast.StringNode); ok && checkGlob(arg.Value) != nil {
+		return // inspect reports it, under the name that was written
+	}
+	callee := &ast.IdentifierNode{Value: "globCount"}
+	callee.SetLocation(call.Callee.Location())
+	ast.Patch(node, &ast.CallNode{Callee: callee, Arguments: call.Arguments})
 }
 
 // parseCondition is the first half of expr.Compile: parse, type-check, fold
@@ -160,7 +185,7 @@ func (v *inspector) Visit(node *ast.Node) {
 			c.usesStep = true
 		case n.Value == "$env":
 			c.usesSteps, c.usesStep, c.usesFS = true, true, true
-		case pathFuncs[n.Value] || n.Value == "glob":
+		case pathFuncs[n.Value] || n.Value == "glob" || n.Value == "globCount":
 			c.usesFS = true
 		}
 	case *ast.MemberNode:
@@ -185,7 +210,7 @@ func (v *inspector) Visit(node *ast.Node) {
 			} else if !slices.Contains(c.paths, arg.Value) {
 				c.paths = append(c.paths, arg.Value)
 			}
-		case fn.Value == "glob":
+		case fn.Value == "glob" || fn.Value == "globCount":
 			if err := checkGlob(arg.Value); err != nil {
 				v.fail(arg, fn.Value, err)
 			} else if !slices.Contains(c.globs, arg.Value) {

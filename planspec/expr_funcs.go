@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 type evaluation struct {
 	Exists func(string) bool              `expr:"exists"`
 	Glob   func(string) ([]string, error) `expr:"glob"`
+	Count  func(string) int               `expr:"globCount"`
 	Size   func(string) int               `expr:"size"`
 	Lines  func(string) int               `expr:"lines"`
 	Mtime  func(string) time.Time         `expr:"mtime"`
@@ -78,7 +80,7 @@ type statEntry struct {
 
 var evaluations = sync.Pool{New: func() any {
 	ev := &evaluation{Steps: map[string]runView{}}
-	ev.Exists, ev.Glob, ev.Size, ev.Lines = ev.exists, ev.glob, ev.size, ev.lines
+	ev.Exists, ev.Glob, ev.Count, ev.Size, ev.Lines = ev.exists, ev.glob, ev.globCount, ev.size, ev.lines
 	ev.Mtime, ev.Age, ev.Fresh = ev.mtime, ev.age, ev.fresh
 	ev.Read, ev.JSON, ev.Getenv, ev.Now = ev.read, ev.json, ev.getenv, ev.now
 	ev.vm.MemoryBudget = conditionMemoryBudget
@@ -258,29 +260,95 @@ var errTooManyMatches = errors.New("too many matches")
 var maxGlobMatches = MaxGlobMatches
 
 // glob lists the workspace paths matching pattern, sorted. It does not descend
-// into symlinked directories, and leaves out symlinks that lead outside.
+// into symlinked directories, and leaves out symlinks that lead outside. The
+// list is capped, which bounds memory; globCount counts past the cap.
 func (ev *evaluation) glob(pattern string) ([]string, error) {
 	if checkGlob(pattern) != nil {
 		return []string{}, nil
 	}
 	pattern = path.Clean(pattern)
-	root := ev.env.Root
 	matches := []string{}
-	err := doublestar.GlobWalk(root.FS(), pattern, func(p string, d fs.DirEntry) error {
-		if d.Type()&fs.ModeSymlink != 0 {
-			if _, err := root.Stat(p); err != nil {
-				return nil
-			}
-		}
+	err := ev.walkGlob(pattern, func(p string) error {
 		if len(matches) == maxGlobMatches {
 			return errTooManyMatches
 		}
 		matches = append(matches, p)
 		return nil
-	}, doublestar.WithNoFollow())
+	})
 	if errors.Is(err, errTooManyMatches) {
-		return nil, fmt.Errorf("%w: glob(%q): more than %d matches", ErrConditionRead, pattern, maxGlobMatches)
+		return nil, fmt.Errorf("%w: glob(%q): more than %d matches; globCount(%q) counts them without listing", ErrConditionRead, pattern, maxGlobMatches, pattern)
 	}
 	slices.Sort(matches)
 	return matches, nil
+}
+
+// globCount is len(glob(pattern)) without the list: it counts every match, in
+// memory that does not grow with them. A condition's len(glob(P)) is compiled to
+// globCount(P).
+func (ev *evaluation) globCount(pattern string) int {
+	if checkGlob(pattern) != nil {
+		return 0
+	}
+	n := 0
+	_ = ev.walkGlob(path.Clean(pattern), func(string) error {
+		n++
+		return nil
+	})
+	return n
+}
+
+// walkGlob calls fn with each workspace path matching pattern, in no particular
+// order, until fn fails. Symlinks that lead outside are left out.
+func (ev *evaluation) walkGlob(pattern string, fn func(p string) error) error {
+	root := ev.env.Root
+	keep := func(p string, d fs.DirEntry) error {
+		if d.Type()&fs.ModeSymlink != 0 {
+			if _, err := root.Stat(p); err != nil {
+				return nil
+			}
+		}
+		return fn(p)
+	}
+	if dir, name, ok := oneLevel(pattern); ok {
+		return listMatching(root, dir, name, keep)
+	}
+	return doublestar.GlobWalk(root.FS(), pattern, keep, doublestar.WithNoFollow())
+}
+
+// oneLevel splits a pattern whose wildcards all sit in its last element, such
+// as "inbox/*.txt", into the directory and the element's pattern.
+func oneLevel(pattern string) (dir, name string, ok bool) {
+	dir, name = doublestar.SplitPattern(pattern)
+	if strings.Contains(name, "/") || strings.Contains(name, "**") || !strings.ContainsAny(name, "*?[{") {
+		return "", "", false
+	}
+	return dir, name, true
+}
+
+// listMatching calls fn with each entry of dir whose name matches, reading the
+// directory a chunk at a time: a folder of 100k files costs no list of them.
+func listMatching(root *os.Root, dir, name string, fn func(string, fs.DirEntry) error) error {
+	f, err := openDirTyped(root, dir)
+	if err != nil {
+		return nil // missing or unreadable: no matches, as GlobWalk has it
+	}
+	defer f.Close()
+	for {
+		entries, err := f.ReadDir(256)
+		for _, e := range entries {
+			if ok, _ := doublestar.Match(name, e.Name()); !ok {
+				continue
+			}
+			p := e.Name()
+			if dir != "." {
+				p = dir + "/" + p
+			}
+			if err := fn(p, e); err != nil {
+				return err
+			}
+		}
+		if err != nil {
+			return nil // io.EOF, or the directory went away while being read
+		}
+	}
 }

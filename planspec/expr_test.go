@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,18 +315,40 @@ func TestCondition_EvalErrors(t *testing.T) {
 	}
 }
 
+// TestCondition_GlobLimit: glob() lists at most maxGlobMatches paths, and its
+// error names globCount; counting has no cap, whether written as globCount(P)
+// or as len(glob(P)).
 func TestCondition_GlobLimit(t *testing.T) {
 	defer func(n int) { maxGlobMatches = n }(maxGlobMatches)
 	maxGlobMatches = 20
 	root, dir, _ := workspace(t, nil, nil)
-	for i := range maxGlobMatches + 1 {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+	n := maxGlobMatches + 5
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d.txt", i)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c, _ := CompileCondition(`len(glob("*")) > 0`)
-	if _, err := c.Eval(&Env{Root: root}); !errors.Is(err, ErrConditionRead) {
-		t.Errorf("got %v, want ErrConditionRead for too many matches", err)
+	c, _ := CompileCondition(`glob("*.txt")[0] == "f00000.txt"`)
+	_, err := c.Eval(&Env{Root: root})
+	if !errors.Is(err, ErrConditionRead) || !strings.Contains(err.Error(), `globCount("*.txt")`) {
+		t.Errorf("got %v, want ErrConditionRead naming globCount", err)
+	}
+	for _, src := range []string{
+		fmt.Sprintf(`globCount("*.txt") == %d`, n),
+		fmt.Sprintf(`len(glob("*.txt")) == %d`, n),
+		fmt.Sprintf(`len(glob("f*")) >= %d && globCount("nothing/*") == 0`, n),
+	} {
+		c, err := CompileCondition(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if ok, err := c.Eval(&Env{Root: root}); !ok || err != nil {
+			t.Errorf("%s: got %v, %v; want true", src, ok, err)
+		}
+	}
+	c, _ = CompileCondition(`len(glob("inbox/*.txt")) > 0 || globCount("out/**") > 0`)
+	if _, globs := c.Paths(); !slices.Equal(globs, []string{"inbox/*.txt", "out/**"}) {
+		t.Errorf("Paths() globs = %q: globCount's pattern must be watched too", globs)
 	}
 }
 

@@ -52,7 +52,7 @@ func TestParsePlan_Hostile(t *testing.T) {
 		name, input, want string
 		maxAlloc          uint64
 	}{
-		{"over the size cap", strings.Repeat("# comment\n", MaxPlanSize/10+1), "larger than 1 MiB", 8 << 20},
+		{"over the size cap", strings.Repeat("# comment\n", MaxPlanSize/10+1), "larger than 8 MiB", 5 * MaxPlanSize},
 		{"binary garbage", string(garbage), "binary data", 1 << 20},
 		{"NUL in text", "steps: []\x00", "control character 0x00", 1 << 20},
 		{"invalid UTF-8", "name: \xff\xfe\n", "invalid UTF-8", 1 << 20},
@@ -61,7 +61,7 @@ func TestParsePlan_Hostile(t *testing.T) {
 		{"deep vars", "vars: {a: " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "}\nsteps: [{id: a, title: A, instruction: x}]\n", "vars nest deeper than 32 levels", 64 << 20},
 		{"deep block nesting", deepBlock(1400), "vars nest deeper than 32 levels", 256 << 20},
 		{"many aliases", manyAliases, "and 20000 more uses of *a", 256 << 20},
-		{"a huge key", strings.Repeat("k", MaxPlanSize-10) + ": 1\n", "invalid YAML", 64 << 20},
+		{"a huge key", strings.Repeat("k", MaxPlanSize-10) + ": 1\n", "invalid YAML", 12 * MaxPlanSize},
 		{"a huge quoted key", `"` + strings.Repeat("k", 1000) + `": 1` + "\n", `unknown key "kkk`, 64 << 20},
 		{"only a document marker", "---\n", "empty plan", 1 << 20},
 	} {
@@ -84,7 +84,7 @@ func TestParsePlan_Hostile(t *testing.T) {
 func TestParsePlan_ReadsAtMostTheCap(t *testing.T) {
 	r := &endless{}
 	_, err := ParsePlan(r, "endless.yaml")
-	if err == nil || !strings.Contains(err.Error(), "endless.yaml:1:1: larger than 1 MiB") {
+	if err == nil || !strings.Contains(err.Error(), "endless.yaml:1:1: larger than 8 MiB") {
 		t.Fatalf("got %v", err)
 	}
 	if r.n > MaxPlanSize+64<<10 {
@@ -118,15 +118,18 @@ func TestParsePlan_Large(t *testing.T) {
 	if raceEnabled {
 		n = 1_000
 	}
-	data := leanPlan(n)
+	data := generatedPlan(n)
 	if len(data) > MaxPlanSize {
 		t.Fatalf("the plan is %d bytes, over the cap", len(data))
+	}
+	if !raceEnabled && len(data) <= 1<<20 {
+		t.Fatalf("the plan is %d bytes: it should be over the old 1 MiB cap", len(data))
 	}
 	p, err := ParsePlan(bytes.NewReader(data), "large.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Steps) != n || p.Steps[n-1].ID != fmt.Sprintf("s%d", n-1) {
+	if len(p.Steps) != n || p.Steps[n-1].ID != fmt.Sprintf("step-%05d", n-1) {
 		t.Errorf("got %d steps", len(p.Steps))
 	}
 	st := p.State("plans/large.yaml", Hash(data))

@@ -83,7 +83,7 @@ func Schema() []byte {
 		return list(preset("A preset."), desc)
 	}
 	condition := func(desc string) *jsonSchema {
-		s := text(desc + " An expr-lang expression that gives true or false; it can use exists(p), glob(pattern), size(p), lines(p), mtime(p), age(p), fresh(p), read(p), json(p), env(name), now(), steps, step and vars.")
+		s := text(desc + " An expr-lang expression that gives true or false; it can use exists(p), glob(pattern), globCount(pattern), size(p), lines(p), mtime(p), age(p), fresh(p), read(p), json(p), env(name), now(), steps, step and vars.")
 		s.Examples = []any{`exists("approved.txt")`, `size("paper/draft.md") > 2000`}
 		return s
 	}

@@ -5,17 +5,23 @@ import (
 	"time"
 )
 
-// coalescer gathers changed paths into batches. A batch is due once no change
-// came for the settle window, or once the oldest change waited maxWait, so
-// that a stream that never pauses still yields batches. maxWait is long (50
-// windows, a second by default) so that a checkout of thousands of files
-// makes a few batches, not a pass over a half-written tree every 200ms. One timer serves all
-// paths, and it runs only while something is pending: idle, nothing ticks.
+// coalescer gathers changed paths into batches. The first change after a
+// quiet window (no change for settle) is due at once, the leading edge: a gate
+// file that appears while nothing else happens reaches the consumer with no
+// wait. The changes that follow it are coalesced: a batch is due once no
+// change came for the settle window, or once the oldest change waited
+// maxWait, so that a stream that never pauses still yields batches. maxWait
+// is long (50 windows, and at least a second) so that a checkout of
+// thousands of files makes a few batches, not a pass over a half-written tree
+// every 200ms. One timer serves all paths, and it runs only while something
+// is pending: idle, nothing ticks.
 //
 // While a due batch waits for the consumer, newer changes are gathered and
-// merged into it: a slow consumer gets fewer, larger batches, and fsnotify is
-// read on regardless, so the kernel queue does not overflow on its account.
-// Past limit paths, the batch degrades to a rescan.
+// merged into it: a slow consumer gets fewer, larger batches, and the kernel's
+// queue is read on regardless, so it does not overflow on its account. A
+// batch that reaches limit paths is due at once; when the consumer has not
+// taken the one before, it degrades to a rescan instead. So at most two
+// batches' worth of paths are held, however slow the consumer is.
 type coalescer struct {
 	settle, maxWait time.Duration
 	limit           int
@@ -25,18 +31,23 @@ type coalescer struct {
 	first, last time.Time // of the pending changes
 	timer       *time.Timer
 	timing      bool // the timer is armed
+	lead        bool // the pending changes came after a quiet window: due at once
 
 	out   Batch // due, waiting for the consumer
 	ready bool
 }
 
-// maxWaitWindows is maxWait in settle windows.
-const maxWaitWindows = 50
+// maxWaitWindows is maxWait in settle windows; minMaxWait its floor, so that
+// a short window does not turn a long burst into many passes.
+const (
+	maxWaitWindows = 50
+	minMaxWait     = time.Second
+)
 
 func newCoalescer(settle time.Duration, limit int) *coalescer {
 	return &coalescer{
 		settle:  settle,
-		maxWait: maxWaitWindows * settle,
+		maxWait: max(maxWaitWindows*settle, minMaxWait),
 		limit:   limit,
 		pending: make(map[string]struct{}),
 	}
@@ -49,14 +60,19 @@ func (c *coalescer) add(rel string, now time.Time) bool {
 	if c.rescan || c.out.Rescan {
 		return true // a rescan covers every path
 	}
-	if _, ok := c.pending[rel]; ok {
-		return true
+	if len(c.pending) >= c.limit {
+		if _, ok := c.pending[rel]; ok {
+			return true
+		}
+		if c.ready {
+			// The consumer has not taken the last full batch either.
+			c.markRescan(now)
+			return false
+		}
+		c.flush() // a full batch is due at once; gathering goes on
+		c.touch(now)
 	}
-	if len(c.pending)+len(c.out.Paths) >= c.limit {
-		c.markRescan(now)
-		return false
-	}
-	c.pending[rel] = struct{}{}
+	c.pending[rel] = struct{}{} // one hash, whether it was there or not
 	return true
 }
 
@@ -69,13 +85,28 @@ func (c *coalescer) markRescan(now time.Time) {
 }
 
 func (c *coalescer) touch(now time.Time) {
-	if len(c.pending) == 0 && !c.rescan {
+	idle := len(c.pending) == 0 && !c.rescan && !c.timing && !c.lead
+	quiet := idle && (c.last.IsZero() || now.Sub(c.last) >= c.settle)
+	if idle {
 		c.first = now
 	}
 	c.last = now
-	if !c.timing {
+	switch {
+	case quiet:
+		c.lead = true
+	case !c.timing && !c.lead:
 		c.arm(c.settle)
 	}
+}
+
+// leading reports that the pending changes came after a quiet window and are
+// due now: the caller takes in what is already queued, then calls flushLead.
+func (c *coalescer) leading() bool { return c.lead }
+
+// flushLead makes the pending changes due at once.
+func (c *coalescer) flushLead() {
+	c.lead = false
+	c.flush()
 }
 
 func (c *coalescer) arm(d time.Duration) {
@@ -119,12 +150,14 @@ func (c *coalescer) flush() {
 	if c.rescan || c.out.Rescan {
 		c.out = Batch{Rescan: true}
 	} else {
+		for _, p := range c.out.Paths {
+			delete(c.pending, p) // already in the batch the consumer has not taken
+		}
 		paths := slices.Grow(c.out.Paths, len(c.pending))
 		for p := range c.pending {
 			paths = append(paths, p)
 		}
-		slices.Sort(paths)
-		c.out.Paths = slices.Compact(paths)
+		c.out.Paths = paths
 	}
 	c.rescan = false
 	c.drain()

@@ -18,6 +18,45 @@ func TestCoalescer(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
+	t.Run("the first change after a quiet window is due at once", func(t *testing.T) {
+		c := newCoalescer(settle, 100)
+		defer c.stop()
+		c.add("a", at(0))
+		if !c.leading() || c.C() != nil {
+			t.Fatal("the first change is not due at once, or waits on the timer")
+		}
+		c.add("b", at(0)) // came in beside it
+		c.flushLead()
+		if b, ready := c.batch(); !ready || !slices.Equal(sorted(b.Paths), []string{"a", "b"}) {
+			t.Fatalf("batch() = %+v, %v", b, ready)
+		}
+		c.sent()
+		// What follows within the window is coalesced.
+		c.add("c", at(5))
+		c.add("d", at(10))
+		if c.leading() || c.C() == nil {
+			t.Fatal("a change inside the window is due at once")
+		}
+		c.fire(at(30))
+		if b, ready := c.batch(); !ready || !slices.Equal(sorted(b.Paths), []string{"c", "d"}) {
+			t.Fatalf("batch() = %+v, %v", b, ready)
+		}
+		c.sent()
+		// Quiet again for a window: the next change is due at once.
+		c.add("e", at(30))
+		if !c.leading() {
+			t.Fatal("a change after a quiet window waits")
+		}
+	})
+	t.Run("a rescan after a quiet window is due at once", func(t *testing.T) {
+		c := newCoalescer(settle, 100)
+		defer c.stop()
+		c.markRescan(at(0))
+		c.flushLead()
+		if b, ready := c.batch(); !ready || !b.Rescan {
+			t.Fatalf("batch() = %+v, %v", b, ready)
+		}
+	})
 	t.Run("due once the window passes quietly", func(t *testing.T) {
 		c := newCoalescer(settle, 100)
 		defer c.stop()
@@ -30,7 +69,7 @@ func TestCoalescer(t *testing.T) {
 		}
 		c.fire(at(30))
 		b, ready := c.batch()
-		if !ready || !slices.Equal(b.Paths, []string{"a", "b"}) || b.Rescan {
+		if !ready || !slices.Equal(sorted(b.Paths), []string{"a", "b"}) || b.Rescan {
 			t.Fatalf("batch() = %+v, %v", b, ready)
 		}
 		c.sent()
@@ -39,7 +78,7 @@ func TestCoalescer(t *testing.T) {
 		}
 	})
 	t.Run("a stream that never pauses is capped", func(t *testing.T) {
-		c := newCoalescer(settle, 100)
+		c := newCoalescer(settle, 1000)
 		defer c.stop()
 		end := maxWaitWindows * int(settle/time.Millisecond)
 		for ms := 0; ms <= end; ms += 5 {
@@ -61,22 +100,39 @@ func TestCoalescer(t *testing.T) {
 		c.fire(at(20))
 		c.add("b", at(30))
 		c.fire(at(50))
-		if b, _ := c.batch(); !slices.Equal(b.Paths, []string{"a", "b"}) {
+		if b, _ := c.batch(); !slices.Equal(sorted(b.Paths), []string{"a", "b"}) {
 			t.Fatalf("batch() = %+v", b)
 		}
 	})
-	t.Run("past the limit a batch becomes a rescan", func(t *testing.T) {
+	t.Run("a full batch is due at once", func(t *testing.T) {
 		c := newCoalescer(settle, 3)
 		defer c.stop()
-		for i, p := range []string{"a", "b", "c"} {
+		for i, p := range []string{"a", "b", "c", "d"} {
 			if !c.add(p, at(i)) {
 				t.Fatalf("add(%s) overran", p)
 			}
 		}
-		if c.add("d", at(3)) {
-			t.Fatal("add past the limit did not overrun")
+		if b, ready := c.batch(); !ready || !slices.Equal(sorted(b.Paths), []string{"a", "b", "c"}) {
+			t.Fatalf("batch() = %+v, %v; want a, b, c due", b, ready)
 		}
-		c.add("e", at(4))
+		c.sent()
+		c.fire(at(30))
+		if b, ready := c.batch(); !ready || !slices.Equal(sorted(b.Paths), []string{"d"}) {
+			t.Fatalf("batch() = %+v, %v; want d", b, ready)
+		}
+	})
+	t.Run("a second full batch the consumer has no room for becomes a rescan", func(t *testing.T) {
+		c := newCoalescer(settle, 3)
+		defer c.stop()
+		for i, p := range []string{"a", "b", "c", "d", "e", "f"} {
+			if !c.add(p, at(i)) {
+				t.Fatalf("add(%s) overran", p)
+			}
+		}
+		if c.add("g", at(6)) {
+			t.Fatal("add past two batches did not overrun")
+		}
+		c.add("h", at(7))
 		c.fire(at(30))
 		if b, _ := c.batch(); !b.Rescan || len(b.Paths) != 0 {
 			t.Fatalf("batch() = %+v, want a bare rescan", b)
@@ -126,9 +182,9 @@ func TestWatcher_Burst(t *testing.T) {
 	t.Logf("10000 files in %v, %d batches", created, len(batches))
 }
 
-// burst creates n files with some content in 100 new directories under dir
-// (their paths are burstPaths(n)). Another process writes them, as
-// git would: in-process writers would compete with the watcher for the
+// burst creates n files with some content in 100 directories under dir,
+// made first unless they are there (the paths are burstPaths(n)). Another
+// process writes them, as git would: in-process writers would compete with the watcher for the
 // scheduler's processors, which a checkout does not.
 func burst(dir string, n int) error {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -158,7 +214,7 @@ func writeBurst(dir string, n int) error {
 	const workers = 4
 	paths := burstPaths(n)
 	for d := range 100 {
-		if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("d%02d", d)), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("d%02d", d)), 0o755); err != nil {
 			return err
 		}
 	}
@@ -221,4 +277,20 @@ func TestWatcher_SlowConsumer(t *testing.T) {
 	}
 	h.write("src/after", "")
 	h.waitFor("src/after")
+}
+
+// TestWatcher_LeadingEdge: with a settle window far longer than the test's
+// deadline, a change after a quiet spell still arrives: the first change is
+// due at once, and only what follows it waits for the window.
+func TestWatcher_LeadingEdge(t *testing.T) {
+	h := watch(t, Config{Paths: []string{"approved.txt", "out"}, Settle: time.Hour})
+	h.write("approved.txt", "yes")
+	h.waitFor("approved.txt")
+}
+
+// sorted returns a sorted copy: a batch's paths come in no particular order.
+func sorted(paths []string) []string {
+	s := slices.Clone(paths)
+	slices.Sort(s)
+	return s
 }

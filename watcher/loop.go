@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // run is the only goroutine that touches the watch set and the coalescer.
@@ -16,11 +15,11 @@ func (w *Watcher) run() {
 	defer close(w.batches)
 	defer w.co.stop()
 
-	var events <-chan fsnotify.Event
+	var events <-chan []event
 	var ferrs <-chan error
 	var overflow <-chan struct{}
 	if w.fsw != nil {
-		events, ferrs, overflow = w.fsw.Events, w.fsErrs.errs, w.fsErrs.kick
+		events, ferrs, overflow = w.fsw.Events(), w.fsErrs.errs, w.fsErrs.kick
 	}
 	var tick <-chan time.Time
 	if w.poll != nil {
@@ -36,6 +35,12 @@ func (w *Watcher) run() {
 		}
 	}
 	for {
+		if w.co.leading() {
+			// The first change after a quiet window is due at once, with
+			// whatever came in beside it.
+			events = w.drain(events)
+			w.co.flushLead()
+		}
 		var out chan<- Batch
 		b, ready := w.co.batch()
 		if ready {
@@ -44,12 +49,12 @@ func (w *Watcher) run() {
 		select {
 		case <-w.done:
 			return
-		case ev, ok := <-events:
+		case evs, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			w.handle(ev)
+			w.handleAll(evs)
 		case err := <-ferrs:
 			w.report(fmt.Errorf("inotify: %w", err))
 		case <-overflow:
@@ -79,15 +84,16 @@ func (w *Watcher) countWatches() {
 	}
 }
 
-// drain handles the events that are ready now, up to one buffer's worth.
-func (w *Watcher) drain(events <-chan fsnotify.Event) <-chan fsnotify.Event {
-	for range eventBuffer {
+// drain handles the slices of events that are ready now, as many as the
+// notifier reads ahead.
+func (w *Watcher) drain(events <-chan []event) <-chan []event {
+	for range eventSlices + 1 {
 		select {
-		case ev, ok := <-events:
+		case evs, ok := <-events:
 			if !ok {
 				return nil
 			}
-			w.handle(ev)
+			w.handleAll(evs)
 		default:
 			return events
 		}
@@ -95,42 +101,66 @@ func (w *Watcher) drain(events <-chan fsnotify.Event) <-chan fsnotify.Event {
 	return events
 }
 
+// handleAll applies a slice of events. A write or a change of attributes
+// right after another event on the same path changes nothing the first did
+// not (a new file is a create and then a write): it is counted, no more.
+func (w *Watcher) handleAll(evs []event) {
+	w.events.Add(uint64(len(evs)))
+	w.now = time.Now()
+	last := ""
+	for _, ev := range evs {
+		if ev.name == last && ev.op&^(opWrite|opChmod) == 0 {
+			continue
+		}
+		w.handle(ev)
+		last = ev.name
+	}
+	w.now = time.Time{}
+}
+
 // handle applies one file event to the watch set and the pending batch.
-func (w *Watcher) handle(ev fsnotify.Event) {
-	w.events.Add(1)
+func (w *Watcher) handle(ev event) {
 	s := w.set
-	name := filepath.Clean(ev.Name)
-	if !s.holds(name) && !s.holds(filepath.Dir(name)) {
-		// From a watch released a moment ago: fsnotify named it before the
+	name := ev.name
+	if !s.holds(name) && !s.holds(parent(name)) {
+		// From a watch released a moment ago: it was named before the
 		// release, so after a rename it would carry the old, wrong name.
 		return
 	}
-	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+	if ev.has(opRemove) || ev.has(opRename) {
 		if s.holds(name) {
 			s.drop(name)
 		}
 	}
-	if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-		if s.onAnchorPath(name) {
-			w.rearm()
+	if ev.has(opCreate) || ev.has(opRemove) || ev.has(opRename) {
+		// A file holds no watch and has nothing below it to watch.
+		if ev.kind != kindFile && s.onAnchorPath(name) {
+			w.rearm(name)
 		}
 	}
 	rel, inside := s.rel(name)
 	if !inside {
 		return
 	}
-	if ev.Has(fsnotify.Create) {
-		if err := s.created(rel, w.note); err != nil {
+	if ev.has(opCreate) {
+		if err := s.created(rel, ev.kind, w.note); err != nil {
 			w.report(err)
 		}
 	}
 	w.note(rel)
 }
 
-// rearm reconciles the watch set after a directory on the way to a path came
-// or went. When that brings the root back, the next batch is a rescan.
-func (w *Watcher) rearm() {
+// rearm reconciles the watch set after name, a directory on the way to a
+// path, came or went. Below the root, only the paths and trees under name are
+// looked at. When the root itself comes back, the next batch is a rescan.
+func (w *Watcher) rearm(name string) {
 	s := w.set
+	if rel, inside := s.rel(name); inside && rel != "" && s.holds(s.root) {
+		if err := s.rearmUnder(rel, w.note); err != nil {
+			w.report(err)
+		}
+		return
+	}
 	rearmed, err := s.reconcile(w.note)
 	if err != nil {
 		w.report(err)
@@ -188,10 +218,10 @@ func (w *Watcher) note(rel string) {
 	if !w.scope.relevant(rel) {
 		return
 	}
-	if scratch(path.Base(rel)) && !w.scope.named(rel) {
+	if scratch(path.Base(rel)) && !w.scope.isNamed(rel) {
 		return
 	}
-	if !w.co.add(rel, time.Now()) {
+	if !w.co.add(rel, w.clock()) {
 		w.overflows.Add(1)
 		w.log.Debug("too many changed paths; rescanning", "limit", w.co.limit)
 	}
@@ -204,4 +234,21 @@ func (w *Watcher) report(err error) {
 	default:
 		w.log.Debug("error dropped: nobody reads Errors", "err", err)
 	}
+}
+
+// clock is the time of the slice of events being handled, or now.
+func (w *Watcher) clock() time.Time {
+	if w.now.IsZero() {
+		return time.Now()
+	}
+	return w.now
+}
+
+// parent is filepath.Dir of a clean absolute path, without cleaning it again.
+func parent(name string) string {
+	i := strings.LastIndexByte(name, filepath.Separator)
+	if i <= 0 {
+		return string(filepath.Separator)
+	}
+	return name[:i]
 }

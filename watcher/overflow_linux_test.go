@@ -11,7 +11,7 @@ import (
 
 // TestWatcher_Overflow overflows the kernel's event queue for real: the
 // watcher's loop is held back while more events happen than the queue,
-// fsnotify's channel and its read buffer hold together.
+// the notifier and its read buffer hold together.
 func TestWatcher_Overflow(t *testing.T) {
 	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
 	if err != nil {
@@ -25,9 +25,9 @@ func TestWatcher_Overflow(t *testing.T) {
 	h := watchIn(t, bulkDir(t), Config{Trees: []string{"src"}}, tuning{limit: maxPending, hold: hold},
 		func(h *harness) { h.mkdir("src/sub") })
 	// Writes that alternate between two files make one event each (inotify
-	// merges an event only into an identical one just before it); fsnotify
-	// reads up to 4096 ahead of its channel.
-	n := queue + eventBuffer + 4096 + 1000
+	// merges an event only into an identical one just before it); the
+	// notifier reads up to eventSlices+1 reads of 4096 events ahead.
+	n := queue + (eventSlices+1)*4096 + 1000
 	var files [2]*os.File
 	for i := range files {
 		f, err := os.Create(filepath.Join(h.abs("src/sub"), fmt.Sprintf("f%d", i)))

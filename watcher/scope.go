@@ -17,8 +17,9 @@ var skipDirs = []string{".git", "node_modules"}
 // directories must be watched to see them. Paths are slash separated and
 // relative to the root; "" is the root itself.
 type scope struct {
-	paths []string
-	trees []string
+	paths []string // sorted
+	trees []string // sorted
+	named map[string]struct{}
 }
 
 func newScope(paths, trees []string) (scope, error) {
@@ -30,7 +31,29 @@ func newScope(paths, trees []string) (scope, error) {
 	if s.trees, err = cleanAll(trees); err != nil {
 		return scope{}, err
 	}
+	s.named = make(map[string]struct{}, len(s.paths))
+	for _, p := range s.paths {
+		s.named[p] = struct{}{}
+	}
 	return s, nil
+}
+
+// at returns the elements of sorted that are rel or lie below it: one
+// stretch of the sorted list, found by binary search.
+func (s scope) at(sorted []string, rel string) []string {
+	if rel == "" {
+		return sorted
+	}
+	var out []string
+	if _, ok := slices.BinarySearch(sorted, rel); ok {
+		out = append(out, rel)
+	}
+	prefix := rel + "/"
+	i, _ := slices.BinarySearch(sorted, prefix)
+	for ; i < len(sorted) && strings.HasPrefix(sorted[i], prefix); i++ {
+		out = append(out, sorted[i])
+	}
+	return out
 }
 
 func cleanAll(in []string) ([]string, error) {
@@ -68,10 +91,20 @@ func (s scope) relevant(rel string) bool {
 	if rel == "" {
 		return false // the root itself: handled as a rescan, never a path
 	}
-	for _, p := range s.paths {
-		if within(rel, p) {
+	if _, all := s.named[""]; all {
+		return true
+	}
+	// rel or a directory above it is a path: a lookup per level, however
+	// many paths there are.
+	for p := rel; ; {
+		if _, ok := s.named[p]; ok {
 			return true
 		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			break
+		}
+		p = p[:i]
 	}
 	for _, t := range s.trees {
 		if within(rel, t) && !skipped(rel, t) {
@@ -81,10 +114,10 @@ func (s scope) relevant(rel string) bool {
 	return false
 }
 
-// named reports whether rel is exactly one of the paths: such a change is
+// isNamed reports whether rel is exactly one of the paths: such a change is
 // reported even when the name looks like an editor's scratch file.
-func (s scope) named(rel string) bool {
-	_, ok := slices.BinarySearch(s.paths, rel)
+func (s scope) isNamed(rel string) bool {
+	_, ok := s.named[rel]
 	return ok
 }
 

@@ -1,6 +1,9 @@
 package watcher
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestScope_Relevant(t *testing.T) {
 	sc, err := newScope(
@@ -14,11 +17,21 @@ func TestScope_Relevant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	named, err := newScope([]string{"state.json", "plans", "out/report.md"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		scope scope
 		rel   string
 		want  bool
 	}{
+		{named, "out", false},
+		{named, "out/other.md", false},
+		{named, "outside", false},
+		{named, "plans/a/b.yaml", true},
+		{named, "plans.bak", false},
+		{named, "state.json", true},
 		{sc, "state.json", true},
 		{sc, "plans", true},
 		{sc, "plans/a.yaml", true},
@@ -57,6 +70,30 @@ func TestScope_Clean(t *testing.T) {
 		got, err := cleanRel(tt.in)
 		if (err != nil) != tt.bad || got != tt.want {
 			t.Errorf("cleanRel(%q) = %q, %v", tt.in, got, err)
+		}
+	}
+}
+
+// TestScope_At: the paths at or below a directory, found without looking at
+// the others.
+func TestScope_At(t *testing.T) {
+	sc, err := newScope([]string{"out", "out-x", "out/a.md", "out/sub/b.md", "outer/c", "z"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		rel  string
+		want []string
+	}{
+		{"out", []string{"out", "out/a.md", "out/sub/b.md"}},
+		{"out/sub", []string{"out/sub/b.md"}},
+		{"ou", nil},
+		{"z", []string{"z"}},
+		{"", sc.paths},
+	}
+	for _, tt := range tests {
+		if got := sc.at(sc.paths, tt.rel); !slices.Equal(got, tt.want) {
+			t.Errorf("at(%q) = %q, want %q", tt.rel, got, tt.want)
 		}
 	}
 }

@@ -9,19 +9,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // DefaultSettle is the coalescing window used when Config.Settle is zero.
 const DefaultSettle = 20 * time.Millisecond
 
-// eventBuffer is how many events fsnotify may read ahead of the loop: it
-// keeps reading the kernel queue while the loop waits for a CPU.
-const eventBuffer = 1024
-
-// maxPending bounds the paths one batch gathers; past it, the batch becomes a
-// rescan, which bounds memory however slow the consumer is.
+// maxPending bounds the paths one batch gathers: a full batch is due at once,
+// and one that fills while the consumer still has not taken the last becomes
+// a rescan, which bounds memory however slow the consumer is.
 const maxPending = 50_000
 
 // Config says what to watch.
@@ -50,7 +45,9 @@ type Config struct {
 
 // Batch is a set of paths that may have changed.
 type Batch struct {
-	// Paths are sorted, deduplicated, slash-separated and relative to Root.
+	// Paths are deduplicated, slash-separated, relative to Root and in no
+	// particular order: sorting the 100,000 paths of a burst would cost more
+	// than reading their events.
 	Paths []string
 	// Rescan means changes may have been missed (an event queue overflowed, or
 	// the root was removed and is back): re-read everything. Paths may then
@@ -71,12 +68,13 @@ type Watcher struct {
 	log       *slog.Logger
 	root      string
 	scope     scope
-	fsw       *fsnotify.Watcher // nil when polling
-	fsErrs    *errorPump        // nil when polling
-	set       *watchSet         // nil when polling
-	poll      *poller           // nil unless polling
+	fsw       notifier   // nil when polling
+	fsErrs    *errorPump // nil when polling
+	set       *watchSet  // nil when polling
+	poll      *poller    // nil unless polling
 	pollEvery time.Duration
 	co        *coalescer
+	now       time.Time       // when the slice of events being handled came; zero outside one
 	hold      <-chan struct{} // tests: the loop reads nothing until it is closed
 
 	batches chan Batch
@@ -163,12 +161,12 @@ func start(cfg Config, tu tuning) (*Watcher, error) {
 }
 
 func (w *Watcher) arm() error {
-	fsw, err := fsnotify.NewBufferedWatcher(eventBuffer)
+	fsw, err := newNotifier()
 	if err != nil {
 		return initError(err)
 	}
 	w.fsw = fsw
-	w.fsErrs = pumpErrors(fsw.Errors)
+	w.fsErrs = pumpErrors(fsw.Errors())
 	w.set = newWatchSet(fsw, w.root, w.scope, w.report)
 	if _, err := w.set.reconcile(nil); err != nil {
 		fsw.Close()

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // errGone means a directory vanished before its watch was added: the event
@@ -27,17 +25,18 @@ var errGone = errors.New("directory gone")
 // watched; while it is missing, its nearest existing ancestor is, so its
 // return is seen.
 type watchSet struct {
-	fsw     *fsnotify.Watcher
+	fsw     notifier
 	root    string // absolute, clean
 	scope   scope
 	anchors []string            // absolute: the root, the paths and the tree roots
+	onPath  map[string]struct{} // absolute: the anchors and every directory above one
 	held    map[string]struct{} // absolute directories with a watch
 	grown   map[string]bool     // trees whose whole subtree is watched
 	rootID  uint64              // the inode of the watched root
 	report  func(error)         // a directory that cannot be watched or listed
 }
 
-func newWatchSet(fsw *fsnotify.Watcher, root string, sc scope, report func(error)) *watchSet {
+func newWatchSet(fsw notifier, root string, sc scope, report func(error)) *watchSet {
 	s := &watchSet{fsw: fsw, root: root, report: report,
 		held: make(map[string]struct{}), grown: make(map[string]bool)}
 	s.setScope(sc)
@@ -54,6 +53,20 @@ func (s *watchSet) setScope(sc scope) {
 	s.anchors = []string{s.root}
 	for _, a := range sc.anchors() {
 		s.anchors = append(s.anchors, s.abs(a))
+	}
+	s.onPath = make(map[string]struct{}, 2*len(s.anchors))
+	for _, a := range s.anchors {
+		for {
+			if _, ok := s.onPath[a]; ok {
+				break // and so is everything above it
+			}
+			s.onPath[a] = struct{}{}
+			up := filepath.Dir(a)
+			if up == a {
+				break
+			}
+			a = up
+		}
 	}
 }
 
@@ -85,12 +98,34 @@ func (s *watchSet) holds(dir string) bool {
 // directory on the way to a path or tree root (or one of those itself):
 // creating, removing or renaming it changes which directories need a watch.
 func (s *watchSet) onAnchorPath(name string) bool {
-	for _, a := range s.anchors {
-		if a == name || under(a, name) {
-			return true
+	_, ok := s.onPath[name]
+	return ok
+}
+
+// rearmUnder makes the watches match the scope for the paths and tree roots
+// at or below rel, a directory on the way to one of them that came or went:
+// the rest of the watch set is not looked at, so that a file appearing among
+// 2,000 named ones costs what it touches. Everything a new watch finds is
+// emitted. The caller has dropped the watches of a directory that went.
+func (s *watchSet) rearmUnder(rel string, emit func(string)) error {
+	for _, p := range s.scope.at(s.scope.paths, rel) {
+		if _, err := s.chain(p, nil, emit); err != nil {
+			return err
 		}
 	}
-	return false
+	for _, t := range s.scope.at(s.scope.trees, rel) {
+		got, err := s.chain(t, nil, emit)
+		if err != nil {
+			return err
+		}
+		if got == t && !s.grown[t] {
+			if err := s.grow(t, t, emit); err != nil {
+				return err
+			}
+			s.grown[t] = true
+		}
+	}
+	return nil
 }
 
 // reconcile makes the held watches match the scope: it watches what exists
@@ -174,7 +209,8 @@ func (s *watchSet) armRoot(want map[string]struct{}) (ok, added bool, err error)
 
 // chain watches every existing directory from the root down to target, each
 // before looking for the next one, and returns the deepest one reached. A
-// target that is a file stops the chain at its parent.
+// target that is a file stops the chain at its parent. The directories go
+// into want, unless it is nil.
 func (s *watchSet) chain(target string, want map[string]struct{}, emit func(string)) (string, error) {
 	cur := ""
 	for rest := target; rest != ""; {
@@ -191,7 +227,9 @@ func (s *watchSet) chain(target string, want map[string]struct{}, emit func(stri
 		} else if err != nil {
 			return cur, err
 		}
-		want[dir] = struct{}{}
+		if want != nil {
+			want[dir] = struct{}{}
+		}
 		if added && emit != nil {
 			s.list(next, func(e fs.DirEntry) { emit(join(next, e.Name())) })
 		}
@@ -227,14 +265,18 @@ func (s *watchSet) grow(rel, t string, emit func(string)) error {
 	return limit
 }
 
-// created handles a new entry rel: a directory inside a watched tree gets
-// watched, with everything below it, and everything found is reported.
-func (s *watchSet) created(rel string, emit func(string)) error {
+// created handles a new entry rel of kind k: a directory inside a watched
+// tree gets watched, with everything below it, and everything found is
+// reported.
+func (s *watchSet) created(rel string, k kind, emit func(string)) error {
+	if k == kindFile {
+		return nil
+	}
 	t, ok := s.scope.tree(rel)
 	if !ok || rel == t || !s.grown[t] {
 		return nil // tree roots come and go through reconcile
 	}
-	if !isDir(s.abs(rel)) {
+	if k == kindUnknown && !isDir(s.abs(rel)) {
 		return nil
 	}
 	return s.grow(rel, t, emit)
