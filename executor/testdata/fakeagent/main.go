@@ -60,6 +60,13 @@ func fakeAgent(args []string) int {
 			cmd := exec.Command("sleep", strings.TrimSuffix(arg, "s"))
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 			_ = cmd.Start()
+		case "straggler":
+			// A background child in the agent's group that ignores SIGTERM and
+			// outlives the agent, its pid in PATH once it ignores the signal.
+			self, _ := os.Executable()
+			cmd := exec.Command(self, "ignoreterm pidfile:"+arg+" sleep:120s")
+			_ = cmd.Start()
+			waitForFile(arg)
 		case "ignoreterm":
 			ignoreTerm()
 		case "envfile":
