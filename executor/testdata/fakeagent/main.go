@@ -38,6 +38,12 @@ func fakeAgent(args []string) int {
 		case "stamp":
 			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
 			_ = os.WriteFile(arg, []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
+		case "count":
+			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
+			if f, err := os.OpenFile(arg, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+				fmt.Fprintf(f, "%s %s %d\n", os.Getenv("STEPSEQ_STEP"), os.Getenv("STEPSEQ_TRY"), os.Getpid())
+				_ = f.Close()
+			}
 		case "write":
 			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
 			_ = os.WriteFile(arg, []byte("output\n"), 0o644)
