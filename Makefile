@@ -7,7 +7,7 @@ E2E     := executor/web/e2e
 ARTIFACTS := test-artifacts
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build test e2e-deps bench lint run fuzz clean presets-check
+.PHONY: all build test e2e-deps bench lint run fuzz clean presets-check chaos
 
 all: build
 
@@ -51,6 +51,14 @@ e2e-deps:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor/... ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
+
+# The chaos test, not part of `make test`: several hundred random kill -9 of the
+# built `stepseq watch` over long plans, each restarted at once, with a reader
+# polling state.json. Torn reads, steps run again after DONE, tries counted for
+# interruptions and lock refusals must all be 0. STEPSEQ_CHAOS_KILLS (default 400)
+# and STEPSEQ_CHAOS_STEPS (default 300) size it.
+chaos:
+	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor
 
 # The agent presets against the real CLIs that the npm registry serves (claude,
 # codex, gemini, opencode), installed into a temporary prefix: every flag a preset

@@ -13,7 +13,7 @@ import (
 // without a shell. Directives, separated by spaces:
 //
 //	write:PATH      create PATH (relative to the working directory)
-//	count:PATH      append "STEP TRY PID" to PATH: one line per start
+//	count:PATH      append "STEP TRY PID NS" to PATH (NS: the time); one line a call
 //	stamp:PATH      write the time, in ns since the epoch, to PATH
 //	out:TEXT        print TEXT on stdout      err:TEXT   print TEXT on stderr
 //	exit:N          exit with status N

@@ -41,7 +41,7 @@ func fakeAgent(args []string) int {
 		case "count":
 			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
 			if f, err := os.OpenFile(arg, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
-				fmt.Fprintf(f, "%s %s %d\n", os.Getenv("STEPSEQ_STEP"), os.Getenv("STEPSEQ_TRY"), os.Getpid())
+				fmt.Fprintf(f, "%s %s %d %d\n", os.Getenv("STEPSEQ_STEP"), os.Getenv("STEPSEQ_TRY"), os.Getpid(), time.Now().UnixNano())
 				_ = f.Close()
 			}
 		case "write":
