@@ -161,7 +161,8 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	s.ready.Store(true)
 	s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
 	for {
-		if s.opt.ExitWhenDone {
+		if s.opt.ExitWhenDone && s.drain == nil && s.trigFirst.IsZero() {
+			// Triggers not yet drained may re-run a step: the plan is not over.
 			switch {
 			case s.d.m.Done():
 				s.Logger.Info("plan is DONE: exiting")

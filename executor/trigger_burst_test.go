@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -138,4 +139,30 @@ func countDir(t testing.TB, dir string) int {
 		t.Fatal(err)
 	}
 	return len(entries)
+}
+
+// A sidecar that exits once DONE acts on the triggers queued before it started
+// first: the plan they re-run is not over.
+func TestSidecar_ExitWhenDoneTakesQueuedTriggers(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"write:a"`))
+	if err := w.check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTrigger(w.chain().WS, Trigger{Step: "s1", From: "trigger"}); err != nil {
+		t.Fatal(err)
+	}
+	c := w.chain()
+	sc, err := NewSidecar(c.Runtime, SidecarOptions{ExitWhenDone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := logCount(w, "s1"); n != 2 {
+		t.Errorf("s1 launched %d times; want 2 (the check's, the trigger's)", n)
+	}
+	if n := countDir(t, w.path(".stepseq/triggers")); n != 0 {
+		t.Errorf("%d triggers left", n)
+	}
 }
