@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 ARTIFACTS := test-artifacts
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build test e2e-deps bench lint run fuzz clean presets-check
+.PHONY: all build test e2e-deps bench lint run fuzz clean presets-check chaos
 
 all: build
 
@@ -61,6 +61,14 @@ bench:
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 .
+
+# The chaos test, not part of `make test`: several hundred random kill -9 of the
+# built `stepseq watch` over long plans, each restarted at once, with a reader
+# polling state.json. Torn reads, steps run again after DONE, tries counted for
+# interruptions and lock refusals must all be 0. STEPSEQ_CHAOS_KILLS (default 400)
+# and STEPSEQ_CHAOS_STEPS (default 300) size it.
+chaos:
+	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor
 
 # The agent presets against the real CLIs that the npm registry serves (claude,
 # codex, gemini, opencode), installed into a temporary prefix: every flag a preset

@@ -374,6 +374,12 @@ func TestCheck_GrandchildHoldingPipes(t *testing.T) {
 	if r := w.read().Run("s1"); r.Status != "DONE" || deref(r.Stdout) != "parent\n" {
 		t.Errorf("run = %s stdout %q", r.Status, deref(r.Stdout))
 	}
+	// The grandchild was left in the agent's group: it ended with the step.
+	for _, e := range w.journalSince("") {
+		if pid, ok := e.Detail["pid"].(float64); ok && e.Event == "launch" && groupAlive(int(pid)) {
+			t.Errorf("the agent's group %d outlived its step", int(pid))
+		}
+	}
 }
 
 func TestCheck_TwoConcurrentChecksLaunchOnce(t *testing.T) {

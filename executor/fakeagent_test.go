@@ -13,6 +13,7 @@ import (
 // without a shell. Directives, separated by spaces:
 //
 //	write:PATH      create PATH (relative to the working directory)
+//	count:PATH      append "STEP TRY PID NS" to PATH (NS: the time); one line a call
 //	stamp:PATH      write the time, in ns since the epoch, to PATH
 //	out:TEXT        print TEXT on stdout      err:TEXT   print TEXT on stderr
 //	exit:N          exit with status N
@@ -20,6 +21,7 @@ import (
 //	failfirst:PATH  fail (exit 1, "first try fails") unless PATH exists; create it
 //	grandchild:DUR  leave a child holding stdout and stderr for DUR
 //	ignoreterm      ignore SIGTERM (the group must be SIGKILLed)
+//	straggler:PATH  leave a child in the group that ignores SIGTERM; its pid in PATH
 //	envfile:PATH    write the STEPSEQ_* variables to PATH
 //	argsfile:PATH   write the argv, one per line, to PATH
 //	pidfile:PATH    write the pid to PATH, then continue

@@ -378,7 +378,11 @@ func (m *Machine) Blocked() bool {
 // flight, no delay or re-read to wait for, no write to retry.
 func (m *Machine) Settled() bool {
 	switch {
-	case m.Busy() || m.writing:
+	case m.writing:
+		return false
+	case m.writeErr != nil && (m.run == nil || !m.run.launched) && m.pending == nil && m.awaiting == nil:
+		return true // no agent of its own runs: a one-shot driver exits with the error
+	case m.Busy():
 		return false
 	case m.configErr != nil || m.writeErr != nil:
 		return true

@@ -100,6 +100,8 @@ func Start(spec Spec) (*Process, error) {
 func (p *Process) Done() <-chan Exit { return p.done }
 
 // Stop ends the agent's process group: SIGTERM, then SIGKILL after the grace period.
+// Whatever ends the agent, what is left of its group is ended before its Exit is
+// delivered (see sweep).
 func (p *Process) Stop() { p.once.Do(func() { close(p.stop) }) }
 
 func (p *Process) wait(timeout time.Duration, started time.Time) {
@@ -113,7 +115,9 @@ func (p *Process) wait(timeout time.Duration, started time.Time) {
 	for {
 		select {
 		case err := <-exited:
-			p.done <- p.exit(err, timedOut, started)
+			e := p.exit(err, timedOut, started)
+			p.sweep()
+			p.done <- e
 			return
 		case <-timer.C:
 			timedOut = true
@@ -132,6 +136,70 @@ func (p *Process) wait(timeout time.Duration, started time.Time) {
 func (p *Process) terminate() <-chan time.Time {
 	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
 	return time.After(p.grace)
+}
+
+// sweep ends what is left of the agent's process group once the agent has
+// exited: a background child it left, however it treats SIGTERM, does not outlive
+// its step. Anything left gets SIGTERM, then SIGKILL after the grace period. The
+// group's id stays reserved while any member lives, so the signal cannot reach a
+// stranger that reused the agent's pid.
+func (p *Process) sweep() {
+	if !groupAlive(p.PID) {
+		return
+	}
+	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(p.grace)
+	for wait := time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 50*time.Millisecond) {
+		// The members are not this process's children: nothing to wait on but the
+		// group itself, looked at again with a growing pause.
+		time.Sleep(wait)
+		if !groupAlive(p.PID) {
+			return
+		}
+	}
+	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+}
+
+// groupAlive reports whether process group pgid has a member that is not a zombie.
+// A zombie has ended: it only waits for its parent (init, once the agent is gone)
+// to collect it.
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false // ESRCH: the group is empty
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, state, ok := procGroup(pid); ok && g == pgid && state != "Z" && state != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// procGroup reads a process's group id and state from /proc.
+func procGroup(pid int) (pgid int, state string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 { // state, ppid, pgrp
+		return 0, "", false
+	}
+	pgid, err = strconv.Atoi(f[2])
+	return pgid, f[0], err == nil
 }
 
 func (p *Process) exit(err error, timedOut bool, started time.Time) Exit {

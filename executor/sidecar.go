@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -28,6 +29,9 @@ type SidecarOptions struct {
 	ExitWhenDone bool          // Run returns once the plan is DONE (nil) or blocked (ErrPlanBlocked)
 	Metrics      *Metrics      // nil: no metrics
 	Notifier     Notifier      // nil: transitions are journaled only
+	// TriggerQuiet is how long the trigger folder must be still before it is
+	// drained; 0: DefaultTriggerQuiet.
+	TriggerQuiet time.Duration
 }
 
 // Sidecar is `stepseq watch`: one event loop owns the state machine and feeds it
@@ -45,6 +49,28 @@ type Sidecar struct {
 	ready  atomic.Bool
 	alive  atomic.Bool
 	passes atomic.Uint64
+
+	// The trigger folder is drained off the loop once it has been quiet for
+	// opt.TriggerQuiet (at most TriggerHold after its first change), so that a burst
+	// of triggers is one drain, one input, one re-run.
+	drain      chan drained // the drain in flight; nil when none
+	drainAgain bool         // the folder changed during the drain: drain it again
+	trigTimer  *time.Timer
+	trigFirst  time.Time // the first trigger change not drained yet
+
+	longest atomic.Int64 // the longest turn of the loop, in ns
+}
+
+// DefaultTriggerQuiet is how long the trigger folder must be still before it is
+// drained, and TriggerHold how long at most a trigger waits for a burst to end.
+const (
+	DefaultTriggerQuiet = 100 * time.Millisecond
+	TriggerHold         = 30 * time.Second
+)
+
+type drained struct {
+	triggers []Trigger
+	errs     []error
 }
 
 // NewSidecar takes the workspace lock and arms the watcher. A second sidecar on the
@@ -52,6 +78,9 @@ type Sidecar struct {
 func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	if opt.Settle <= 0 {
 		opt.Settle = DefaultSettle
+	}
+	if opt.TriggerQuiet <= 0 {
+		opt.TriggerQuiet = DefaultTriggerQuiet
 	}
 	if opt.PlansDir == "" {
 		opt.PlansDir = filepath.Join(rt.WS.Dir, "plans")
@@ -68,7 +97,8 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 		return nil, err
 	}
 	rt.Lock = lock
-	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}}
+	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, trigTimer: time.NewTimer(time.Hour)}
+	s.trigTimer.Stop()
 	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
 		MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true})
 	s.d.plans = opt.PlansDir
@@ -102,6 +132,19 @@ func (s *Sidecar) Alive() bool { return s.alive.Load() }
 // Passes counts the inputs the loop took.
 func (s *Sidecar) Passes() uint64 { return s.passes.Load() }
 
+// LongestTurn is the longest time the loop spent on one input.
+func (s *Sidecar) LongestTurn() time.Duration { return time.Duration(s.longest.Load()) }
+
+func (s *Sidecar) turned(began time.Time) {
+	d := int64(time.Since(began))
+	for {
+		old := s.longest.Load()
+		if d <= old || s.longest.CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
 // WatcherStats are the watcher's counters.
 func (s *Sidecar) WatcherStats() watcher.Stats { return s.d.w.Stats() }
 
@@ -113,10 +156,15 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer s.close()
 	s.record(Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": s.WS.State}})
 	s.pass(watcher.Batch{Rescan: true})
+	// The triggers queued before the start are a burst already over.
+	s.trigTimer.Stop()
+	s.trigFirst = time.Time{}
+	s.startDrain()
 	s.ready.Store(true)
 	s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
 	for {
-		if s.opt.ExitWhenDone {
+		if s.opt.ExitWhenDone && s.drain == nil && s.trigFirst.IsZero() {
+			// Triggers not yet drained may re-run a step: the plan is not over.
 			switch {
 			case s.d.m.Done():
 				s.Logger.Info("plan is DONE: exiting")
@@ -127,25 +175,30 @@ func (s *Sidecar) Run(ctx context.Context) error {
 				return fmt.Errorf("%w: %s", ErrPlanBlocked, why)
 			}
 		}
+		var began time.Time
 		select {
 		case <-ctx.Done():
 			return s.shutdown()
 		case b, ok := <-s.d.batches():
+			began = time.Now()
 			if !ok {
 				s.alive.Store(false)
 				return errors.New("watcher stopped")
 			}
 			s.pass(b)
 		case err, ok := <-s.d.watchErrors():
+			began = time.Now()
 			if ok {
 				s.Logger.Error("watcher", "err", err)
 				s.record(Entry{Event: "watcher-error", Reason: err.Error()})
 			}
 		case exit := <-s.d.exits():
+			began = time.Now()
 			s.passes.Add(1)
 			s.d.finish(exit)
 			s.afterPlan()
 		case <-s.d.timer.C:
+			began = time.Now()
 			s.passes.Add(1)
 			s.d.feed(TimerFired{})
 			s.afterPlan()
@@ -154,10 +207,20 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			call()
 			s.afterPlan()
 		case <-s.d.inherited:
+			began = time.Now()
 			s.d.inherited = nil
 			s.d.feed(InheritedGone{})
+		case <-s.trigTimer.C:
+			began = time.Now()
+			s.triggersQuiet()
+		case r := <-s.drain:
+			began = time.Now()
+			s.passes.Add(1)
+			s.drained(r)
+			s.afterPlan()
 		}
 		s.opt.Metrics.observe(s.d.m.State())
+		s.turned(began)
 	}
 }
 
@@ -189,18 +252,85 @@ func (s *Sidecar) pass(b watcher.Batch) {
 		s.intakePlans()
 	}
 	if triggersChanged {
-		ts, errs := DrainTriggers(s.WS)
-		for _, err := range errs {
-			s.Logger.Warn("ignored a trigger", "err", err)
-		}
-		if len(ts) > 0 {
-			s.d.feed(TriggersIn{Triggers: ts})
-		}
+		s.triggersChanged()
 	}
 	s.d.batch(b)
 	s.afterPlan()
 	if s.d.active == nil {
 		s.d.lastGate = time.Time{}
+	}
+}
+
+// triggersChanged (re)starts the quiet window after a change in the trigger folder.
+func (s *Sidecar) triggersChanged() {
+	now := time.Now()
+	if s.trigFirst.IsZero() {
+		s.trigFirst = now
+	}
+	s.trigTimer.Reset(max(min(s.opt.TriggerQuiet, s.trigFirst.Add(TriggerHold).Sub(now)), 0))
+}
+
+// triggersQuiet drains the folder once it has been still for TriggerQuiet. The
+// folder's own modification time says when a trigger last came, whatever the lag
+// of the file events.
+func (s *Sidecar) triggersQuiet() {
+	now := time.Now()
+	if fi, err := os.Stat(s.WS.TriggersDir()); err == nil {
+		still := now.Sub(fi.ModTime())
+		if left := s.trigFirst.Add(TriggerHold).Sub(now); still < s.opt.TriggerQuiet && left > 0 {
+			s.trigTimer.Reset(min(s.opt.TriggerQuiet-still, left))
+			return
+		}
+	}
+	s.trigFirst = time.Time{}
+	s.startDrain()
+}
+
+// startDrain reads and removes the queued triggers off the loop: ten thousand files
+// are I/O the loop must not wait on.
+func (s *Sidecar) startDrain() {
+	if s.drain != nil {
+		s.drainAgain = true
+		return
+	}
+	ch := make(chan drained, 1)
+	s.drain = ch
+	ws := s.WS
+	go func() {
+		ts, errs := DrainTriggers(ws)
+		ch <- drained{triggers: ts, errs: errs}
+	}()
+}
+
+// drained hands the machine what a drain read, as one input.
+func (s *Sidecar) drained(r drained) {
+	s.drain = nil
+	for _, err := range r.errs {
+		s.Logger.Warn("ignored a trigger", "err", err)
+	}
+	if len(r.triggers) > 0 {
+		s.d.feed(TriggersIn{Triggers: r.triggers})
+	}
+	if s.drainAgain {
+		s.drainAgain = false
+		s.startDrain()
+	}
+}
+
+// requeue puts back the triggers a drain took from the folder when the sidecar
+// stops before it could act on them, each distinct request once: the next
+// stepseq takes them.
+func (s *Sidecar) requeue(ts []Trigger) {
+	seen := map[Trigger]bool{}
+	for _, t := range ts {
+		t.At = ""
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		if err := WriteTrigger(s.WS, t); err != nil {
+			s.Logger.Warn("trigger lost at stop", "step", t.Step, "err", err)
+		}
 	}
 }
 
@@ -215,6 +345,11 @@ func (s *Sidecar) close() {
 	s.alive.Store(false)
 	s.endCalls()
 	s.d.timer.Stop()
+	s.trigTimer.Stop()
+	if s.drain != nil {
+		s.requeue((<-s.drain).triggers)
+		s.drain = nil
+	}
 	s.d.closeWatcher()
 	s.Lock = nil
 	_ = s.lock.Unlock()

@@ -38,6 +38,12 @@ func fakeAgent(args []string) int {
 		case "stamp":
 			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
 			_ = os.WriteFile(arg, []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
+		case "count":
+			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
+			if f, err := os.OpenFile(arg, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+				fmt.Fprintf(f, "%s %s %d %d\n", os.Getenv("STEPSEQ_STEP"), os.Getenv("STEPSEQ_TRY"), os.Getpid(), time.Now().UnixNano())
+				_ = f.Close()
+			}
 		case "write":
 			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
 			_ = os.WriteFile(arg, []byte("output\n"), 0o644)
@@ -60,6 +66,13 @@ func fakeAgent(args []string) int {
 			cmd := exec.Command("sleep", strings.TrimSuffix(arg, "s"))
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 			_ = cmd.Start()
+		case "straggler":
+			// A background child in the agent's group that ignores SIGTERM and
+			// outlives the agent, its pid in PATH once it ignores the signal.
+			self, _ := os.Executable()
+			cmd := exec.Command(self, "ignoreterm pidfile:"+arg+" sleep:120s")
+			_ = cmd.Start()
+			waitForFile(arg)
 		case "ignoreterm":
 			ignoreTerm()
 		case "envfile":
