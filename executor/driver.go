@@ -163,9 +163,6 @@ func (d *driver) start(l StartAgent) {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
-	if st.UsesReports(l.Step) {
-		_ = os.MkdirAll(d.rt.WS.ReportsDir(l.Step), 0o755) // where the worker drops its reports
-	}
 	d.launchAgent(l, agents, idx)
 }
 
@@ -270,6 +267,16 @@ func (d *driver) stopActive() {
 func (d *driver) setWatch(paths, trees []string) {
 	if slices.Equal(paths, d.watched[0]) && slices.Equal(trees, d.watched[1]) {
 		return
+	}
+	// The running step's report folder exists before it is watched, where the
+	// plan takes reports: the worker's first report never races the folder's
+	// creation.
+	if st := d.m.State(); st != nil {
+		for _, p := range paths {
+			if id, ok := reportsStep(p + "/"); ok && st.UsesReports(id) {
+				_ = os.MkdirAll(d.rt.WS.ReportsDir(id), 0o755)
+			}
+		}
 	}
 	switch {
 	case d.w != nil:

@@ -327,5 +327,5 @@ func (s *State) UsesReports(id string) bool {
 	if sp := s.Steps[id]; sp != nil && sp.Reports != "" {
 		return true
 	}
-	return s.Settings.Reports != ""
+	return s.Settings.Reports != "" || s.IsPull(id)
 }

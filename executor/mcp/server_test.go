@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"os"
+	"os/exec"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -225,6 +227,14 @@ func TestServer_PullPlanThroughFiles(t *testing.T) {
 	}
 	t.Cleanup(func() { rt.Close() })
 	srv := NewServer(Options{Runtime: rt, Engine: FilesEngine(rt.WS)})
+	t.Cleanup(func() {
+		if t.Failed() {
+			j, _ := os.ReadFile(rt.WS.JournalPath())
+			t.Logf("journal:\n%s", j)
+			out, _ := exec.Command("find", rt.WS.Dir+"/.stepseq/reports").CombinedOutput()
+			t.Logf("reports:\n%s", out)
+		}
+	})
 	drive(t, connect(t, srv, "worker"))
 }
 
