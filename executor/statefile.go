@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
-	"time"
 
 	"github.com/google/renameio/v2"
 
@@ -58,31 +56,9 @@ func (f *StateFile) Bytes() ([]byte, error) { return f.readBytes() }
 type StateFile struct {
 	Path string
 	// last is what this process last read or wrote, so that it can tell its own
-	// writes from others' and skip parsing an unchanged file; seen is the file's
-	// identity, size and time when it held last, so that most checks need no read.
+	// writes from others' and skip parsing an unchanged file: a comparison of
+	// bytes, no hash.
 	last []byte
-	seen fileStamp
-}
-
-// fileStamp is what stat says of a file: a file with the same inode, size and
-// modification time holds the same bytes, unless it was rewritten in place within
-// one tick of the kernel's coarse clock (see stampSlack).
-type fileStamp struct {
-	ino, size uint64
-	mtime     int64
-	ok        bool
-}
-
-// stampSlack is how old a file's modification time must be before its stamp alone
-// is trusted: a writer within the same clock tick leaves the time unchanged.
-const stampSlack = 50 * time.Millisecond
-
-func stampOf(fi os.FileInfo) fileStamp {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileStamp{}
-	}
-	return fileStamp{ino: st.Ino, size: uint64(st.Size), mtime: fi.ModTime().UnixNano(), ok: true}
 }
 
 // Read parses the file. A missing file returns (nil, fs.ErrNotExist).
@@ -98,24 +74,14 @@ func (f *StateFile) Read() (*planspec.State, error) {
 // what this process last read or wrote: a file event on the state file is often
 // the echo of this process's own write. changed is false for that echo.
 func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error) {
-	fi, serr := os.Stat(f.Path)
-	if serr == nil && f.seen.ok && f.last != nil && stampOf(fi) == f.seen && time.Since(fi.ModTime()) > stampSlack {
-		return nil, false, nil
-	}
 	data, err := f.readBytes()
 	if err != nil {
 		return nil, true, err
 	}
 	if f.last != nil && bytes.Equal(data, f.last) {
-		if serr == nil {
-			f.seen = stampOf(fi)
-		}
 		return nil, false, nil
 	}
 	st, err = f.parse(data)
-	if err == nil && serr == nil {
-		f.seen = stampOf(fi)
-	}
 	return st, true, err
 }
 
@@ -124,7 +90,7 @@ func (f *StateFile) parse(data []byte) (*planspec.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.last, f.seen = data, fileStamp{}
+	f.last = data
 	return st, nil
 }
 
@@ -164,10 +130,7 @@ func (f *StateFile) WriteBytes(data []byte) error {
 		}
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
-	f.last, f.seen = data, fileStamp{}
-	if fi, err := os.Stat(f.Path); err == nil {
-		f.seen = stampOf(fi)
-	}
+	f.last = data
 	return syncDir(dir)
 }
 

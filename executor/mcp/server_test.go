@@ -1,10 +1,10 @@
 package mcp
 
 import (
-	"os"
-	"os/exec"
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
