@@ -34,6 +34,7 @@ type driver struct {
 	lock     *Lock
 	launcher Launcher
 	notifier Notifier
+	onChange func() // after a state write or a notification: SidecarOptions.OnChange
 	metrics  *Metrics
 	ctx      context.Context
 
@@ -96,7 +97,11 @@ func (d *driver) feed(in Input) {
 func (d *driver) perform(e Effect) {
 	switch e := e.(type) {
 	case WriteState:
-		d.feed(Written{Err: d.sf.Write(e.State)})
+		err := d.sf.Write(e.State)
+		if err == nil && d.onChange != nil {
+			d.onChange()
+		}
+		d.feed(Written{Err: err})
 	case ReadState:
 		d.readState()
 	case StartAgent:
@@ -109,6 +114,9 @@ func (d *driver) perform(e Effect) {
 	case Notify:
 		if d.notifier != nil {
 			d.notifier.Notify(e.Note)
+		}
+		if d.onChange != nil {
+			d.onChange()
 		}
 	case SetWatch:
 		d.setWatch(e.Paths, e.Trees)

@@ -29,6 +29,9 @@ type SidecarOptions struct {
 	ExitWhenDone bool          // Run returns once the plan is DONE (nil) or blocked (ErrPlanBlocked)
 	Metrics      *Metrics      // nil: no metrics
 	Notifier     Notifier      // nil: transitions are journaled only
+	// OnChange is called from the loop after each state write and notification,
+	// for readers of the state file (the live page) to look again.
+	OnChange func()
 }
 
 // Sidecar is `stepseq watch`: one event loop owns the state machine and feeds it
@@ -45,6 +48,7 @@ type Sidecar struct {
 	ready  atomic.Bool
 	alive  atomic.Bool
 	passes atomic.Uint64
+	hb     Heartbeat
 }
 
 // NewSidecar takes the workspace lock and arms the watcher. A second sidecar on the
@@ -74,6 +78,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.d.plans = opt.PlansDir
 	s.d.metrics = opt.Metrics
 	s.d.notifier = opt.Notifier
+	s.d.onChange = opt.OnChange
 	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher")}
 	// The first watch set comes from the state as it is, so that nothing written
 	// between now and the first pass is missed.
@@ -97,6 +102,12 @@ func (s *Sidecar) Ready() bool { return s.ready.Load() }
 
 // Alive reports whether the loop and the watcher are running.
 func (s *Sidecar) Alive() bool { return s.alive.Load() }
+
+// Healthy reports whether the loop runs and has not been stuck in one turn, nor
+// left work untaken, for longer than bound: /healthz.
+func (s *Sidecar) Healthy(now time.Time, bound time.Duration) bool {
+	return s.Alive() && s.hb.Healthy(now, bound)
+}
 
 // Passes counts the inputs the loop took.
 func (s *Sidecar) Passes() uint64 { return s.passes.Load() }
@@ -126,6 +137,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 				return fmt.Errorf("%w: %s", ErrPlanBlocked, why)
 			}
 		}
+		s.hb.Turned(time.Now())
 		select {
 		case <-ctx.Done():
 			return s.shutdown()
@@ -141,11 +153,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 				s.record(Entry{Event: "watcher-error", Reason: err.Error()})
 			}
 		case exit := <-s.d.exits():
-			s.passes.Add(1)
+			s.took()
 			s.d.finish(exit)
 			s.afterPlan()
 		case <-s.d.timer.C:
-			s.passes.Add(1)
+			s.took()
 			s.d.feed(TimerFired{})
 			s.afterPlan()
 		case <-s.d.inherited:
@@ -161,7 +173,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 func (s *Sidecar) pass(b watcher.Batch) {
 	s.Logger.Debug("pass", "paths", b.Paths, "rescan", b.Rescan)
 	s.opt.Metrics.pass()
-	s.passes.Add(1)
+	s.took()
 	if len(b.Paths) > 0 && s.d.lastGate.IsZero() && s.d.active == nil {
 		s.d.lastGate = time.Now().Add(-s.opt.Settle)
 	}
@@ -197,6 +209,12 @@ func (s *Sidecar) pass(b watcher.Batch) {
 	if s.d.active == nil {
 		s.d.lastGate = time.Time{}
 	}
+}
+
+// took counts an input the loop takes, and marks the loop busy until its turn ends.
+func (s *Sidecar) took() {
+	s.passes.Add(1)
+	s.hb.Busy(time.Now())
 }
 
 // afterPlan lets the next plan waiting in the folder start once one is over.
