@@ -153,7 +153,9 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			defer notes.Close()
+			// What the last transitions said goes out before the sidecar ends,
+			// unless a sink is down: then it waits in the outbox.
+			defer notes.Close(notifyFlush)
 			if listen != "" {
 				h := web.New(page, web.Options{})
 				stop, err := serveHealth(cmd.Context(), listen, sc, reg, h, executor.DefaultHealthBound, log.Error)
@@ -180,6 +182,9 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
 	return cmd
 }
+
+// notifyFlush bounds the wait for the sinks when a command that notifies ends.
+const notifyFlush = 2 * time.Second
 
 // notifierFunc makes a function an executor.Notifier.
 type notifierFunc func(executor.Notification)

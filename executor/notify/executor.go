@@ -95,12 +95,19 @@ func (f *Follower) Notify(note executor.Notification) {
 	}
 }
 
-// Close closes the notifier in use, waiting at most CloseWait.
-func (f *Follower) Close() error {
+// Close gives the sinks up to flush to deliver what is in the outbox, then
+// closes the notifier in use, waiting at most CloseWait. What is left stays in
+// the outbox for the next sidecar.
+func (f *Follower) Close(flush time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n == nil {
 		return nil
+	}
+	if flush > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), flush)
+		_ = f.n.Flush(ctx)
+		cancel()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), CloseWait)
 	defer cancel()
