@@ -138,7 +138,7 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 			// workspace lock: one notifier per workspace.
 			var notes *notify.Follower
 			sc, err = executor.NewSidecar(rt, executor.SidecarOptions{
-				PlansDir: filepath.Join(dir, "plans"), Settle: settle, Poll: poll,
+				PlansDir: filepath.Join(rt.WS.Dir, "plans"), Settle: settle, Poll: poll,
 				ExitWhenDone: exitWhenDone, Metrics: metrics,
 				Notifier: notifierFunc(func(n executor.Notification) { notes.Notify(n) }),
 				OnChange: page.Poke,
