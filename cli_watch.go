@@ -157,6 +157,9 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 			// unless a sink is down: then it waits in the outbox.
 			defer notes.Close(notifyFlush)
 			if listen != "" {
+				if err := page.WatchFeed(cmd.Context()); err != nil {
+					log.Warn("the live page will not see new notifications at once", "err", err)
+				}
 				h := web.New(page, web.Options{})
 				stop, err := serveHealth(cmd.Context(), listen, sc, reg, h, executor.DefaultHealthBound, log.Error)
 				if err != nil {

@@ -1,11 +1,15 @@
 package web
 
 import (
+	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/notify"
@@ -42,6 +46,44 @@ func NewWorkspace(rt *executor.Runtime, maxRetries, logTail int) *Workspace {
 
 // Poke says the workspace changed: the open pages read it again.
 func (w *Workspace) Poke() { w.Notify() }
+
+// WatchFeed pokes the pages each time the notifications feed is written, until
+// ctx ends: its sinks write it after the notification's OnChange, from their own
+// goroutine. The workspace's .stepseq folder must exist (a sidecar made it).
+func (w *Workspace) WatchFeed(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	meta := filepath.Dir(w.rt.WS.JournalPath())
+	if err := fw.Add(meta); err != nil {
+		fw.Close()
+		return err
+	}
+	feed := filepath.Join(meta, notify.FeedName)
+	go func() {
+		defer fw.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-fw.Events:
+				if !ok {
+					return
+				}
+				if ev.Name == feed {
+					w.Poke()
+				}
+			case _, ok := <-fw.Errors:
+				if !ok {
+					return
+				}
+				w.Poke()
+			}
+		}
+	}()
+	return nil
+}
 
 // View reads the workspace as of now. A state file that cannot be read is a
 // page that says so in Waiting, with the notifications still shown.
