@@ -255,3 +255,42 @@ func TestWatch_HealthzStuckLoop(t *testing.T) {
 		t.Errorf("/healthz after the loop ended = %d, want 503", code)
 	}
 }
+
+// TestStatusView_FollowNotes: status --follow on a pipe prints each new
+// notification once, as it is written to the feed, between reports.
+func TestStatusView_FollowNotes(t *testing.T) {
+	dir := t.TempDir()
+	replaceFile(t, filepath.Join(dir, "state.json"), runningState)
+	n, err := notify.New(notify.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	var out, logs syncBuffer
+	v := followView(t, dir, &out, &logs, false, func() time.Time { return time.Date(2026, 2, 10, 21, 31, 0, 0, time.UTC) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- v.followChanges(ctx, time.Second) }()
+	waitUntil(t, "the first report", 10*time.Second, func() bool { return strings.Contains(out.String(), "running 1m0s") })
+	for _, s := range []string{"accepted", "milestone"} {
+		n.Notify(executor.Notification{Time: time.Now(), Plan: "p", Step: "build", Try: 1, Who: "worker", Status: s, Output: "said " + s, Next: "more"})
+	}
+	waitUntil(t, "both notifications", 10*time.Second, func() bool {
+		return strings.Contains(out.String(), "build try 1  milestone: said milestone — next: more")
+	})
+	replaceFile(t, filepath.Join(dir, "state.json"), doneState)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	// Once as it came, once in the last report's list.
+	for _, s := range []string{"accepted: said accepted", "milestone: said milestone"} {
+		if c := strings.Count(text, s); c != 2 {
+			t.Errorf("%q printed %d times, want 2: %q", s, c, text)
+		}
+	}
+	if i, j := strings.Index(text, "said accepted"), strings.Index(text, "said milestone"); i < 0 || j < i {
+		t.Errorf("the notifications are not in order: %q", text)
+	}
+}
