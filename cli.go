@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -218,7 +219,30 @@ func newChain(statePath string, g *globals) (*executor.Chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &executor.Chain{Runtime: rt}, nil
+	return &executor.Chain{Runtime: rt, OpenNotifier: func(st *planspec.State) (executor.Notifier, func()) {
+		return openNotifier(rt, st)
+	}}, nil
+}
+
+// openNotifier is the notifier of a check or step: the plan's sinks and the feed.
+// Before the command ends its sinks get notifyFlush to deliver; what is left
+// goes out with the next stepseq on the workspace.
+func openNotifier(rt *executor.Runtime, st *planspec.State) (executor.Notifier, func()) {
+	n, err := notify.New(notifyConfig(rt, notify.PlanSinks(st.Settings.Notify), nil))
+	if err != nil {
+		rt.Logger.Error("notifications off for this run", "err", err)
+		return nil, func() {}
+	}
+	return n, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyFlush)
+		_ = n.Flush(ctx)
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), notify.CloseWait)
+		defer cancel()
+		if err := n.Close(ctx); err != nil {
+			rt.Logger.Warn("closing the notifier", "err", err)
+		}
+	}
 }
 
 // exitCodesHelp closes the help of the commands that use the documented exit codes.

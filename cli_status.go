@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -110,13 +111,20 @@ type statusView struct {
 	rows    int // terminal rows the last text report took, to redraw over it
 	// rejectedShown is the list of rejected plans last printed, to tell news.
 	rejectedShown string
+	// noteShown is the ID of the newest notification printed.
+	noteShown string
 }
 
-// statusJSON is `status --json`: the report, and the plans the sidecar rejected.
+// statusJSON is `status --json`: the report, the plans the sidecar rejected and
+// the last notifications, oldest first.
 type statusJSON struct {
 	executor.Report
 	RejectedPlans []executor.PlanListing `json:"rejectedPlans"`
+	Notifications []notify.Report        `json:"notifications"`
 }
+
+// notesShown is how many of the last notifications a report shows.
+const notesShown = 5
 
 // errBlocked ends status with exit 1 when the plan is blocked: the report said why.
 var errBlocked = &exitError{code: 1}
@@ -202,6 +210,7 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 	}
 	rejected := v.rejected(st)
 	v.rejectedShown = fmt.Sprint(rejected)
+	notes := v.notes()
 	describe := executor.DescribeOwned // st is read once and given up here: no copy is parsed
 	if v.follow {
 		describe = executor.Describe // a tick draws the same state again
@@ -214,13 +223,14 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 		if !v.follow {
 			enc.SetIndent("", "  ")
 		}
-		if err := enc.Encode(statusJSON{Report: r, RejectedPlans: rejected}); err != nil {
+		if err := enc.Encode(statusJSON{Report: r, RejectedPlans: rejected, Notifications: notes}); err != nil {
 			return r, err
 		}
 	} else {
 		var text bytes.Buffer
 		writeText(&text, r, now, v.color)
 		writeRejected(&text, rejected)
+		writeNotes(&text, notes, now)
 		if v.printed > 0 {
 			if v.tty && v.rows > 0 {
 				// Over the last report, in place: up to its first row, then clear below.
@@ -239,6 +249,46 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 	v.shown = sha256.Sum256(data)
 	v.printed++
 	return r, condErr
+}
+
+// notes are the last notifications of the workspace, oldest first; none when the
+// feed cannot be read. The newest is remembered as shown.
+func (v *statusView) notes() []notify.Report {
+	notes, err := notify.Recent(v.rt.WS.Dir, notesShown)
+	if err != nil {
+		v.log.Warn("cannot read the notifications", "err", err)
+	}
+	if notes == nil {
+		notes = []notify.Report{}
+	}
+	if len(notes) > 0 {
+		v.noteShown = notes[len(notes)-1].ID
+	}
+	return notes
+}
+
+// writeNotes lists the last notifications, newest last.
+func writeNotes(b *bytes.Buffer, notes []notify.Report, now time.Time) {
+	if len(notes) == 0 {
+		return
+	}
+	b.WriteString("\nnotifications:\n")
+	for _, n := range notes {
+		writeNote(b, n, now)
+	}
+}
+
+// writeNote is one notification on one line.
+func writeNote(b *bytes.Buffer, n notify.Report, now time.Time) {
+	where := "plan"
+	if n.Step != "" {
+		where = fmt.Sprintf("%s try %d", n.Step, n.Try)
+	}
+	fmt.Fprintf(b, "  %s  %s  %s: %s", executor.ClockTime(n.Time, now), where, n.Status, firstLine(n.Output, 80))
+	if n.Next != "" && n.Next != "none" {
+		fmt.Fprintf(b, " — next: %s", firstLine(n.Next, 60))
+	}
+	b.WriteString("\n")
 }
 
 // writeRejected lists the rejected plans with their first errors.
@@ -316,6 +366,14 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 	if err := w.Add(plansDir); err != nil {
 		plansDir = ""
 	}
+	// And the notifications feed, in a folder the sidecar may not have made yet.
+	metaDir, feedSeen := filepath.Dir(v.rt.WS.JournalPath()), false
+	watchFeed := func() {
+		if !feedSeen && w.Add(metaDir) == nil {
+			feedSeen = true
+		}
+	}
+	watchFeed()
 	var (
 		invalid = time.NewTimer(time.Hour)
 		ticker  *time.Ticker
@@ -358,6 +416,7 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 		return false, nil
 	}
 	update := func() (bool, error) {
+		watchFeed()
 		data, st, err := v.load()
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -413,6 +472,11 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 					continue
 				}
 				end, err = show(last, lastSt)
+			case feedSeen && ev.Name == filepath.Join(metaDir, notify.FeedName):
+				if lastSt == nil || !ev.Has(fsnotify.Write|fsnotify.Create) {
+					continue
+				}
+				end, err = v.newNotes(last, lastSt, show)
 			case filepath.Base(ev.Name) != base:
 				continue
 			default:
@@ -441,6 +505,26 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 			return err
 		}
 	}
+}
+
+// newNotes shows notifications that came since the last report: on a pipe, as
+// lines of their own after it; on a terminal or as JSON, in the report again.
+func (v *statusView) newNotes(data []byte, st *planspec.State, show func([]byte, *planspec.State) (bool, error)) (bool, error) {
+	notes, err := notify.Since(v.rt.WS.Dir, v.noteShown, notesShown)
+	if err != nil || len(notes) == 0 {
+		return false, nil
+	}
+	if v.tty || v.json {
+		return show(data, st)
+	}
+	var b bytes.Buffer
+	now := v.rt.Now()
+	for _, n := range notes {
+		writeNote(&b, n, now)
+	}
+	v.noteShown = notes[len(notes)-1].ID
+	_, err = v.out.Write(b.Bytes())
+	return false, err
 }
 
 // writeText writes the report as a table for people; times are shown relative

@@ -8,8 +8,10 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +21,8 @@ import (
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/mcp"
+	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/web"
 	"github.com/stepseq/stepseq/watcher"
 )
 
@@ -65,6 +69,8 @@ func newWatchCmd(g *globals) *cobra.Command {
 		listen       string
 		exitWhenDone bool
 		retain       string
+		notifyCmds   []string
+		notifyHooks  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "watch [DIR]",
@@ -75,9 +81,17 @@ idle. One sidecar per workspace: a second one on the same DIR exits 2. DIR must 
 
 SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL after
 --grace); a second signal once the stop is under way exits at once.
+
+Every transition of the plan is a notification (dispatching, accepted, milestone,
+done, blocked, timeout, the plan's end, a heartbeat): it is appended to
+DIR/.stepseq/notifications.jsonl and delivered, at least once and in order, to the
+plan's notify: sinks and to those of --notify-command and --notify-webhook.
+--exit-when-done exits 0 once the plan is DONE and 1 once it is blocked.
 ` + exitCodesHelp + agentEnvHelp,
 		Example: `  STEP_AGENT_CMD='openclaw agent --message' stepseq watch .
-  stepseq watch ./workspace --listen :8080          # /healthz, /readyz, /metrics
+  stepseq watch ./workspace --listen :8080          # the live page, /healthz, /readyz, /metrics
+  stepseq watch . --notify-command 'notify-send stepseq'
+  stepseq watch . --notify-webhook https://ntfy.sh/my-topic
   stepseq watch . --exit-when-done                  # for CI: exit once DONE
   stepseq watch /mnt/nfs/ws --poll 2s               # no file events on NFS`,
 		Args: cobra.MaximumNArgs(1),
@@ -110,9 +124,30 @@ SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL afte
 				s := sc.WatcherStats()
 				return s.Events, s.Overflows, s.Watches
 			})
+			sinks, err := flagSinks(notifyCmds, notifyHooks)
+			if err != nil {
+				return err
+			}
+			maxRetries, err := executor.MaxRetriesFromEnv(rt.Getenv)
+			if err != nil {
+				return err
+			}
+			// The page reads the workspace through a runtime of its own, from
+			// the requests' goroutines; the loop only tells it when to look.
+			pageRT, err := executor.NewRuntime(state, log)
+			if err != nil {
+				return err
+			}
+			defer pageRT.Close()
+			page := web.NewWorkspace(pageRT, maxRetries, 0)
+			// The notifier opens the outbox only once the sidecar holds the
+			// workspace lock: one notifier per workspace.
+			var notes *notify.Follower
 			sc, err = executor.NewSidecar(rt, executor.SidecarOptions{
-				PlansDir: filepath.Join(dir, "plans"), Settle: settle, Poll: poll,
+				PlansDir: filepath.Join(rt.WS.Dir, "plans"), Settle: settle, Poll: poll,
 				ExitWhenDone: exitWhenDone, Metrics: metrics,
+				Notifier: notifierFunc(func(n executor.Notification) { notes.Notify(n) }),
+				OnChange: page.Poke,
 			})
 			if errors.Is(err, executor.ErrLocked) || errors.Is(err, watcher.ErrWatchLimit) {
 				return &exitError{code: 2, err: err}
@@ -120,9 +155,20 @@ SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL afte
 			if err != nil {
 				return err
 			}
+			notes, err = notify.NewFollower(notifyConfig(rt, sinks, reg), rt.WS.State)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			// What the last transitions said goes out before the sidecar ends,
+			// unless a sink is down: then it waits in the outbox.
+			defer notes.Close(notifyFlush)
 			if listen != "" {
+				if err := page.WatchFeed(cmd.Context()); err != nil {
+					log.Warn("the live page will not see new notifications at once", "err", err)
+				}
+				h := web.New(page, web.Options{})
 				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log}
-				stop, err := serveHealth(cmd.Context(), listen, sc, reg, log.Error, mcp.Handler(mcpOpt))
+				stop, err := serveHealth(cmd.Context(), listen, sc, reg, h, mcp.Handler(mcpOpt), executor.DefaultHealthBound, log.Error)
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -132,21 +178,75 @@ SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL afte
 			defer stopRetention()
 			go executor.RunRetention(retention, rt.WS, policy, rt.Now, log)
 			log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "pid", os.Getpid())
-			return sc.Run(cmd.Context())
+			err = sc.Run(cmd.Context())
+			if errors.Is(err, executor.ErrPlanBlocked) {
+				return &exitError{code: 1, err: err}
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	cmd.Flags().DurationVar(&poll, "poll", 0, "poll at this interval instead of file events (NFS, 9p, Docker Desktop mounts)")
 	cmd.Flags().DurationVar(&grace, "grace", executor.DefaultGrace, "time between SIGTERM and SIGKILL for an agent")
 	cmd.Flags().DurationVar(&settle, "settle", executor.DefaultSettle, "coalescing window for bursts of file events")
-	cmd.Flags().StringVar(&listen, "listen", "", "serve /healthz, /readyz and /metrics on this address, e.g. :8080")
-	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE")
+	cmd.Flags().StringVar(&listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. :8080")
+	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked")
+	cmd.Flags().StringArrayVar(&notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
+	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
 	cmd.Flags().StringVar(&retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
 	return cmd
 }
 
-// serveHealth serves the probes and metrics until stop is called.
-func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *prometheus.Registry, logErr func(string, ...any), mcpHandler http.Handler) (stop func(), err error) {
+// notifyFlush bounds the wait for the sinks when a command that notifies ends.
+const notifyFlush = 2 * time.Second
+
+// notifierFunc makes a function an executor.Notifier.
+type notifierFunc func(executor.Notification)
+
+func (f notifierFunc) Notify(n executor.Notification) { f(n) }
+
+// flagSinks are the sinks of --notify-command and --notify-webhook.
+func flagSinks(cmds, hooks []string) ([]notify.SinkConfig, error) {
+	var sinks []notify.SinkConfig
+	for _, c := range cmds {
+		argv := strings.Fields(c)
+		if len(argv) == 0 {
+			return nil, usageErr("--notify-command: empty command")
+		}
+		sinks = append(sinks, notify.SinkConfig{Command: argv})
+	}
+	for _, h := range hooks {
+		u, err := url.Parse(h)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usageErr("--notify-webhook %q: want an http or https URL, like https://ntfy.sh/my-topic", h)
+		}
+		sinks = append(sinks, notify.SinkConfig{Webhook: h})
+	}
+	return sinks, nil
+}
+
+// notifyConfig is the notifier of a workspace: metrics on reg (nil: none), and
+// every report given up journaled.
+func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg prometheus.Registerer) notify.Config {
+	journal, log := rt.Journal, rt.Logger
+	return notify.Config{
+		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg,
+		OnGiveUp: func(sink string, r notify.Report, err error) {
+			e := executor.Entry{Event: "notify-give-up", Step: r.Step, Try: r.Try, Reason: err.Error(),
+				Detail: map[string]any{"sink": sink}}
+			if r.ID != "" {
+				e.Detail["id"], e.Detail["status"] = r.ID, r.Status
+			}
+			if err := journal.Record(e); err != nil {
+				log.Warn("journal not written", "err", err)
+			}
+		},
+	}
+}
+
+// serveHealth serves the live page, the probes and the metrics until stop is
+// called. /healthz fails once the loop is stuck in one turn past bound.
+func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *prometheus.Registry, page *web.Handler, mcpHandler http.Handler, bound time.Duration, logErr func(string, ...any)) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
@@ -162,11 +262,19 @@ func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *pr
 			_, _ = io.WriteString(w, "ok\n")
 		}
 	}
-	mux.Handle("/healthz", probe(sc.Alive))
+	mux.Handle("/healthz", probe(func() bool { return sc.Healthy(time.Now(), bound) }))
 	mux.Handle("/readyz", probe(sc.Ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/mcp", mcpHandler)
+	if mcpHandler != nil {
+		mux.Handle("/mcp", mcpHandler)
+	}
+	if page != nil {
+		mux.Handle("/", page)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if page != nil {
+		srv.RegisterOnShutdown(page.Close)
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logErr("health server", "err", err)

@@ -24,6 +24,10 @@ var ErrStepFailed = errors.New("executor: step failed")
 // state machine driven until it settles.
 type Chain struct {
 	*Runtime
+	// OpenNotifier, when set, is called once the workspace lock is held, with the
+	// state read; the chain's transitions go to the notifier it returns (nil: none),
+	// and done is called before the lock is released.
+	OpenNotifier func(st *planspec.State) (n Notifier, done func())
 }
 
 // Check is `stepseq check`: the heartbeat's check, then the whole chain.
@@ -68,6 +72,11 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	}()
 
 	d := newDriver(ctx, c.Runtime, sf, lock, MachineConfig{Driver: kind, MaxRetries: maxRetries, StampHeartbeat: true})
+	if c.OpenNotifier != nil {
+		n, done := c.OpenNotifier(st)
+		d.notifier = n
+		defer done()
+	}
 	d.wcfg.Settle = time.Millisecond
 	defer d.closeWatcher()
 	defer d.timer.Stop()

@@ -36,6 +36,7 @@ type driver struct {
 	pull     *PullLauncher // steps whose agent is mcp; nil: none can run here
 	verdict  func(ReportVerdict)
 	notifier Notifier
+	onChange func() // after a state write or a notification: SidecarOptions.OnChange
 	metrics  *Metrics
 	ctx      context.Context
 
@@ -98,7 +99,11 @@ func (d *driver) feed(in Input) {
 func (d *driver) perform(e Effect) {
 	switch e := e.(type) {
 	case WriteState:
-		d.feed(Written{Err: d.sf.Write(e.State)})
+		err := d.sf.Write(e.State)
+		if err == nil && d.onChange != nil {
+			d.onChange()
+		}
+		d.feed(Written{Err: err})
 	case ReadState:
 		d.readState()
 	case StartAgent:
@@ -111,6 +116,9 @@ func (d *driver) perform(e Effect) {
 	case Notify:
 		if d.notifier != nil {
 			d.notifier.Notify(e.Note)
+		}
+		if d.onChange != nil {
+			d.onChange()
 		}
 	case SetWatch:
 		d.setWatch(e.Paths, e.Trees)

@@ -578,7 +578,7 @@ func TestMachine_RetryGrantsATryPastTheLimit(t *testing.T) {
 	}
 }
 
-func TestMachine_Heartbeat(t *testing.T) {
+func TestMachine_HeartbeatEveryMinute(t *testing.T) {
 	r := newRig(t, planAB(`,"stepseq":{"heartbeat":"1m"}`), true)
 	r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "accepted"})})
 	r.take()

@@ -32,6 +32,9 @@ type SidecarOptions struct {
 	// TriggerQuiet is how long the trigger folder must be still before it is
 	// drained; 0: DefaultTriggerQuiet.
 	TriggerQuiet time.Duration
+	// OnChange is called from the loop after each state write and notification,
+	// for readers of the state file (the live page) to look again.
+	OnChange func()
 }
 
 // Sidecar is `stepseq watch`: one event loop owns the state machine and feeds it
@@ -59,6 +62,7 @@ type Sidecar struct {
 	trigFirst  time.Time // the first trigger change not drained yet
 
 	longest atomic.Int64 // the longest turn of the loop, in ns
+	hb      Heartbeat    // when the loop last turned, for /healthz
 }
 
 // DefaultTriggerQuiet is how long the trigger folder must be still before it is
@@ -105,6 +109,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.d.metrics = opt.Metrics
 	s.d.notifier = opt.Notifier
 	s.initCalls()
+	s.d.onChange = opt.OnChange
 	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher")}
 	// The first watch set comes from the state as it is, so that nothing written
 	// between now and the first pass is missed.
@@ -128,6 +133,12 @@ func (s *Sidecar) Ready() bool { return s.ready.Load() }
 
 // Alive reports whether the loop and the watcher are running.
 func (s *Sidecar) Alive() bool { return s.alive.Load() }
+
+// Healthy reports whether the loop runs and has not been stuck in one turn, nor
+// left work untaken, for longer than bound: /healthz.
+func (s *Sidecar) Healthy(now time.Time, bound time.Duration) bool {
+	return s.Alive() && s.hb.Healthy(now, bound)
+}
 
 // Passes counts the inputs the loop took.
 func (s *Sidecar) Passes() uint64 { return s.passes.Load() }
@@ -176,6 +187,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			}
 		}
 		var began time.Time
+		s.hb.Turned(time.Now())
 		select {
 		case <-ctx.Done():
 			return s.shutdown()
@@ -194,16 +206,17 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			}
 		case exit := <-s.d.exits():
 			began = time.Now()
-			s.passes.Add(1)
+			s.took()
 			s.d.finish(exit)
 			s.afterPlan()
 		case <-s.d.timer.C:
 			began = time.Now()
-			s.passes.Add(1)
+			s.took()
 			s.d.feed(TimerFired{})
 			s.afterPlan()
 		case call := <-s.calls:
-			s.passes.Add(1)
+			began = time.Now()
+			s.took()
 			call()
 			s.afterPlan()
 		case <-s.d.inherited:
@@ -215,7 +228,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			s.triggersQuiet()
 		case r := <-s.drain:
 			began = time.Now()
-			s.passes.Add(1)
+			s.took()
 			s.drained(r)
 			s.afterPlan()
 		}
@@ -229,7 +242,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 func (s *Sidecar) pass(b watcher.Batch) {
 	s.Logger.Debug("pass", "paths", b.Paths, "rescan", b.Rescan)
 	s.opt.Metrics.pass()
-	s.passes.Add(1)
+	s.took()
 	if len(b.Paths) > 0 && s.d.lastGate.IsZero() && s.d.active == nil {
 		s.d.lastGate = time.Now().Add(-s.opt.Settle)
 	}
@@ -332,6 +345,12 @@ func (s *Sidecar) requeue(ts []Trigger) {
 			s.Logger.Warn("trigger lost at stop", "step", t.Step, "err", err)
 		}
 	}
+}
+
+// took counts an input the loop takes, and marks the loop busy until its turn ends.
+func (s *Sidecar) took() {
+	s.passes.Add(1)
+	s.hb.Busy(time.Now())
 }
 
 // afterPlan lets the next plan waiting in the folder start once one is over.

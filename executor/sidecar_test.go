@@ -157,9 +157,11 @@ func TestSidecar_TornStateIsNeverOverwritten(t *testing.T) {
 
 func TestSidecar_PlanDropped(t *testing.T) {
 	w := newTestWS(t, "")
-	w.startSidecar(SidecarOptions{})
+	// Both are there when the sidecar starts: they are taken in file-name order.
+	// (Dropped one at a time into an idle sidecar, the first dropped runs first.)
 	w.writeFile("plans/b-second.yaml", "steps:\n  - id: two\n    title: Two\n    instruction: write:two.txt\n    requiredOutputs: [two.txt]\n")
 	w.writeFile("plans/a-first.yaml", "steps:\n  - id: one\n    title: One\n    instruction: write:one.txt waitfor:go\n    requiredOutputs: [one.txt]\n")
+	w.startSidecar(SidecarOptions{})
 	// The first plan by file name runs; the second waits its turn.
 	w.waitState("a-first running", func(st *planspec.State) bool {
 		return st.Settings.Name == "a-first" && st.Run("one").Status == planspec.StatusInProgress

@@ -8,8 +8,9 @@
 // script only swaps in the fragments the event stream sends. There is no
 // front-end build and nothing is fetched from elsewhere.
 //
-// The package knows nothing of how a state is read. It shows a [View] that a
-// [Source] hands it and re-reads the view when the source says it changed; the
-// command line adapts the executor's status to a Source. It launches nothing
-// and writes no file.
+// The page shows a [View] that a [Source] hands it and re-reads the view when
+// the source says it changed. [Workspace] is the Source of a workspace a
+// sidecar runs: it reads the state file, the notifications feed and the logs
+// from disk, and the sidecar pokes it after each state write and notification.
+// The package launches nothing and writes no file.
 package web

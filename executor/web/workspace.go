@@ -1,0 +1,204 @@
+package web
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// NotesShown is how many of the newest notifications a workspace's page shows.
+const NotesShown = 50
+
+// Workspace is the Source of a workspace a sidecar runs: every View reads the
+// state file, the notifications feed and the current tries' logs from disk, so
+// it never touches the sidecar's memory and is safe from any goroutine. The
+// sidecar calls Poke (SidecarOptions.OnChange) after each state write and
+// notification.
+type Workspace struct {
+	Signal
+
+	rt         *executor.Runtime // the page's own: Describe's reads are not shared with the loop
+	maxRetries int
+	tail       int64
+
+	mu sync.Mutex // Describe uses rt's lazily opened root
+}
+
+// NewWorkspace is the page's source for the workspace of rt. maxRetries is
+// STEP_MAX_RETRIES, for what the plan waits for; logTail the most of each log
+// read (0: DefaultLogTailBytes).
+func NewWorkspace(rt *executor.Runtime, maxRetries, logTail int) *Workspace {
+	if logTail <= 0 {
+		logTail = DefaultLogTailBytes
+	}
+	return &Workspace{rt: rt, maxRetries: maxRetries, tail: int64(logTail)}
+}
+
+// Poke says the workspace changed: the open pages read it again.
+func (w *Workspace) Poke() { w.Notify() }
+
+// WatchFeed pokes the pages each time the notifications feed is written, until
+// ctx ends: its sinks write it after the notification's OnChange, from their own
+// goroutine. The workspace's .stepseq folder must exist (a sidecar made it).
+func (w *Workspace) WatchFeed(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	meta := filepath.Dir(w.rt.WS.JournalPath())
+	if err := fw.Add(meta); err != nil {
+		fw.Close()
+		return err
+	}
+	feed := filepath.Join(meta, notify.FeedName)
+	go func() {
+		defer fw.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-fw.Events:
+				if !ok {
+					return
+				}
+				if ev.Name == feed {
+					w.Poke()
+				}
+			case _, ok := <-fw.Errors:
+				if !ok {
+					return
+				}
+				w.Poke()
+			}
+		}
+	}()
+	return nil
+}
+
+// View reads the workspace as of now. A state file that cannot be read is a
+// page that says so in Waiting, with the notifications still shown.
+func (w *Workspace) View() View {
+	v := View{Notifications: []NoteView{}}
+	if notes, err := notify.Recent(w.rt.WS.Dir, NotesShown); err == nil {
+		for _, n := range notes {
+			v.Notifications = append(v.Notifications, NoteView{Time: n.Time, Step: n.Step, Try: n.Try,
+				Status: n.Status, Output: n.Output, Next: n.Next})
+		}
+	}
+	st, err := (&executor.StateFile{Path: w.rt.WS.State}).Read()
+	if err != nil {
+		v.Status, v.Waiting = "NO STATE", err.Error()
+		return v
+	}
+	w.mu.Lock()
+	r, err := executor.Describe(w.rt, st, time.Now(), w.maxRetries)
+	w.mu.Unlock()
+	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
+	v.Waiting = r.WaitingFor.Reason
+	if err != nil {
+		v.Waiting = err.Error()
+	}
+	v.Reports = st.Settings.Reports != ""
+	for i, s := range r.Steps {
+		sv := StepView{ID: s.ID, Title: s.Title, Status: s.Status, Tries: s.Tries,
+			DurationMs: s.DurationMs, Running: s.Running}
+		if s.Error != nil {
+			sv.Error = *s.Error
+		}
+		run := st.StepRuns[s.ID]
+		sv.Phase = phaseOf(st, s.ID, run)
+		if sv.Phase == PhaseBlocked || (s.Status == planspec.StatusFailed && st.Status != planspec.StatusDone && len(st.Blockers) > 0) {
+			sv.Blocker = blockerOf(st.Blockers, s.ID, sv.Error)
+		}
+		if run != nil && len(run.Reports) > 0 {
+			last := run.Reports[len(run.Reports)-1]
+			at, _ := planspec.ParseISO(last.Time)
+			sv.LastReport = &ReportView{Status: last.Status, Summary: last.Summary, Evidence: last.Evidence,
+				Risk: last.Risk, Next: last.Next, Time: at}
+		}
+		if s.Tries > 0 {
+			sv.LogTail = tailOf(w.rt.WS.LogPath(s.ID, s.Tries), w.tail)
+		}
+		v.Steps = append(v.Steps, sv)
+		if i > 0 {
+			v.Edges = append(v.Edges, [2]string{r.Steps[i-1].ID, s.ID})
+		}
+	}
+	return v
+}
+
+// phaseOf is a step's phase as the page shows it: the record's, or, for a record
+// the original scripts wrote, the one its status implies. A dispatched step of
+// a plan without worker reports is running: nobody will accept it.
+func phaseOf(st *planspec.State, id string, run *planspec.StepRun) string {
+	if run == nil {
+		return PhasePlanned
+	}
+	phase := run.Phase
+	if phase == "" {
+		switch run.Status {
+		case planspec.StatusDone:
+			phase = PhaseDone
+		case planspec.StatusInProgress:
+			phase = PhaseDispatching
+		case planspec.StatusFailed:
+			if len(st.Blockers) > 0 {
+				phase = PhaseBlocked
+			} else {
+				phase = PhasePlanned
+			}
+		default:
+			phase = PhasePlanned
+		}
+	}
+	if phase == PhaseDispatching && !st.UsesReports(id) {
+		phase = PhaseInProgress
+	}
+	return phase
+}
+
+// blockerOf is the blocker that names step id, else the step's error, else the
+// first blocker.
+func blockerOf(blockers []string, id, stepErr string) string {
+	for _, b := range blockers {
+		if strings.Contains(b, id) {
+			return b
+		}
+	}
+	if stepErr != "" {
+		return stepErr
+	}
+	if len(blockers) > 0 {
+		return blockers[0]
+	}
+	return ""
+}
+
+// tailOf is the last n bytes of the file at path; "" when there is none.
+func tailOf(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	off := max(fi.Size()-n, 0)
+	b, err := io.ReadAll(io.NewSectionReader(f, off, n))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

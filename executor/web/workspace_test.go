@@ -1,0 +1,59 @@
+package web
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stepseq/stepseq/executor"
+)
+
+// TestWorkspace_View: the view of a workspace read from its files: a dispatched
+// step of a plan without reports shows as running, a done step's last report
+// and the running try's log tail come from the state and .stepseq/logs, and the
+// edges follow the queue.
+func TestWorkspace_View(t *testing.T) {
+	dir := t.TempDir()
+	state := `{
+  "plan": {"steps": {"a": {"title": "A", "instruction": "do a"}, "b": {"title": "B", "instruction": "do b"}, "c": {"title": "C", "instruction": "do c"}}},
+  "stepQueue": ["a", "b", "c"], "currentStep": 1,
+  "stepRuns": {
+    "a": {"status": "DONE", "tries": 1, "phase": "done", "reports": [
+      {"time": "2026-02-10T21:31:00.000000+00:00", "try": 1, "status": "done", "summary": "a is done", "evidence": "a.txt", "risk": "none", "next": "none"}]},
+    "b": {"status": "IN_PROGRESS", "tries": 2, "phase": "dispatching"}},
+  "stepDelayMinutes": 0, "blockers": [], "artifacts": [], "status": "IN_PROGRESS",
+  "stepseq": {"name": "three"}
+}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	log := rt.WS.LogPath("b", 2)
+	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, []byte("0123456789working on b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := NewWorkspace(rt, 3, 13).View()
+	if v.Plan != "three" || len(v.Steps) != 3 || v.Reports {
+		t.Fatalf("view %+v", v)
+	}
+	a, b, c := v.Steps[0], v.Steps[1], v.Steps[2]
+	if a.Phase != PhaseDone || a.LastReport == nil || a.LastReport.Summary != "a is done" || a.LastReport.Time.IsZero() {
+		t.Errorf("step a: %+v, report %+v", a, a.LastReport)
+	}
+	if b.Phase != PhaseInProgress || phaseLabel(b.Phase, v.Reports) != "running" || b.Tries != 2 || b.LogTail != "working on b\n" {
+		t.Errorf("step b: %+v", b)
+	}
+	if c.Phase != PhasePlanned {
+		t.Errorf("step c: %+v", c)
+	}
+	if want := [][2]string{{"a", "b"}, {"b", "c"}}; len(v.Edges) != 2 || v.Edges[0] != want[0] || v.Edges[1] != want[1] {
+		t.Errorf("edges %v, want %v", v.Edges, want)
+	}
+}
