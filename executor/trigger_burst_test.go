@@ -118,7 +118,7 @@ func TestSidecar_TriggerBurstWhileRunning(t *testing.T) {
 	}
 	// A writer stalled longer than the quiet window (a loaded machine) would split
 	// the burst: the test's window is wide.
-	run := w.startSidecar(SidecarOptions{TriggerQuiet: time.Second})
+	run := w.startSidecar(SidecarOptions{TriggerQuiet: 5 * time.Second})
 	queueBurst(t, w.chain().WS, "s1", burstSize)
 	waitFor(t, func() bool { return countDir(t, w.path(".stepseq/triggers")) == 0 })
 	// A last trigger, for s2, queued once the burst is drained: when it is acted
