@@ -111,8 +111,7 @@ needs its evidence and artifacts).
 }
 
 func newRetryCmd(g *globals, stdout io.Writer) *cobra.Command {
-	var ws workspaceFlags
-	cmd := &cobra.Command{
+	return queueCmd(g, stdout, &cobra.Command{
 		Use:   "retry STEP [DIR]",
 		Short: "A new try for a blocked or failed step",
 		Long: `retry gives STEP a new try: a step a worker reported blocked, one a report
@@ -123,23 +122,5 @@ stepseq check runs it. A step that is neither blocked nor failed is refused.
 ` + exitCodesHelp,
 		Example: `  stepseq retry research
   stepseq retry deploy ./workspace`,
-		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: stepCompletion(&ws),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, state := ws.statePath(args[1:])
-			rt, err := executor.NewRuntime(state, g.logger())
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
-			msg, err := executor.QueueRetry(rt, args[0])
-			if err != nil {
-				return &exitError{code: 1, err: err}
-			}
-			_, err = fmt.Fprintln(stdout, msg)
-			return err
-		},
-	}
-	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
-	return cmd
+	}, executor.QueueRetry, 1)
 }

@@ -288,8 +288,7 @@ func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *pr
 }
 
 func newTriggerCmd(g *globals, stdout io.Writer) *cobra.Command {
-	var ws workspaceFlags
-	cmd := &cobra.Command{
+	return queueCmd(g, stdout, &cobra.Command{
 		Use:   "trigger STEP [DIR]",
 		Short: "Re-run a step and the ones after it (for git hooks)",
 		Long: `trigger queues a re-run of STEP, and the steps after it, under
@@ -299,22 +298,32 @@ hooks can call it.
 ` + exitCodesHelp,
 		Example: `  stepseq trigger build
   stepseq trigger test ./workspace`,
-		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: stepCompletion(&ws),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, state := ws.statePath(args[1:])
-			rt, err := executor.NewRuntime(state, g.logger())
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
-			msg, err := executor.QueueTrigger(rt, args[0])
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(stdout, msg)
+	}, executor.QueueTrigger, 0)
+}
+
+// queueCmd completes a command that queues a request for STEP in the workspace
+// (trigger, retry): the arguments, step completion, --state, and the answer.
+// refused is the exit code of a request the queue refuses (0: as the error says).
+func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, queue func(*executor.Runtime, string) (string, error), refused int) *cobra.Command {
+	var ws workspaceFlags
+	cmd.Args = cobra.RangeArgs(1, 2)
+	cmd.ValidArgsFunction = stepCompletion(&ws)
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		_, state := ws.statePath(args[1:])
+		rt, err := executor.NewRuntime(state, g.logger())
+		if err != nil {
 			return err
-		},
+		}
+		defer rt.Close()
+		msg, err := queue(rt, args[0])
+		if err != nil {
+			if refused != 0 {
+				return &exitError{code: refused, err: err}
+			}
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, msg)
+		return err
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	return cmd
