@@ -48,7 +48,7 @@ func halfDone(n int) []byte {
 // size), the work no implementation can skip. cpu-µs/step is stepseq's own CPU
 // (this process, not the agents) per step beyond the floor's.
 func BenchmarkChain(b *testing.B) {
-	for _, steps := range []int{100, 1000, 5000} {
+	for _, steps := range []int{100, 1000, 2000, 5000} {
 		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps) })
 	}
 }

@@ -248,7 +248,7 @@ func (s *State) Marshal() []byte {
 		o.set("plan", plan)
 		s.memo.rememberPlan(s, o.vals["plan"])
 	}
-	o.setRaw("stepQueue", appendStrings(nil, s.StepQueue))
+	o.setRaw("stepQueue", nil) // written from the memo's indented queue below
 	o.set("currentStep", s.CurrentStep)
 	o.setRaw("stepRuns", nil) // written from the memo's indented runs below
 	o.set("stepDelayMinutes", s.StepDelayMinutes)
@@ -283,7 +283,7 @@ func (s *State) Marshal() []byte {
 		case "stepRuns":
 			s.writeRuns(&out)
 		case "stepQueue":
-			out.Write(s.memo.indentedQueue(s.StepQueue, o.vals[k]))
+			out.Write(s.memo.indentedQueue(s.StepQueue))
 		default:
 			_ = json.Indent(&out, o.vals[k], "  ", "  ") // valid JSON by construction
 		}
@@ -331,8 +331,18 @@ func (s *State) stepOrder() []string {
 }
 
 func (s *State) runOrder() []string {
-	if last := s.memo.lastRunOrder; len(last) == len(s.StepRuns) && !slices.ContainsFunc(last, func(id string) bool { return s.StepRuns[id] == nil }) {
+	last := s.memo.lastRunOrder
+	kept := func() bool { return !slices.ContainsFunc(last, func(id string) bool { return s.StepRuns[id] == nil }) }
+	if len(last) == len(s.StepRuns) && kept() {
 		return last // the same runs as last time: the same order
+	}
+	// A chain adds one run a step, the one at the cursor: it goes last.
+	if s.CurrentStep < len(s.StepQueue) && len(last) > 0 && len(last)+1 == len(s.StepRuns) {
+		id := s.StepQueue[s.CurrentStep]
+		if s.StepRuns[id] != nil && !slices.Contains(last, id) && kept() {
+			s.memo.lastRunOrder = append(slices.Clip(last), id)
+			return s.memo.lastRunOrder
+		}
 	}
 	order := orderKeys(s.memo.runOrder, s.StepQueue, maps.Keys(s.StepRuns), func(id string) bool {
 		return s.StepRuns[id] != nil

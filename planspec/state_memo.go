@@ -13,10 +13,10 @@ import (
 // plan and most runs are copied as they were. A part is reused only when it is equal,
 // field by field, to the copy taken when it was encoded.
 type encodeMemo struct {
-	planSteps    map[string]StepSpec
+	planSteps    map[string]*StepSpec // copies of the specs encoded
 	planRaw      json.RawMessage
 	planIndented []byte // planRaw indented at depth one; nil until needed
-	runs         map[string]memoRun
+	runs         map[string]*memoRun
 	runOrder     []string // stepRuns keys in file order
 	stepsOrder   []string // plan.steps keys in file order
 	lastRunOrder []string // the order stepRuns was last written in
@@ -26,10 +26,10 @@ type encodeMemo struct {
 
 // indentedQueue is stepQueue indented at depth one, from the memo when the queue is
 // the one last written; raw is its compact encoding.
-func (m *encodeMemo) indentedQueue(queue []string, raw json.RawMessage) []byte {
+func (m *encodeMemo) indentedQueue(queue []string) []byte {
 	if m.queueIndent == nil || !slices.Equal(queue, m.queue) {
 		m.queue = slices.Clone(queue)
-		m.queueIndent = indentAt(raw, 1)
+		m.queueIndent = indentAt(appendStrings(nil, queue), 1)
 	}
 	return m.queueIndent
 }
@@ -41,10 +41,11 @@ type memoRun struct {
 }
 
 func (m *encodeMemo) rememberPlan(s *State, raw json.RawMessage) {
-	m.planSteps = make(map[string]StepSpec, len(s.Steps))
+	m.planSteps = make(map[string]*StepSpec, len(s.Steps))
 	for id, sp := range s.Steps {
 		if sp != nil {
-			m.planSteps[id] = sp.copy()
+			c := sp.copy()
+			m.planSteps[id] = &c
 		}
 	}
 	m.planRaw = raw
@@ -61,11 +62,9 @@ func (m *encodeMemo) indentedPlan() []byte {
 // indentedRun returns r encoded and indented at depth two, from the memo when r is
 // unchanged.
 func (m *encodeMemo) indentedRun(id string, r *StepRun) []byte {
-	m.run(id, r)
-	e := m.runs[id]
+	e := m.memoRun(id, r)
 	if e.indented == nil {
 		e.indented = indentAt(e.raw, 2)
-		m.runs[id] = e
 	}
 	return e.indented
 }
@@ -83,7 +82,7 @@ func (m *encodeMemo) planUnchanged(s *State) bool {
 	}
 	for id, sp := range s.Steps {
 		old, ok := m.planSteps[id]
-		if !ok || sp == nil || !sp.equal(&old) {
+		if !ok || sp == nil || !sp.equal(old) {
 			return false
 		}
 	}
@@ -92,19 +91,23 @@ func (m *encodeMemo) planUnchanged(s *State) bool {
 
 func (m *encodeMemo) rememberRun(id string, r *StepRun, raw json.RawMessage) {
 	if m.runs == nil {
-		m.runs = map[string]memoRun{}
+		m.runs = map[string]*memoRun{}
 	}
-	m.runs[id] = memoRun{run: r.copy(), raw: raw}
+	m.runs[id] = &memoRun{run: r.copy(), raw: raw}
 }
 
 // run returns the encoding of r, reusing the remembered one when r is unchanged.
 func (m *encodeMemo) run(id string, r *StepRun) json.RawMessage {
+	return m.memoRun(id, r).raw
+}
+
+func (m *encodeMemo) memoRun(id string, r *StepRun) *memoRun {
 	if old, ok := m.runs[id]; ok && r.equal(&old.run) {
-		return old.raw
+		return old
 	}
 	raw, _ := r.object().MarshalJSON()
 	m.rememberRun(id, r, raw)
-	return raw
+	return m.runs[id]
 }
 
 func (sp *StepSpec) copy() StepSpec {
