@@ -96,13 +96,16 @@ func ReadFileIn(root *os.Root, rel string, c Cap) ([]byte, error) {
 		return nil, rootError(rel, err)
 	}
 	defer f.Close()
-	return readCapped(f, rel, c)
+	return readCapped(f, rel, c, nil)
 }
 
 // ReadFile is ReadFileIn for a path named outright, such as the state file or a
 // plan given on the command line: it follows symbolic links, and refuses what is
 // not a regular file or is over c.Bytes the same way.
-func ReadFile(path string, c Cap) ([]byte, error) {
+func ReadFile(path string, c Cap) ([]byte, error) { return readFileInto(path, c, nil) }
+
+// readFileInto is ReadFile reading into buf's storage when it is large enough.
+func readFileInto(path string, c Cap, buf []byte) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -115,12 +118,12 @@ func ReadFile(path string, c Cap) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return readCapped(f, path, c)
+	return readCapped(f, path, c, buf)
 }
 
 // readCapped checks the open file again (it may have been swapped since the
 // Stat) and reads at most c.Bytes+1 of it.
-func readCapped(f *os.File, name string, c Cap) ([]byte, error) {
+func readCapped(f *os.File, name string, c Cap, into []byte) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -132,7 +135,10 @@ func readCapped(f *os.File, name string, c Cap) ([]byte, error) {
 		return nil, &CapError{Name: name, Size: fi.Size(), Cap: c}
 	}
 	// The size is a hint: the file may grow while it is read.
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if int64(cap(into)) < fi.Size()+bytes.MinRead {
+		into = make([]byte, 0, fi.Size()+bytes.MinRead)
+	}
+	buf := bytes.NewBuffer(into[:0])
 	if _, err := buf.ReadFrom(io.LimitReader(f, c.Bytes+1)); err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}

@@ -59,6 +59,12 @@ type StateFile struct {
 	// writes from others' and skip parsing an unchanged file: a comparison of
 	// bytes, no hash.
 	last []byte
+	// Buffers reused from write to write and read to read: a state written after
+	// every step would otherwise be a chain's largest allocation, twice a step.
+	// lastOwned says last came from Write (a read's buffer is given to the parser).
+	lastOwned bool
+	spare     []byte
+	scratch   []byte
 }
 
 // Read parses the file. A missing file returns (nil, fs.ErrNotExist).
@@ -74,13 +80,15 @@ func (f *StateFile) Read() (*planspec.State, error) {
 // what this process last read or wrote: a file event on the state file is often
 // the echo of this process's own write. changed is false for that echo.
 func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error) {
-	data, err := f.readBytes()
+	data, err := f.readBytesInto(f.scratch)
 	if err != nil {
 		return nil, true, err
 	}
 	if f.last != nil && bytes.Equal(data, f.last) {
+		f.scratch = data // an echo: the buffer serves the next read
 		return nil, false, nil
 	}
+	f.scratch = nil
 	st, err = f.parse(data)
 	return st, true, err
 }
@@ -90,19 +98,21 @@ func (f *StateFile) parse(data []byte) (*planspec.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.last = data
+	f.last, f.lastOwned = data, false
 	return st, nil
 }
 
 // readBytes reads the whole file, refusing a FIFO, a device or a directory without
 // blocking on it, and a file over StateCap without reading it.
-func (f *StateFile) readBytes() ([]byte, error) {
+func (f *StateFile) readBytes() ([]byte, error) { return f.readBytesInto(nil) }
+
+func (f *StateFile) readBytesInto(buf []byte) ([]byte, error) {
 	if fi, err := os.Stat(f.Path); err == nil && fi.IsDir() {
 		shown := shownPath(f.Path)
 		return nil, fmt.Errorf("%s is %w: pass %s or the folder with `watch %s`",
 			shown, ErrStateIsFolder, filepath.Join(shown, "state.json"), shown)
 	}
-	return ReadFile(f.Path, StateCap)
+	return readFileInto(f.Path, StateCap, buf)
 }
 
 // Write replaces the file atomically and durably: a temp file in the same
@@ -110,7 +120,17 @@ func (f *StateFile) readBytes() ([]byte, error) {
 // the new, never a mix, and a crash at any instant leaves one of them. The file's
 // mode is kept; a symbolic link is refused.
 func (f *StateFile) Write(st *planspec.State) error {
-	return f.WriteBytes(st.Marshal())
+	prev, owned := f.last, f.lastOwned
+	data := st.AppendMarshal(f.spare[:0])
+	f.spare = nil
+	if err := f.WriteBytes(data); err != nil {
+		return err // data may be last now: never reused
+	}
+	f.lastOwned = true
+	if owned {
+		f.spare = prev // the write before this one's buffer serves the next
+	}
+	return nil
 }
 
 // WriteBytes is Write for encoded content.
@@ -130,7 +150,7 @@ func (f *StateFile) WriteBytes(data []byte) error {
 		}
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
-	f.last = data
+	f.last, f.lastOwned = data, false
 	return syncDir(dir)
 }
 

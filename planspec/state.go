@@ -229,7 +229,11 @@ func ParseState(r io.Reader, name string) (*State, error) {
 }
 
 // Marshal encodes the state as the original writes it: two-space indentation.
-func (s *State) Marshal() []byte {
+func (s *State) Marshal() []byte { return s.AppendMarshal(nil) }
+
+// AppendMarshal is Marshal appending to dst, so that a writer can reuse its
+// buffers: a state written after every step is the largest allocation of a chain.
+func (s *State) AppendMarshal(dst []byte) []byte {
 	o := s.raw
 	o.keys = slices.Clone(o.keys)
 	o.vals = maps.Clone(o.vals)
@@ -267,7 +271,7 @@ func (s *State) Marshal() []byte {
 	// Written member by member, the plan and the runs from their remembered indented
 	// form: re-indenting the whole file after every step would cost more than the
 	// rest of the write.
-	var out bytes.Buffer
+	out := bytes.NewBuffer(dst)
 	out.Grow(len(s.memo.planIndented) + 512*len(s.StepRuns) + 64*len(s.StepQueue) + 64*len(s.Artifacts) + 1024)
 	out.WriteString("{")
 	for i, k := range o.keys {
@@ -281,11 +285,11 @@ func (s *State) Marshal() []byte {
 		case "plan":
 			out.Write(s.memo.indentedPlan())
 		case "stepRuns":
-			s.writeRuns(&out)
+			s.writeRuns(out)
 		case "stepQueue":
 			out.Write(s.memo.indentedQueue(s.StepQueue))
 		default:
-			_ = json.Indent(&out, o.vals[k], "  ", "  ") // valid JSON by construction
+			_ = json.Indent(out, o.vals[k], "  ", "  ") // valid JSON by construction
 		}
 	}
 	out.WriteString("\n}\n")

@@ -14,6 +14,8 @@ import (
 // field by field, to the copy taken when it was encoded.
 type encodeMemo struct {
 	planSteps    map[string]*StepSpec // copies of the specs encoded
+	planPtrs     map[string]*StepSpec // the specs encoded, for a state whose specs are frozen
+	frozen       bool                 // specs are replaced, never edited in place: see FreezeSpecs
 	planRaw      json.RawMessage
 	planIndented []byte // planRaw indented at depth one; nil until needed
 	runs         map[string]*memoRun
@@ -42,10 +44,12 @@ type memoRun struct {
 
 func (m *encodeMemo) rememberPlan(s *State, raw json.RawMessage) {
 	m.planSteps = make(map[string]*StepSpec, len(s.Steps))
+	m.planPtrs = make(map[string]*StepSpec, len(s.Steps))
 	for id, sp := range s.Steps {
 		if sp != nil {
 			c := sp.copy()
 			m.planSteps[id] = &c
+			m.planPtrs[id] = sp
 		}
 	}
 	m.planRaw = raw
@@ -79,6 +83,14 @@ func indentAt(raw json.RawMessage, depth int) []byte {
 func (m *encodeMemo) planUnchanged(s *State) bool {
 	if m.planRaw == nil || len(m.planSteps) != len(s.Steps) {
 		return false
+	}
+	if m.frozen {
+		for id, sp := range s.Steps {
+			if m.planPtrs[id] != sp {
+				return false
+			}
+		}
+		return true
 	}
 	for id, sp := range s.Steps {
 		old, ok := m.planSteps[id]
@@ -188,3 +200,10 @@ func (a ReportRecord) equal(b ReportRecord) bool {
 		a.Summary == b.Summary && a.Evidence == b.Evidence && a.Risk == b.Risk && a.Next == b.Next &&
 		slices.Equal(a.Artifacts, b.Artifacts) && bytes.Equal(a.Result, b.Result)
 }
+
+// FreezeSpecs is the caller's word that, from now on, a step's spec in s.Steps is
+// replaced (a new *StepSpec) and never edited in place: Marshal then tells an
+// unchanged plan by the specs' identity, not by comparing every field of every
+// step on every write. The reconcile core keeps that word; a caller that edits
+// specs in place does not call it.
+func (s *State) FreezeSpecs() { s.memo.frozen = true }
