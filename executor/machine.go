@@ -484,7 +484,9 @@ func (m *Machine) watch() {
 			paths = append(paths, m.cfg.Probe.ReportsDir(m.run.step))
 		}
 	default:
-		if m.run != nil && m.run.launched {
+		// A one-shot driver watches a running step's reports only where the plan
+		// takes them; others are read when the agent exits.
+		if m.run != nil && m.run.launched && m.st != nil && m.st.UsesReports(m.run.step) {
 			paths = append(paths, m.cfg.Probe.ReportsDir(m.run.step))
 		}
 		if m.awaiting != nil && m.st != nil {

@@ -55,10 +55,16 @@ func SubmitReport(ws Workspace, step string, try int, rep planspec.Report, wait 
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	if lock, _, err := TryLock(ws, "report"); err == nil {
+	lock, holder, err := TryLock(ws, "report")
+	if err == nil {
 		lock.Unlock()
 		_ = os.Remove(path)
 		return refused([]string{fmt.Sprintf("stale: no stepseq is running step %s now", step)})
+	}
+	if holder != nil && holder.Kind != "watch" && !st.UsesReports(step) {
+		// check or step runs a plan that takes no reports: it reads this one when
+		// the agent exits, and the agent must not wait for that.
+		return fmt.Errorf("%w: stepseq %s reads it when this agent exits", ErrNoVerdict, holder.Kind)
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
