@@ -109,6 +109,10 @@ func Record(st *planspec.State, id string, exit Exit, v Verdict, now time.Time) 
 		run.Status = planspec.StatusFailed
 		e := v.Error
 		run.Error = &e
+		run.Agent.Errors = append(run.Agent.Errors, planspec.TryError{Try: run.Tries, Error: e})
+		if n := len(run.Agent.Errors); n > planspec.MaxTryErrorsKept {
+			run.Agent.Errors = slices.Delete(run.Agent.Errors, 0, n-planspec.MaxTryErrorsKept)
+		}
 		return
 	}
 	run.Status = planspec.StatusDone

@@ -269,10 +269,11 @@ func BeginTry(st *planspec.State, id string, now time.Time, interrupted bool) in
 	run.Stdout = nil
 	run.Skipped = false
 	granted := 0
+	var errs []planspec.TryError
 	if run.Agent != nil {
-		granted = run.Agent.Granted
+		granted, errs = run.Agent.Granted, run.Agent.Errors
 	}
-	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted}
+	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs}
 	clearBlocker(st, id)
 	return tries
 }

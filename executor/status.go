@@ -42,6 +42,8 @@ type StepReport struct {
 	// Phase is where the step stands in the workflow protocol (DESIGN §7), as a
 	// person reads it: a dispatched step of a plan without reports is "running".
 	Phase string `json:"phase"`
+	// Errors are the failed tries' errors, oldest first: error is only the last.
+	Errors []planspec.TryError `json:"errors"`
 	// LastReport is the worker's newest accepted report, if any.
 	LastReport *LastReport `json:"lastReport,omitempty"`
 	// Logs are the tries' output files that exist, oldest try first.
@@ -92,7 +94,7 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
-		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id)}
+		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id), Errors: []planspec.TryError{}}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}
@@ -100,6 +102,9 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
 			if n := len(run.Reports); n > 0 {
 				s.LastReport = lastReport(run.Reports[n-1])
+			}
+			if run.Agent != nil && len(run.Agent.Errors) > 0 {
+				s.Errors = run.Agent.Errors
 			}
 			if run.LastRunIso != "" {
 				last := run.LastRunIso // a copy: the reconcile core may change run

@@ -300,9 +300,9 @@ func TestDescribe(t *testing.T) {
 		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
 		Steps: []StepReport{
 			{ID: "a", Title: "A", Status: "DONE", Tries: 2, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
-				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLogPath{}, Phase: "done"},
-			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true, Logs: []TryLogPath{}, Phase: "running"},
-			{ID: "c", Title: "C", Status: "DONE", Skipped: true, Logs: []TryLogPath{}, Phase: "done"},
+				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},
+			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true, Logs: []TryLogPath{}, Phase: "running", Errors: []planspec.TryError{}},
+			{ID: "c", Title: "C", Status: "DONE", Skipped: true, Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},
 		},
 		WaitingFor: Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"},
 	}

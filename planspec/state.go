@@ -106,7 +106,19 @@ type AgentRecord struct {
 	Interruptions int    `json:"interruptions,omitempty"`
 	// Granted counts the tries `stepseq retry` added beyond the retry limit.
 	Granted int `json:"granted,omitempty"`
+	// Errors are the failed tries' errors, the newest last, at most
+	// MaxTryErrorsKept: `error` holds only the last.
+	Errors []TryError `json:"errors,omitempty"`
 }
+
+// TryError is the error one failed try ended with.
+type TryError struct {
+	Try   int    `json:"try"`
+	Error string `json:"error"`
+}
+
+// MaxTryErrorsKept bounds AgentRecord.Errors.
+const MaxTryErrorsKept = 10
 
 // Settings are the plan-level settings stepseq adds under the top-level "stepseq" key.
 type Settings struct {

@@ -160,6 +160,7 @@ func (r *StepRun) copy() StepRun {
 	}
 	if r.Agent != nil {
 		a := *r.Agent
+		a.Errors = slices.Clone(a.Errors)
 		c.Agent = &a
 	}
 	c.Reports = slices.Clone(r.Reports)
@@ -171,7 +172,7 @@ func (r *StepRun) equal(o *StepRun) bool {
 	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
 		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
 		r.Phase == o.Phase && slices.EqualFunc(r.Reports, o.Reports, ReportRecord.equal) &&
-		eqPtr(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && sameObject(r.raw, o.raw)
+		agentEqual(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && sameObject(r.raw, o.raw)
 }
 
 func eqPtr[T comparable](a, b *T) bool {
@@ -207,3 +208,11 @@ func (a ReportRecord) equal(b ReportRecord) bool {
 // step on every write. The reconcile core keeps that word; a caller that edits
 // specs in place does not call it.
 func (s *State) FreezeSpecs() { s.memo.frozen = true }
+
+func agentEqual(a, b *AgentRecord) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.StartedIso == b.StartedIso && a.FinishedIso == b.FinishedIso && a.Interruptions == b.Interruptions &&
+		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors)
+}
