@@ -108,11 +108,7 @@ func (m *encodeMemo) rememberRun(id string, r *StepRun, raw json.RawMessage) {
 	m.runs[id] = &memoRun{run: r.copy(), raw: raw}
 }
 
-// run returns the encoding of r, reusing the remembered one when r is unchanged.
-func (m *encodeMemo) run(id string, r *StepRun) json.RawMessage {
-	return m.memoRun(id, r).raw
-}
-
+// memoRun returns the remembered encoding of r, made again when r changed.
 func (m *encodeMemo) memoRun(id string, r *StepRun) *memoRun {
 	if old, ok := m.runs[id]; ok && r.equal(&old.run) {
 		return old
