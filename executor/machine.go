@@ -467,7 +467,11 @@ func (m *Machine) written(err error) {
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
 		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed})
-		m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "waiting for the worker to accept")
+		if m.st.UsesReports(r.step) {
+			m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "waiting for the worker to accept")
+		} else {
+			m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "it runs until it exits; then its outputs are checked")
+		}
 	}
 }
 
