@@ -246,22 +246,44 @@ func check(spec podSpec) []string {
 }
 
 func TestSidecarManifest(t *testing.T) {
-	f, err := os.Open("sidecar.yaml")
-	if err != nil {
-		t.Fatal(err)
+	// sidecar.yaml: stepseq launches the agent CLI in its own container;
+	// pull.yaml: the agent keeps its container and pulls its steps over /mcp.
+	for _, name := range []string{"sidecar.yaml", "pull.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			objs, err := readManifest(f, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := pod(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range check(spec) {
+				t.Error(p)
+			}
+			if name == "pull.yaml" && !pullsOverMCP(spec) {
+				t.Error("pull.yaml: no agent container is pointed at stepseq's /mcp on localhost:8080")
+			}
+		})
 	}
-	defer f.Close()
-	objs, err := readManifest(f, "sidecar.yaml")
-	if err != nil {
-		t.Fatal(err)
+}
+
+// pullsOverMCP reports whether a container other than stepseq is told where
+// stepseq's MCP endpoint is.
+func pullsOverMCP(spec podSpec) bool {
+	for _, c := range spec.Containers {
+		for _, e := range c.Env {
+			if c.Name != "stepseq" && strings.Contains(e.Value, "localhost:8080/mcp") {
+				return true
+			}
+		}
 	}
-	spec, err := pod(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range check(spec) {
-		t.Error(p)
-	}
+	return false
 }
 
 // TestCheck_Broken: the checks find what breaks a sidecar pod.
