@@ -660,6 +660,10 @@ func TestChoosePlans(t *testing.T) {
 			recs:   map[string]PlanRecord{"a": {Status: PlanActive, AppliedHash: "h1"}},
 			active: ActivePlan{Present: true, Source: "plans/a.yaml", Hash: "h1", Done: true}, apply: "b", updates: []string{"a:finished"}},
 		{name: "an invalid file is recorded once", files: []PlanFile{invalid}, updates: []string{"bad:invalid"}},
+		{name: "the active plan's content back after an invalid edit", files: []PlanFile{valid("a", "h1")},
+			seen:   map[string]string{"/ws/plans/a.yaml": "hbad"},
+			recs:   map[string]PlanRecord{"a": {Status: PlanInvalid, AppliedHash: "h1"}},
+			active: ActivePlan{Present: true, Source: "plans/a.yaml", Hash: "h1"}, updates: []string{"a:active"}},
 		{name: "an invalid file already judged", files: []PlanFile{invalid}, seen: map[string]string{"/ws/plans/bad.yaml": "hbad"}},
 	}
 	for _, c := range cases {

@@ -59,6 +59,7 @@ type Sidecar struct {
 	drain      chan drained // the drain in flight; nil when none
 	drainAgain bool         // the folder changed during the drain: drain it again
 	trigTimer  *time.Timer
+	planTimer  *time.Timer // another plan intake, once a file being written is still
 	trigFirst  time.Time // the first trigger change not drained yet
 
 	longest atomic.Int64 // the longest turn of the loop, in ns
@@ -103,6 +104,8 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	rt.Lock = lock
 	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, trigTimer: time.NewTimer(time.Hour)}
 	s.trigTimer.Stop()
+	s.planTimer = time.NewTimer(time.Hour)
+	s.planTimer.Stop()
 	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
 		MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true})
 	s.d.plans = opt.PlansDir
@@ -223,6 +226,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			began = time.Now()
 			s.d.inherited = nil
 			s.d.feed(InheritedGone{})
+		case <-s.planTimer.C:
+			began = time.Now()
+			s.took()
+			s.intakePlans()
+			s.afterPlan()
 		case <-s.trigTimer.C:
 			began = time.Now()
 			s.triggersQuiet()

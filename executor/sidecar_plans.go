@@ -54,6 +54,13 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 			switch {
 			case pf.Plan == nil:
 				status = PlanInvalid
+			case active.Present && active.Source == pf.Source && active.Hash == pf.Hash:
+				// The running plan's own content, back after an edit: its record
+				// says so, not the verdict on the edit.
+				status = PlanActive
+				if active.Done {
+					status = PlanFinished
+				}
 			case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
 				status = rec.Status
 			}
@@ -117,6 +124,9 @@ func (s *Sidecar) intakePlans() {
 		if errors.Is(pf.Err, fs.ErrNotExist) {
 			continue
 		}
+		if pf.Plan == nil && s.beingWritten(path) {
+			continue // judged once its writer is done: cp makes an empty file first
+		}
 		files = append(files, pf)
 		if rec, ok := s.WS.ReadPlanRecord(pf.Name); ok {
 			recs[pf.Name] = rec
@@ -170,4 +180,23 @@ func (s *Sidecar) setRecord(pf PlanFile, status, applied string) {
 	if err := s.WS.WritePlanRecord(pf.Name, rec); err != nil {
 		s.Logger.Warn("plan record", "err", err)
 	}
+}
+
+// planSettle is how long an invalid plan file must have been still before it is
+// judged: a writer (cp, an editor, an agent) may be midway.
+const planSettle = 200 * time.Millisecond
+
+// beingWritten reports whether the file at path changed less than planSettle ago,
+// and then asks for another intake once it has been still that long.
+func (s *Sidecar) beingWritten(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	age := time.Since(fi.ModTime())
+	if age >= planSettle {
+		return false
+	}
+	s.planTimer.Reset(planSettle - age + mtimeSlack)
+	return true
 }

@@ -422,3 +422,21 @@ func TestSidecar_RestartNeverAppliesTheSameContentTwice(t *testing.T) {
 		t.Errorf("history = %d entries, want the first run archived", len(history))
 	}
 }
+
+// A plan copied in (an empty file first, then its content) is judged once its
+// writer is done: no rejection is said for the empty file.
+func TestSidecar_PlanJudgedOnceWritten(t *testing.T) {
+	w := newTestWS(t, "")
+	run := w.startSidecar(SidecarOptions{})
+	passes := run.Passes()
+	w.writeFile("plans/copied.yaml", "")
+	waitFor(t, func() bool { return run.Passes() > passes }) // the sidecar saw the empty file
+	w.writeFile("plans/copied.yaml", "steps:\n  - id: one\n    title: One\n    instruction: write:one.txt\n    requiredOutputs: [one.txt]\n")
+	w.waitState("copied DONE", func(st *planspec.State) bool { return st.Settings.Name == "copied" && done(st) })
+	if j, _ := os.ReadFile(w.path(".stepseq/journal.jsonl")); strings.Contains(string(j), `"reason":"rejected"`) {
+		t.Errorf("a rejection was journaled for a file still being written:\n%s", j)
+	}
+	if rec, _ := w.chain().WS.ReadPlanRecord("copied"); rec.Status != PlanFinished && rec.Status != PlanActive {
+		t.Errorf("record = %+v", rec)
+	}
+}
