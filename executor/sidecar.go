@@ -60,7 +60,7 @@ type Sidecar struct {
 	drainAgain bool         // the folder changed during the drain: drain it again
 	trigTimer  *time.Timer
 	planTimer  *time.Timer // another plan intake, once a file being written is still
-	trigFirst  time.Time // the first trigger change not drained yet
+	trigFirst  time.Time   // the first trigger change not drained yet
 
 	longest atomic.Int64 // the longest turn of the loop, in ns
 	hb      Heartbeat    // when the loop last turned, for /healthz
