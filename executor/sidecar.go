@@ -13,8 +13,10 @@ import (
 	"github.com/stepseq/stepseq/watcher"
 )
 
-// DefaultSettle is the sidecar's coalescing window: long enough to make one pass of
-// an editor's save or a git checkout, short enough that a gate opens at once.
+// DefaultSettle is the sidecar's coalescing window. The first change after a quiet
+// spell is delivered at once (a gate opens without waiting); what follows within
+// the window is gathered into the next pass, so an editor's save or a git checkout
+// is a few passes, not thousands.
 const DefaultSettle = 5 * time.Millisecond
 
 // ErrPlanBlocked is returned by Run with ExitWhenDone when the plan is held by a
