@@ -2,6 +2,7 @@ package planspec
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -23,6 +24,36 @@ func TestAppendStrings_MatchesEncodingJSON(t *testing.T) {
 		var back []string
 		if err := json.Unmarshal([]byte(got), &back); err != nil {
 			t.Errorf("not JSON: %v", err)
+		}
+	}
+}
+
+// TestScanObject: the scan reads every object as the decoder does, members,
+// order, duplicates and the values' own bytes alike.
+func TestScanObject(t *testing.T) {
+	for _, in := range []string{
+		`{}`, ` { } `, `{"a":1}`, "{\n  \"a\": 1,\n  \"b\": [1, {\"c\": \"}\"}],\n  \"d\": \"x\\\"y\"\n}",
+		`{"k\u00e9y": true, "a\"b": null, "e": -1.5e3}`, `{"a": 1, "b": 2, "a": 3}`,
+		`{"s": "{[\\]}", "n": {"m": [[], {}]}, "t": false}`, `{"ü": "ok"}`,
+	} {
+		got, ok := scanObject([]byte(in))
+		want, err := decodeObject([]byte(in))
+		if !ok || err != nil {
+			t.Errorf("%s: scan ok %v, decode err %v", in, ok, err)
+			continue
+		}
+		if !slices.Equal(got.keys, want.keys) {
+			t.Errorf("%s: keys %q, want %q", in, got.keys, want.keys)
+		}
+		for k, v := range want.vals {
+			if string(got.vals[k]) != string(v) {
+				t.Errorf("%s: %q = %s, want %s", in, k, got.vals[k], v)
+			}
+		}
+	}
+	for _, in := range []string{`[]`, `"x"`, `1`, ``} {
+		if _, ok := scanObject([]byte(in)); ok {
+			t.Errorf("%q read as an object", in)
 		}
 	}
 }
