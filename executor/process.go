@@ -158,6 +158,11 @@ func (p *Process) sweep() {
 		}
 	}
 	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+	// SIGKILL takes effect when the kernel next schedules each member: the step
+	// is over once they are gone (a second at most, for a machine under load).
+	for wait, end := time.Millisecond, time.Now().Add(time.Second); groupAlive(p.PID) && time.Now().Before(end); wait = min(2*wait, 50*time.Millisecond) {
+		time.Sleep(wait)
+	}
 }
 
 // groupAlive reports whether process group pgid has a member that is not a zombie.
