@@ -82,7 +82,7 @@ needs its evidence and artifacts).
 			if err != nil {
 				return err
 			}
-			err = executor.SubmitReport(ws, step, try, rep, wait)
+			err = executor.SubmitReport(cmd.Context(), ws, step, try, rep, wait)
 			switch {
 			case errors.Is(err, executor.ErrReportRefused):
 				return &exitError{code: 1, err: err}

@@ -29,7 +29,9 @@ func ChangedPaths(paths []string) []string {
 }
 
 // ReportsDir is the step's report folder, .stepseq/reports/<step>/ (DESIGN §7).
-func (w Workspace) ReportsDir(step string) string { return w.meta("reports", safeName(step)) }
+func (w Workspace) ReportsDir(step string) string {
+	return filepath.Join(w.Dir, filepath.FromSlash(ReportsRel(step)))
+}
 
 // agentVars are the variables stepseq sets for every agent; values inherited
 // under these names are dropped, so that an agent never sees a stale one.

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -349,30 +347,29 @@ func (d *driver) waitInherited() {
 	}()
 }
 
-// ReportsRel is the workspace-relative folder of step id's reports.
+// ReportsRel is the workspace-relative folder of step id's reports;
+// Workspace.ReportsDir is the same folder, absolute.
 func ReportsRel(id string) string { return MetaDir + "/reports/" + safeName(id) }
 
-// reportsStep is the step whose report folder holds the workspace path p, if any.
+// reportsStep is the step whose report folder holds the workspace path p, if any:
+// safeName undone.
 func reportsStep(p string) (string, bool) {
 	rest, ok := strings.CutPrefix(p, MetaDir+"/reports/")
 	if !ok {
 		return "", false
 	}
 	name, _, _ := strings.Cut(rest, "/")
-	id, err := url.PathUnescape(strings.TrimPrefix(name, "_"))
-	if err != nil || name == "" {
-		return "", false
+	if dots, ok := strings.CutPrefix(name, "_"); ok && strings.Trim(dots, ".") == "" {
+		name = dots // the prefix safeName puts before a name of dots
 	}
-	if strings.HasPrefix(name, "_") && strings.Trim(id, ".") != "" {
-		id, _ = url.PathUnescape(name) // an id that starts with _ itself
-	}
-	return id, true
+	id, err := url.PathUnescape(name)
+	return id, err == nil && name != ""
 }
 
 // drainReports hands the machine every report waiting in step id's folder, oldest
 // first. A file that is not a report is refused at once.
 func (d *driver) drainReports(id string) {
-	dir := filepath.Join(d.rt.WS.Dir, filepath.FromSlash(ReportsRel(id)))
+	dir := d.rt.WS.ReportsDir(id)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -382,19 +379,21 @@ func (d *driver) drainReports(id string) {
 		if !reportFile(name) || !e.Type().IsRegular() {
 			continue
 		}
-		path := filepath.Join(dir, name)
-		data, mod, err := readReportFile(path)
+		path, rel := filepath.Join(dir, name), ReportsRel(id)+"/"+name
+		// Through the workspace root, capped, never blocking: a report is any
+		// agent's file.
+		data, fi, err := readFileIn(d.rt.Root(), rel, ReportCap)
 		if err != nil {
 			refuseReportFile(path, []string{err.Error()})
 			continue
 		}
-		rep, err := planspec.ParseReport(bytes.NewReader(data), ReportsRel(id)+"/"+name)
+		rep, err := planspec.ParseReport(bytes.NewReader(data), rel)
 		if err != nil {
 			refuseReportFile(path, []string{err.Error()})
 			d.rt.record(Entry{Event: "report-refused", Step: id, Reason: err.Error(), Detail: map[string]any{"via": "file"}})
 			continue
 		}
-		in := ReportIn{Step: id, Report: rep, Via: "file", Ref: path, Written: mod}
+		in := ReportIn{Step: id, Report: rep, Via: "file", Ref: path, Written: fi.ModTime()}
 		if try, ok := reportTry(name); ok {
 			in.Try = try
 		}
@@ -422,26 +421,6 @@ func reportTry(name string) (int, bool) {
 	}
 	n, err := strconv.Atoi(head)
 	return n, err == nil && n > 0
-}
-
-func readReportFile(path string) ([]byte, time.Time, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil, time.Time{}, fmt.Errorf("%s: not a regular file", filepath.Base(path))
-	}
-	if fi.Size() > planspec.MaxReportSize {
-		return nil, time.Time{}, fmt.Errorf("%s: %d bytes is over the %d KiB cap for a report", filepath.Base(path), fi.Size(), planspec.MaxReportSize>>10)
-	}
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(f); err != nil {
-		return nil, time.Time{}, err
-	}
-	return b.Bytes(), fi.ModTime(), nil
 }
 
 // refuseReportFile renames a refused report <file>.rejected with <file>.why beside it.

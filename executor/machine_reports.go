@@ -95,6 +95,9 @@ func (m *Machine) report(in ReportIn) {
 	m.journal(Entry{Event: "report", Step: in.Step, Try: r.try, Reason: rep.Status, Detail: map[string]any{
 		"via": in.Via, "summary": rep.Summary, "evidence": rep.Evidence, "risk": rep.Risk, "next": rep.Next, "phase": to}})
 	m.log(slog.LevelInfo, "report", "step", in.Step, "try", r.try, "status", rep.Status, "phase", to, "summary", firstChars(rep.Summary, 120))
+	// The state records the report before its sender hears it was taken: the
+	// sender's next report is checked against the file.
+	m.flush()
 	m.emit(ReportVerdict{Ref: in.Ref, Step: in.Step, Accepted: true})
 	status := rep.Status
 	if status == planspec.ReportAccepted {

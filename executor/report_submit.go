@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,24 +12,39 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
 
-// ErrReportRefused is matched by SubmitReport's error for a refused report; the
-// reasons are in the message, one per line.
+// ErrReportRefused is matched by SubmitReport's error for a refused report: a
+// *RefusedError with every reason.
 var ErrReportRefused = errors.New("report refused")
+
+// RefusedError is a refused report's every reason.
+type RefusedError struct{ Reasons []string }
+
+func (e *RefusedError) Error() string {
+	return ErrReportRefused.Error() + ":\n  " + strings.Join(e.Reasons, "\n  ")
+}
+
+func (e *RefusedError) Unwrap() error { return ErrReportRefused }
 
 // ErrNoVerdict is returned by SubmitReport when the report is queued but no
 // verdict came in time.
 var ErrNoVerdict = errors.New("report queued; no verdict yet")
 
-// SubmitReport is `stepseq report`: it refuses at once what the file alone or the
-// state shows is wrong (a missing field, a bad risk, a stale try, a move the phase
-// does not allow), drops the report in the step's folder atomically, and waits up
-// to wait for the verdict of the stepseq running the step. try 0 means the current
-// one.
-func SubmitReport(ws Workspace, step string, try int, rep planspec.Report, wait time.Duration) error {
+// verdictNudge is how often a report waiting for its verdict is touched again: its
+// file event is what the running stepseq acts on, and a second one costs nothing.
+const verdictNudge = 250 * time.Millisecond
+
+// SubmitReport is the report channel of `stepseq report` and of MCP beside a live
+// sidecar: it refuses at once what the report alone or the state shows is wrong (a
+// missing field, a bad risk, a stale try, a move the phase does not allow), drops
+// the report in the step's folder atomically, and waits up to wait for the verdict
+// of the stepseq running the step. try 0 means the current one.
+func SubmitReport(ctx context.Context, ws Workspace, step string, try int, rep planspec.Report, wait time.Duration) error {
 	reasons := rep.Problems()
 	st, err := (&StateFile{Path: ws.State}).Read()
 	if err != nil {
@@ -35,31 +52,30 @@ func SubmitReport(ws Workspace, step string, try int, rep planspec.Report, wait 
 	}
 	reasons = append(reasons, reportAgainstState(st, step, &try, rep)...)
 	if len(reasons) > 0 {
-		return refused(reasons)
+		return &RefusedError{Reasons: reasons}
+	}
+	data, err := json.Marshal(rep) // JSON keeps every field as it was given
+	if err != nil {
+		return err
 	}
 	dir := ws.ReportsDir(step)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report folder: %w", err)
 	}
-	name := strconv.Itoa(try) + "-" + strconv.FormatInt(time.Now().UnixNano(), 10) + ".yaml"
-	path := filepath.Join(dir, name)
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, rep.Block(), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
+	path := filepath.Join(dir, strconv.Itoa(try)+"-"+strconv.FormatInt(time.Now().UnixNano(), 10)+".json")
 	w, err := watcher.New(watcher.Config{Root: ws.Dir, Paths: []string{ReportsRel(step)}, Settle: time.Millisecond})
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	if err := os.Rename(tmp, path); err != nil {
+	if err := renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(dir)); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	lock, holder, err := TryLock(ws, "report")
 	if err == nil {
 		lock.Unlock()
 		_ = os.Remove(path)
-		return refused([]string{fmt.Sprintf("stale: no stepseq is running step %s now", step)})
+		return &RefusedError{Reasons: []string{fmt.Sprintf("stale: no stepseq is running step %s now", step)}}
 	}
 	if holder != nil && holder.Kind != "watch" && !st.UsesReports(step) {
 		// check or step runs a plan that takes no reports: it reads this one when
@@ -68,14 +84,15 @@ func SubmitReport(ws Workspace, step string, try int, rep planspec.Report, wait 
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	// A report not judged within a moment is touched again: its file event is what
-	// the running stepseq acts on, and a second one costs nothing.
-	nudge := time.NewTicker(250 * time.Millisecond)
+	nudge := time.NewTicker(verdictNudge)
 	defer nudge.Stop()
 	for {
 		if why, err := os.ReadFile(path + ".why"); err == nil {
 			if _, err := os.Stat(path + ".rejected"); err == nil {
-				return refused(strings.Split(strings.TrimSpace(string(why)), "\n"))
+				// The caller has the reasons: the files would only pile up.
+				_ = os.Remove(path + ".why")
+				_ = os.Remove(path + ".rejected")
+				return &RefusedError{Reasons: strings.Split(strings.TrimSpace(string(why)), "\n")}
 			}
 		}
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -84,6 +101,9 @@ func SubmitReport(ws Workspace, step string, try int, rep planspec.Report, wait 
 			}
 		}
 		select {
+		case <-ctx.Done():
+			_ = os.Remove(path)
+			return ctx.Err()
 		case <-deadline.C:
 			return fmt.Errorf("%w after %s: %s", ErrNoVerdict, wait, path)
 		case <-nudge.C:
@@ -96,10 +116,6 @@ func SubmitReport(ws Workspace, step string, try int, rep planspec.Report, wait 
 		case <-w.Errors():
 		}
 	}
-}
-
-func refused(reasons []string) error {
-	return fmt.Errorf("%w:\n  %s", ErrReportRefused, strings.Join(reasons, "\n  "))
 }
 
 // reportAgainstState is what the state alone says against the report: the step and

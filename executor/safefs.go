@@ -44,7 +44,7 @@ var (
 		Hint: "a plan is a few kilobytes; keep long instructions in files the steps read"}
 	StateCap = Cap{Bytes: planspec.MaxStateSize, What: "a state file",
 		Hint: "a state is a few kilobytes per step; this is not one"}
-	ReportCap = Cap{Bytes: 1 << 20, What: "a report",
+	ReportCap = Cap{Bytes: planspec.MaxReportSize, What: "a report",
 		Hint: "a report is a few kilobytes; point at files for the rest"}
 	TriggerCap = Cap{Bytes: 64 << 10, What: "a trigger"}
 	// recordCap bounds stepseq's own small records under .stepseq/.
@@ -81,22 +81,30 @@ func (e *CapError) Is(target error) bool { return target == ErrOverCap }
 // is refused before it is read (a FIFO is opened without blocking, and never
 // read), and so is a file over c.Bytes, without reading it.
 func ReadFileIn(root *os.Root, rel string, c Cap) ([]byte, error) {
+	data, _, err := readFileIn(root, rel, c)
+	return data, err
+}
+
+// readFileIn is ReadFileIn with the file's information, for a caller that needs
+// its time too.
+func readFileIn(root *os.Root, rel string, c Cap) ([]byte, os.FileInfo, error) {
 	if root == nil {
-		return nil, fmt.Errorf("%s: no workspace root", rel)
+		return nil, nil, fmt.Errorf("%s: no workspace root", rel)
 	}
 	fi, err := root.Stat(rel)
 	if err != nil {
-		return nil, rootError(rel, err)
+		return nil, nil, rootError(rel, err)
 	}
 	if err := regular(rel, fi); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, rootError(rel, err)
+		return nil, nil, rootError(rel, err)
 	}
 	defer f.Close()
-	return readCapped(f, rel, c, nil)
+	data, err := readCapped(f, rel, c, nil)
+	return data, fi, err
 }
 
 // ReadFile is ReadFileIn for a path named outright, such as the state file or a

@@ -2,11 +2,9 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/google/renameio/v2"
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/planspec"
@@ -144,57 +141,20 @@ func (e *filesEngine) Verify(token string) (string, int, error) { return e.pull.
 // verdictWait bounds the wait for the sidecar's verdict on a dropped report.
 const verdictWait = 30 * time.Second
 
-// Report drops the report as <try>-<nanos>.yaml and waits for the sidecar to take
-// it (the file removed) or refuse it (<file>.rejected and <file>.why).
+// Report drops the report in the step's folder and waits for the sidecar's
+// verdict, as `stepseq report` does.
 func (e *filesEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
-	// The sidecar watches only the running step's report folder: a report for a
-	// try that is over would wait for a verdict that never comes.
-	if st, err := e.sf.Read(); err == nil {
-		run := st.StepRuns[step]
-		if run == nil || run.Status != planspec.StatusInProgress || run.Tries != try {
-			return false, []string{fmt.Sprintf("stale: try %d of step %s is over; call step_current for the current step", try, step)}, nil
-		}
-	}
-	dir := filepath.Join(e.ws.Dir, filepath.FromSlash(executor.ReportsRel(step)))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, nil, fmt.Errorf("report folder: %w", err)
-	}
-	data, err := json.Marshal(rep)
-	if err != nil {
+	err := executor.SubmitReport(ctx, e.ws, step, try, rep, verdictWait)
+	var refused *executor.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return false, refused.Reasons, nil
+	case errors.Is(err, executor.ErrNoVerdict):
+		return false, nil, fmt.Errorf("is the sidecar that holds %s running? (%w)", e.ws.Dir, err)
+	case err != nil:
 		return false, nil, err
 	}
-	name := fmt.Sprintf("%d-%d.yaml", try, time.Now().UnixNano())
-	path := filepath.Join(dir, name)
-	var accepted bool
-	var reasons []string
-	judged := func() bool {
-		if why, err := os.ReadFile(path + ".why"); err == nil {
-			if _, err := os.Stat(path + ".rejected"); err == nil {
-				reasons = strings.Split(strings.TrimSpace(string(why)), "\n")
-				_ = os.Remove(path + ".why")
-				_ = os.Remove(path + ".rejected")
-				return true
-			}
-		}
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			if _, err := os.Stat(path + ".rejected"); errors.Is(err, os.ErrNotExist) {
-				accepted = true
-				return true
-			}
-		}
-		return false
-	}
-	err = waitDir(ctx, dir, verdictWait, func() error {
-		return renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(dir))
-	}, judged, func() {
-		now := time.Now()
-		_ = os.Chtimes(path, now, now)
-	})
-	if err != nil {
-		_ = os.Remove(path)
-		return false, nil, fmt.Errorf("no verdict on the report within %s: is the sidecar that holds %s running? (%w)", verdictWait, e.ws.Dir, err)
-	}
-	return accepted, reasons, nil
+	return true, nil, nil
 }
 
 func (e *filesEngine) Retry(_ context.Context, step string) error {
@@ -218,10 +178,7 @@ func (e *filesEngine) queue(t executor.Trigger) error {
 
 // waitDir runs act once dir is watched, then waits for done to hold, re-checking
 // on every event in dir, until timeout.
-// nudgeEvery is how often a file waiting for its verdict is touched again.
-const nudgeEvery = 250 * time.Millisecond
-
-func waitDir(ctx context.Context, dir string, timeout time.Duration, act func() error, done func() bool, touch func()) error {
+func waitDir(ctx context.Context, dir string, timeout time.Duration, act func() error, done func() bool) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -240,20 +197,12 @@ func waitDir(ctx context.Context, dir string, timeout time.Duration, act func() 
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	// A report not judged within a moment is touched again: the file event that
-	// announces it is what the sidecar acts on, and a second one costs nothing.
-	nudge := time.NewTicker(nudgeEvery)
-	defer nudge.Stop()
 	for !done() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
 			return errors.New("timed out")
-		case <-nudge.C:
-			if touch != nil {
-				touch()
-			}
 		case _, ok := <-w.Events:
 			if !ok {
 				return errors.New("watcher closed")

@@ -164,7 +164,7 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 	}
 	err := waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
 		return renameio.WriteFile(filepath.Join(dir, name+".yaml"), content, 0o644, renameio.WithTempDir(dir))
-	}, judged, nil)
+	}, judged)
 	if err != nil {
 		return nil, SubmitVerdict{}, fmt.Errorf("%s written, but no verdict within %s: is a sidecar running on %s? (%w)", rel, t.opt.PlanWait, ws.Dir, err)
 	}
