@@ -37,11 +37,7 @@ that step and try. watch --listen serves the same tools at /mcp.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
 			log := g.logger()
-			policy, err := executor.ParseRetention(retain)
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			rt, err := executor.NewRuntime(state, log)
+			rt, policy, err := longRunning(dir, state, retain, log)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -97,15 +98,8 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
-			if err := requireFolders(dir, filepath.Dir(state)); err != nil {
-				return err
-			}
 			log := g.logger()
-			policy, err := executor.ParseRetention(retain)
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			rt, err := executor.NewRuntime(state, log)
+			rt, policy, err := longRunning(dir, state, retain, log)
 			if err != nil {
 				return err
 			}
@@ -327,4 +321,21 @@ func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, queue func(*exec
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	return cmd
+}
+
+// longRunning sets up what watch and mcp share: the workspace must exist, the
+// retention must parse (else a usage error), and the runtime opens.
+func longRunning(dir, state, retain string, log *slog.Logger) (*executor.Runtime, executor.RetentionPolicy, error) {
+	if err := requireFolders(dir, filepath.Dir(state)); err != nil {
+		return nil, executor.RetentionPolicy{}, err
+	}
+	policy, err := executor.ParseRetention(retain)
+	if err != nil {
+		return nil, executor.RetentionPolicy{}, usageErr("%v", err)
+	}
+	rt, err := executor.NewRuntime(state, log)
+	if err != nil {
+		return nil, executor.RetentionPolicy{}, err
+	}
+	return rt, policy, nil
 }

@@ -552,9 +552,7 @@ func (m *Machine) timerFired() {
 	if r := m.run; r != nil && r.launched && r.stopReason == "" {
 		m.reportTimers(r)
 	}
-	if !m.delayAt.IsZero() && !m.now.Before(m.delayAt) {
-		m.delayAt = time.Time{}
-	}
+	// A delay that is over is dropped by advance, which decides again.
 }
 
 func (m *Machine) shutdown() {

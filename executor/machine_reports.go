@@ -209,31 +209,39 @@ func (m *Machine) block(r *tryRun, text string) {
 	m.notify(r.step, r.try, "stepseq", planspec.PhaseBlocked, text, "a report from the worker clears it; or stepseq retry "+r.step)
 }
 
+// stepSetting is a step's duration setting, else the plan's, else def.
+func (m *Machine) stepSetting(id string, pick func(step *planspec.StepSpec, plan *planspec.Settings) (planspec.Duration, planspec.Duration), def time.Duration) time.Duration {
+	sp := m.st.Steps[id]
+	if sp == nil {
+		sp = &planspec.StepSpec{}
+	}
+	step, plan := pick(sp, &m.st.Settings)
+	switch {
+	case step > 0:
+		return time.Duration(step)
+	case plan > 0:
+		return time.Duration(plan)
+	}
+	return def
+}
+
 func (m *Machine) launchTimeout(id string) time.Duration {
-	if sp := m.st.Steps[id]; sp != nil && sp.LaunchTimeout > 0 {
-		return time.Duration(sp.LaunchTimeout)
-	}
-	if m.st.Settings.LaunchTimeout > 0 {
-		return time.Duration(m.st.Settings.LaunchTimeout)
-	}
-	return DefaultLaunchTimeout
+	return m.stepSetting(id, func(s *planspec.StepSpec, p *planspec.Settings) (planspec.Duration, planspec.Duration) {
+		return s.LaunchTimeout, p.LaunchTimeout
+	}, DefaultLaunchTimeout)
 }
 
 func (m *Machine) milestoneTimeout(id string) time.Duration {
-	if sp := m.st.Steps[id]; sp != nil && sp.MilestoneTimeout > 0 {
-		return time.Duration(sp.MilestoneTimeout)
-	}
-	if m.st.Settings.MilestoneTimeout > 0 {
-		return time.Duration(m.st.Settings.MilestoneTimeout)
-	}
-	return DefaultMilestoneTimeout
+	return m.stepSetting(id, func(s *planspec.StepSpec, p *planspec.Settings) (planspec.Duration, planspec.Duration) {
+		return s.MilestoneTimeout, p.MilestoneTimeout
+	}, DefaultMilestoneTimeout)
 }
 
+// idleTimeout is 0 unless the step or plan sets one.
 func (m *Machine) idleTimeout(id string) time.Duration {
-	if sp := m.st.Steps[id]; sp != nil && sp.IdleTimeout > 0 {
-		return time.Duration(sp.IdleTimeout)
-	}
-	return time.Duration(m.st.Settings.IdleTimeout)
+	return m.stepSetting(id, func(s *planspec.StepSpec, p *planspec.Settings) (planspec.Duration, planspec.Duration) {
+		return s.IdleTimeout, p.IdleTimeout
+	}, 0)
 }
 
 func (m *Machine) heartbeat() time.Duration {

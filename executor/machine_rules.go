@@ -222,7 +222,7 @@ func (m *Machine) retry(id, from string) {
 
 // advance lets the core decide, and acts on the decision until it must wait.
 func (m *Machine) advance() {
-	m.delayAtKeep()
+	m.dropPastDelay()
 	if m.st == nil || m.bad != nil || m.conds == nil && m.cfg.Probe != nil || m.Busy() || m.stopping || m.inherited {
 		return
 	}
@@ -284,8 +284,8 @@ func (m *Machine) advance() {
 	}
 }
 
-// delayAtKeep drops a delay that the coming decision recomputes.
-func (m *Machine) delayAtKeep() {
+// dropPastDelay drops a delay that the coming decision recomputes.
+func (m *Machine) dropPastDelay() {
 	if !m.delayAt.IsZero() && !m.now.Before(m.delayAt) {
 		m.delayAt = time.Time{}
 	}
@@ -340,7 +340,7 @@ func (m *Machine) agentExited(in AgentExited) {
 	if len(m.agentRuns) > 32 {
 		m.agentRuns = m.agentRuns[1:]
 	}
-	if m.stopping && r.stopReason == "shutdown" || m.stopping {
+	if m.stopping {
 		m.journal(Entry{Event: "interrupted", Step: r.step, Try: r.try, Reason: "stepseq stopped; the step is retried on the next start"})
 		m.log(slog.LevelWarn, "agent stopped by shutdown; the step will be retried", "step", r.step, "try", r.try)
 		return
