@@ -156,43 +156,25 @@ func (m *Machine) applyTriggers() {
 	if len(m.triggers) == 0 {
 		return
 	}
-	ts := m.triggers
+	b := CoalesceTriggers(m.st, m.triggers)
 	m.triggers = nil
-	earliest, count := -1, 0
-	var unknown []string
-	for _, t := range ts {
-		if t.Step == "" {
-			continue // a handed-over check: this pass is its answer
-		}
-		if t.Retry {
-			m.retry(t.Step, t.From)
-			continue
-		}
-		at := slices.Index(m.st.StepQueue, t.Step)
-		if at < 0 {
-			if !slices.Contains(unknown, t.Step) {
-				unknown = append(unknown, t.Step)
-			}
-			continue
-		}
-		count++
-		if earliest < 0 || at < earliest {
-			earliest = at
-		}
-		if len(m.changed) < 100 && !slices.Contains(m.changed, MetaDir+"/triggers") {
-			m.changed = append(m.changed, MetaDir+"/triggers")
-		}
+	for _, t := range b.Retries {
+		m.retry(t.Step, t.From)
 	}
-	for _, id := range unknown {
+	for _, id := range b.Unknown {
 		m.log(slog.LevelWarn, "trigger ignored", "step", id, "err", fmt.Sprintf("no step %q in stepQueue (steps: %s)", id, strings.Join(m.st.StepQueue, ", ")))
 	}
-	if earliest >= 0 {
-		reason := "trigger"
-		if count > 1 {
-			reason = fmt.Sprintf("%d triggers", count)
-		}
-		m.rerun(m.st.StepQueue[earliest], reason, count)
+	if b.Rerun == "" {
+		return
 	}
+	if len(m.changed) < 100 && !slices.Contains(m.changed, MetaDir+"/triggers") {
+		m.changed = append(m.changed, MetaDir+"/triggers")
+	}
+	reason := "trigger"
+	if b.Count > 1 {
+		reason = fmt.Sprintf("%d triggers", b.Count)
+	}
+	m.rerun(b.Rerun, reason, b.Count)
 }
 
 func (m *Machine) rerun(id, reason string, count int) {

@@ -751,3 +751,53 @@ func BenchmarkMachine_Decision(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/decision")
 }
+
+func TestCoalesceTriggers(t *testing.T) {
+	st := parse(t, `{"plan":{"steps":{"a":{"title":"A","instruction":"x"},"b":{"title":"B","instruction":"x"},"c":{"title":"C","instruction":"x"}}},
+		"stepQueue":["a","b","c"],"currentStep":3,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"DONE"}`)
+	cases := []struct {
+		name  string
+		ts    []Trigger
+		rerun string
+		count int
+		retry []string
+		unk   []string
+	}{
+		{"none", nil, "", 0, nil, nil},
+		{"a handed-over check asks for a pass only", []Trigger{{From: "check"}}, "", 0, nil, nil},
+		{"the earliest step wins whatever the order", []Trigger{{Step: "c"}, {Step: "a"}, {Step: "b"}}, "a", 3, nil, nil},
+		{"a later step does not move past an earlier one", []Trigger{{Step: "a"}, {Step: "c"}}, "a", 2, nil, nil},
+		{"retries stand apart, in order", []Trigger{{Step: "b", Retry: true}, {Step: "c"}, {Step: "a", Retry: true}}, "c", 1, []string{"b", "a"}, nil},
+		{"unknown steps are named once", []Trigger{{Step: "zz"}, {Step: "zz"}, {Step: "b"}}, "b", 1, nil, []string{"zz"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := CoalesceTriggers(st, c.ts)
+			var retries []string
+			for _, r := range b.Retries {
+				retries = append(retries, r.Step)
+			}
+			if b.Rerun != c.rerun || b.Count != c.count || !slices.Equal(retries, c.retry) || !slices.Equal(b.Unknown, c.unk) {
+				t.Errorf("got %+v, want rerun %q count %d retries %v unknown %v", b, c.rerun, c.count, c.retry, c.unk)
+			}
+		})
+	}
+}
+
+// A re-run of a later step never moves the cursor past an earlier step still to
+// run: two triggers one after the other do what one burst does.
+func TestRerun_NeverSkipsAhead(t *testing.T) {
+	st := parse(t, `{"plan":{"steps":{"a":{"title":"A","instruction":"x"},"b":{"title":"B","instruction":"x"},"c":{"title":"C","instruction":"x"}}},
+		"stepQueue":["a","b","c"],"currentStep":3,"stepRuns":{"a":{"status":"DONE","tries":1},"b":{"status":"DONE","tries":1},"c":{"status":"DONE","tries":1}},"stepDelayMinutes":0,"blockers":[],"status":"DONE"}`)
+	for _, id := range []string{"a", "c"} {
+		if err := Rerun(st, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.CurrentStep != 0 {
+		t.Fatalf("cursor %d after re-running a then c, want 0", st.CurrentStep)
+	}
+	if st.Run("a").Status != planspec.StatusPending {
+		t.Errorf("a = %s, want PENDING", st.Run("a").Status)
+	}
+}

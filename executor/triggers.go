@@ -53,7 +53,8 @@ func DrainTriggers(ws Workspace) ([]Trigger, []error) {
 }
 
 // Rerun resets step id and every step after it to run again: PENDING, no tries,
-// their blockers gone, the cursor on id and the plan IN_PROGRESS.
+// their blockers gone, the cursor on id (never past an earlier step still to run)
+// and the plan IN_PROGRESS.
 func Rerun(st *planspec.State, id string) error {
 	at := slices.Index(st.StepQueue, id)
 	if at < 0 {
@@ -72,9 +73,47 @@ func Rerun(st *planspec.State, id string) error {
 		run.Result = nil
 		clearBlocker(st, later)
 	}
-	st.CurrentStep = at
+	st.CurrentStep = min(st.CurrentStep, at)
 	st.Status = planspec.StatusInProgress
 	return nil
+}
+
+// TriggerBurst is what a batch of queued triggers asks for, coalesced: the
+// retries in order, and one re-run from the earliest step any trigger names.
+type TriggerBurst struct {
+	Retries []Trigger
+	Rerun   string   // "" when no trigger asks for a re-run
+	Count   int      // the re-run triggers it stands for
+	Unknown []string // steps named that the plan does not have
+}
+
+// CoalesceTriggers decides what the triggers ts ask of st without changing it: a
+// burst of re-runs is one re-run from the earliest step named (it re-runs the
+// ones after it too), so ten thousand triggers are one re-run and one write.
+// A trigger with no step (a handed-over check) asks for a pass only.
+func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
+	var b TriggerBurst
+	earliest := -1
+	for _, t := range ts {
+		switch at := slices.Index(st.StepQueue, t.Step); {
+		case t.Step == "":
+		case t.Retry:
+			b.Retries = append(b.Retries, t)
+		case at < 0:
+			if !slices.Contains(b.Unknown, t.Step) {
+				b.Unknown = append(b.Unknown, t.Step)
+			}
+		default:
+			b.Count++
+			if earliest < 0 || at < earliest {
+				earliest = at
+			}
+		}
+	}
+	if earliest >= 0 {
+		b.Rerun = st.StepQueue[earliest]
+	}
+	return b
 }
 
 // Retry gives a blocked or failed step a new try, as `stepseq retry` asks: the
@@ -179,17 +218,19 @@ func queue(rt *Runtime, t Trigger) (string, error) {
 	if st, err = sf.Read(); err != nil {
 		return "", err
 	}
-	for _, t := range ts {
-		switch {
-		case t.Step == "":
-		case t.Retry:
-			err = Retry(st, t.Step, RetryLimit(st, t.Step, maxRetries))
-		default:
-			err = Rerun(st, t.Step)
+	b := CoalesceTriggers(st, ts) // the rules the sidecar applies, without one
+	for _, r := range b.Retries {
+		if err := Retry(st, r.Step, RetryLimit(st, r.Step, maxRetries)); err != nil {
+			rt.Logger.Warn("retry refused", "step", r.Step, "err", err)
 		}
-		if err != nil {
-			rt.Logger.Warn("trigger ignored", "step", t.Step, "err", err)
+	}
+	if b.Rerun != "" {
+		if err := Rerun(st, b.Rerun); err != nil {
+			rt.Logger.Warn("trigger ignored", "step", b.Rerun, "err", err)
 		}
+	}
+	for _, id := range b.Unknown {
+		rt.Logger.Warn("trigger ignored", "step", id, "err", "no such step in stepQueue")
 	}
 	if err := sf.Write(st); err != nil {
 		return "", err
