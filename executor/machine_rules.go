@@ -73,7 +73,7 @@ func (m *Machine) dropUnlaunched() {
 // adopt makes st the state and compiles its conditions. A state whose expressions
 // do not compile is kept but runs nothing until fixed.
 func (m *Machine) adopt(st *planspec.State) {
-	st.FreezeSpecs() // the core replaces a spec, never edits one in place
+	st.Track() // the core replaces a spec, never edits one in place, and changes runs through Run
 	m.st = st
 	m.conds = nil
 	m.planDone = st.Status == planspec.StatusDone

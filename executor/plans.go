@@ -200,6 +200,7 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 // new definitions and order; steps started or finished stay as they ran, in place,
 // so the cursor keeps pointing at the same step.
 func MergePlan(st *planspec.State, p *planspec.Plan, hash string) {
+	defer st.TouchAll()
 	fresh := p.State(st.Settings.Source, hash)
 	started := map[string]bool{}
 	var queue []string

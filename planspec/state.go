@@ -158,10 +158,12 @@ func NewState() *State {
 }
 
 // Run returns the run record of step id, creating a PENDING one when there is none.
+// On a tracked state (Track) the record counts as changed.
 func (s *State) Run(id string) *StepRun {
 	if s.StepRuns == nil {
 		s.StepRuns = map[string]*StepRun{}
 	}
+	s.Touch(id)
 	r, ok := s.StepRuns[id]
 	if !ok || r == nil {
 		r = &StepRun{Status: StatusPending}
@@ -310,7 +312,20 @@ func (s *State) AppendMarshal(dst []byte) []byte {
 
 // writeRuns writes stepRuns at depth one.
 func (s *State) writeRuns(out *bytes.Buffer) {
-	ids := s.runOrder()
+	if !s.memo.track.on {
+		s.writeRunsFull(out, s.runOrder())
+		return
+	}
+	runs := s.trackedRuns()
+	if checkTracking {
+		s.checkTracked(runs)
+	}
+	out.Write(runs)
+}
+
+// writeRunsFull writes stepRuns at depth one in the order given, each run from the
+// memo when it is equal to the one last encoded.
+func (s *State) writeRunsFull(out *bytes.Buffer, ids []string) {
 	if len(ids) == 0 {
 		out.WriteString("{}")
 		return
@@ -325,7 +340,7 @@ func (s *State) writeRuns(out *bytes.Buffer) {
 		out.WriteString(": ")
 		out.Write(s.memo.indentedRun(id, s.StepRuns[id]))
 	}
-	out.WriteString("\n  }")
+	out.WriteString(runsClose)
 }
 
 // Clone returns a deep copy, through the file format, so that no change to the copy

@@ -24,6 +24,7 @@ type encodeMemo struct {
 	lastRunOrder []string // the order stepRuns was last written in
 	queue        []string // stepQueue as last written, and indented at depth one
 	queueIndent  []byte
+	track        runTracker
 }
 
 // indentedQueue is stepQueue indented at depth one, from the memo when the queue is
@@ -83,6 +84,9 @@ func indentAt(raw json.RawMessage, depth int) []byte {
 func (m *encodeMemo) planUnchanged(s *State) bool {
 	if m.planRaw == nil || len(m.planSteps) != len(s.Steps) {
 		return false
+	}
+	if m.track.on && !m.track.all {
+		return true // steps are added, removed or replaced only before a TouchAll
 	}
 	if m.frozen {
 		for id, sp := range s.Steps {

@@ -1,0 +1,149 @@
+package planspec
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+)
+
+// runsClose ends a non-empty stepRuns object at depth one.
+const runsClose = "\n  }"
+
+// A tracked state is one whose caller tells the encoder what it changed, so that a
+// write costs what changed, not the size of the plan: the runs section of the last
+// encoding is kept, and only the runs from the first one changed onwards are encoded
+// again. A chain changes the run at its cursor, near the end, so a write re-encodes
+// one or two runs whatever the plan's length.
+//
+// The caller's word (Track): runs change only through Run(id) or after Touch(id);
+// specs are replaced, never edited in place; steps and runs are added or removed
+// only through Run(id), or followed by TouchAll. Builds with the race detector check
+// every tracked encoding against a full one and panic on a difference, so that the
+// test suite catches a change the caller did not tell.
+type runTracker struct {
+	on      bool
+	all     bool            // TouchAll: the next encoding compares everything
+	touched map[string]bool // runs handed out or touched since the last encoding
+	section []byte          // stepRuns as last encoded, at depth one
+	starts  []int           // where each run of order begins in section
+	order   []string        // the runs of section, in order
+	pos     map[string]int  // index of each id in order
+}
+
+// Track is the caller's word described on runTracker: the encoder then re-encodes
+// only what the caller touched. It implies FreezeSpecs.
+func (s *State) Track() {
+	s.memo.frozen = true
+	s.memo.track.on = true
+	s.memo.track.all = true
+}
+
+// Touch tells a tracked state that step id's run record changed, for a caller that
+// changed it through StepRuns rather than Run.
+func (s *State) Touch(id string) {
+	t := &s.memo.track
+	if !t.on {
+		return
+	}
+	if t.touched == nil {
+		t.touched = map[string]bool{}
+	}
+	t.touched[id] = true
+}
+
+// TouchAll tells a tracked state that anything may have changed: steps added or
+// removed, specs replaced, runs deleted. The next encoding compares everything.
+func (s *State) TouchAll() { s.memo.track.all = true }
+
+// trackedRuns returns the stepRuns object at depth one, re-encoding only the runs
+// from the first touched one onwards.
+func (s *State) trackedRuns() []byte {
+	t := &s.memo.track
+	defer func() { clear(t.touched); t.all = false }()
+	first, ok := t.unchangedPrefix(s)
+	if !ok {
+		t.order = slices.Clone(s.runOrder())
+		s.memo.lastRunOrder = t.order
+		t.pos = make(map[string]int, len(t.order))
+		for i, id := range t.order {
+			t.pos[id] = i
+		}
+		first = 0
+	}
+	switch {
+	case first == 0:
+		t.section, t.starts = t.section[:0], t.starts[:0]
+	case first < len(t.starts):
+		t.section, t.starts = t.section[:t.starts[first]], t.starts[:first]
+	case first == len(t.order):
+		return t.section // nothing changed
+	default: // runs added at the end: they follow the last one kept
+		t.section = t.section[:len(t.section)-len(runsClose)]
+	}
+	if len(t.order) == 0 {
+		t.section = append(t.section, "{}"...)
+		return t.section
+	}
+	for i := first; i < len(t.order); i++ {
+		id := t.order[i]
+		t.starts = append(t.starts, len(t.section))
+		if i == 0 {
+			t.section = append(t.section, '{')
+		} else {
+			t.section = append(t.section, ',')
+		}
+		t.section = append(t.section, "\n    "...)
+		t.section = appendString(t.section, id)
+		t.section = append(t.section, ": "...)
+		t.section = append(t.section, s.memo.indentedRun(id, s.StepRuns[id])...)
+	}
+	t.section = append(t.section, runsClose...)
+	return t.section
+}
+
+// unchangedPrefix returns how many runs of the last encoding stand unchanged, in
+// place; ok is false when the order must be worked out again. A run new since then
+// goes last when it is the cursor's, as runOrder places it.
+func (t *runTracker) unchangedPrefix(s *State) (int, bool) {
+	if t.all || t.section == nil {
+		return 0, false
+	}
+	first := len(t.order)
+	var added []string
+	for id := range t.touched {
+		p, ok := t.pos[id]
+		switch {
+		case !ok && s.StepRuns[id] != nil:
+			added = append(added, id)
+		case ok && s.StepRuns[id] == nil:
+			return 0, false // removed without TouchAll: work it out again
+		case ok:
+			first = min(first, p)
+		}
+	}
+	if len(t.order)+len(added) != len(s.StepRuns) {
+		return 0, false
+	}
+	switch len(added) {
+	case 0:
+	case 1:
+		if s.CurrentStep >= len(s.StepQueue) || s.StepQueue[s.CurrentStep] != added[0] {
+			return 0, false
+		}
+		t.pos[added[0]] = len(t.order)
+		t.order = append(t.order, added[0])
+		s.memo.lastRunOrder = t.order
+	default:
+		return 0, false
+	}
+	return first, true
+}
+
+// checkTracked compares a tracked encoding with a full one.
+func (s *State) checkTracked(got []byte) {
+	var want bytes.Buffer
+	s.writeRunsFull(&want, s.memo.track.order)
+	if !bytes.Equal(got, want.Bytes()) {
+		panic(fmt.Sprintf("planspec: a tracked state changed without telling it: stepRuns encoded as\n%s\nbut is\n%s", got, want.Bytes()))
+	}
+}

@@ -1,0 +1,91 @@
+package planspec
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// fullEncoding is the state encoded as an untracked one: every run compared.
+func fullEncoding(s *State) string {
+	s.memo.track.on = false
+	defer func() { s.memo.track.on = true }()
+	return string(s.Marshal())
+}
+
+func trackedChain(n int) *State {
+	s := NewState()
+	for i := range n {
+		id := fmt.Sprintf("s%02d", i)
+		s.Steps[id] = &StepSpec{Title: "Step " + id, Instruction: "do " + id}
+		s.StepQueue = append(s.StepQueue, id)
+	}
+	s.Track()
+	return s
+}
+
+// A tracked state told of every change encodes as an untracked one, through a
+// chain's writes, changes in the middle, runs removed and steps added.
+func TestTrack_EncodesAsFull(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := trackedChain(30)
+	check := func(what string) {
+		t.Helper()
+		got := string(s.Marshal())
+		if want := fullEncoding(s); got != want {
+			t.Fatalf("after %s: tracked encoding differs from the full one:\n%s\nwant\n%s", what, got, want)
+		}
+		if _, err := ParseState(strings.NewReader(got), "state.json"); err != nil {
+			t.Fatalf("after %s: %v", what, err)
+		}
+	}
+	check("nothing")
+	for step := 0; step < 25; step++ {
+		id := s.StepQueue[s.CurrentStep]
+		r := s.Run(id) // a chain: the run at the cursor starts, then ends
+		r.Status, r.Tries, r.LastRunIso = StatusInProgress, r.Tries+1, fmt.Sprintf("2026-01-01T00:00:%02d.000000+00:00", step)
+		check("a try starts")
+		out := "ok"
+		r = s.Run(id)
+		r.Status, r.Stdout = StatusDone, &out
+		s.CurrentStep++
+		check("a try ends")
+		switch rng.IntN(5) {
+		case 0: // an earlier run changes (a re-run asked for)
+			s.Run(s.StepQueue[rng.IntN(s.CurrentStep)]).Tries += 10
+			check("an earlier run changed")
+		case 1: // changed through the map, and said so
+			prev := s.StepQueue[rng.IntN(s.CurrentStep)]
+			s.StepRuns[prev].Phase = PhaseBlocked
+			s.Touch(prev)
+			check("a run touched")
+		case 2: // a plan edit: a step added, a pending run removed
+			extra := fmt.Sprintf("x%02d", step)
+			s.Steps[extra] = &StepSpec{Title: "Extra", Instruction: "more"}
+			s.StepQueue = append(s.StepQueue, extra)
+			s.Run(extra)
+			delete(s.StepRuns, extra)
+			s.TouchAll()
+			check("a plan edit")
+		}
+	}
+}
+
+// A change the caller does not tell is not seen by a tracked state: the contract is
+// real. Builds with the race detector catch it.
+func TestTrack_UntoldChangeIsCaught(t *testing.T) {
+	s := trackedChain(3)
+	s.Run("s00").Tries = 1
+	s.Marshal()
+	s.StepRuns["s00"].Tries = 2 // not through Run, no Touch
+	defer func() {
+		if r := recover(); (r != nil) != checkTracking {
+			t.Fatalf("recovered %v; want a panic exactly when tracking is checked (%v)", r, checkTracking)
+		}
+	}()
+	got := string(s.Marshal())
+	if !strings.Contains(got, `"tries": 1`) {
+		t.Fatalf("an untold change was encoded, so the encoder compared everything:\n%s", got)
+	}
+}
