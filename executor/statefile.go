@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/google/renameio/v2"
 
@@ -65,6 +67,32 @@ type StateFile struct {
 	lastOwned bool
 	spare     []byte
 	scratch   []byte
+	// written identifies the file this process last wrote, when the file system
+	// kept its stamp: while the file on disk still has it, it is that write.
+	written fileIdent
+}
+
+// fileIdent is what stat tells of a file: a file this process wrote, stamped with
+// a modification time no write can give (see stampAge), still has all of it until
+// somebody else writes, truncates or replaces it.
+type fileIdent struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime syscall.Timespec
+}
+
+// stampAge is how far in the past a written state's modification time is set. A
+// later write by anybody sets the current time, which cannot be that stamp (file
+// systems stamp at a granularity of milliseconds at most); so size, inode and
+// times unchanged mean the bytes are the ones written, with no read and no hash.
+const stampAge = time.Second
+
+func identOf(fi fs.FileInfo) (fileIdent, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileIdent{}, false
+	}
+	return fileIdent{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true
 }
 
 // Read parses the file. A missing file returns (nil, fs.ErrNotExist).
@@ -80,6 +108,13 @@ func (f *StateFile) Read() (*planspec.State, error) {
 // what this process last read or wrote: a file event on the state file is often
 // the echo of this process's own write. changed is false for that echo.
 func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error) {
+	if f.written.ino != 0 && f.last != nil {
+		if fi, err := os.Stat(f.Path); err == nil {
+			if id, ok := identOf(fi); ok && id == f.written {
+				return nil, false, nil // the file this process wrote, untouched
+			}
+		}
+	}
 	data, err := f.readBytesInto(f.scratch)
 	if err != nil {
 		return nil, true, err
@@ -98,7 +133,7 @@ func (f *StateFile) parse(data []byte) (*planspec.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.last, f.lastOwned = data, false
+	f.last, f.lastOwned, f.written = data, false, fileIdent{}
 	return st, nil
 }
 
@@ -139,7 +174,9 @@ func (f *StateFile) WriteBytes(data []byte) error {
 		return fmt.Errorf("write %s: %w: point stepseq at the real file", f.Path, ErrSymlink)
 	}
 	dir := filepath.Dir(f.Path)
-	if err := renameio.WriteFile(f.Path, data, 0o644, renameio.WithTempDir(dir), renameio.WithExistingPermissions()); err != nil {
+	f.written = fileIdent{}
+	stamp := time.Now().Add(-stampAge).Truncate(time.Microsecond)
+	if err := replaceFile(f.Path, data, stamp); err != nil {
 		// The error names renameio's temporary file; the user knows only the folder.
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
 			return NoFolder(dir)
@@ -151,7 +188,31 @@ func (f *StateFile) WriteBytes(data []byte) error {
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
 	f.last, f.lastOwned = data, false
-	return syncDir(dir)
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	// Trusted only where the file system kept the stamp to the microsecond.
+	if fi, err := os.Lstat(f.Path); err == nil && fi.ModTime().Equal(stamp) && fi.Size() == int64(len(data)) {
+		f.written, _ = identOf(fi)
+	}
+	return nil
+}
+
+// replaceFile writes data to a temporary file in path's folder, stamps its
+// modification time, syncs it and renames it over path.
+func replaceFile(path string, data []byte, stamp time.Time) error {
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithPermissions(0o644), renameio.WithExistingPermissions())
+	if err != nil {
+		return err
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return err
+	}
+	if err := os.Chtimes(pf.Name(), time.Now(), stamp); err != nil {
+		return err
+	}
+	return pf.CloseAtomicallyReplace()
 }
 
 // syncDir makes a rename in dir durable.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -173,4 +174,76 @@ func TestJournal_RotatesPastMax(t *testing.T) {
 	if !strings.Contains(string(data), `"try":99`) {
 		t.Error("the newest record is not in the current journal")
 	}
+}
+
+// ReadIfChanged tells this process's own write by stat alone, and any other write
+// by what it changed: an in-place rewrite of the same size at once after the write
+// (same inode, same size, the same coarse clock tick), a replacement by rename, a
+// touch that changes nothing.
+func TestStateFile_ReadIfChanged(t *testing.T) {
+	write := func(t *testing.T) (*StateFile, []byte) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "state.json")
+		sf := &StateFile{Path: path}
+		if err := sf.Write(chainState(3)); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(path)
+		return sf, data
+	}
+	// same is data with one title changed, at the same length.
+	same := func(data []byte) []byte {
+		return bytes.Replace(data, []byte(`"Step step-001"`), []byte(`"Step step-00X"`), 1)
+	}
+	t.Run("its own write, unread", func(t *testing.T) {
+		sf, _ := write(t)
+		if sf.written.ino == 0 {
+			t.Fatal("the write's stamp was not kept: every echo would be read and compared")
+		}
+		fi, _ := os.Stat(sf.Path)
+		if age := time.Since(fi.ModTime()); age < stampAge || age > stampAge+time.Minute {
+			t.Errorf("modification time %v ago, want the stamp, %v in the past", age, stampAge)
+		}
+		if _, changed, err := sf.ReadIfChanged(); err != nil || changed {
+			t.Errorf("changed = %v, err = %v; want its own write, unchanged", changed, err)
+		}
+	})
+	t.Run("rewritten in place at once, same size", func(t *testing.T) {
+		sf, data := write(t)
+		f, err := os.OpenFile(sf.Path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(same(data)); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		st, changed, err := sf.ReadIfChanged()
+		if err != nil || !changed || st.Steps["step-001"].Title != "Step step-00X" {
+			t.Fatalf("changed = %v, err = %v; want the rewrite read", changed, err)
+		}
+	})
+	t.Run("replaced by rename, same size", func(t *testing.T) {
+		sf, data := write(t)
+		tmp := sf.Path + ".new"
+		if err := os.WriteFile(tmp, same(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, sf.Path); err != nil {
+			t.Fatal(err)
+		}
+		if _, changed, err := sf.ReadIfChanged(); err != nil || !changed {
+			t.Fatalf("changed = %v, err = %v; want the replacement read", changed, err)
+		}
+	})
+	t.Run("touched, same bytes", func(t *testing.T) {
+		sf, _ := write(t)
+		now := time.Now()
+		if err := os.Chtimes(sf.Path, now, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, changed, err := sf.ReadIfChanged(); err != nil || changed {
+			t.Fatalf("changed = %v, err = %v; want the same bytes seen as unchanged", changed, err)
+		}
+	})
 }
