@@ -302,10 +302,28 @@ func (d *driver) setWatch(paths, trees []string) {
 		}
 		d.w = w
 	}
-	d.watched = [2][]string{paths, trees}
 	if d.m.cfg.Persistent {
-		d.rt.record(Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}})
+		d.rt.record(watchEntry(d.watched, paths, trees))
 	}
+	d.watched = [2][]string{paths, trees}
+}
+
+// watchEntry journals a new watch set: whole the first time, then what changed,
+// so that a step launched in a plan of 2,000 named paths journals one or two.
+func watchEntry(was [2][]string, paths, trees []string) Entry {
+	if was[0] == nil && was[1] == nil {
+		return Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}}
+	}
+	detail := map[string]any{"count": len(paths) + len(trees)}
+	for key, list := range map[string][]string{
+		"added": watcher.SortedDiff(paths, was[0]), "removed": watcher.SortedDiff(was[0], paths),
+		"treesAdded": watcher.SortedDiff(trees, was[1]), "treesRemoved": watcher.SortedDiff(was[1], trees),
+	} {
+		if len(list) > 0 {
+			detail[key] = list
+		}
+	}
+	return Entry{Event: "watch", Detail: detail}
 }
 
 func (d *driver) batches() <-chan watcher.Batch {

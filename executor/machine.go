@@ -269,10 +269,17 @@ type Machine struct {
 	progress  bool // a try was launched or judged: what the chain achieved is kept
 	forceFail bool // the runner's step failed
 	watched   [2][]string
-	timerAt   time.Time
-	lastNote  time.Time // when the user last heard of the running step
-	planDone  bool      // the plan's DONE was told
-	stamped   bool      // lastHeartbeatIso was set by a decision of this machine
+	// planGen counts the states and plans adopted; base is the plan's watch set
+	// as of gen, asked of the probe once per plan rather than once per input.
+	planGen int
+	base    struct {
+		gen          int
+		paths, trees []string
+	}
+	timerAt  time.Time
+	lastNote time.Time // when the user last heard of the running step
+	planDone bool      // the plan's DONE was told
+	stamped  bool      // lastHeartbeatIso was set by a decision of this machine
 }
 
 // tryRun is the try in flight.
@@ -483,9 +490,14 @@ func (m *Machine) watch() {
 		if m.cfg.Probe == nil {
 			return
 		}
-		paths, trees = m.cfg.Probe.WatchSet(m.st, m.conds)
+		if m.base.gen != m.planGen || m.base.paths == nil {
+			m.base.gen = m.planGen
+			m.base.paths, m.base.trees = m.cfg.Probe.WatchSet(m.st, m.conds)
+			m.base.paths = slices.Compact(slices.Sorted(slices.Values(m.base.paths)))
+		}
+		paths, trees = m.base.paths, m.base.trees
 		if m.run != nil {
-			paths = append(paths, m.cfg.Probe.ReportsDir(m.run.step))
+			paths = insertSorted(paths, m.cfg.Probe.ReportsDir(m.run.step))
 		}
 	default:
 		// A one-shot driver watches a running step's reports only where the plan
@@ -499,13 +511,25 @@ func (m *Machine) watch() {
 			}
 		}
 	}
-	slices.Sort(paths)
-	paths = slices.Compact(paths)
+	if !m.cfg.Persistent {
+		slices.Sort(paths)
+		paths = slices.Compact(paths)
+	}
 	if slices.Equal(paths, m.watched[0]) && slices.Equal(trees, m.watched[1]) {
 		return
 	}
 	m.watched = [2][]string{paths, trees}
 	m.emit(SetWatch{Paths: paths, Trees: trees})
+}
+
+// insertSorted returns a copy of sorted with p in its place, or sorted itself
+// when p is there already.
+func insertSorted(sorted []string, p string) []string {
+	i, found := slices.BinarySearch(sorted, p)
+	if found {
+		return sorted
+	}
+	return slices.Insert(slices.Clip(sorted), i, p)
 }
 
 // arm asks for the one timer at the earliest thing the machine waits for.

@@ -76,6 +76,7 @@ func (m *Machine) adopt(st *planspec.State) {
 	st.Track() // the core replaces a spec, never edits one in place, and changes runs through Run
 	m.st = st
 	m.conds = nil
+	m.planGen++
 	m.planDone = st.Status == planspec.StatusDone
 	if m.cfg.Probe == nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -191,7 +192,16 @@ func (w *Watcher) update(sc scope) error {
 		w.poll.scan(nil)
 		return nil
 	}
+	prev := w.set.scope
 	w.set.setScope(sc)
+	if slices.Equal(prev.trees, sc.trees) && w.set.holds(w.set.root) {
+		// The same trees: only the paths named or no longer named are looked
+		// at, so that a plan of 2,000 steps whose running step's report folder
+		// changes costs one path, not 2,000.
+		err := w.set.updatePaths(prev.paths, sc.paths)
+		w.countWatches()
+		return err
+	}
 	rearmed, err := w.set.reconcile(nil)
 	if rearmed {
 		w.co.markRescan(time.Now())

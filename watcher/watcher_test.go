@@ -333,6 +333,34 @@ func TestWatcher_Update(t *testing.T) {
 	}
 }
 
+// TestWatcher_UpdatePaths: with the same trees, an update looks only at the paths
+// added and removed: a named folder added is watched at once (a report dropped
+// in it right after is seen), and the watches only a removed path needed go.
+func TestWatcher_UpdatePaths(t *testing.T) {
+	h := watch(t, Config{Paths: []string{"a/x", "b/f"}}, func(h *harness) { h.mkdir("a/x"); h.mkdir("b"); h.mkdir("c/d") })
+	if err := h.w.Update([]string{"b/f", "c/d"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.write("c/d/report.json", "")
+	h.write("a/x/old", "")
+	got := union(h.waitFor("c/d/report.json"))
+	if slices.Contains(got, "a/x/old") {
+		t.Errorf("a removed path still reported: %v", got)
+	}
+	if n := h.w.Stats().Watches; n != 4 { // root, b, c, c/d
+		t.Errorf("Stats().Watches = %d, want 4: %v", n, h.w.fsw.WatchList())
+	}
+	if err := h.w.Update([]string{"a/x", "b/f", "c/d"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.write("a/x/new", "")
+	h.write("b/f", "")
+	h.waitFor("a/x/new", "b/f")
+	if n := h.w.Stats().Watches; n != 6 { // root, a, a/x, b, c, c/d
+		t.Errorf("Stats().Watches = %d, want 6: %v", n, h.w.fsw.WatchList())
+	}
+}
+
 // TestWatcher_UpdateTreeOverPath: a directory already watched on the way to
 // a path still gets its whole subtree watched when it becomes a tree.
 func TestWatcher_UpdateTreeOverPath(t *testing.T) {

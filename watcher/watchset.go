@@ -128,6 +128,49 @@ func (s *watchSet) rearmUnder(rel string, emit func(string)) error {
 	return nil
 }
 
+// updatePaths makes the watches match a scope whose trees are those of the last
+// reconcile and whose paths changed from old to paths (both sorted): the chains
+// of the paths added are watched, and the watches only the paths removed needed
+// are dropped. What the other paths need is as it was: file events keep it so.
+func (s *watchSet) updatePaths(old, paths []string) error {
+	added, removed := SortedDiff(paths, old), SortedDiff(old, paths)
+	for _, p := range added {
+		if _, err := s.chain(p, nil, nil); err != nil {
+			return err
+		}
+	}
+	for _, p := range removed {
+		for dir := s.abs(p); dir != s.root && under(dir, s.root); dir = filepath.Dir(dir) {
+			if !s.holds(dir) || s.onAnchorPath(dir) {
+				continue
+			}
+			if rel, ok := s.rel(dir); ok {
+				if _, inTree := s.scope.tree(rel); inTree {
+					continue
+				}
+			}
+			s.unwatch(dir)
+		}
+	}
+	return nil
+}
+
+// SortedDiff returns the elements of the sorted list a that the sorted list b
+// lacks, in order.
+func SortedDiff(a, b []string) []string {
+	var out []string
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j == len(b) || b[j] != x {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // reconcile makes the held watches match the scope: it watches what exists
 // and is needed, and drops the rest. A directory watched for the first time
 // is listed after its watch is in place, and with emit, every entry found is
