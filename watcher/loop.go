@@ -192,16 +192,17 @@ func (w *Watcher) update(sc scope) error {
 		w.poll.scan(nil)
 		return nil
 	}
-	prev := w.set.scope
-	w.set.setScope(sc)
-	if slices.Equal(prev.trees, sc.trees) && w.set.holds(w.set.root) {
+	if prev := w.set.scope; slices.Equal(prev.trees, sc.trees) && w.set.holds(w.set.root) {
 		// The same trees: only the paths named or no longer named are looked
 		// at, so that a plan of 2,000 steps whose running step's report folder
 		// changes costs one path, not 2,000.
-		err := w.set.updatePaths(prev.paths, sc.paths)
+		added, removed := SortedDiff(sc.paths, prev.paths), SortedDiff(prev.paths, sc.paths)
+		w.set.shiftScope(sc, added, removed)
+		err := w.set.updatePaths(added, removed)
 		w.countWatches()
 		return err
 	}
+	w.set.setScope(sc)
 	rearmed, err := w.set.reconcile(nil)
 	if rearmed {
 		w.co.markRescan(time.Now())

@@ -19,7 +19,6 @@ var skipDirs = []string{".git", "node_modules"}
 type scope struct {
 	paths []string // sorted
 	trees []string // sorted
-	named map[string]struct{}
 }
 
 func newScope(paths, trees []string) (scope, error) {
@@ -30,10 +29,6 @@ func newScope(paths, trees []string) (scope, error) {
 	}
 	if s.trees, err = cleanAll(trees); err != nil {
 		return scope{}, err
-	}
-	s.named = make(map[string]struct{}, len(s.paths))
-	for _, p := range s.paths {
-		s.named[p] = struct{}{}
 	}
 	return s, nil
 }
@@ -91,13 +86,13 @@ func (s scope) relevant(rel string) bool {
 	if rel == "" {
 		return false // the root itself: handled as a rescan, never a path
 	}
-	if _, all := s.named[""]; all {
+	if s.isNamed("") {
 		return true
 	}
-	// rel or a directory above it is a path: a lookup per level, however
-	// many paths there are.
+	// rel or a directory above it is a path: a binary search per level,
+	// however many paths there are.
 	for p := rel; ; {
-		if _, ok := s.named[p]; ok {
+		if s.isNamed(p) {
 			return true
 		}
 		i := strings.LastIndexByte(p, '/')
@@ -117,7 +112,7 @@ func (s scope) relevant(rel string) bool {
 // isNamed reports whether rel is exactly one of the paths: such a change is
 // reported even when the name looks like an editor's scratch file.
 func (s scope) isNamed(rel string) bool {
-	_, ok := s.named[rel]
+	_, ok := slices.BinarySearch(s.paths, rel)
 	return ok
 }
 

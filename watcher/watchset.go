@@ -28,8 +28,11 @@ type watchSet struct {
 	fsw     notifier
 	root    string // absolute, clean
 	scope   scope
-	anchors []string            // absolute: the root, the paths and the tree roots
-	onPath  map[string]struct{} // absolute: the anchors and every directory above one
+	// onPath counts, for each absolute directory at or below the root, the
+	// anchors (the root, the paths, the tree roots) at or below it; above the
+	// root are the root's ancestors.
+	onPath    map[string]int
+	aboveRoot map[string]struct{}
 	held    map[string]struct{} // absolute directories with a watch
 	grown   map[string]bool     // trees whose whole subtree is watched
 	rootID  uint64              // the inode of the watched root
@@ -38,7 +41,15 @@ type watchSet struct {
 
 func newWatchSet(fsw notifier, root string, sc scope, report func(error)) *watchSet {
 	s := &watchSet{fsw: fsw, root: root, report: report,
-		held: make(map[string]struct{}), grown: make(map[string]bool)}
+		held: make(map[string]struct{}), grown: make(map[string]bool), aboveRoot: map[string]struct{}{}}
+	for d := root; ; {
+		up := filepath.Dir(d)
+		if up == d {
+			break
+		}
+		s.aboveRoot[up] = struct{}{}
+		d = up
+	}
 	s.setScope(sc)
 	return s
 }
@@ -50,22 +61,40 @@ func (s *watchSet) setScope(sc scope) {
 		}
 	}
 	s.scope = sc
-	s.anchors = []string{s.root}
+	s.onPath = make(map[string]int, 2*len(sc.paths)+2*len(sc.trees)+1)
+	s.onPath[s.root] = 1
 	for _, a := range sc.anchors() {
-		s.anchors = append(s.anchors, s.abs(a))
+		s.countAnchor(a, 1)
 	}
-	s.onPath = make(map[string]struct{}, 2*len(s.anchors))
-	for _, a := range s.anchors {
-		for {
-			if _, ok := s.onPath[a]; ok {
-				break // and so is everything above it
+}
+
+// shiftScope takes a scope whose trees are the current ones and whose paths
+// differ by added and removed: only their directories are counted again.
+func (s *watchSet) shiftScope(sc scope, added, removed []string) {
+	s.scope = sc
+	for _, list := range []struct {
+		paths []string
+		delta int
+	}{{added, 1}, {removed, -1}} {
+		for _, p := range list.paths {
+			if _, isTree := slices.BinarySearch(sc.trees, p); !isTree {
+				s.countAnchor(p, list.delta) // a tree root is counted as a tree
 			}
-			s.onPath[a] = struct{}{}
-			up := filepath.Dir(a)
-			if up == a {
-				break
-			}
-			a = up
+		}
+	}
+}
+
+// countAnchor adds delta to the count of the anchor rel and of every directory
+// above it up to the root.
+func (s *watchSet) countAnchor(rel string, delta int) {
+	if rel == "" {
+		return // the root counts once, for itself
+	}
+	for d := s.abs(rel); d != s.root; d = filepath.Dir(d) {
+		if n := s.onPath[d] + delta; n > 0 {
+			s.onPath[d] = n
+		} else {
+			delete(s.onPath, d)
 		}
 	}
 }
@@ -98,7 +127,10 @@ func (s *watchSet) holds(dir string) bool {
 // directory on the way to a path or tree root (or one of those itself):
 // creating, removing or renaming it changes which directories need a watch.
 func (s *watchSet) onAnchorPath(name string) bool {
-	_, ok := s.onPath[name]
+	if s.onPath[name] > 0 {
+		return true
+	}
+	_, ok := s.aboveRoot[name]
 	return ok
 }
 
@@ -128,12 +160,11 @@ func (s *watchSet) rearmUnder(rel string, emit func(string)) error {
 	return nil
 }
 
-// updatePaths makes the watches match a scope whose trees are those of the last
-// reconcile and whose paths changed from old to paths (both sorted): the chains
-// of the paths added are watched, and the watches only the paths removed needed
-// are dropped. What the other paths need is as it was: file events keep it so.
-func (s *watchSet) updatePaths(old, paths []string) error {
-	added, removed := SortedDiff(paths, old), SortedDiff(old, paths)
+// updatePaths makes the watches match a scope (set by shiftScope) whose trees
+// are those of the last reconcile and whose paths changed by added and removed:
+// the chains of the paths added are watched, and the watches only the paths
+// removed needed are dropped. What the other paths need is as it was: file events keep it so.
+func (s *watchSet) updatePaths(added, removed []string) error {
 	for _, p := range added {
 		if _, err := s.chain(p, nil, nil); err != nil {
 			return err
@@ -180,7 +211,7 @@ func SortedDiff(a, b []string) []string {
 // Only an inotify limit is returned (and then nothing is dropped); other
 // failures go to report.
 func (s *watchSet) reconcile(emit func(rel string)) (rearmed bool, err error) {
-	want := make(map[string]struct{}, len(s.held)+len(s.anchors))
+	want := make(map[string]struct{}, len(s.held)+len(s.onPath))
 	ok, rearmed, err := s.armRoot(want)
 	if err != nil {
 		return rearmed, err
