@@ -25,18 +25,18 @@ var errGone = errors.New("directory gone")
 // watched; while it is missing, its nearest existing ancestor is, so its
 // return is seen.
 type watchSet struct {
-	fsw     notifier
-	root    string // absolute, clean
-	scope   scope
+	fsw   notifier
+	root  string // absolute, clean
+	scope scope
 	// onPath counts, for each absolute directory at or below the root, the
 	// anchors (the root, the paths, the tree roots) at or below it; above the
 	// root are the root's ancestors.
 	onPath    map[string]int
 	aboveRoot map[string]struct{}
-	held    map[string]struct{} // absolute directories with a watch
-	grown   map[string]bool     // trees whose whole subtree is watched
-	rootID  uint64              // the inode of the watched root
-	report  func(error)         // a directory that cannot be watched or listed
+	held      map[string]struct{} // absolute directories with a watch
+	grown     map[string]bool     // trees whose whole subtree is watched
+	rootID    uint64              // the inode of the watched root
+	report    func(error)         // a directory that cannot be watched or listed
 }
 
 func newWatchSet(fsw notifier, root string, sc scope, report func(error)) *watchSet {
