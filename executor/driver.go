@@ -92,12 +92,18 @@ func (d *driver) feed(in Input) {
 		d.perform(e)
 	}
 	d.draining = false
+	// The state written is in place and launched from; its rename is made
+	// durable once the input's effects are done, while the agent starts.
+	if err := d.sf.Sync(); err != nil {
+		d.rt.Logger.Error("state written but its folder not synced: a power cut may bring the previous state back", "err", err)
+		d.rt.record(Entry{Event: "write-error", Reason: err.Error()})
+	}
 }
 
 func (d *driver) perform(e Effect) {
 	switch e := e.(type) {
 	case WriteState:
-		err := d.sf.Write(e.State)
+		err := d.sf.WriteVisible(e.State)
 		if err == nil && d.onChange != nil {
 			d.onChange()
 		}

@@ -67,6 +67,8 @@ type StateFile struct {
 	lastOwned bool
 	spare     []byte
 	scratch   []byte
+	// unsynced: the last rename awaits its folder's fsync (Sync).
+	unsynced bool
 	// written identifies the file this process last wrote, when the file system
 	// kept its stamp: while the file on disk still has it, it is that write.
 	written fileIdent
@@ -155,10 +157,22 @@ func (f *StateFile) readBytesInto(buf []byte) ([]byte, error) {
 // the new, never a mix, and a crash at any instant leaves one of them. The file's
 // mode is kept; a symbolic link is refused.
 func (f *StateFile) Write(st *planspec.State) error {
+	if err := f.WriteVisible(st); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// WriteVisible is Write up to the rename: the content is synced and in place for
+// every reader, and it survives this process being killed; the folder's fsync,
+// which makes the rename itself survive a power cut, is left to Sync. A driver
+// launches an agent between the two: an agent dies with the machine, so the
+// rename is all its launch needs, and the folder's fsync overlaps its start.
+func (f *StateFile) WriteVisible(st *planspec.State) error {
 	prev, owned := f.last, f.lastOwned
 	data := st.AppendMarshal(f.spare[:0])
 	f.spare = nil
-	if err := f.WriteBytes(data); err != nil {
+	if err := f.replace(data); err != nil {
 		return err // data may be last now: never reused
 	}
 	f.lastOwned = true
@@ -168,8 +182,26 @@ func (f *StateFile) Write(st *planspec.State) error {
 	return nil
 }
 
+// Sync makes the last rename durable: an fsync of the folder, when a write left
+// one to do.
+func (f *StateFile) Sync() error {
+	if !f.unsynced {
+		return nil
+	}
+	f.unsynced = false
+	return syncDir(filepath.Dir(f.Path))
+}
+
 // WriteBytes is Write for encoded content.
 func (f *StateFile) WriteBytes(data []byte) error {
+	if err := f.replace(data); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// replace writes data to a temporary file, syncs it and renames it over the file.
+func (f *StateFile) replace(data []byte) error {
 	if fi, err := os.Lstat(f.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("write %s: %w: point stepseq at the real file", f.Path, ErrSymlink)
 	}
@@ -187,10 +219,7 @@ func (f *StateFile) WriteBytes(data []byte) error {
 		}
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
-	f.last, f.lastOwned = data, false
-	if err := syncDir(dir); err != nil {
-		return err
-	}
+	f.last, f.lastOwned, f.unsynced = data, false, true
 	// Trusted only where the file system kept the stamp to the microsecond.
 	if fi, err := os.Lstat(f.Path); err == nil && fi.ModTime().Equal(stamp) && fi.Size() == int64(len(data)) {
 		f.written, _ = identOf(fi)
