@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -126,17 +127,22 @@ func judgeStart(exit Exit) (failed string, unavailable, ok bool) {
 
 // unavailablePatterns are how the CLIs say they cannot serve: credentials missing or
 // refused, a rate, usage or quota limit. They are looked for only in what the CLI
-// reports as its own error, never in the work of a successful try.
-var unavailablePatterns = []struct {
+// reports as its own error, never in the work of a successful try. They are
+// compiled on first use: every stepseq command links this package.
+var unavailablePatterns = sync.OnceValue(func() []unavailablePattern {
+	return []unavailablePattern{
+		{regexp.MustCompile(`(?i)rate[ _-]?limit|usage[ _-]?limit|too many requests|\b429\b|quota|resource[ _]exhausted|exhausted your capacity|hit your (session |usage |weekly )?limit|limit reached|credit balance is too low|insufficient[ _]quota|overloaded`), "rate or usage limit"},
+		{regexp.MustCompile(`(?i)invalid api key|api key not valid|incorrect api key|missing api key|no api key|run /login|please (run )?login|not logged in|log ?in required|unauthori[sz]ed|\b401\b|authentication[ _](failed|error|required)|auth method|oauth token (has )?expired|token could not be refreshed|permission[ _]denied: .*(key|credential)`), "authentication failed"},
+	}
+})
+
+type unavailablePattern struct {
 	re     *regexp.Regexp
 	reason string
-}{
-	{regexp.MustCompile(`(?i)rate[ _-]?limit|usage[ _-]?limit|too many requests|\b429\b|quota|resource[ _]exhausted|exhausted your capacity|hit your (session |usage |weekly )?limit|limit reached|credit balance is too low|insufficient[ _]quota|overloaded`), "rate or usage limit"},
-	{regexp.MustCompile(`(?i)invalid api key|api key not valid|incorrect api key|missing api key|no api key|run /login|please (run )?login|not logged in|log ?in required|unauthori[sz]ed|\b401\b|authentication[ _](failed|error|required)|auth method|oauth token (has )?expired|token could not be refreshed|permission[ _]denied: .*(key|credential)`), "authentication failed"},
 }
 
 func unavailableReason(text string) string {
-	for _, p := range unavailablePatterns {
+	for _, p := range unavailablePatterns() {
 		if p.re.MatchString(text) {
 			return p.reason
 		}
@@ -345,16 +351,18 @@ func judgeOpencode(exit Exit) (string, bool) {
 		}
 		return "opencode: " + msg, unavailableReason(msg) != "" || strings.Contains(e.Error.Name, "Auth")
 	}
-	if strings.TrimSpace(stdoutText(exit)) == "" && opencodeError.MatchString(stderrText(exit)) {
-		msg := opencodeError.FindString(stderrText(exit))
+	if strings.TrimSpace(stdoutText(exit)) == "" && opencodeError().MatchString(stderrText(exit)) {
+		msg := opencodeError().FindString(stderrText(exit))
 		return "opencode: " + msg, unavailableReason(stderrText(exit)) != ""
 	}
 	return "", false
 }
 
 // opencodeError is the line opencode prints on stderr for an error it exits 0 on,
-// such as "NotFoundError: Session not found".
-var opencodeError = regexp.MustCompile(`(?m)^\s*(Error|[A-Z][A-Za-z]*Error):.*$`)
+// such as "NotFoundError: Session not found". Compiled on first use.
+var opencodeError = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^\s*(Error|[A-Z][A-Za-z]*Error):.*$`)
+})
 
 // stdoutText is what is kept of stdout for judging: the tail, which holds the
 // whole output when it was short.

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -61,7 +62,8 @@ type yamlPosError struct {
 
 func (e *yamlPosError) Error() string { return e.msg }
 
-var yamlLineErr = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+// yamlLineErr is compiled on first use, not at init.
+var yamlLineErr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // yamlErrorPos splits yaml.v3's "yaml: line 3: message" into a position and a
 // message.
@@ -71,7 +73,7 @@ func yamlErrorPos(err error) (line, col int, msg string) {
 		return pe.line, pe.col, pe.msg
 	}
 	msg = err.Error()
-	if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineErr().FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		return max(line, 1), 1, "invalid YAML: " + m[2]
 	}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -63,7 +64,7 @@ func NewServer(opt Options) *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, invalid)."}, t.planSubmit)
 	s.AddTool(&sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json).",
-		InputSchema: &jsonschema.Schema{Type: "object"}, OutputSchema: statusSchema}, t.status)
+		InputSchema: &jsonschema.Schema{Type: "object"}, OutputSchema: statusSchema()}, t.status)
 	sdk.AddTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
 	sdk.AddTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
 	sdk.AddTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)
@@ -174,14 +175,16 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 // Empty takes no arguments.
 type Empty struct{}
 
-// statusSchema is the output schema of status, from the type status --json prints.
-var statusSchema = func() *jsonschema.Schema {
+// statusSchema is the output schema of status, from the type status --json
+// prints; inferred on first use, not at init: every stepseq command links this
+// package, and only the MCP server needs it.
+var statusSchema = sync.OnceValue(func() *jsonschema.Schema {
 	sch, err := jsonschema.For[executor.Report](nil)
 	if err != nil {
 		panic("mcp: status schema: " + err.Error()) // a fixed type
 	}
 	return sch
-}()
+})
 
 // status answers with the report as structured content, not checked again
 // against its own schema, and a few lines of text: on a plan of a

@@ -68,15 +68,22 @@ var (
 	//go:embed live.js
 	liveJS string
 
-	tmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-		"add": func(a, b int) int { return a + b },
-	}).Parse(pageHTML))
+	// tmpl is the page's templates, parsed on first use: every stepseq
+	// command links this package, and only the live page needs them.
+	tmpl = sync.OnceValue(func() *template.Template {
+		return template.Must(template.New("page").Funcs(template.FuncMap{
+			"add": func(a, b int) int { return a + b },
+		}).Parse(pageHTML))
+	})
 
 	// contentPolicy lets the page run its own script and nothing else: a
 	// step id or a log line that got past escaping still could not run.
-	contentPolicy = fmt.Sprintf("default-src 'none'; script-src 'sha256-%s'; style-src 'unsafe-inline'; "+
-		"connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-		base64.StdEncoding.EncodeToString(func() []byte { s := sha256.Sum256([]byte(liveJS)); return s[:] }()))
+	contentPolicy = sync.OnceValue(func() string {
+		sum := sha256.Sum256([]byte(liveJS))
+		return fmt.Sprintf("default-src 'none'; script-src 'sha256-%s'; style-src 'unsafe-inline'; "+
+			"connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+			base64.StdEncoding.EncodeToString(sum[:]))
+	})
 )
 
 // pageData is what the templates execute on.
@@ -147,14 +154,14 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	buf.Grow(64 << 10)
 	data := pageData{Page: newPage(h.src.View(), time.Now(), h.opt.LogTailBytes), Script: template.JS(liveJS)}
-	if err := tmpl.ExecuteTemplate(&buf, "page", data); err != nil {
+	if err := tmpl().ExecuteTemplate(&buf, "page", data); err != nil {
 		http.Error(w, "render the page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", "text/html; charset=utf-8")
 	hd.Set("Cache-Control", "no-store")
-	hd.Set("Content-Security-Policy", contentPolicy)
+	hd.Set("Content-Security-Policy", contentPolicy())
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
 	if r.Method == http.MethodHead {
@@ -168,7 +175,7 @@ func (h *Handler) fragment(v View) (html, title string, running bool, err error)
 	p := newPage(v, time.Now(), h.opt.LogTailBytes)
 	var buf bytes.Buffer
 	buf.Grow(32<<10 + len(p.Steps)*(1<<10+h.opt.LogTailBytes))
-	if err := tmpl.ExecuteTemplate(&buf, "live", pageData{Page: p}); err != nil {
+	if err := tmpl().ExecuteTemplate(&buf, "live", pageData{Page: p}); err != nil {
 		return "", "", false, err
 	}
 	for _, s := range v.Steps {

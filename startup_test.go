@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestStartup_InitIsLazy: every command, --version included, runs the init of
+// every package linked in, so stepseq's own packages and the jsonschema copy
+// in third_party must do no real work there: templates, regexps, schemas and
+// metaschemas are made on first use. Allocation counts, which GODEBUG=inittrace
+// reports and which do not vary from run to run, stand for that work (a parsed
+// template is over a thousand, the metaschemas over twenty thousand).
+func TestStartup_InitIsLazy(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "stepseq")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatal(&buildError{pkg: ".", out: string(out)})
+	}
+	cmd := exec.Command(bin, "--version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("--version: %v\n%s", err, stderr.String())
+	}
+	budget := map[string]int{ // allocations at init, at most
+		"github.com/stepseq/stepseq":               100,
+		"github.com/santhosh-tekuri/jsonschema/v6": 500,
+	}
+	seen := 0
+	for line := range strings.Lines(stderr.String()) {
+		// init pkg @0.12 ms, 0.34 ms clock, 56 bytes, 7 allocs
+		f := strings.Fields(line)
+		if len(f) < 11 || f[0] != "init" || f[10] != "allocs" {
+			continue
+		}
+		allocs, err := strconv.Atoi(f[9])
+		if err != nil {
+			t.Fatalf("inittrace line %q: %v", line, err)
+		}
+		for prefix, limit := range budget {
+			if f[1] == prefix || strings.HasPrefix(f[1], prefix+"/") || prefix == "github.com/stepseq/stepseq" && f[1] == "main" {
+				seen++
+				if allocs > limit {
+					t.Errorf("init of %s: %d allocations, want at most %d: make its package-level work lazy", f[1], allocs, limit)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatalf("no init of stepseq's packages in the trace:\n%s", stderr.String())
+	}
+}
