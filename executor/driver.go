@@ -103,6 +103,11 @@ func (d *driver) feed(in Input) {
 func (d *driver) perform(e Effect) {
 	switch e := e.(type) {
 	case WriteState:
+		if d.w != nil {
+			// Its own write is no activity: a gate opened a moment later is
+			// still the first change after a quiet window, seen at once.
+			d.w.Expect(d.stateRel())
+		}
 		err := d.sf.WriteVisible(e.State)
 		if err == nil && d.onChange != nil {
 			d.onChange()
@@ -143,6 +148,15 @@ func (d *driver) perform(e Effect) {
 	case WaitInherited:
 		d.waitInherited()
 	}
+}
+
+// stateRel is the state file's path relative to the workspace, as the watcher
+// names it.
+func (d *driver) stateRel() string {
+	if r, err := filepath.Rel(d.rt.WS.Dir, d.sf.Path); err == nil {
+		return filepath.ToSlash(r)
+	}
+	return d.sf.Path
 }
 
 func (d *driver) readState() {

@@ -53,10 +53,11 @@ func newCoalescer(settle time.Duration, limit int) *coalescer {
 	}
 }
 
-// add records a changed path. It reports false when the limit was reached
+// add records a changed path; an echo (the consumer's own change, announced)
+// does not count as activity for the quiet window. It reports false when the limit was reached
 // and the batch turned into a rescan.
-func (c *coalescer) add(rel string, now time.Time) bool {
-	c.touch(now)
+func (c *coalescer) add(rel string, now time.Time, echo bool) bool {
+	c.touch(now, echo)
 	if c.rescan || c.out.Rescan {
 		return true // a rescan covers every path
 	}
@@ -70,7 +71,7 @@ func (c *coalescer) add(rel string, now time.Time) bool {
 			return false
 		}
 		c.flush() // a full batch is due at once; gathering goes on
-		c.touch(now)
+		c.touch(now, echo)
 	}
 	c.pending[rel] = struct{}{} // one hash, whether it was there or not
 	return true
@@ -79,18 +80,20 @@ func (c *coalescer) add(rel string, now time.Time) bool {
 // markRescan makes the next batch a rescan: the consumer must re-read
 // everything, so the paths gathered so far are dropped.
 func (c *coalescer) markRescan(now time.Time) {
-	c.touch(now)
+	c.touch(now, false)
 	c.rescan = true
 	c.drain()
 }
 
-func (c *coalescer) touch(now time.Time) {
+func (c *coalescer) touch(now time.Time, echo bool) {
 	idle := len(c.pending) == 0 && !c.rescan && !c.timing && !c.lead
 	quiet := idle && (c.last.IsZero() || now.Sub(c.last) >= c.settle)
 	if idle {
 		c.first = now
 	}
-	c.last = now
+	if !echo {
+		c.last = now
+	}
 	switch {
 	case quiet:
 		c.lead = true

@@ -21,19 +21,19 @@ func TestCoalescer(t *testing.T) {
 	t.Run("the first change after a quiet window is due at once", func(t *testing.T) {
 		c := newCoalescer(settle, 100)
 		defer c.stop()
-		c.add("a", at(0))
+		c.add("a", at(0), false)
 		if !c.leading() || c.C() != nil {
 			t.Fatal("the first change is not due at once, or waits on the timer")
 		}
-		c.add("b", at(0)) // came in beside it
+		c.add("b", at(0), false) // came in beside it
 		c.flushLead()
 		if b, ready := c.batch(); !ready || !slices.Equal(sorted(b.Paths), []string{"a", "b"}) {
 			t.Fatalf("batch() = %+v, %v", b, ready)
 		}
 		c.sent()
 		// What follows within the window is coalesced.
-		c.add("c", at(5))
-		c.add("d", at(10))
+		c.add("c", at(5), false)
+		c.add("d", at(10), false)
 		if c.leading() || c.C() == nil {
 			t.Fatal("a change inside the window is due at once")
 		}
@@ -43,7 +43,7 @@ func TestCoalescer(t *testing.T) {
 		}
 		c.sent()
 		// Quiet again for a window: the next change is due at once.
-		c.add("e", at(30))
+		c.add("e", at(30), false)
 		if !c.leading() {
 			t.Fatal("a change after a quiet window waits")
 		}
@@ -60,9 +60,9 @@ func TestCoalescer(t *testing.T) {
 	t.Run("due once the window passes quietly", func(t *testing.T) {
 		c := newCoalescer(settle, 100)
 		defer c.stop()
-		c.add("b", at(0))
-		c.add("a", at(5))
-		c.add("b", at(10))
+		c.add("b", at(0), false)
+		c.add("a", at(5), false)
+		c.add("b", at(10), false)
 		c.fire(at(20)) // 10ms after the last change: not yet
 		if _, ready := c.batch(); ready || c.C() == nil {
 			t.Fatal("due too early, or the timer was not armed again")
@@ -77,12 +77,35 @@ func TestCoalescer(t *testing.T) {
 			t.Fatal("idle coalescer still has a batch or a timer")
 		}
 	})
+	t.Run("an echo is delivered but is no activity", func(t *testing.T) {
+		c := newCoalescer(settle, 100)
+		defer c.stop()
+		c.add("state.json", at(0), true) // the consumer's own write
+		if !c.leading() {
+			t.Fatal("an echo after a quiet window waits")
+		}
+		c.flushLead()
+		if b, ready := c.batch(); !ready || !slices.Equal(b.Paths, []string{"state.json"}) {
+			t.Fatalf("batch() = %+v, %v", b, ready)
+		}
+		c.sent()
+		c.add("gate", at(1), false) // a person, a moment after the write
+		if !c.leading() {
+			t.Fatal("a change right after an echo waits for the window")
+		}
+		c.flushLead()
+		c.sent()
+		c.add("other", at(2), false) // but after a real change, the window holds
+		if c.leading() {
+			t.Fatal("a change right after another is due at once")
+		}
+	})
 	t.Run("a stream that never pauses is capped", func(t *testing.T) {
 		c := newCoalescer(settle, 1000)
 		defer c.stop()
 		end := maxWaitWindows * int(settle/time.Millisecond)
 		for ms := 0; ms <= end; ms += 5 {
-			c.add(fmt.Sprint(ms), at(ms))
+			c.add(fmt.Sprint(ms), at(ms), false)
 		}
 		c.fire(at(end - 1))
 		if _, ready := c.batch(); ready {
@@ -96,9 +119,9 @@ func TestCoalescer(t *testing.T) {
 	t.Run("changes merge into a batch the consumer has not taken", func(t *testing.T) {
 		c := newCoalescer(settle, 100)
 		defer c.stop()
-		c.add("a", at(0))
+		c.add("a", at(0), false)
 		c.fire(at(20))
-		c.add("b", at(30))
+		c.add("b", at(30), false)
 		c.fire(at(50))
 		if b, _ := c.batch(); !slices.Equal(sorted(b.Paths), []string{"a", "b"}) {
 			t.Fatalf("batch() = %+v", b)
@@ -108,7 +131,7 @@ func TestCoalescer(t *testing.T) {
 		c := newCoalescer(settle, 3)
 		defer c.stop()
 		for i, p := range []string{"a", "b", "c", "d"} {
-			if !c.add(p, at(i)) {
+			if !c.add(p, at(i), false) {
 				t.Fatalf("add(%s) overran", p)
 			}
 		}
@@ -125,14 +148,14 @@ func TestCoalescer(t *testing.T) {
 		c := newCoalescer(settle, 3)
 		defer c.stop()
 		for i, p := range []string{"a", "b", "c", "d", "e", "f"} {
-			if !c.add(p, at(i)) {
+			if !c.add(p, at(i), false) {
 				t.Fatalf("add(%s) overran", p)
 			}
 		}
-		if c.add("g", at(6)) {
+		if c.add("g", at(6), false) {
 			t.Fatal("add past two batches did not overrun")
 		}
-		c.add("h", at(7))
+		c.add("h", at(7), false)
 		c.fire(at(30))
 		if b, _ := c.batch(); !b.Rescan || len(b.Paths) != 0 {
 			t.Fatalf("batch() = %+v, want a bare rescan", b)
@@ -285,6 +308,18 @@ func TestWatcher_SlowConsumer(t *testing.T) {
 // due at once, and only what follows it waits for the window.
 func TestWatcher_LeadingEdge(t *testing.T) {
 	h := watch(t, Config{Paths: []string{"approved.txt", "out"}, Settle: time.Hour})
+	h.write("approved.txt", "yes")
+	h.waitFor("approved.txt")
+}
+
+// TestWatcher_ExpectedEcho: the consumer's own write, announced, is delivered,
+// and a gate opened a moment later is still due at once (the settle window is
+// an hour: without Expect the gate would wait for it).
+func TestWatcher_ExpectedEcho(t *testing.T) {
+	h := watch(t, Config{Paths: []string{"state.json", "approved.txt"}, Settle: time.Hour})
+	h.w.Expect("state.json")
+	h.write("state.json", "{}")
+	h.waitFor("state.json")
 	h.write("approved.txt", "yes")
 	h.waitFor("approved.txt")
 }

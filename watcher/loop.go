@@ -70,6 +70,7 @@ func (w *Watcher) run() {
 		case out <- b:
 			w.co.sent()
 			w.delivered.Add(1)
+			w.echoesDelivered()
 		case u := <-w.updates:
 			u.reply <- w.update(u.scope)
 		case <-tick:
@@ -232,7 +233,7 @@ func (w *Watcher) note(rel string) {
 	if scratch(path.Base(rel)) && !w.scope.isNamed(rel) {
 		return
 	}
-	if !w.co.add(rel, w.clock()) {
+	if !w.co.add(rel, w.clock(), w.echo(rel)) {
 		w.overflows.Add(1)
 		w.log.Debug("too many changed paths; rescanning", "limit", w.co.limit)
 	}

@@ -85,6 +85,10 @@ type Watcher struct {
 	once    sync.Once
 	closed  error
 
+	echoMu sync.Mutex
+	echoes map[string]echoState // paths this process changes itself: see Expect
+	echoN  atomic.Int32         // len(echoes): most events need no lock
+
 	watches   atomic.Int64
 	events    atomic.Uint64
 	overflows atomic.Uint64
@@ -185,6 +189,61 @@ func (w *Watcher) Batches() <-chan Batch { return w.batches }
 // (including ErrWatchLimit once running), or a failure fsnotify reports. It is
 // closed by Close. Errors are dropped while nobody reads.
 func (w *Watcher) Errors() <-chan error { return w.errs }
+
+// Expect says that this process is about to change rel itself (a sidecar
+// writing its state file). The change is delivered as any other, but it is no
+// sign of activity: a change that follows soon after, a gate a person opens,
+// is still the first after a quiet window, due at once rather than a settle
+// window later. The events of rel count so until the batch that holds them is
+// delivered; a change never comes later or not at all on Expect's account.
+// Safe from any goroutine.
+func (w *Watcher) Expect(rel string) {
+	w.echoMu.Lock()
+	defer w.echoMu.Unlock()
+	if w.echoes == nil {
+		w.echoes = map[string]echoState{}
+	}
+	if _, ok := w.echoes[rel]; !ok {
+		w.echoN.Add(1)
+	}
+	w.echoes[rel] = echoExpected
+}
+
+type echoState int8
+
+const (
+	echoExpected echoState = iota + 1 // announced, not seen yet
+	echoSeen                          // seen: gone once its batch is delivered
+)
+
+// echo reports whether a change of rel is one announced by Expect.
+func (w *Watcher) echo(rel string) bool {
+	if w.echoN.Load() == 0 {
+		return false
+	}
+	w.echoMu.Lock()
+	defer w.echoMu.Unlock()
+	if _, ok := w.echoes[rel]; !ok {
+		return false
+	}
+	w.echoes[rel] = echoSeen
+	return true
+}
+
+// echoesDelivered forgets the echoes seen: their batch went out.
+func (w *Watcher) echoesDelivered() {
+	if w.echoN.Load() == 0 {
+		return
+	}
+	w.echoMu.Lock()
+	defer w.echoMu.Unlock()
+	for rel, st := range w.echoes {
+		if st == echoSeen {
+			delete(w.echoes, rel)
+			w.echoN.Add(-1)
+		}
+	}
+}
 
 // Update replaces the paths and trees, as in Config, and returns once the
 // new watch set is armed. Changes made after it returns are reported.
