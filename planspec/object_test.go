@@ -35,6 +35,7 @@ func TestScanObject(t *testing.T) {
 		`{}`, ` { } `, `{"a":1}`, "{\n  \"a\": 1,\n  \"b\": [1, {\"c\": \"}\"}],\n  \"d\": \"x\\\"y\"\n}",
 		`{"k\u00e9y": true, "a\"b": null, "e": -1.5e3}`, `{"a": 1, "b": 2, "a": 3}`,
 		`{"s": "{[\\]}", "n": {"m": [[], {}]}, "t": false}`, `{"ü": "ok"}`,
+		`{"a\\": "b\\\"c\\", "\\\"": ["\\", "\"\\"]}`,
 	} {
 		got, ok := scanObject([]byte(in))
 		want, err := decodeObject([]byte(in))
@@ -54,6 +55,54 @@ func TestScanObject(t *testing.T) {
 	for _, in := range []string{`[]`, `"x"`, `1`, ``} {
 		if _, ok := scanObject([]byte(in)); ok {
 			t.Errorf("%q read as an object", in)
+		}
+	}
+}
+
+// plainString reads every string the decoder does, or declines it.
+func TestPlainString(t *testing.T) {
+	for _, in := range []string{
+		`""`, `"plain"`, `"q\"uote"`, `"back\\slash"`, `"\\"`, `"\\\""`, `"\\\\"`, `"\/ \b \f \n \r \t"`,
+		`"size(\"out/a.md\") > 100"`, `"é ü 漢字 🚀"`, ` "spaced" `,
+	} {
+		got, ok := plainString([]byte(in))
+		var want string
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !ok || got != want {
+			t.Errorf("%s: %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	// The decoder's: \u escapes and bytes that are not UTF-8, and what is not a string.
+	for _, in := range []string{`"\u00e9"`, `"a\ud83d\ude80"`, "\"bad \xff\"", `1`, `null`, `["x"]`, `"`, ``} {
+		if got, ok := plainString([]byte(in)); ok {
+			t.Errorf("%s: read as %q", in, got)
+		}
+	}
+}
+
+// scanArray splits every list as the decoder does.
+func TestScanArray(t *testing.T) {
+	for _, in := range []string{`[]`, ` [ ] `, `["a"]`, "[\n  \"a\",\n  [1, {\"b\": \"]\"}],\n  null\n]", `["\\\"]", "x\\"]`} {
+		got, ok := scanArray([]byte(in))
+		var want []json.RawMessage
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !ok || len(got) != len(want) || got == nil {
+			t.Errorf("%s: %q, %v; want %q", in, got, ok, want)
+			continue
+		}
+		for i := range want {
+			if string(got[i]) != string(want[i]) {
+				t.Errorf("%s: item %d = %s, want %s", in, i, got[i], want[i])
+			}
+		}
+	}
+	for _, in := range []string{`{}`, `"x"`, `1`, ``, `[1] [2]`} {
+		if _, ok := scanArray([]byte(in)); ok {
+			t.Errorf("%q read as a list", in)
 		}
 	}
 }

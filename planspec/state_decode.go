@@ -32,6 +32,9 @@ func (d *stateDecoder) object(key string, raw json.RawMessage) (object, bool) {
 }
 
 func (d *stateDecoder) str(key string, raw json.RawMessage) string {
+	if s, ok := plainString(raw); ok {
+		return s
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		d.fail(key, "want a string, got %s", describe(raw))
@@ -45,6 +48,9 @@ func (d *stateDecoder) optStr(o object, prefix, key string) (string, bool) {
 	if !ok || isNull(raw) {
 		return "", false
 	}
+	if s, ok := plainString(raw); ok {
+		return s, true // without naming the key, which only an error needs
+	}
 	return d.str(prefix+key, raw), true
 }
 
@@ -52,14 +58,18 @@ func (d *stateDecoder) strList(key string, raw json.RawMessage) []string {
 	if isNull(raw) {
 		return nil
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
+	items, ok := scanArray(raw) // declines only what is not a list: raw is valid JSON
+	if !ok {
 		d.fail(key, "want a list of strings, got %s", describe(raw))
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	for i, it := range items {
-		out = append(out, d.str(fmt.Sprintf("%s[%d]", key, i), it))
+		s, ok := plainString(it)
+		if !ok {
+			s = d.str(fmt.Sprintf("%s[%d]", key, i), it)
+		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -128,6 +138,7 @@ func (d *stateDecoder) state(data []byte) *State {
 		if sraw, ok := st.planRaw.vals["steps"]; ok && !isNull(sraw) {
 			steps, _ := d.object("plan.steps", sraw)
 			st.memo.stepsOrder = steps.keys
+			st.Steps = make(map[string]*StepSpec, len(steps.keys))
 			for _, id := range steps.keys {
 				st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
 			}
@@ -149,6 +160,7 @@ func (d *stateDecoder) state(data []byte) *State {
 	if raw, ok := v["stepRuns"]; ok && !isNull(raw) {
 		runs, _ := d.object("stepRuns", raw)
 		st.memo.runOrder = runs.keys
+		st.StepRuns = make(map[string]*StepRun, len(runs.keys))
 		for _, id := range runs.keys {
 			st.StepRuns[id] = d.stepRun("stepRuns."+id, runs.vals[id])
 			st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
