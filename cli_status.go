@@ -182,7 +182,11 @@ func (v *statusView) load() ([]byte, *planspec.State, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := planspec.ParseState(bytes.NewReader(data), v.rt.WS.State)
+	parse := planspec.ReadStateBytes // print gives st up: it is never written
+	if v.follow {
+		parse = planspec.ParseStateBytes // a tick copies it, by its encoding
+	}
+	st, err := parse(data, v.rt.WS.State)
 	return data, st, err
 }
 
@@ -240,7 +244,9 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 			}
 		}
 		b.Write(text.Bytes())
-		v.rows = screenRows(text.String(), v.width)
+		if v.tty { // only a terminal's report is drawn over
+			v.rows = screenRows(text.String(), v.width)
+		}
 	}
 	// One write per report: a reader of a pipe never sees half of one.
 	if _, err := v.out.Write(b.Bytes()); err != nil {

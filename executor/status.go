@@ -92,7 +92,7 @@ func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries in
 func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Report, error) {
 	r := Report{
 		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep,
-		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
+		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
 		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id), Errors: []planspec.TryError{}}

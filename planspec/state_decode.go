@@ -14,6 +14,9 @@ import (
 type stateDecoder struct {
 	file string
 	errs StateErrors
+	// readOnly: the state will not be written back, so the encoding of its plan
+	// and runs is not remembered (see encodeMemo).
+	readOnly bool
 }
 
 func (d *stateDecoder) fail(key, format string, args ...any) {
@@ -163,7 +166,9 @@ func (d *stateDecoder) state(data []byte) *State {
 		st.StepRuns = make(map[string]*StepRun, len(runs.keys))
 		for _, id := range runs.keys {
 			st.StepRuns[id] = d.stepRun("stepRuns."+id, runs.vals[id])
-			st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
+			if !d.readOnly {
+				st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
+			}
 		}
 	}
 	if raw, ok := v["stepDelayMinutes"]; ok && !isNull(raw) {
@@ -189,7 +194,7 @@ func (d *stateDecoder) state(data []byte) *State {
 	if raw, ok := v["stepseq"]; ok && !isNull(raw) {
 		st.Settings = d.settings("stepseq", raw)
 	}
-	if raw, ok := v["plan"]; ok && len(d.errs) == 0 {
+	if raw, ok := v["plan"]; ok && len(d.errs) == 0 && !d.readOnly {
 		st.memo.rememberPlan(st, raw)
 	}
 	for i, id := range st.StepQueue {
