@@ -89,25 +89,6 @@ func scanMember(data []byte, i int) (key string, start, end int) {
 	return key, start, valueEnd(data, start)
 }
 
-// scanArray splits a JSON list into its items by a plain scan, as scanObject
-// splits an object, and under the same condition: its input is valid JSON. It
-// declines (ok false) anything that is not a list.
-func scanArray(data []byte) (items []json.RawMessage, ok bool) {
-	items = []json.RawMessage{}
-	l, more, ok := openList(data, '[', ']')
-	for more {
-		end := valueEnd(data, l.at)
-		if end >= 0 {
-			items = append(items, json.RawMessage(data[l.at:end:end]))
-		}
-		more, ok = l.next(end)
-	}
-	if !ok {
-		return nil, false
-	}
-	return items, true
-}
-
 // list walks the members of a JSON object or the items of a list, by a plain
 // scan: at is where the next one starts.
 type list struct {

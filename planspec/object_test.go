@@ -82,27 +82,32 @@ func TestPlainString(t *testing.T) {
 	}
 }
 
-// scanArray splits every list as the decoder does.
-func TestScanArray(t *testing.T) {
-	for _, in := range []string{`[]`, ` [ ] `, `["a"]`, "[\n  \"a\",\n  [1, {\"b\": \"]\"}],\n  null\n]", `["\\\"]", "x\\"]`} {
-		got, ok := scanArray([]byte(in))
-		var want []json.RawMessage
+// strList reads every list of strings as the decoder does, and names the item
+// that is not a string.
+func TestStrList(t *testing.T) {
+	for _, in := range []string{`[]`, ` [ ] `, `["a"]`, "[\n  \"a\",\n  \"b\\u00e9\",\n  null\n]", `["\\\"]", "x\\"]`} {
+		d := &stateDecoder{}
+		got := d.strList("k", []byte(in))
+		var want []string
 		if err := json.Unmarshal([]byte(in), &want); err != nil {
 			t.Fatal(err)
 		}
-		if !ok || len(got) != len(want) || got == nil {
-			t.Errorf("%s: %q, %v; want %q", in, got, ok, want)
-			continue
-		}
-		for i := range want {
-			if string(got[i]) != string(want[i]) {
-				t.Errorf("%s: item %d = %s, want %s", in, i, got[i], want[i])
-			}
+		if !slices.Equal(got, want) || got == nil || len(d.errs) > 0 {
+			t.Errorf("%s: %q, %v; want %q", in, got, d.errs, want)
 		}
 	}
-	for _, in := range []string{`{}`, `"x"`, `1`, ``, `[1] [2]`} {
-		if _, ok := scanArray([]byte(in)); ok {
-			t.Errorf("%q read as a list", in)
+	for in, want := range map[string]string{
+		`{}`:              `k: want a list of strings, got an object`,
+		`"x"`:             `k: want a list of strings, got a string "x"`,
+		`["a", 1, ["b"]]`: "k[1]: want a string, got the number 1\nk[2]: want a string, got a list",
+	} {
+		d := &stateDecoder{}
+		d.strList("k", []byte(in))
+		if d.errs.Error() != want {
+			t.Errorf("%s: %v; want %s", in, d.errs, want)
 		}
+	}
+	if d := (&stateDecoder{}); d.strList("k", []byte(`null`)) != nil || len(d.errs) > 0 {
+		t.Errorf("null: not nil")
 	}
 }

@@ -61,18 +61,23 @@ func (d *stateDecoder) strList(key string, raw json.RawMessage) []string {
 	if isNull(raw) {
 		return nil
 	}
-	items, ok := scanArray(raw) // declines only what is not a list: raw is valid JSON
-	if !ok {
+	out := []string{}
+	l, more, ok := openList(raw, '[', ']')
+	for more {
+		end := valueEnd(raw, l.at)
+		if end >= 0 {
+			it := raw[l.at:end]
+			s, plain := plainString(it)
+			if !plain {
+				s = d.str(fmt.Sprintf("%s[%d]", key, len(out)), it)
+			}
+			out = append(out, s)
+		}
+		more, ok = l.next(end)
+	}
+	if !ok { // not a list: raw is valid JSON
 		d.fail(key, "want a list of strings, got %s", describe(raw))
 		return nil
-	}
-	out := make([]string, 0, len(items))
-	for i, it := range items {
-		s, ok := plainString(it)
-		if !ok {
-			s = d.str(fmt.Sprintf("%s[%d]", key, i), it)
-		}
-		out = append(out, s)
 	}
 	return out
 }
