@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -231,10 +232,6 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 			return r, err
 		}
 	} else {
-		var text bytes.Buffer
-		writeText(&text, r, now, v.color)
-		writeRejected(&text, rejected)
-		writeNotes(&text, notes, now)
 		if v.printed > 0 {
 			if v.tty && v.rows > 0 {
 				// Over the last report, in place: up to its first row, then clear below.
@@ -243,9 +240,13 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 				b.WriteString("\n")
 			}
 		}
-		b.Write(text.Bytes())
+		start := b.Len()
+		b.Grow(80 * len(r.Steps)) // a line a step, about: not a doubling at every few hundred
+		writeText(&b, r, now, v.color)
+		writeRejected(&b, rejected)
+		writeNotes(&b, notes, now)
 		if v.tty { // only a terminal's report is drawn over
-			v.rows = screenRows(text.String(), v.width)
+			v.rows = screenRows(string(b.Bytes()[start:]), v.width)
 		}
 	}
 	// One write per report: a reader of a pipe never sees half of one.
@@ -578,7 +579,7 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 		if s.Error != nil {
 			errText = firstLine(*s.Error, 60)
 		}
-		rows = append(rows, []string{s.ID, clip(s.Title, 40), status, fmt.Sprint(s.Tries), lastRun, duration, errText})
+		rows = append(rows, []string{s.ID, clip(s.Title, 40), status, strconv.Itoa(s.Tries), lastRun, duration, errText})
 	}
 	writeTable(b, rows, 2, color)
 
@@ -612,18 +613,20 @@ func writeTable(b *bytes.Buffer, rows [][]string, col int, color bool) {
 		}
 	}
 	for r, row := range rows {
-		var line strings.Builder
+		start := b.Len()
 		for i, cell := range row {
 			text := cell
 			if r > 0 && i == col {
 				text = paint(cell, color)
 			}
-			line.WriteString(text)
+			b.WriteString(text)
 			if i < len(row)-1 {
-				line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell)+2))
+				for range widths[i] - utf8.RuneCountInString(cell) + 2 {
+					b.WriteByte(' ')
+				}
 			}
 		}
-		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.Truncate(start + len(bytes.TrimRight(b.Bytes()[start:], " ")))
 		b.WriteString("\n")
 	}
 }
