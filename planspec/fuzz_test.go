@@ -135,7 +135,7 @@ func FuzzScan(f *testing.F) {
 			return
 		}
 		if want, err := decodeObject(data); err == nil {
-			got, ok := scanObject(data)
+			got, ok := spans(nil).scanObject(data)
 			if !ok || !slices.Equal(got.keys, want.keys) || len(got.vals) != len(want.vals) {
 				t.Fatalf("scanObject: %q, %v; want %q", got.keys, ok, want.keys)
 			}

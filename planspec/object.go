@@ -17,9 +17,10 @@ type object struct {
 }
 
 // parseObject splits a JSON object into its members without interpreting them.
-// The values are the input's own bytes.
-func parseObject(data []byte) (object, error) {
-	if o, ok := scanObject(data); ok {
+// The values are the input's own bytes. sp are the spans of data's objects and
+// lists, when known (nil: none).
+func (sp spans) parseObject(data []byte) (object, error) {
+	if o, ok := sp.scanObject(data); ok {
 		return o, nil
 	}
 	return decodeObject(data)
@@ -29,7 +30,7 @@ func parseObject(data []byte) (object, error) {
 // tokens on a large state. Its input is valid JSON (ParseState checks the whole
 // file first), so it only finds where members begin and end; it declines (ok
 // false) anything that is not an object, which decodeObject then reports.
-func scanObject(data []byte) (o object, ok bool) {
+func (sp spans) scanObject(data []byte) (o object, ok bool) {
 	// The members are gathered first, on the stack for a small object, so that
 	// the keys and the map are made once at their size.
 	type member struct {
@@ -40,7 +41,7 @@ func scanObject(data []byte) (o object, ok bool) {
 	members := buf[:0]
 	l, more, ok := openList(data, '{', '}')
 	for more {
-		key, start, end := scanMember(data, l.at)
+		key, start, end := sp.scanMember(data, l.at)
 		if end >= 0 {
 			members = append(members, member{key, json.RawMessage(data[start:end:end])})
 		}
@@ -65,7 +66,7 @@ func scanObject(data []byte) (o object, ok bool) {
 
 // scanMember reads the object member at data[i]: its key, and where its value
 // starts and ends; end is -1 when it is not a member.
-func scanMember(data []byte, i int) (key string, start, end int) {
+func (sp spans) scanMember(data []byte, i int) (key string, start, end int) {
 	if i >= len(data) || data[i] != '"' {
 		return "", 0, -1
 	}
@@ -86,7 +87,7 @@ func scanMember(data []byte, i int) (key string, start, end int) {
 		return "", 0, -1
 	}
 	start = skipSpace(data, i+1)
-	return key, start, valueEnd(data, start)
+	return key, start, sp.valueEnd(data, start)
 }
 
 // list walks the members of a JSON object or the items of a list, by a plain
@@ -209,7 +210,7 @@ func stringEnd(data []byte, i int) int {
 
 // valueEnd is the index just past the JSON value starting at data[i]; -1 when it
 // is not one.
-func valueEnd(data []byte, i int) int {
+func (sp spans) valueEnd(data []byte, i int) int {
 	if i >= len(data) {
 		return -1
 	}
@@ -218,6 +219,9 @@ func valueEnd(data []byte, i int) int {
 		end := stringEnd(data, i)
 		return end
 	case '{', '[':
+		if n, ok := sp[&data[i]]; ok {
+			return i + n
+		}
 		depth := 0
 		for j := i; j < len(data); j++ {
 			switch data[j] {

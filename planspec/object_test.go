@@ -37,7 +37,7 @@ func TestScanObject(t *testing.T) {
 		`{"s": "{[\\]}", "n": {"m": [[], {}]}, "t": false}`, `{"ü": "ok"}`,
 		`{"a\\": "b\\\"c\\", "\\\"": ["\\", "\"\\"]}`,
 	} {
-		got, ok := scanObject([]byte(in))
+		got, ok := spans(nil).scanObject([]byte(in))
 		want, err := decodeObject([]byte(in))
 		if !ok || err != nil {
 			t.Errorf("%s: scan ok %v, decode err %v", in, ok, err)
@@ -53,7 +53,7 @@ func TestScanObject(t *testing.T) {
 		}
 	}
 	for _, in := range []string{`[]`, `"x"`, `1`, ``} {
-		if _, ok := scanObject([]byte(in)); ok {
+		if _, ok := spans(nil).scanObject([]byte(in)); ok {
 			t.Errorf("%q read as an object", in)
 		}
 	}

@@ -245,12 +245,13 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &StateError{File: name, Msg: "empty file: want a JSON object"}
 	}
-	if !json.Valid(data) {
+	spans, ok := indexJSON(data)
+	if !ok {
 		var v any
 		err := json.Unmarshal(data, &v)
 		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON (%v); NaN and Infinity are not JSON", err)}
 	}
-	d := &stateDecoder{file: name, readOnly: readOnly}
+	d := &stateDecoder{file: name, readOnly: readOnly, spans: spans}
 	st := d.state(data)
 	if len(d.errs) > 0 {
 		return nil, d.errs

@@ -17,6 +17,7 @@ type stateDecoder struct {
 	// readOnly: the state will not be written back, so the encoding of its plan
 	// and runs is not remembered (see encodeMemo).
 	readOnly bool
+	spans    spans // of the whole file
 }
 
 func (d *stateDecoder) fail(key, format string, args ...any) {
@@ -26,7 +27,7 @@ func (d *stateDecoder) fail(key, format string, args ...any) {
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
 func (d *stateDecoder) object(key string, raw json.RawMessage) (object, bool) {
-	o, err := parseObject(raw)
+	o, err := d.spans.parseObject(raw)
 	if err != nil {
 		d.fail(key, "want an object, got %s", describe(raw))
 		return object{vals: map[string]json.RawMessage{}}, false
@@ -64,7 +65,7 @@ func (d *stateDecoder) strList(key string, raw json.RawMessage) []string {
 	out := []string{}
 	l, more, ok := openList(raw, '[', ']')
 	for more {
-		end := valueEnd(raw, l.at)
+		end := d.spans.valueEnd(raw, l.at)
 		if end >= 0 {
 			it := raw[l.at:end]
 			s, plain := plainString(it)
