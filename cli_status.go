@@ -552,8 +552,13 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	}
 	b.WriteString("\n")
 
-	rows := [][]string{{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}}
-	for _, s := range r.Steps {
+	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}
+	var cells [7]string
+	writeRows(b, len(r.Steps)+1, func(i int) []string {
+		if i == 0 {
+			return header
+		}
+		s := r.Steps[i-1]
 		lastRun := "-"
 		if s.LastRunIso != nil {
 			lastRun = *s.LastRunIso
@@ -579,9 +584,9 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 		if s.Error != nil {
 			errText = firstLine(*s.Error, 60)
 		}
-		rows = append(rows, []string{s.ID, clip(s.Title, 40), status, strconv.Itoa(s.Tries), lastRun, duration, errText})
-	}
-	writeTable(b, rows, 2, color)
+		cells = [...]string{s.ID, clip(s.Title, 40), status, strconv.Itoa(s.Tries), lastRun, duration, errText}
+		return cells[:]
+	}, 2, color)
 
 	if len(r.Blockers) > 0 {
 		b.WriteString("\nblockers:\n")
@@ -606,21 +611,33 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 // writeTable pads columns to their widest cell, measured without colour, and
 // colours the cells of column col.
 func writeTable(b *bytes.Buffer, rows [][]string, col int, color bool) {
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, cell := range row {
+	writeRows(b, len(rows), func(r int) []string { return rows[r] }, col, color)
+}
+
+// writeRows is writeTable of n rows made by row, which is called twice for each
+// (to measure, then to write) and may reuse the slice it returns: a table of
+// 10,000 steps is not held whole.
+func writeRows(b *bytes.Buffer, n int, row func(r int) []string, col int, color bool) {
+	var widths []int
+	for r := range n {
+		cells := row(r)
+		if widths == nil {
+			widths = make([]int, len(cells))
+		}
+		for i, cell := range cells {
 			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
 		}
 	}
-	for r, row := range rows {
+	for r := range n {
 		start := b.Len()
-		for i, cell := range row {
+		cells := row(r)
+		for i, cell := range cells {
 			text := cell
 			if r > 0 && i == col {
 				text = paint(cell, color)
 			}
 			b.WriteString(text)
-			if i < len(row)-1 {
+			if i < len(cells)-1 {
 				for range widths[i] - utf8.RuneCountInString(cell) + 2 {
 					b.WriteByte(' ')
 				}
