@@ -107,7 +107,7 @@ type statusView struct {
 	tick   time.Duration // how often --follow redraws a running step's duration
 	log    *slog.Logger
 
-	shown   [32]byte // hash of the state content last printed
+	shown   [32]byte // with follow: hash of the state content last printed
 	printed int
 	rows    int // terminal rows the last text report took, to redraw over it
 	// rejectedShown is the list of rejected plans last printed, to tell news.
@@ -253,7 +253,9 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 	if _, err := v.out.Write(b.Bytes()); err != nil {
 		return r, err
 	}
-	v.shown = sha256.Sum256(data)
+	if v.follow { // to tell a change from a rewrite of the same content
+		v.shown = sha256.Sum256(data)
+	}
 	v.printed++
 	return r, condErr
 }
