@@ -317,8 +317,7 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	}
 	if v, ok := o.vals["stepseq"]; ok && !isNull(v) {
 		var a AgentRecord
-		dec := json.NewDecoder(bytes.NewReader(v))
-		if err := dec.Decode(&a); err != nil {
+		if err := json.Unmarshal(v, &a); err != nil {
 			d.fail(p+"stepseq", "want stepseq's try record {startedIso, finishedIso, interruptions}: %v", err)
 		} else {
 			r.Agent = &a

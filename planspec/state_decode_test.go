@@ -47,3 +47,15 @@ func TestReadStateBytes(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// A run's try record of the wrong shape is named with what the decoder says.
+func TestParseState_BadTryRecord(t *testing.T) {
+	const bad = `{"plan": {"steps": {"a": {"title": "A", "instruction": "x"}}}, "stepQueue": ["a"],
+  "stepRuns": {"a": {"status": "DONE", "stepseq": {"startedIso": 5, "errors": [{"try": "x"}]}}}}`
+	_, err := ParseState(strings.NewReader(bad), "state.json")
+	want := `state.json: stepRuns.a.stepseq: want stepseq's try record {startedIso, finishedIso, interruptions}: ` +
+		`json: cannot unmarshal number into Go struct field AgentRecord.startedIso of type string`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}
