@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -106,7 +107,7 @@ type statusView struct {
 	tick   time.Duration // how often --follow redraws a running step's duration
 	log    *slog.Logger
 
-	shown   [32]byte // hash of the state content last printed
+	shown   [32]byte // with follow: hash of the state content last printed
 	printed int
 	rows    int // terminal rows the last text report took, to redraw over it
 	// rejectedShown is the list of rejected plans last printed, to tell news.
@@ -182,7 +183,11 @@ func (v *statusView) load() ([]byte, *planspec.State, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := planspec.ParseState(bytes.NewReader(data), v.rt.WS.State)
+	parse := planspec.ReadStateBytes // print gives st up: it is never written
+	if v.follow {
+		parse = planspec.ParseStateBytes // a tick copies it, by its encoding
+	}
+	st, err := parse(data, v.rt.WS.State)
 	return data, st, err
 }
 
@@ -227,10 +232,6 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 			return r, err
 		}
 	} else {
-		var text bytes.Buffer
-		writeText(&text, r, now, v.color)
-		writeRejected(&text, rejected)
-		writeNotes(&text, notes, now)
 		if v.printed > 0 {
 			if v.tty && v.rows > 0 {
 				// Over the last report, in place: up to its first row, then clear below.
@@ -239,14 +240,22 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 				b.WriteString("\n")
 			}
 		}
-		b.Write(text.Bytes())
-		v.rows = screenRows(text.String(), v.width)
+		start := b.Len()
+		b.Grow(80 * len(r.Steps)) // a line a step, about: not a doubling at every few hundred
+		writeText(&b, r, now, v.color)
+		writeRejected(&b, rejected)
+		writeNotes(&b, notes, now)
+		if v.tty { // only a terminal's report is drawn over
+			v.rows = screenRows(string(b.Bytes()[start:]), v.width)
+		}
 	}
 	// One write per report: a reader of a pipe never sees half of one.
 	if _, err := v.out.Write(b.Bytes()); err != nil {
 		return r, err
 	}
-	v.shown = sha256.Sum256(data)
+	if v.follow { // to tell a change from a rewrite of the same content
+		v.shown = sha256.Sum256(data)
+	}
 	v.printed++
 	return r, condErr
 }
@@ -545,8 +554,13 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	}
 	b.WriteString("\n")
 
-	rows := [][]string{{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}}
-	for _, s := range r.Steps {
+	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}
+	var cells [7]string
+	writeRows(b, len(r.Steps)+1, func(i int) []string {
+		if i == 0 {
+			return header
+		}
+		s := r.Steps[i-1]
 		lastRun := "-"
 		if s.LastRunIso != nil {
 			lastRun = *s.LastRunIso
@@ -572,9 +586,9 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 		if s.Error != nil {
 			errText = firstLine(*s.Error, 60)
 		}
-		rows = append(rows, []string{s.ID, clip(s.Title, 40), status, fmt.Sprint(s.Tries), lastRun, duration, errText})
-	}
-	writeTable(b, rows, 2, color)
+		cells = [...]string{s.ID, clip(s.Title, 40), status, strconv.Itoa(s.Tries), lastRun, duration, errText}
+		return cells[:]
+	}, 2, color)
 
 	if len(r.Blockers) > 0 {
 		b.WriteString("\nblockers:\n")
@@ -599,25 +613,39 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 // writeTable pads columns to their widest cell, measured without colour, and
 // colours the cells of column col.
 func writeTable(b *bytes.Buffer, rows [][]string, col int, color bool) {
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, cell := range row {
+	writeRows(b, len(rows), func(r int) []string { return rows[r] }, col, color)
+}
+
+// writeRows is writeTable of n rows made by row, which is called twice for each
+// (to measure, then to write) and may reuse the slice it returns: a table of
+// 10,000 steps is not held whole.
+func writeRows(b *bytes.Buffer, n int, row func(r int) []string, col int, color bool) {
+	var widths []int
+	for r := range n {
+		cells := row(r)
+		if widths == nil {
+			widths = make([]int, len(cells))
+		}
+		for i, cell := range cells {
 			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
 		}
 	}
-	for r, row := range rows {
-		var line strings.Builder
-		for i, cell := range row {
+	for r := range n {
+		start := b.Len()
+		cells := row(r)
+		for i, cell := range cells {
 			text := cell
 			if r > 0 && i == col {
 				text = paint(cell, color)
 			}
-			line.WriteString(text)
-			if i < len(row)-1 {
-				line.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell)+2))
+			b.WriteString(text)
+			if i < len(cells)-1 {
+				for range widths[i] - utf8.RuneCountInString(cell) + 2 {
+					b.WriteByte(' ')
+				}
 			}
 		}
-		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.Truncate(start + len(bytes.TrimRight(b.Bytes()[start:], " ")))
 		b.WriteString("\n")
 	}
 }

@@ -10,23 +10,80 @@ import (
 // Conditions are a state's compiled when, skip and check, bound to the workspace.
 type Conditions struct {
 	compiled *planspec.Compiled
-	rt       *Runtime
-	st       *planspec.State
+	// lazy, instead of compiled, compiles a condition when it is first asked for.
+	lazy *planspec.LazyConditions
+	rt   *Runtime
+	st   *planspec.State
 }
 
 // Conditions compiles st's expressions. Errors name the state file and the key.
 func (r *Runtime) Conditions(st *planspec.State) (*Conditions, error) {
 	compiled, err := st.Compile()
 	if err != nil {
-		var errs planspec.StateErrors
-		if errors.As(err, &errs) {
-			for _, e := range errs {
-				e.File = r.WS.State
-			}
-		}
-		return nil, err
+		return nil, r.inStateFile(err)
 	}
 	return &Conditions{compiled: compiled, rt: r, st: st}, nil
+}
+
+// lazyConditions are st's conditions compiled as they are evaluated, for a report
+// that evaluates a few of them: a compile error shows once its condition is asked
+// for, in Err. Only the `on` globs are checked at once.
+func (r *Runtime) lazyConditions(st *planspec.State) (*Conditions, error) {
+	lazy, err := st.CompileLazily()
+	if err != nil {
+		return nil, r.inStateFile(err)
+	}
+	return &Conditions{lazy: lazy, rt: r, st: st}, nil
+}
+
+// inStateFile names the state file in err's StateErrors.
+func (r *Runtime) inStateFile(err error) error {
+	var errs planspec.StateErrors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			e.File = r.WS.State
+		}
+	}
+	return err
+}
+
+// condition is step id's condition of the kind; nil when it has none.
+func (c *Conditions) condition(id, kind string) (*planspec.Condition, error) {
+	if c.lazy == nil {
+		switch kind {
+		case planspec.CondWhen:
+			return c.compiled.When[id], nil
+		case planspec.CondSkip:
+			return c.compiled.Skip[id], nil
+		case planspec.CondCheck:
+			return c.compiled.Check[id], nil
+		}
+		return nil, nil
+	}
+	cond, err := c.lazy.Get(id, kind)
+	if err != nil {
+		return nil, c.rt.inStateFile(err)
+	}
+	return cond, nil
+}
+
+// compileStep compiles step id's conditions, so that Err reports their errors.
+func (c *Conditions) compileStep(id string) {
+	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip, planspec.CondCheck} {
+		_, _ = c.condition(id, kind)
+	}
+}
+
+// Err is every compile error met so far by conditions compiled lazily, naming the
+// state file and the key; nil when there is none.
+func (c *Conditions) Err() error {
+	if c.lazy == nil {
+		return nil
+	}
+	if err := c.lazy.Err(); err != nil {
+		return c.rt.inStateFile(err)
+	}
+	return nil
 }
 
 func (c *Conditions) env(id string) *planspec.Env {
@@ -60,15 +117,15 @@ func (c *Conditions) Cond(id, kind string) (bool, error) {
 	if c == nil {
 		return kind == "when", nil
 	}
-	var cond *planspec.Condition
-	switch kind {
-	case "when":
-		cond = c.compiled.When[id]
-	case "skip":
-		cond = c.compiled.Skip[id]
+	if kind != planspec.CondWhen && kind != planspec.CondSkip {
+		return kind == planspec.CondWhen, nil
+	}
+	cond, err := c.condition(id, kind)
+	if err != nil {
+		return false, err
 	}
 	if cond == nil {
-		return kind == "when", nil
+		return kind == planspec.CondWhen, nil
 	}
 	return cond.Eval(c.env(id))
 }
@@ -78,12 +135,16 @@ func (c *Conditions) Check(id string) func() (bool, error) {
 	if c == nil {
 		return nil
 	}
-	cond := c.compiled.Check[id]
+	cond, err := c.condition(id, planspec.CondCheck)
+	if err != nil {
+		return func() (bool, error) { return false, err }
+	}
 	if cond == nil {
 		return nil
 	}
 	return func() (bool, error) { return cond.Eval(c.env(id)) }
 }
 
-// Compiled exposes the compiled conditions, for deriving what to watch.
+// Compiled exposes the compiled conditions, for deriving what to watch; nil for
+// conditions compiled lazily.
 func (c *Conditions) Compiled() *planspec.Compiled { return c.compiled }

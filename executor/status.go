@@ -60,9 +60,10 @@ type TryLogPath struct {
 // the state, in words.
 type Waiting struct {
 	// Action is the decision's name as the journal writes it: idle (DONE), launch,
-	// gated, delayed, blocked or running; "invalid" when the conditions do not
-	// compile; "cannot-launch" when the step is due but its agent cannot start
-	// (LaunchError says why).
+	// gated, delayed, blocked or running; "invalid" when a condition the core
+	// evaluates or one of the step it stops at does not compile, or an `on` glob
+	// leaves the workspace; "cannot-launch" when the step is due but its agent
+	// cannot start (LaunchError says why).
 	Action         string   `json:"action"`
 	LaunchError    string   `json:"launchError,omitempty"`
 	Step           string   `json:"step,omitempty"`
@@ -73,9 +74,9 @@ type Waiting struct {
 
 // Describe reports st as of now. What the plan waits for comes from the reconcile
 // core run on a copy: the report says what the next pass would do, and changes
-// nothing, neither st nor the workspace. When the state's conditions do not
-// compile, the report is still whole, with the "invalid" action, and the error is
-// returned beside it.
+// nothing, neither st nor the workspace. When the conditions it compiles do not
+// (see Waiting.Action), the report is still whole, with the "invalid" action, and
+// the error is returned beside it.
 func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
 	return describe(rt, st, now, maxRetries, (*planspec.State).Clone)
 }
@@ -91,7 +92,7 @@ func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries in
 func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Report, error) {
 	r := Report{
 		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep,
-		Steps: []StepReport{}, Blockers: append([]string{}, st.Blockers...),
+		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
 		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id), Errors: []planspec.TryError{}}
@@ -166,11 +167,20 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 		}
 	}
 	clone := scratch(st)
-	conds, err := rt.Conditions(clone)
+	invalid := Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}
+	// Only the conditions of the steps the core reaches are compiled: on a big
+	// state, compiling them all would be most of the cost of a report.
+	conds, err := rt.lazyConditions(clone)
 	if err != nil {
-		return Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}, err
+		return invalid, err
 	}
 	d, _ := Reconcile(clone, Facts{Now: now, MaxRetries: maxRetries, Cond: conds.Cond})
+	if d.Step != "" {
+		conds.compileStep(d.Step) // its check too: a pass would judge the try with it
+	}
+	if err := conds.Err(); err != nil {
+		return invalid, err
+	}
 	w := Waiting{Action: d.Action.String(), Step: d.Step, Reason: d.Reason}
 	switch d.Action {
 	case Idle:

@@ -272,6 +272,62 @@ func TestRunDuration(t *testing.T) {
 	}
 }
 
+// TestWaitsForInvalidConditions: a report compiles the conditions of the steps the
+// reconcile core reaches and of the step it stops at, and says "invalid" when one
+// of them does not compile. Those of later steps are not compiled: on a big state
+// that would be most of the report's cost. The sidecar, which compiles them all
+// when it adopts a state, runs nothing until they are fixed.
+func TestWaitsForInvalidConditions(t *testing.T) {
+	now := time.Date(2026, 2, 10, 12, 1, 0, 0, time.UTC)
+	invalid := Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}
+	tests := []struct {
+		name    string
+		a, b    string // the conditions of steps a and b
+		want    Waiting
+		wantErr string
+	}{
+		{name: "the check of the step waited for", a: `"check": "exist(\"a.txt\")"`, want: invalid,
+			wantErr: `plan.steps.a.check: condition "exist(\"a.txt\")": unknown name "exist": did you mean "exists"? (at 1:1)`},
+		{name: "its skip", a: `"skip": "size(\"a.txt\")"`, want: invalid,
+			wantErr: `plan.steps.a.skip: condition "size(\"a.txt\")": gives int, want true or false`},
+		{name: "a step it names is missing", a: `"when": "steps.c.status == \"DONE\""`, want: invalid,
+			wantErr: `plan.steps.a.when: no step "c" in plan.steps`},
+		{name: "a glob leaves the workspace", b: `"on": ["../**"]`, want: invalid,
+			wantErr: `plan.steps.b.on[0]: glob "../**" leaves the workspace`},
+		{name: "a later step's condition", b: `"when": "exist(\"b.txt\")"`,
+			want: Waiting{Action: "launch", Step: "a", Reason: "due: the next check or sidecar pass starts try 1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rt, err := NewRuntime(filepath.Join(dir, "state.json"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close()
+			rt.Getenv = agentEnv(os.Args[0])
+			spec := func(id, extra string) string {
+				if extra != "" {
+					extra = ", " + extra
+				}
+				return `"` + id + `": {"title": "T", "instruction": "do"` + extra + `}`
+			}
+			st := parse(t, `{"plan": {"steps": {`+spec("a", tt.a)+`, `+spec("b", tt.b)+`}},
+				"stepQueue": ["a", "b"], "currentStep": 0, "stepRuns": {}, "status": "IN_PROGRESS"}`)
+			got, err := waitsFor(rt, st, now, 3)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("waitsFor (-want +got):\n%s", diff)
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("err = %v, want none", err)
+			case tt.wantErr != "" && (!errors.Is(err, planspec.ErrInvalidState) || !strings.Contains(err.Error(), rt.WS.State+": "+tt.wantErr)):
+				t.Errorf("err = %v, want planspec.ErrInvalidState naming the state file and %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
 // TestDescribe checks the step lines of a report, and that a state whose
 // conditions do not compile is still reported whole, with its error beside it.
 func TestDescribe(t *testing.T) {

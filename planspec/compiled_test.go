@@ -90,3 +90,72 @@ func TestState_CompileOriginal(t *testing.T) {
 		t.Errorf("got %+v, %v", c, err)
 	}
 }
+
+// CompileLazily compiles a condition when it is asked for, and only then: the
+// others are never parsed. Its errors are Compile's, key by key.
+func TestState_CompileLazily(t *testing.T) {
+	const state = `{
+  "plan": {"steps": {
+    "a": {"title": "A", "instruction": "x", "when": "exists(\"lazily/a.txt\")", "check": "exists(\"lazily/a2.txt\")"},
+    "b": {"title": "B", "instruction": "x", "when": "exist(\"lazily/b.txt\")", "check": "steps.c.status == \"DONE\" || exists(\"lazily/b2.txt\")"}
+  }},
+  "stepQueue": ["a", "b"]
+}`
+	st, err := ParseState(strings.NewReader(state), "state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := func(id, kind string) bool { return compiledCache.get(conditionSource(st.Steps[id], kind)) != nil }
+	lazy, err := st.CompileLazily()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		for _, kind := range []string{CondWhen, CondCheck} {
+			if compiled(id, kind) {
+				t.Fatalf("%s.%s compiled before it was asked for", id, kind)
+			}
+		}
+	}
+	c, err := lazy.Get("a", CondWhen)
+	if err != nil || c == nil || c.Source() != st.Steps["a"].When {
+		t.Fatalf("a.when: %v, %v", c, err)
+	}
+	if !compiled("a", CondWhen) || compiled("a", CondCheck) || compiled("b", CondWhen) {
+		t.Errorf("asking for a.when compiled another condition, or not it")
+	}
+	if c, err := lazy.Get("a", CondSkip); c != nil || err != nil {
+		t.Errorf("a.skip, unset: %v, %v; want nil, nil", c, err)
+	}
+	if err := lazy.Err(); err != nil {
+		t.Errorf("Err before a bad condition: %v", err)
+	}
+
+	_, eager := st.Compile()
+	var want StateErrors
+	if !errors.As(eager, &want) || len(want) != 2 {
+		t.Fatalf("Compile: %v; want two errors", eager)
+	}
+	for i, kind := range []string{CondWhen, CondCheck} {
+		c, err := lazy.Get("b", kind)
+		if c != nil || err == nil || err.Error() != want[i].Error() {
+			t.Errorf("b.%s: %v, %v; want %q", kind, c, err, want[i])
+		}
+	}
+	if err := lazy.Err(); err == nil || err.Error() != eager.Error() {
+		t.Errorf("Err = %v; want %v", err, eager)
+	}
+}
+
+// CompileLazily checks the on globs at once, as Compile does.
+func TestState_CompileLazilyGlobs(t *testing.T) {
+	st := NewState()
+	st.Steps["a"] = &StepSpec{Title: "A", Instruction: "x", On: []string{"ok/*.md", "../**"}}
+	st.Steps["b"] = &StepSpec{Title: "B", Instruction: "x", On: []string{"/abs/**"}}
+	st.StepQueue = []string{"b", "a"}
+	_, eager := st.Compile()
+	_, lazy := st.CompileLazily()
+	if eager == nil || lazy == nil || lazy.Error() != eager.Error() {
+		t.Errorf("CompileLazily: %v\nCompile: %v", lazy, eager)
+	}
+}

@@ -2,6 +2,7 @@ package planspec
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -120,5 +121,42 @@ func FuzzParseState(f *testing.F) {
 			t.Fatalf("not stable on a round trip:\n%s\n---\n%s", out, again)
 		}
 		_, _ = back.Compile() // may fail, must not panic
+	})
+}
+
+// FuzzScan: on valid JSON, the plain scans read objects, lists of strings and
+// strings as the decoder does, or decline them.
+func FuzzScan(f *testing.F) {
+	for _, seed := range []string{`{"a": [1, "x\"y"], "b\\": {"c": "\\"}}`, `["\\\"", "\u00e9", {"k": []}]`, `"q\"\\\/"`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		if want, err := decodeObject(data); err == nil {
+			got, ok := spans(nil).scanObject(data)
+			if !ok || !slices.Equal(got.keys, want.keys) || len(got.vals) != len(want.vals) {
+				t.Fatalf("scanObject: %q, %v; want %q", got.keys, ok, want.keys)
+			}
+			for k, v := range want.vals {
+				if !bytes.Equal(got.vals[k], v) {
+					t.Fatalf("scanObject: %q = %s, want %s", k, got.vals[k], v)
+				}
+			}
+		}
+		var items []string
+		if json.Unmarshal(data, &items) == nil && items != nil {
+			d := &stateDecoder{}
+			if got := d.strList("k", data); !slices.Equal(got, items) || len(d.errs) > 0 {
+				t.Fatalf("strList: %q, %v; want %q", got, d.errs, items)
+			}
+		}
+		var s string
+		if json.Unmarshal(data, &s) == nil {
+			if got, ok := plainString(data); ok && got != s {
+				t.Fatalf("plainString: %q, want %q", got, s)
+			}
+		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -16,9 +17,10 @@ type object struct {
 }
 
 // parseObject splits a JSON object into its members without interpreting them.
-// The values are the input's own bytes.
-func parseObject(data []byte) (object, error) {
-	if o, ok := scanObject(data); ok {
+// The values are the input's own bytes. sp are the spans of data's objects and
+// lists, when known (nil: none).
+func (sp spans) parseObject(data []byte) (object, error) {
+	if o, ok := sp.scanObject(data); ok {
 		return o, nil
 	}
 	return decodeObject(data)
@@ -28,56 +30,153 @@ func parseObject(data []byte) (object, error) {
 // tokens on a large state. Its input is valid JSON (ParseState checks the whole
 // file first), so it only finds where members begin and end; it declines (ok
 // false) anything that is not an object, which decodeObject then reports.
-func scanObject(data []byte) (o object, ok bool) {
+func (sp spans) scanObject(data []byte) (o object, ok bool) {
+	// The members are gathered first, on the stack for a small object, so that
+	// the keys and the map are made once at their size.
+	type member struct {
+		key string
+		val json.RawMessage
+	}
+	var buf [16]member
+	members := buf[:0]
+	l, more, ok := openList(data, '{', '}')
+	for more {
+		key, start, end := sp.scanMember(data, l.at)
+		if end >= 0 {
+			members = append(members, member{key, json.RawMessage(data[start:end:end])})
+		}
+		more, ok = l.next(end)
+	}
+	if !ok {
+		return object{}, false
+	}
+	o.keys = make([]string, 0, len(members))
+	o.vals = make(map[string]json.RawMessage, len(members))
+	for _, m := range members {
+		if _, dup := o.vals[m.key]; !dup {
+			o.keys = append(o.keys, m.key)
+		}
+		o.vals[m.key] = m.val
+	}
+	if len(o.keys) == 0 {
+		o.keys = nil
+	}
+	return o, true
+}
+
+// scanMember reads the object member at data[i]: its key, and where its value
+// starts and ends; end is -1 when it is not a member.
+func (sp spans) scanMember(data []byte, i int) (key string, start, end int) {
+	if i >= len(data) || data[i] != '"' {
+		return "", 0, -1
+	}
+	stop := stringEnd(data, i)
+	if stop < 0 {
+		return "", 0, -1
+	}
+	key = string(data[i+1 : stop-1])
+	if strings.IndexByte(key, '\\') >= 0 {
+		var unquoted string
+		if json.Unmarshal(data[i:stop], &unquoted) != nil {
+			return "", 0, -1
+		}
+		key = unquoted
+	}
+	i = skipSpace(data, stop)
+	if i >= len(data) || data[i] != ':' {
+		return "", 0, -1
+	}
+	start = skipSpace(data, i+1)
+	return key, start, sp.valueEnd(data, start)
+}
+
+// list walks the members of a JSON object or the items of a list, by a plain
+// scan: at is where the next one starts.
+type list struct {
+	data  []byte
+	at    int
+	close byte
+}
+
+// openList starts on the object or the list that data holds, open and close
+// being its brackets. more says whether a first member follows; ok is false when
+// data does not start with open.
+func openList(data []byte, open, close byte) (l list, more, ok bool) {
 	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return o, false
+	if i >= len(data) || data[i] != open {
+		return l, false, false
 	}
-	o.vals = map[string]json.RawMessage{}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return o, skipSpace(data, i+1) == len(data)
+	l = list{data: data, at: skipSpace(data, i+1), close: close}
+	if l.at < len(data) && data[l.at] == close {
+		return l, false, skipSpace(data, l.at+1) == len(data)
 	}
-	for {
-		if i >= len(data) || data[i] != '"' {
-			return o, false
+	return l, true, true
+}
+
+// next moves past the member that ends at end (-1: it was not one). more says
+// whether another follows; ok is false when data is not the object or list
+// alone.
+func (l *list) next(end int) (more, ok bool) {
+	if end < 0 {
+		return false, false
+	}
+	i := skipSpace(l.data, end)
+	switch {
+	case i >= len(l.data):
+		return false, false
+	case l.data[i] == ',':
+		l.at = skipSpace(l.data, i+1)
+		return true, true
+	case l.data[i] == l.close:
+		return false, skipSpace(l.data, i+1) == len(l.data)
+	}
+	return false, false
+}
+
+// plainString reads a JSON string, valid JSON as scanObject's input is, without
+// the decoder: a condition's quotes are escaped, and the decoder costs several
+// times a plain copy. It declines (ok false) anything else, a \u escape or bytes
+// that are not UTF-8 (the decoder replaces them), for the decoder to read.
+func plainString(raw []byte) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	esc := bytes.IndexByte(body, '\\')
+	if esc < 0 {
+		return string(body), true
+	}
+	out := make([]byte, esc, len(body))
+	copy(out, body)
+	for i := esc; i < len(body); i++ {
+		c := body[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
 		}
-		end, escaped := stringEnd(data, i)
-		if end < 0 {
-			return o, false
-		}
-		key := string(data[i+1 : end-1])
-		if escaped {
-			if json.Unmarshal(data[i:end], &key) != nil {
-				return o, false
-			}
-		}
-		i = skipSpace(data, end)
-		if i >= len(data) || data[i] != ':' {
-			return o, false
-		}
-		start := skipSpace(data, i+1)
-		stop := valueEnd(data, start)
-		if stop < 0 {
-			return o, false
-		}
-		if _, dup := o.vals[key]; !dup {
-			o.keys = append(o.keys, key)
-		}
-		o.vals[key] = json.RawMessage(data[start:stop:stop])
-		i = skipSpace(data, stop)
-		if i >= len(data) {
-			return o, false
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return o, skipSpace(data, i+1) == len(data)
-		default:
-			return o, false
+		i++ // valid JSON: an escape is never last
+		switch body[i] {
+		case '"', '\\', '/':
+			out = append(out, body[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default: // \u
+			return "", false
 		}
 	}
+	return string(out), true
 }
 
 func skipSpace(data []byte, i int) int {
@@ -87,38 +186,47 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// stringEnd is the index just past the string starting at data[i] (a quote), and
-// whether it holds an escape; -1 when it does not end.
-func stringEnd(data []byte, i int) (int, bool) {
-	escaped := false
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j + 1, escaped
+// stringEnd is the index just past the string starting at data[i] (a quote); -1
+// when it does not end. The closing quote is the first one not escaped, that is
+// not preceded by an odd run of backslashes: found with IndexByte, which is many
+// times faster than a loop over the bytes.
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return -1
 		}
+		q := j + k
+		run := 0
+		for p := q - 1; p > i && data[p] == '\\'; p-- {
+			run++
+		}
+		if run%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
-	return -1, false
 }
 
 // valueEnd is the index just past the JSON value starting at data[i]; -1 when it
 // is not one.
-func valueEnd(data []byte, i int) int {
+func (sp spans) valueEnd(data []byte, i int) int {
 	if i >= len(data) {
 		return -1
 	}
 	switch data[i] {
 	case '"':
-		end, _ := stringEnd(data, i)
+		end := stringEnd(data, i)
 		return end
 	case '{', '[':
+		if n, ok := sp[&data[i]]; ok {
+			return i + n
+		}
 		depth := 0
 		for j := i; j < len(data); j++ {
 			switch data[j] {
 			case '"':
-				end, _ := stringEnd(data, j)
+				end := stringEnd(data, j)
 				if end < 0 {
 					return -1
 				}

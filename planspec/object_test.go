@@ -35,8 +35,9 @@ func TestScanObject(t *testing.T) {
 		`{}`, ` { } `, `{"a":1}`, "{\n  \"a\": 1,\n  \"b\": [1, {\"c\": \"}\"}],\n  \"d\": \"x\\\"y\"\n}",
 		`{"k\u00e9y": true, "a\"b": null, "e": -1.5e3}`, `{"a": 1, "b": 2, "a": 3}`,
 		`{"s": "{[\\]}", "n": {"m": [[], {}]}, "t": false}`, `{"ü": "ok"}`,
+		`{"a\\": "b\\\"c\\", "\\\"": ["\\", "\"\\"]}`,
 	} {
-		got, ok := scanObject([]byte(in))
+		got, ok := spans(nil).scanObject([]byte(in))
 		want, err := decodeObject([]byte(in))
 		if !ok || err != nil {
 			t.Errorf("%s: scan ok %v, decode err %v", in, ok, err)
@@ -52,8 +53,61 @@ func TestScanObject(t *testing.T) {
 		}
 	}
 	for _, in := range []string{`[]`, `"x"`, `1`, ``} {
-		if _, ok := scanObject([]byte(in)); ok {
+		if _, ok := spans(nil).scanObject([]byte(in)); ok {
 			t.Errorf("%q read as an object", in)
 		}
+	}
+}
+
+// plainString reads every string the decoder does, or declines it.
+func TestPlainString(t *testing.T) {
+	for _, in := range []string{
+		`""`, `"plain"`, `"q\"uote"`, `"back\\slash"`, `"\\"`, `"\\\""`, `"\\\\"`, `"\/ \b \f \n \r \t"`,
+		`"size(\"out/a.md\") > 100"`, `"é ü 漢字 🚀"`, ` "spaced" `,
+	} {
+		got, ok := plainString([]byte(in))
+		var want string
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !ok || got != want {
+			t.Errorf("%s: %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	// The decoder's: \u escapes and bytes that are not UTF-8, and what is not a string.
+	for _, in := range []string{`"\u00e9"`, `"a\ud83d\ude80"`, "\"bad \xff\"", `1`, `null`, `["x"]`, `"`, ``} {
+		if got, ok := plainString([]byte(in)); ok {
+			t.Errorf("%s: read as %q", in, got)
+		}
+	}
+}
+
+// strList reads every list of strings as the decoder does, and names the item
+// that is not a string.
+func TestStrList(t *testing.T) {
+	for _, in := range []string{`[]`, ` [ ] `, `["a"]`, "[\n  \"a\",\n  \"b\\u00e9\",\n  null\n]", `["\\\"]", "x\\"]`} {
+		d := &stateDecoder{}
+		got := d.strList("k", []byte(in))
+		var want []string
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) || got == nil || len(d.errs) > 0 {
+			t.Errorf("%s: %q, %v; want %q", in, got, d.errs, want)
+		}
+	}
+	for in, want := range map[string]string{
+		`{}`:              `k: want a list of strings, got an object`,
+		`"x"`:             `k: want a list of strings, got a string "x"`,
+		`["a", 1, ["b"]]`: "k[1]: want a string, got the number 1\nk[2]: want a string, got a list",
+	} {
+		d := &stateDecoder{}
+		d.strList("k", []byte(in))
+		if d.errs.Error() != want {
+			t.Errorf("%s: %v; want %s", in, d.errs, want)
+		}
+	}
+	if d := (&stateDecoder{}); d.strList("k", []byte(`null`)) != nil || len(d.errs) > 0 {
+		t.Errorf("null: not nil")
 	}
 }

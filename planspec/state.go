@@ -223,18 +223,37 @@ func ParseState(r io.Reader, name string) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
+	return ParseStateBytes(data, name)
+}
+
+// ParseStateBytes is ParseState of content already read, which the state keeps:
+// data must not change afterwards.
+func ParseStateBytes(data []byte, name string) (*State, error) {
+	return parseState(data, name, false)
+}
+
+// ReadStateBytes is ParseStateBytes for a caller that will not write the state
+// back, such as a report: it skips remembering how the plan and the runs were
+// encoded, a copy of every step that only speeds up a later write. Written all the
+// same, the state is encoded in full.
+func ReadStateBytes(data []byte, name string) (*State, error) {
+	return parseState(data, name, true)
+}
+
+func parseState(data []byte, name string, readOnly bool) (*State, error) {
 	if len(data) > MaxStateSize {
 		return nil, &StateError{File: name, Msg: fmt.Sprintf("larger than %d MiB: not a state file", MaxStateSize>>20)}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &StateError{File: name, Msg: "empty file: want a JSON object"}
 	}
-	if !json.Valid(data) {
+	spans, ok := indexJSON(data)
+	if !ok {
 		var v any
 		err := json.Unmarshal(data, &v)
 		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON (%v); NaN and Infinity are not JSON", err)}
 	}
-	d := &stateDecoder{file: name}
+	d := &stateDecoder{file: name, readOnly: readOnly, spans: spans}
 	st := d.state(data)
 	if len(d.errs) > 0 {
 		return nil, d.errs

@@ -14,6 +14,10 @@ import (
 type stateDecoder struct {
 	file string
 	errs StateErrors
+	// readOnly: the state will not be written back, so the encoding of its plan
+	// and runs is not remembered (see encodeMemo).
+	readOnly bool
+	spans    spans // of the whole file
 }
 
 func (d *stateDecoder) fail(key, format string, args ...any) {
@@ -23,7 +27,7 @@ func (d *stateDecoder) fail(key, format string, args ...any) {
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
 func (d *stateDecoder) object(key string, raw json.RawMessage) (object, bool) {
-	o, err := parseObject(raw)
+	o, err := d.spans.parseObject(raw)
 	if err != nil {
 		d.fail(key, "want an object, got %s", describe(raw))
 		return object{vals: map[string]json.RawMessage{}}, false
@@ -32,6 +36,9 @@ func (d *stateDecoder) object(key string, raw json.RawMessage) (object, bool) {
 }
 
 func (d *stateDecoder) str(key string, raw json.RawMessage) string {
+	if s, ok := plainString(raw); ok {
+		return s
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		d.fail(key, "want a string, got %s", describe(raw))
@@ -45,6 +52,9 @@ func (d *stateDecoder) optStr(o object, prefix, key string) (string, bool) {
 	if !ok || isNull(raw) {
 		return "", false
 	}
+	if s, ok := plainString(raw); ok {
+		return s, true // without naming the key, which only an error needs
+	}
 	return d.str(prefix+key, raw), true
 }
 
@@ -52,14 +62,23 @@ func (d *stateDecoder) strList(key string, raw json.RawMessage) []string {
 	if isNull(raw) {
 		return nil
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
+	out := []string{}
+	l, more, ok := openList(raw, '[', ']')
+	for more {
+		end := d.spans.valueEnd(raw, l.at)
+		if end >= 0 {
+			it := raw[l.at:end]
+			s, plain := plainString(it)
+			if !plain {
+				s = d.str(fmt.Sprintf("%s[%d]", key, len(out)), it)
+			}
+			out = append(out, s)
+		}
+		more, ok = l.next(end)
+	}
+	if !ok { // not a list: raw is valid JSON
 		d.fail(key, "want a list of strings, got %s", describe(raw))
 		return nil
-	}
-	out := make([]string, 0, len(items))
-	for i, it := range items {
-		out = append(out, d.str(fmt.Sprintf("%s[%d]", key, i), it))
 	}
 	return out
 }
@@ -128,6 +147,7 @@ func (d *stateDecoder) state(data []byte) *State {
 		if sraw, ok := st.planRaw.vals["steps"]; ok && !isNull(sraw) {
 			steps, _ := d.object("plan.steps", sraw)
 			st.memo.stepsOrder = steps.keys
+			st.Steps = make(map[string]*StepSpec, len(steps.keys))
 			for _, id := range steps.keys {
 				st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
 			}
@@ -149,9 +169,12 @@ func (d *stateDecoder) state(data []byte) *State {
 	if raw, ok := v["stepRuns"]; ok && !isNull(raw) {
 		runs, _ := d.object("stepRuns", raw)
 		st.memo.runOrder = runs.keys
+		st.StepRuns = make(map[string]*StepRun, len(runs.keys))
 		for _, id := range runs.keys {
 			st.StepRuns[id] = d.stepRun("stepRuns."+id, runs.vals[id])
-			st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
+			if !d.readOnly {
+				st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
+			}
 		}
 	}
 	if raw, ok := v["stepDelayMinutes"]; ok && !isNull(raw) {
@@ -177,7 +200,7 @@ func (d *stateDecoder) state(data []byte) *State {
 	if raw, ok := v["stepseq"]; ok && !isNull(raw) {
 		st.Settings = d.settings("stepseq", raw)
 	}
-	if raw, ok := v["plan"]; ok && len(d.errs) == 0 {
+	if raw, ok := v["plan"]; ok && len(d.errs) == 0 && !d.readOnly {
 		st.memo.rememberPlan(st, raw)
 	}
 	for i, id := range st.StepQueue {
@@ -294,8 +317,7 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	}
 	if v, ok := o.vals["stepseq"]; ok && !isNull(v) {
 		var a AgentRecord
-		dec := json.NewDecoder(bytes.NewReader(v))
-		if err := dec.Decode(&a); err != nil {
+		if err := json.Unmarshal(v, &a); err != nil {
 			d.fail(p+"stepseq", "want stepseq's try record {startedIso, finishedIso, interruptions}: %v", err)
 		} else {
 			r.Agent = &a

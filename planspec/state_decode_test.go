@@ -1,0 +1,61 @@
+package planspec
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// ReadStateBytes reads a state as ParseState does, without remembering its
+// encoding for a write; written all the same, it says what ParseState's says
+// (encoded in full, a plan's escapes may differ).
+func TestReadStateBytes(t *testing.T) {
+	const withRuns = `{"plan": {"steps": {
+    "a": {"title": "A", "instruction": "x", "check": "exists(\"a.md\")", "custom": {"kept": [1, 2]}},
+    "b": {"title": "B \u00e9", "instruction": "y", "requiredOutputs": ["b.md"], "retries": 2}}, "extra": true},
+  "stepQueue": ["a", "b"], "currentStep": 1,
+  "stepRuns": {"a": {"status": "DONE", "tries": 1, "lastRunIso": "2026-02-10T12:00:00.000000+00:00", "note": "kept"}},
+  "stepDelayMinutes": 0, "blockers": [], "artifacts": [], "status": "IN_PROGRESS", "unknown": {"x": null}}`
+	for _, in := range []string{handWrittenState, withRuns} {
+		parsed, err := ParseState(strings.NewReader(in), "state.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := parsed.Marshal()
+		read, err := ReadStateBytes([]byte(in), "state.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read.memo.planSteps != nil || read.memo.runs != nil {
+			t.Errorf("the encoding was remembered")
+		}
+		var got, same any
+		if err := json.Unmarshal(read.Marshal(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(want, &same); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(same, got); diff != "" {
+			t.Errorf("written (-ParseState's +got):\n%s", diff)
+		}
+	}
+	if _, err := ReadStateBytes([]byte(`{"stepQueue": ["x"]}`), "state.json"); err == nil ||
+		err.Error() != `state.json: stepQueue[0]: step "x" is queued but missing from plan.steps: add it there or remove it from stepQueue` {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// A run's try record of the wrong shape is named with what the decoder says.
+func TestParseState_BadTryRecord(t *testing.T) {
+	const bad = `{"plan": {"steps": {"a": {"title": "A", "instruction": "x"}}}, "stepQueue": ["a"],
+  "stepRuns": {"a": {"status": "DONE", "stepseq": {"startedIso": 5, "errors": [{"try": "x"}]}}}}`
+	_, err := ParseState(strings.NewReader(bad), "state.json")
+	want := `state.json: stepRuns.a.stepseq: want stepseq's try record {startedIso, finishedIso, interruptions}: ` +
+		`json: cannot unmarshal number into Go struct field AgentRecord.startedIso of type string`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}
