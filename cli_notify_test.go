@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
 )
 
@@ -231,7 +230,7 @@ func TestWatch_HealthzStuckLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	stop, err := serveHealth(context.Background(), addr, sc, prometheus.NewRegistry(), nil, nil, 50*time.Millisecond, t.Logf)
+	stop, err := serveHealth(context.Background(), addr, sc, metrics.NewRegistry(), nil, nil, 50*time.Millisecond, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

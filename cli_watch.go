@@ -15,13 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/mcp"
+	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/web"
 	"github.com/stepseq/stepseq/watcher"
@@ -108,8 +106,8 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 			if fstype, network := watcher.NetworkFS(rt.WS.Dir); network && poll == 0 {
 				log.Warn("the workspace is on a network filesystem that may deliver no file events; consider --poll 2s", "fs", fstype)
 			}
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg := metrics.NewRegistry()
+			reg.MustRegister(metrics.Standard()...)
 			var sc *executor.Sidecar
 			metrics := executor.NewMetrics(reg, func() (uint64, uint64, int) {
 				if sc == nil {
@@ -221,7 +219,7 @@ func flagSinks(cmds, hooks []string) ([]notify.SinkConfig, error) {
 
 // notifyConfig is the notifier of a workspace: metrics on reg (nil: none), and
 // every report given up journaled.
-func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg prometheus.Registerer) notify.Config {
+func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg *metrics.Registry) notify.Config {
 	journal, log := rt.Journal, rt.Logger
 	return notify.Config{
 		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg,
@@ -240,7 +238,7 @@ func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg prometheu
 
 // serveHealth serves the live page, the probes and the metrics until stop is
 // called. /healthz fails once the loop is stuck in one turn past bound.
-func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *prometheus.Registry, page *web.Handler, mcpHandler http.Handler, bound time.Duration, logErr func(string, ...any)) (stop func(), err error) {
+func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *metrics.Registry, page *web.Handler, mcpHandler http.Handler, bound time.Duration, logErr func(string, ...any)) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
@@ -258,7 +256,7 @@ func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *pr
 	}
 	mux.Handle("/healthz", probe(func() bool { return sc.Healthy(time.Now(), bound) }))
 	mux.Handle("/readyz", probe(sc.Ready))
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", reg)
 	if mcpHandler != nil {
 		mux.Handle("/mcp", mcpHandler)
 	}

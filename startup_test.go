@@ -15,7 +15,10 @@ import (
 // in third_party must do no real work there: templates, regexps, schemas and
 // metaschemas are made on first use. Allocation counts, which GODEBUG=inittrace
 // reports and which do not vary from run to run, stand for that work (a parsed
-// template is over a thousand, the metaschemas over twenty thousand).
+// template is over a thousand, the metaschemas over twenty thousand). Nor may
+// the binary link the Prometheus client or protobuf, whose init (a default
+// registry with its collectors, every message descriptor) cost a millisecond
+// and a half of every command's start: executor/metrics writes the series.
 func TestStartup_InitIsLazy(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "stepseq")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -42,6 +45,11 @@ func TestStartup_InitIsLazy(t *testing.T) {
 		allocs, err := strconv.Atoi(f[9])
 		if err != nil {
 			t.Fatalf("inittrace line %q: %v", line, err)
+		}
+		for _, heavy := range []string{"github.com/prometheus/", "google.golang.org/protobuf/"} {
+			if strings.HasPrefix(f[1], heavy) {
+				t.Errorf("the binary links %s, whose init every command pays", f[1])
+			}
 		}
 		for prefix, limit := range budget {
 			if f[1] == prefix || strings.HasPrefix(f[1], prefix+"/") || prefix == "github.com/stepseq/stepseq" && f[1] == "main" {

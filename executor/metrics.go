@@ -3,25 +3,24 @@ package executor
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/planspec"
 )
 
 // Metrics are the sidecar's Prometheus series, all named stepseq_*.
 type Metrics struct {
-	steps       *prometheus.GaugeVec
-	launches    prometheus.Counter
-	failures    prometheus.Counter
-	retries     prometheus.Counter
-	passes      prometheus.Counter
-	gateLatency prometheus.Histogram
+	steps       *metrics.GaugeVec
+	launches    *metrics.Counter
+	failures    *metrics.Counter
+	retries     *metrics.Counter
+	passes      *metrics.Counter
+	gateLatency *metrics.Histogram
 
-	plan          *prometheus.GaugeVec
-	blocked       prometheus.Gauge
-	stepDuration  *prometheus.HistogramVec
-	invalidStates prometheus.Counter
-	rejectedPlans prometheus.Counter
+	plan          *metrics.GaugeVec
+	blocked       *metrics.Gauge
+	stepDuration  *metrics.HistogramVec
+	invalidStates *metrics.Counter
+	rejectedPlans *metrics.Counter
 	// timed holds, by step, the end of the last try whose duration went into
 	// stepDuration; nil until the first state seen, whose finished tries are
 	// history, not news.
@@ -30,56 +29,56 @@ type Metrics struct {
 
 // NewMetrics registers the sidecar's series on reg. stats reports the watcher's
 // counters when scraped.
-func NewMetrics(reg prometheus.Registerer, stats func() (events, overflows uint64, watches int)) *Metrics {
+func NewMetrics(reg *metrics.Registry, stats func() (events, overflows uint64, watches int)) *Metrics {
 	m := &Metrics{
-		steps: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		steps: metrics.NewGaugeVec(metrics.Opts{
 			Name: "stepseq_steps", Help: "Steps of the current plan by status.",
 		}, []string{"status"}),
-		launches: prometheus.NewCounter(prometheus.CounterOpts{
+		launches: metrics.NewCounter(metrics.Opts{
 			Name: "stepseq_launches_total", Help: "Agent processes launched.",
 		}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
+		failures: metrics.NewCounter(metrics.Opts{
 			Name: "stepseq_failures_total", Help: "Tries that ended FAILED.",
 		}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
+		retries: metrics.NewCounter(metrics.Opts{
 			Name: "stepseq_retries_total", Help: "Launches that retried a failed step.",
 		}),
-		passes: prometheus.NewCounter(prometheus.CounterOpts{
+		passes: metrics.NewCounter(metrics.Opts{
 			Name: "stepseq_reconcile_passes_total", Help: "Reconcile passes run.",
 		}),
-		gateLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+		gateLatency: metrics.NewHistogram(metrics.HistogramOpts{
 			Name:    "stepseq_gate_latency_seconds",
 			Help:    "From the file event that opened a step to its agent's start.",
 			Buckets: []float64{.002, .005, .01, .02, .05, .1, .25, .5, 1, 5},
 		}),
 	}
 	// Labels stay bounded: a status word or an outcome, never a step id.
-	m.plan = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.plan = metrics.NewGaugeVec(metrics.Opts{
 		Name: "stepseq_plan_status", Help: "1 for the current plan's status (in_progress, blocked, done, none), 0 for the others.",
 	}, []string{"status"})
-	m.blocked = prometheus.NewGauge(prometheus.GaugeOpts{
+	m.blocked = metrics.NewGauge(metrics.Opts{
 		Name: "stepseq_blocked_steps", Help: "Steps of the current plan out of retries (its blockers).",
 	})
-	m.stepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.stepDuration = metrics.NewHistogramVec(metrics.HistogramOpts{
 		Name:    "stepseq_step_duration_seconds",
 		Help:    "How long each try's agent ran, by the try's outcome (done or failed).",
 		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200},
 	}, []string{"outcome"})
-	m.invalidStates = prometheus.NewCounter(prometheus.CounterOpts{
+	m.invalidStates = metrics.NewCounter(metrics.Opts{
 		Name: "stepseq_invalid_states_total", Help: "Reads of state.json that did not parse or validate.",
 	})
-	m.rejectedPlans = prometheus.NewCounter(prometheus.CounterOpts{
+	m.rejectedPlans = metrics.NewCounter(metrics.Opts{
 		Name: "stepseq_rejected_plans_total", Help: "Plan files judged invalid.",
 	})
 	reg.MustRegister(m.steps, m.launches, m.failures, m.retries, m.passes, m.gateLatency,
 		m.plan, m.blocked, m.stepDuration, m.invalidStates, m.rejectedPlans)
 	if stats != nil {
 		reg.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "stepseq_watcher_events_total", Help: "File events received."},
+			metrics.NewCounterFunc(metrics.Opts{Name: "stepseq_watcher_events_total", Help: "File events received."},
 				func() float64 { e, _, _ := stats(); return float64(e) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "stepseq_watcher_overflows_total", Help: "Event queue overflows, each answered by a rescan."},
+			metrics.NewCounterFunc(metrics.Opts{Name: "stepseq_watcher_overflows_total", Help: "Event queue overflows, each answered by a rescan."},
 				func() float64 { _, o, _ := stats(); return float64(o) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "stepseq_watches", Help: "Directories holding an inotify watch."},
+			metrics.NewGaugeFunc(metrics.Opts{Name: "stepseq_watches", Help: "Directories holding an inotify watch."},
 				func() float64 { _, _, w := stats(); return float64(w) }),
 		)
 	}

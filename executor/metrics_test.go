@@ -1,15 +1,19 @@
 package executor
 
 import (
+	"bytes"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/stepseq/stepseq/executor/metrics"
 )
 
 // TestMetrics_Observe: the plan's status and blocked steps are gauges; each try
 // that finishes after the first state seen is timed once, by outcome.
 func TestMetrics_Observe(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	m := NewMetrics(reg, nil)
 	run := func(status, started, finished string) string {
 		return `{"status": "` + status + `", "tries": 1, "stepseq": {"startedIso": "` + started + `", "finishedIso": "` + finished + `"}}`
@@ -31,13 +35,18 @@ func TestMetrics_Observe(t *testing.T) {
 	m.RejectedPlan()
 	m.RejectedPlan()
 
-	got := map[string]float64{}
-	var timed uint64
-	var sum float64
-	mfs, err := reg.Gather()
+	var scrape bytes.Buffer
+	if err := reg.WriteText(&scrape); err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(&scrape)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := map[string]float64{}
+	var timed uint64
+	var sum float64
 	for _, mf := range mfs {
 		for _, mm := range mf.GetMetric() {
 			name := mf.GetName()

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stepseq/stepseq/executor/metrics"
 )
 
 func TestCommand_StdinAndEnvironment(t *testing.T) {
@@ -54,7 +54,7 @@ func TestCommand_StdinAndEnvironment(t *testing.T) {
 func TestCommand_FailureRetried(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "records.jsonl")
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	n, err := New(Config{Dir: t.TempDir(), Sinks: []SinkConfig{{Command: helperArgv("failfirst", filepath.Join(dir, "mark"), out)}},
 		Retry: quickRetry, Logger: testLogger(t), Registerer: reg})
 	if err != nil {
@@ -135,7 +135,7 @@ func TestCommand_HangsWithoutDelayingOthers(t *testing.T) {
 // writes its pids, and a later try writes them.)
 func TestCommand_TimeoutStopsGroup(t *testing.T) {
 	pids := filepath.Join(t.TempDir(), "pids")
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	n, err := New(Config{Dir: t.TempDir(), Logger: testLogger(t), Registerer: reg,
 		Timeout: time.Second, Grace: 50 * time.Millisecond, Retry: quickRetry,
 		Sinks: []SinkConfig{{Command: helperArgv("hang", pids)}}})

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stepseq/stepseq/executor/metrics"
 )
 
 // eventually waits for cond, failing the test after a generous deadline. It polls:
@@ -104,23 +104,14 @@ func firstSeen(ids []string) []string {
 }
 
 // counter reads a counter from reg: name, and the sink kind when it has one.
-func counter(t testing.TB, reg *prometheus.Registry, name, sink string) float64 {
+func counter(t testing.TB, reg *metrics.Registry, name, sink string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	var labels []string
+	if sink != "" {
+		labels = []string{sink}
 	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if sink == "" || (len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == sink) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := reg.Value(name, labels...)
+	return v
 }
 
 func emitN(t testing.TB, n *Notifier, count int, step string) []string {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stepseq/stepseq/executor/metrics"
 )
 
 // Defaults of Config.
@@ -62,10 +62,10 @@ type Config struct {
 	// is the sink's name as logs show it ("webhook https://host", "command argv0",
 	// "file"); a webhook's path and query, which may hold a secret, are left out.
 	OnGiveUp       func(sink string, r Report, err error)
-	Registerer     prometheus.Registerer // nil: no metrics registered
-	SegmentBytes   int64                 // DefaultSegmentBytes
-	MaxOutboxBytes int64                 // DefaultMaxOutboxBytes
-	FeedBytes      int64                 // DefaultFeedBytes
+	Registerer     *metrics.Registry // nil: no metrics registered
+	SegmentBytes   int64             // DefaultSegmentBytes
+	MaxOutboxBytes int64             // DefaultMaxOutboxBytes
+	FeedBytes      int64             // DefaultFeedBytes
 }
 
 // Notifier delivers reports from its outbox to its sinks. Its methods are safe
@@ -77,7 +77,7 @@ type Notifier struct {
 	ob     *outbox
 	feed   *feed
 	sinks  []*sink
-	m      *metrics
+	m      *series
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -361,48 +361,34 @@ func (n *Notifier) wait(d time.Duration) bool {
 	}
 }
 
-// metrics are the notifier's Prometheus series, per sink kind.
-type metrics struct {
-	emitted   prometheus.Counter
-	delivered *prometheus.CounterVec
-	failed    *prometheus.CounterVec
-	givenUp   *prometheus.CounterVec
+// series are the notifier's Prometheus series, per sink kind.
+type series struct {
+	emitted   *metrics.Counter
+	delivered *metrics.CounterVec
+	failed    *metrics.CounterVec
+	givenUp   *metrics.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		emitted: prometheus.NewCounter(prometheus.CounterOpts{
+func newMetrics(reg *metrics.Registry) *series {
+	m := &series{
+		emitted: metrics.NewCounter(metrics.Opts{
 			Name: "stepseq_notify_reports_total", Help: "Reports emitted into the outbox.",
 		}),
-		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+		delivered: metrics.NewCounterVec(metrics.Opts{
 			Name: "stepseq_notify_delivered_total", Help: "Reports delivered, by sink kind.",
 		}, []string{"sink"}),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+		failed: metrics.NewCounterVec(metrics.Opts{
 			Name: "stepseq_notify_failed_total", Help: "Delivery attempts that failed, by sink kind.",
 		}, []string{"sink"}),
-		givenUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+		givenUp: metrics.NewCounterVec(metrics.Opts{
 			Name: "stepseq_notify_given_up_total", Help: "Reports abandoned after their retries or dropped by the outbox cap, by sink kind.",
 		}, []string{"sink"}),
 	}
 	if reg != nil {
-		m.emitted = register(reg, m.emitted)
-		m.delivered = register(reg, m.delivered)
-		m.failed = register(reg, m.failed)
-		m.givenUp = register(reg, m.givenUp)
+		m.emitted = metrics.Registered(reg, m.emitted)
+		m.delivered = metrics.Registered(reg, m.delivered)
+		m.failed = metrics.Registered(reg, m.failed)
+		m.givenUp = metrics.Registered(reg, m.givenUp)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under its
-// name, so that a notifier made again (a new plan, a restart in a test) counts on.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stepseq/stepseq/executor/metrics"
 )
 
 // Closed with reports undelivered to a webhook and a command, and made again on
@@ -22,7 +22,7 @@ func TestNotifier_RestartDeliversWhatWasLeft(t *testing.T) {
 	out, gate := filepath.Join(tmp, "records.jsonl"), filepath.Join(tmp, "gate")
 	h := newHook(t)
 	h.down.Store(true)
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	cfg := Config{Dir: ws, Logger: testLogger(t), Retry: quickRetry, Registerer: reg,
 		Sinks: []SinkConfig{{Webhook: h.srv.URL}, {Command: []string{"/bin/sh", "-c", `test -e "$1" && r=$(cat) && printf '%s\n' "$r" >>"$2"`, "sh", gate, out}}}}
 	n, err := New(cfg)

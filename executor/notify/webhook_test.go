@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stepseq/stepseq/executor/metrics"
 )
 
 func TestNotifier_WebhookFailsThenRecovers(t *testing.T) {
 	h := newHook(t)
 	h.failures.Store(3)
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	n, err := New(Config{Dir: t.TempDir(), Sinks: []SinkConfig{{Webhook: h.srv.URL + "/hook?token=secret"}},
 		Retry: quickRetry, Logger: testLogger(t), Registerer: reg})
 	if err != nil {
@@ -61,7 +61,7 @@ func TestNotifier_WebhookGivesUp(t *testing.T) {
 		err  error
 	}
 	gaveUp := make(chan giveUp, 10)
-	reg := prometheus.NewRegistry()
+	reg := metrics.NewRegistry()
 	n, err := New(Config{Dir: t.TempDir(), Sinks: []SinkConfig{{Webhook: h.srv.URL + "/T000/B000/secret"}},
 		Retry: quickRetry, Logger: testLogger(t), Now: now, Registerer: reg,
 		OnGiveUp: func(sink string, r Report, err error) { gaveUp <- giveUp{sink, r, err} }})
