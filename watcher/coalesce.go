@@ -16,6 +16,12 @@ import (
 // every 200ms. One timer serves all paths, and it runs only while something
 // is pending: idle, nothing ticks.
 //
+// The consumer's own writes (echoes) are no activity. When nothing is pending
+// an echo is due at once, and the change after it is the first of a new
+// window however soon it comes: the write shows the consumer acted on every
+// change before it, so a gate opened right after a step's end, or a step's
+// output, does not wait for the step's own gate to settle.
+//
 // While a due batch waits for the consumer, newer changes are gathered and
 // merged into it: a slow consumer gets fewer, larger batches, and the kernel's
 // queue is read on regardless, so it does not overflow on its account. A
@@ -32,6 +38,7 @@ type coalescer struct {
 	timer       *time.Timer
 	timing      bool // the timer is armed
 	lead        bool // the pending changes came after a quiet window: due at once
+	acted       bool // an echo came after the last change
 
 	out   Batch // due, waiting for the consumer
 	ready bool
@@ -87,12 +94,14 @@ func (c *coalescer) markRescan(now time.Time) {
 
 func (c *coalescer) touch(now time.Time, echo bool) {
 	idle := len(c.pending) == 0 && !c.rescan && !c.timing && !c.lead
-	quiet := idle && (c.last.IsZero() || now.Sub(c.last) >= c.settle)
+	quiet := idle && (echo || c.acted || c.last.IsZero() || now.Sub(c.last) >= c.settle)
 	if idle {
 		c.first = now
 	}
-	if !echo {
-		c.last = now
+	if echo {
+		c.acted = true
+	} else {
+		c.last, c.acted = now, false
 	}
 	switch {
 	case quiet:

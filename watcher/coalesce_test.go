@@ -100,6 +100,35 @@ func TestCoalescer(t *testing.T) {
 			t.Fatal("a change right after another is due at once")
 		}
 	})
+	t.Run("after an echo, a change inside the window is due at once", func(t *testing.T) {
+		c := newCoalescer(settle, 100)
+		defer c.stop()
+		c.add("gates/g1", at(0), false) // opens step 1
+		c.flushLead()
+		c.sent()
+		c.add("state.json", at(2), true) // step 1 recorded: the consumer acted
+		if !c.leading() || c.C() != nil {
+			t.Fatal("an echo with nothing pending waits")
+		}
+		c.flushLead()
+		c.sent()
+		c.add("gates/g2", at(3), false) // 3 ms after g1, but after the write
+		if !c.leading() {
+			t.Fatal("a change after the consumer's write waits for the window of the change before it")
+		}
+		c.flushLead()
+		c.sent()
+		c.add("gates/g3", at(4), false)
+		if c.leading() {
+			t.Fatal("a change right after another, with no write between, is due at once")
+		}
+		// An echo amid pending changes is gathered with them.
+		c.add("state.json", at(5), true)
+		c.add("gates/g4", at(6), false)
+		if c.leading() || c.C() == nil {
+			t.Fatal("changes gathered in a window became due at once")
+		}
+	})
 	t.Run("a stream that never pauses is capped", func(t *testing.T) {
 		c := newCoalescer(settle, 1000)
 		defer c.stop()
