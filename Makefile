@@ -10,8 +10,10 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 all: build
 
+# stepseq is built static (no cgo): it runs in any image, glibc or musl, and
+# starts about a millisecond sooner, without the dynamic loader and libc.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/stepseq .
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/stepseq .
 	$(GO) build -o $(BIN)/demoagent ./examples/demoagent
 
 # The demo: a copy of examples/demo in a temporary workspace, run by the sidecar

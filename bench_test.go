@@ -79,11 +79,14 @@ func initTime(b *testing.B, bin string) float64 {
 	return sums[len(sums)/2]
 }
 
-// buildBinary builds stepseq into a temporary directory.
+// buildBinary builds stepseq into a temporary directory as make build does:
+// static, without cgo.
 func buildBinary(b *testing.B) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "stepseq")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
