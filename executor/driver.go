@@ -103,12 +103,14 @@ func (d *driver) feed(in Input) {
 func (d *driver) perform(e Effect) {
 	switch e := e.(type) {
 	case WriteState:
+		touched, all := e.State.Touched() // before the encoding forgets them
 		if d.w != nil {
 			// Its own write is no activity: a gate opened a moment later is
 			// still the first change after a quiet window, seen at once.
 			d.w.Expect(d.stateRel())
 		}
 		err := d.sf.WriteVisible(e.State)
+		d.metrics.written(e.State, touched, all)
 		if err == nil && d.onChange != nil {
 			d.onChange()
 		}

@@ -25,6 +25,13 @@ type Metrics struct {
 	// stepDuration; nil until the first state seen, whose finished tries are
 	// history, not news.
 	timed map[string]string
+	// What the step gauges were counted from: the state, its queue's length and
+	// each queued step's status, so that a write recounts only the runs it
+	// changed, not the plan.
+	seen     *planspec.State
+	queueLen int
+	status   map[string]string
+	counts   map[string]float64
 }
 
 // NewMetrics registers the sidecar's series on reg. stats reports the watcher's
@@ -130,9 +137,97 @@ func (m *Metrics) RejectedPlan() {
 // Plan statuses as stepseq_plan_status labels them.
 var planStatusLabels = []string{"in_progress", "blocked", "done", "none"}
 
-// observePlan sets the plan's status and blocked-step gauges, and puts the
-// duration of every try that finished since the last state seen into the
-// histogram.
+// stepStatuses are the stepseq_steps labels.
+var stepStatuses = []string{planspec.StatusPending, planspec.StatusInProgress, planspec.StatusDone, planspec.StatusFailed}
+
+// observe follows the state after a turn of the loop: a state not seen before
+// (read from the file, a new plan) is counted whole; the one already counted
+// costs only its plan-wide gauges, since written follows its writes.
+func (m *Metrics) observe(st *planspec.State) {
+	if m == nil {
+		return
+	}
+	if st == nil || st != m.seen || len(st.StepQueue) != m.queueLen {
+		m.recount(st)
+		return
+	}
+	m.observePlan(st)
+}
+
+// written follows a write of st that changed the runs of ids (all: anything may
+// have changed), as planspec.State.Touched told before the write.
+func (m *Metrics) written(st *planspec.State, ids []string, all bool) {
+	if m == nil {
+		return
+	}
+	if all || st != m.seen || len(st.StepQueue) != m.queueLen {
+		m.recount(st)
+		return
+	}
+	m.observePlan(st)
+	for _, id := range ids {
+		if _, queued := m.status[id]; queued {
+			m.update(id, st.StepRuns[id], false)
+		}
+	}
+	m.setSteps()
+}
+
+// recount counts every queued step of st again.
+func (m *Metrics) recount(st *planspec.State) {
+	first := m.timed == nil
+	if first {
+		m.timed = map[string]string{}
+	}
+	m.seen, m.queueLen = st, 0
+	m.status, m.counts = map[string]string{}, map[string]float64{}
+	m.observePlan(st)
+	if st != nil {
+		m.queueLen = len(st.StepQueue)
+		for _, id := range st.StepQueue {
+			m.update(id, st.StepRuns[id], first)
+		}
+	}
+	m.setSteps()
+}
+
+// update counts step id under its run's status, and times its try once it has
+// finished, unless the try is history (the first state seen).
+func (m *Metrics) update(id string, run *planspec.StepRun, history bool) {
+	status := planspec.StatusPending
+	if run != nil {
+		status = run.Status
+	}
+	if old, ok := m.status[id]; !ok || old != status {
+		if ok {
+			m.counts[old]--
+		}
+		m.counts[status]++
+		m.status[id] = status
+	}
+	if run == nil || run.Agent == nil || run.Agent.FinishedIso == "" || m.timed[id] == run.Agent.FinishedIso {
+		return
+	}
+	m.timed[id] = run.Agent.FinishedIso
+	if history {
+		return
+	}
+	if d, _, ok := runDuration(run, time.Time{}); ok {
+		outcome := "done"
+		if run.Status != planspec.StatusDone {
+			outcome = "failed"
+		}
+		m.stepDuration.WithLabelValues(outcome).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) setSteps() {
+	for _, status := range stepStatuses {
+		m.steps.WithLabelValues(status).Set(m.counts[status])
+	}
+}
+
+// observePlan sets the plan's status and blocked-step gauges.
 func (m *Metrics) observePlan(st *planspec.State) {
 	status := "none"
 	switch {
@@ -151,51 +246,9 @@ func (m *Metrics) observePlan(st *planspec.State) {
 		}
 		m.plan.WithLabelValues(l).Set(v)
 	}
-	if st == nil {
-		m.blocked.Set(0)
-		return
-	}
-	m.blocked.Set(float64(len(st.Blockers)))
-	first := m.timed == nil
-	if first {
-		m.timed = map[string]string{}
-	}
-	for id, run := range st.StepRuns {
-		if run.Agent == nil || run.Agent.FinishedIso == "" || m.timed[id] == run.Agent.FinishedIso {
-			continue
-		}
-		m.timed[id] = run.Agent.FinishedIso
-		if first {
-			continue
-		}
-		d, _, ok := runDuration(run, time.Time{})
-		if !ok {
-			continue
-		}
-		outcome := "done"
-		if run.Status != planspec.StatusDone {
-			outcome = "failed"
-		}
-		m.stepDuration.WithLabelValues(outcome).Observe(d.Seconds())
-	}
-}
-
-func (m *Metrics) observe(st *planspec.State) {
-	if m == nil {
-		return
-	}
-	m.observePlan(st)
-	counts := map[string]float64{planspec.StatusPending: 0, planspec.StatusInProgress: 0, planspec.StatusDone: 0, planspec.StatusFailed: 0}
+	blocked := 0.0
 	if st != nil {
-		for _, id := range st.StepQueue {
-			status := planspec.StatusPending
-			if run, ok := st.StepRuns[id]; ok {
-				status = run.Status
-			}
-			counts[status]++
-		}
+		blocked = float64(len(st.Blockers))
 	}
-	for status, n := range counts {
-		m.steps.WithLabelValues(status).Set(n)
-	}
+	m.blocked.Set(blocked)
 }

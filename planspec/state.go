@@ -363,9 +363,14 @@ func (s *State) writeRunsFull(out *bytes.Buffer, ids []string) {
 }
 
 // Clone returns a deep copy, through the file format, so that no change to the copy
-// reaches the original.
+// reaches the original. A tracked state is encoded whole, so that what it was told
+// changed still stands for its next write (Touched).
 func (s *State) Clone() *State {
-	c, err := ParseState(bytes.NewReader(s.Marshal()), "clone")
+	on := s.memo.track.on
+	s.memo.track.on = false
+	data := s.Marshal()
+	s.memo.track.on = on
+	c, err := ParseState(bytes.NewReader(data), "clone")
 	if err != nil {
 		panic(fmt.Sprintf("planspec: state does not survive its own encoding: %v", err))
 	}

@@ -55,6 +55,21 @@ func (s *State) Touch(id string) {
 // removed, specs replaced, runs deleted. The next encoding compares everything.
 func (s *State) TouchAll() { s.memo.track.all = true }
 
+// Touched reports what changed in a tracked state's runs since its last encoding:
+// the steps whose runs were handed out or touched, or all when anything may have
+// (an untracked state, TouchAll, nothing encoded yet).
+func (s *State) Touched() (ids []string, all bool) {
+	t := &s.memo.track
+	if !t.on || t.all || t.section == nil {
+		return nil, true
+	}
+	ids = make([]string, 0, len(t.touched))
+	for id := range t.touched {
+		ids = append(ids, id)
+	}
+	return ids, false
+}
+
 // trackedRuns returns the stepRuns object at depth one, re-encoding only the runs
 // from the first touched one onwards.
 func (s *State) trackedRuns() []byte {

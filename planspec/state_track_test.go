@@ -3,6 +3,7 @@ package planspec
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,5 +88,33 @@ func TestTrack_UntoldChangeIsCaught(t *testing.T) {
 	got := string(s.Marshal())
 	if !strings.Contains(got, `"tries": 1`) {
 		t.Fatalf("an untold change was encoded, so the encoder compared everything:\n%s", got)
+	}
+}
+
+// Touched names the runs changed since the last encoding, or says all.
+func TestTrack_Touched(t *testing.T) {
+	s := trackedChain(5)
+	if _, all := s.Touched(); !all {
+		t.Fatal("nothing encoded yet: want all")
+	}
+	s.Marshal()
+	if ids, all := s.Touched(); all || len(ids) != 0 {
+		t.Fatalf("after an encoding: %v, %v; want none", ids, all)
+	}
+	s.Run("s01").Tries = 1
+	s.Touch("s03")
+	s.Clone() // a copy for a reader does not count as the next write
+	ids, all := s.Touched()
+	slices.Sort(ids)
+	if all || !slices.Equal(ids, []string{"s01", "s03"}) {
+		t.Fatalf("Touched() = %v, %v; want [s01 s03], false", ids, all)
+	}
+	s.Marshal()
+	s.TouchAll()
+	if _, all := s.Touched(); !all {
+		t.Fatal("after TouchAll: want all")
+	}
+	if _, all := NewState().Touched(); !all {
+		t.Fatal("an untracked state: want all")
 	}
 }
