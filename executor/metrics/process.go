@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"runtime"
-	rtmetrics "runtime/metrics"
 	"strconv"
 	"syscall"
 	"time"
@@ -18,10 +17,10 @@ func Standard() []Collector {
 	cs := []Collector{
 		NewCounterFunc(Opts{Name: "process_cpu_seconds_total", Help: "Total user and system CPU time spent in seconds."}, cpuSeconds),
 		NewGaugeFunc(Opts{Name: "process_max_fds", Help: "Maximum number of open file descriptors."}, maxFDs),
-		runtimeGauge("go_goroutines", "Number of goroutines that currently exist.", "/sched/goroutines:goroutines"),
-		runtimeGauge("go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and currently in use.", "/memory/classes/heap/objects:bytes"),
-		runtimeGauge("go_memstats_sys_bytes", "Number of bytes obtained from system.", "/memory/classes/total:bytes"),
-		NewCounterFunc(Opts{Name: "go_gc_cycles_total", Help: "Count of completed GC cycles."}, runtimeValue("/gc/cycles/total:gc-cycles")),
+		NewGaugeFunc(Opts{Name: "go_goroutines", Help: "Number of goroutines that currently exist."}, func() float64 { return float64(runtime.NumGoroutine()) }),
+		NewGaugeFunc(Opts{Name: "go_memstats_heap_alloc_bytes", Help: "Number of heap bytes allocated and currently in use."}, memStat(func(m *runtime.MemStats) uint64 { return m.HeapAlloc })),
+		NewGaugeFunc(Opts{Name: "go_memstats_sys_bytes", Help: "Number of bytes obtained from system."}, memStat(func(m *runtime.MemStats) uint64 { return m.Sys })),
+		NewCounterFunc(Opts{Name: "go_gc_cycles_total", Help: "Count of completed GC cycles."}, memStat(func(m *runtime.MemStats) uint64 { return uint64(m.NumGC) })),
 		goInfo(),
 	}
 	if _, _, ok := memory(); ok {
@@ -125,22 +124,15 @@ func startTime() (float64, bool) {
 	return 0, false
 }
 
-func runtimeValue(name string) func() float64 {
+// memStat reads one figure of the runtime's memory statistics at scrape time
+// (runtime/metrics would be cheaper to read, but its package builds its tables
+// at init, in every command).
+func memStat(field func(*runtime.MemStats) uint64) func() float64 {
 	return func() float64 {
-		s := []rtmetrics.Sample{{Name: name}}
-		rtmetrics.Read(s)
-		switch s[0].Value.Kind() {
-		case rtmetrics.KindUint64:
-			return float64(s[0].Value.Uint64())
-		case rtmetrics.KindFloat64:
-			return s[0].Value.Float64()
-		}
-		return 0
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(field(&m))
 	}
-}
-
-func runtimeGauge(name, help, sample string) Collector {
-	return NewGaugeFunc(Opts{Name: name, Help: help}, runtimeValue(sample))
 }
 
 func goInfo() Collector {
