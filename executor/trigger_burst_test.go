@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,15 +38,25 @@ func queueBurst(tb testing.TB, ws Workspace, step string, n int) {
 	}
 }
 
-// journalSince is the journal's records after the last one of event.
+// journalSince is the journal's records after the last one of event. The
+// sidecar may be appending as it reads: a last line without its newline is a
+// record still being written, left for the next read.
 func (w *testWS) journalSince(event string) []Entry {
 	w.t.Helper()
 	data, err := os.ReadFile(w.path(".stepseq/journal.jsonl"))
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		data = data[:i]
+	} else {
+		data = nil
+	}
 	var out []Entry
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if line == "" {
+			continue
+		}
 		var e Entry
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			w.t.Fatalf("journal line %q: %v", line, err)
