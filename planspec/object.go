@@ -75,7 +75,9 @@ func (sp spans) scanMember(data []byte, i int) (key string, start, end int) {
 		return "", 0, -1
 	}
 	key = string(data[i+1 : stop-1])
-	if strings.IndexByte(key, '\\') >= 0 {
+	if strings.IndexByte(key, '\\') >= 0 || !utf8.ValidString(key) {
+		// Escapes, or bytes that are not UTF-8: the decoder reads them (as
+		// U+FFFD), so that the key is the one encoding/json would see.
 		var unquoted string
 		if json.Unmarshal(data[i:stop], &unquoted) != nil {
 			return "", 0, -1
