@@ -134,11 +134,11 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 			page := web.NewWorkspace(pageRT, maxRetries, 0)
 			// The notifier opens the outbox only once the sidecar holds the
 			// workspace lock: one notifier per workspace.
-			var notes *notify.Follower
+			notes := &lateNotifier{}
 			sc, err = executor.NewSidecar(rt, executor.SidecarOptions{
 				PlansDir: filepath.Join(rt.WS.Dir, "plans"), Settle: settle, Poll: poll,
 				ExitWhenDone: exitWhenDone, Metrics: metrics,
-				Notifier: notifierFunc(func(n executor.Notification) { notes.Notify(n) }),
+				Notifier: notes,
 				OnChange: page.Poke,
 			})
 			if errors.Is(err, executor.ErrLocked) || errors.Is(err, watcher.ErrWatchLimit) {
@@ -147,7 +147,7 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 			if err != nil {
 				return err
 			}
-			notes, err = notify.NewFollower(notifyConfig(rt, sinks, reg), rt.WS.State)
+			notes.Follower, err = notify.NewFollower(notifyConfig(rt, sinks, reg), rt.WS.State)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -192,10 +192,11 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 // notifyFlush bounds the wait for the sinks when a command that notifies ends.
 const notifyFlush = 2 * time.Second
 
-// notifierFunc makes a function an executor.Notifier.
-type notifierFunc func(executor.Notification)
-
-func (f notifierFunc) Notify(n executor.Notification) { f(n) }
+// lateNotifier is the sidecar's notifier, whose follower is opened once the
+// sidecar holds the workspace lock, before anything is notified.
+type lateNotifier struct {
+	*notify.Follower
+}
 
 // flagSinks are the sinks of --notify-command and --notify-webhook.
 func flagSinks(cmds, hooks []string) ([]notify.SinkConfig, error) {

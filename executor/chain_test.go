@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -498,5 +499,34 @@ func TestStep_WaitsItsDelayThenRunsTheStep(t *testing.T) {
 	}
 	if r := w.read().Run("s1"); r.Tries != 2 || !w.exists("a") {
 		t.Errorf("tries = %d, want the runner to run its DONE step again after the delay", r.Tries)
+	}
+}
+
+// syncingNotifier records notifications and syncs in order.
+type syncingNotifier struct {
+	events []string
+}
+
+func (n *syncingNotifier) Notify(note Notification) { n.events = append(n.events, note.Status) }
+func (n *syncingNotifier) Sync() error {
+	n.events = append(n.events, "sync")
+	return nil
+}
+
+// The notifications of an input are synced once, after its effects: a step's
+// end and what follows it, told by the same input, share one sync, and no
+// notification is left unsynced when the chain ends.
+func TestChain_SyncsNotificationsOncePerInput(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"exit:0"`, `"instruction":"exit:0"`))
+	n := &syncingNotifier{}
+	c := w.chain()
+	c.OpenNotifier = func(*planspec.State) (Notifier, func()) { return n, func() {} }
+	if err := c.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A step's end and the next step's start are one input; so are the last
+	// step's end and the plan's end.
+	if want := []string{"dispatching", "sync", "done", "dispatching", "sync", "done", "plan_done", "sync"}; !slices.Equal(n.events, want) {
+		t.Errorf("notifications and syncs %v, want %v", n.events, want)
 	}
 }

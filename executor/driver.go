@@ -21,6 +21,13 @@ type Notifier interface {
 	Notify(Notification)
 }
 
+// Syncer is a Notifier whose notifications are on disk only once Sync returns.
+// The driver syncs it once an input's effects are done, beside the state's
+// folder, so that the notifications of an input cost one fsync.
+type Syncer interface {
+	Sync() error
+}
+
 // driver carries out the machine's effects for every driver: it writes and reads
 // the state file, starts and stops agents through a Launcher, keeps the watches and
 // the one timer, and feeds back what happened. `check`, `step` and `watch` differ
@@ -97,6 +104,12 @@ func (d *driver) feed(in Input) {
 	if err := d.sf.Sync(); err != nil {
 		d.rt.Logger.Error("state written but its folder not synced: a power cut may bring the previous state back", "err", err)
 		d.rt.record(Entry{Event: "write-error", Reason: err.Error()})
+	}
+	if s, ok := d.notifier.(Syncer); ok {
+		if err := s.Sync(); err != nil {
+			d.rt.Logger.Error("notifications written but not synced: a power cut may lose them", "err", err)
+			d.rt.record(Entry{Event: "notify-error", Reason: err.Error()})
+		}
 	}
 }
 

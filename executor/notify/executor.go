@@ -95,6 +95,16 @@ func (f *Follower) Notify(note executor.Notification) {
 	}
 }
 
+// Sync makes the reports emitted so far durable (Notifier.Sync).
+func (f *Follower) Sync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == nil {
+		return nil
+	}
+	return f.n.Sync()
+}
+
 // Close gives the sinks up to flush to deliver what is in the outbox, then
 // closes the notifier in use, waiting at most CloseWait. What is left stays in
 // the outbox for the next sidecar.

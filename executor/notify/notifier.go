@@ -189,10 +189,11 @@ func (n *Notifier) newSink(sc SinkConfig, workspace string) (*sink, error) {
 	return s, nil
 }
 
-// Emit makes r durable in the outbox and wakes the sinks; it never waits on one.
-// It fills in r's ID, and its Time when zero, caps its fields, and returns the
-// report as it will be delivered. An error means r is not in the outbox (the disk
-// is full, or the notifier is closed): the caller journals it.
+// Emit appends r to the outbox and wakes the sinks; it never waits on one. r is
+// durable once Sync returns (or Close). It fills in r's ID, and its Time when
+// zero, caps its fields, and returns the report as it will be delivered. An
+// error means r is not in the outbox (the disk is full, or the notifier is
+// closed): the caller journals it.
 func (n *Notifier) Emit(r Report) (Report, error) {
 	r, err := n.ob.append(r.capped(), n.cfg.Now())
 	if err != nil {
@@ -207,6 +208,12 @@ func (n *Notifier) Emit(r Report) (Report, error) {
 	}
 	return r, nil
 }
+
+// Sync makes the reports emitted so far durable: one fsync for all of them. The
+// driver calls it once an input's effects are done, beside the state folder's
+// sync, so that a step's reports cost one fsync, not one each; a machine crash
+// before it loses them with the state change they announce.
+func (n *Notifier) Sync() error { return n.ob.sync() }
 
 // Close stops the sinks' goroutines, stopping a command or request in flight, and
 // closes the outbox. Undelivered reports stay in it for the next notifier. It

@@ -45,14 +45,15 @@ type outbox struct {
 	segBytes int64
 	maxBytes int64
 
-	mu      sync.Mutex
-	segs    []segment // oldest first; the last is the one appended to
-	active  *os.File
-	next    uint64 // sequence number of the next record
-	total   int64
-	cursors map[string]*cursor
-	ids     idSource
-	changed chan struct{} // closed and replaced whenever a cursor moves
+	mu       sync.Mutex
+	segs     []segment // oldest first; the last is the one appended to
+	active   *os.File
+	unsynced bool   // records appended to active since its last fsync
+	next     uint64 // sequence number of the next record
+	total    int64
+	cursors  map[string]*cursor
+	ids      idSource
+	changed  chan struct{} // closed and replaced whenever a cursor moves
 }
 
 const (
@@ -250,8 +251,9 @@ func syncDir(dir string) error {
 // ErrClosed is returned by Emit after Close.
 var ErrClosed = errors.New("notify: notifier closed")
 
-// append stamps r with an ID (and a time, when it has none), writes it as the next
-// record and syncs it to disk before returning.
+// append stamps r with an ID (and a time, when it has none) and writes it as the
+// next record. It is on disk once sync returns: a driver syncs once per input,
+// with the state's folder, rather than once per report.
 func (o *outbox) append(r Report, now time.Time) (Report, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -281,9 +283,6 @@ func (o *outbox) append(r Report, now time.Time) (Report, error) {
 	}
 	last := &o.segs[len(o.segs)-1]
 	n, err := o.active.Write(line)
-	if err == nil {
-		err = o.active.Sync()
-	}
 	if err != nil {
 		// Cut what was written, so that the next record starts on a line.
 		_ = o.active.Truncate(last.size)
@@ -292,12 +291,35 @@ func (o *outbox) append(r Report, now time.Time) (Report, error) {
 	last.size += int64(n)
 	o.total += int64(n)
 	o.next++
+	o.unsynced = true
 	o.enforceCap()
 	return r, nil
 }
 
-// rotate starts a new segment with the next record.
+// sync makes the records appended so far durable.
+func (o *outbox) sync() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.syncActive()
+}
+
+func (o *outbox) syncActive() error {
+	if !o.unsynced || o.active == nil {
+		return nil
+	}
+	if err := o.active.Sync(); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	o.unsynced = false
+	return nil
+}
+
+// rotate starts a new segment with the next record, once the one before is on
+// disk.
 func (o *outbox) rotate() error {
+	if err := o.syncActive(); err != nil {
+		return err
+	}
 	path := filepath.Join(o.dir, segmentName(o.next))
 	f, err := openFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -398,9 +420,9 @@ func (o *outbox) pending(sink string) uint64 {
 func (o *outbox) close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var err error
+	err := o.syncActive()
 	if o.active != nil {
-		err = o.active.Close()
+		err = errors.Join(err, o.active.Close())
 		o.active = nil
 	}
 	for _, c := range o.cursors {

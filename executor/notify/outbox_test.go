@@ -120,3 +120,40 @@ func TestOutbox_CutsPartialRecord(t *testing.T) {
 		}
 	}
 }
+
+// Emit appends without an fsync; Sync makes everything appended durable at
+// once, and a new segment starts only once the one before is synced.
+func TestOutbox_SyncsOnSync(t *testing.T) {
+	ws := t.TempDir()
+	n, err := New(Config{Dir: ws, Logger: testLogger(t), SegmentBytes: 1 << 10, MaxOutboxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNotifier(t, n)
+	unsynced := func() bool {
+		n.ob.mu.Lock()
+		defer n.ob.mu.Unlock()
+		return n.ob.unsynced
+	}
+	emitN(t, n, 3, "s")
+	if !unsynced() {
+		t.Fatal("Emit synced the outbox itself")
+	}
+	if err := n.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if unsynced() {
+		t.Fatal("Sync left records unsynced")
+	}
+	before := len(segments(t, ws))
+	for len(segments(t, ws)) == before {
+		emitN(t, n, 1, "s")
+	}
+	// The new segment's record waits for Sync like any other.
+	n.ob.mu.Lock()
+	segs := len(n.ob.segs)
+	n.ob.mu.Unlock()
+	if segs < 2 || !unsynced() {
+		t.Fatalf("%d segments, unsynced %v: want a new segment with its record unsynced", segs, unsynced())
+	}
+}
