@@ -256,6 +256,9 @@ func (s *watchSet) arm(want map[string]struct{}, emit func(string)) error {
 // new watch on the root. A root found missing or replaced (another inode)
 // loses its watches at once: fsnotify does not always say the old one died.
 func (s *watchSet) armRoot(want map[string]struct{}) (ok, added bool, err error) {
+	// An ancestor watched in a round that then found a directory nearer the
+	// root is not wanted: it is swept, not kept beside the root's own watch.
+	var stand string
 	for range 100 { // each round, a directory on the way appeared meanwhile
 		dir := nearestDir(s.root)
 		if s.holds(s.root) && (dir != s.root || inodeOf(s.root) != s.rootID) {
@@ -267,16 +270,20 @@ func (s *watchSet) armRoot(want map[string]struct{}) (ok, added bool, err error)
 		} else if err != nil {
 			return false, false, err
 		}
-		want[dir] = struct{}{}
 		if dir == s.root {
+			want[dir] = struct{}{}
 			if added {
 				s.rootID = inodeOf(s.root)
 			}
 			return true, added, nil
 		}
+		stand = dir
 		if nearestDir(s.root) == dir {
-			return false, false, nil
+			break
 		}
+	}
+	if stand != "" {
+		want[stand] = struct{}{}
 	}
 	return false, false, nil
 }
