@@ -473,10 +473,7 @@ func TestCheck_AwaitOutputs(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["late.txt"],"awaitOutputs":"1m"`))
 	done := make(chan error, 1)
 	go func() { done <- w.check() }()
-	waitFor(t, func() bool {
-		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
-		return strings.Contains(string(data), `"event":"exit"`)
-	})
+	w.waitJournal(`"event":"exit"`)
 	if err := os.WriteFile(w.path("late.txt"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -147,11 +147,16 @@ func (m *Metrics) observe(st *planspec.State) {
 	if m == nil {
 		return
 	}
-	if st == nil || st != m.seen || len(st.StepQueue) != m.queueLen {
+	if m.stale(st) {
 		m.recount(st)
 		return
 	}
 	m.observePlan(st)
+}
+
+// stale says whether st is not the state counted, or its queue changed.
+func (m *Metrics) stale(st *planspec.State) bool {
+	return st == nil || st != m.seen || len(st.StepQueue) != m.queueLen
 }
 
 // written follows a write of st that changed the runs of ids (all: anything may
@@ -160,7 +165,7 @@ func (m *Metrics) written(st *planspec.State, ids []string, all bool) {
 	if m == nil {
 		return
 	}
-	if all || st != m.seen || len(st.StepQueue) != m.queueLen {
+	if all || m.stale(st) {
 		m.recount(st)
 		return
 	}

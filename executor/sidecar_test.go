@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,6 +76,27 @@ func (w *testWS) waitState(what string, cond func(st *planspec.State) bool) *pla
 	journal, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
 	w.t.Fatalf("state never got to: %s\nlast state:\n%s\njournal:\n%s", what, dump, journal)
 	return nil
+}
+
+// journal is the journal's records. The sidecar may be appending as it reads: a
+// last line without its newline is a record still being written, left for the
+// next read.
+func (w *testWS) journal() []Entry {
+	w.t.Helper()
+	data, err := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	data = data[:bytes.LastIndexByte(data, '\n')+1]
+	var out []Entry
+	for line := range bytes.Lines(data) {
+		var e Entry
+		if err := json.Unmarshal(line, &e); err != nil {
+			w.t.Fatalf("journal line %q: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // waitJournal waits for the journal to hold text, and shows it on failure.
@@ -264,10 +286,7 @@ func TestSidecar_AwaitOutputs(t *testing.T) {
 	t.Run("outputs appearing in the window", func(t *testing.T) {
 		w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["late.txt"],"awaitOutputs":"1m"`))
 		w.startSidecar(SidecarOptions{})
-		waitFor(t, func() bool {
-			data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
-			return strings.Contains(string(data), `"event":"exit"`)
-		})
+		w.waitJournal(`"event":"exit"`)
 		if st := w.read(); st.Run("s1").Status != planspec.StatusInProgress {
 			t.Fatalf("status = %s before the output appeared, want IN_PROGRESS", st.Run("s1").Status)
 		}
@@ -384,12 +403,10 @@ func TestSidecar_JournalIsSelfDescribing(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"exit:0"`))
 	w.startSidecar(SidecarOptions{})
 	w.waitState("DONE", done)
-	data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
 	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var e Entry
-		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Time == "" || e.Event == "" {
-			t.Fatalf("bad journal line %q: %v", line, err)
+	for _, e := range w.journal() {
+		if e.Time == "" || e.Event == "" {
+			t.Fatalf("journal record without its time or event: %+v", e)
 		}
 		seen[e.Event] = true
 	}

@@ -1,13 +1,11 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,29 +36,11 @@ func queueBurst(tb testing.TB, ws Workspace, step string, n int) {
 	}
 }
 
-// journalSince is the journal's records after the last one of event. The
-// sidecar may be appending as it reads: a last line without its newline is a
-// record still being written, left for the next read.
+// journalSince is the journal's records after the last one of event.
 func (w *testWS) journalSince(event string) []Entry {
 	w.t.Helper()
-	data, err := os.ReadFile(w.path(".stepseq/journal.jsonl"))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		data = data[:i]
-	} else {
-		data = nil
-	}
 	var out []Entry
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if line == "" {
-			continue
-		}
-		var e Entry
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			w.t.Fatalf("journal line %q: %v", line, err)
-		}
+	for _, e := range w.journal() {
 		if e.Event == event {
 			out = out[:0]
 			continue

@@ -61,8 +61,8 @@ func newCoalescer(settle time.Duration, limit int) *coalescer {
 }
 
 // add records a changed path; an echo (the consumer's own change, announced)
-// does not count as activity for the quiet window. It reports false when the limit was reached
-// and the batch turned into a rescan.
+// is no activity for the quiet window. It reports false when the limit was
+// reached and the batch turned into a rescan.
 func (c *coalescer) add(rel string, now time.Time, echo bool) bool {
 	c.touch(now, echo)
 	if c.rescan || c.out.Rescan {

@@ -160,10 +160,10 @@ func (r *Registry) Value(name string, labelValues ...string) (float64, bool) {
 	switch c := c.(type) {
 	case interface{ value() float64 }: // counters, gauges and their funcs
 		return c.value(), len(labelValues) == 0
-	case *CounterVec:
-		return c.vec.value(labelValues)
-	case *GaugeVec:
-		return c.vec.value(labelValues)
+	case interface {
+		labelled([]string) (float64, bool)
+	}: // their families
+		return c.labelled(labelValues)
 	}
 	return 0, false
 }
@@ -258,45 +258,26 @@ func (a *atomicFloat) add(d float64) {
 // Counter only goes up.
 type Counter struct {
 	*valueFunc
-	v atomicFloat
+	CounterChild
 }
 
 // NewCounter returns a counter at 0.
 func NewCounter(o Opts) *Counter {
-	c := &Counter{}
-	c.valueFunc = newValueFunc(o, "counter", c.v.load)
-	return c
-}
-
-// Inc adds 1.
-func (c *Counter) Inc() { c.v.add(1) }
-
-// Add adds d, which must not be negative.
-func (c *Counter) Add(d float64) {
-	if d < 0 {
-		panic("metrics: a counter cannot decrease")
-	}
-	c.v.add(d)
+	v := new(atomicFloat)
+	return &Counter{newValueFunc(o, "counter", v.load), CounterChild{v}}
 }
 
 // Gauge goes up and down.
 type Gauge struct {
 	*valueFunc
-	v atomicFloat
+	GaugeChild
 }
 
 // NewGauge returns a gauge at 0.
 func NewGauge(o Opts) *Gauge {
-	g := &Gauge{}
-	g.valueFunc = newValueFunc(o, "gauge", g.v.load)
-	return g
+	v := new(atomicFloat)
+	return &Gauge{newValueFunc(o, "gauge", v.load), GaugeChild{v}}
 }
-
-// Set sets the gauge to v.
-func (g *Gauge) Set(v float64) { g.v.store(v) }
-
-// Add adds d (negative to subtract).
-func (g *Gauge) Add(d float64) { g.v.add(d) }
 
 // valueFunc is a counter or gauge whose value is read at scrape time.
 type valueFunc struct {
@@ -367,53 +348,55 @@ func (v *vec[T]) sorted() []*child[T] {
 	return out
 }
 
-func (v *vec[T]) value(values []string) (float64, bool) {
+// lookup returns the child for values, if it was made.
+func (v *vec[T]) lookup(values []string) (*T, bool) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	c, ok := v.children[strings.Join(values, "\xff")]
-	v.mu.Unlock()
 	if !ok {
-		return 0, false
+		return nil, false
 	}
-	if f, ok := any(c.v).(*atomicFloat); ok {
-		return f.load(), true
-	}
-	return 0, false
+	return c.v, true
 }
 
-// CounterVec is a counter per combination of label values.
-type CounterVec struct {
+// floatVec is a counter or gauge family: a value per combination of labels.
+type floatVec struct {
 	family
 	vec *vec[atomicFloat]
 }
 
-// NewCounterVec returns a counter family with the given label names.
-func NewCounterVec(o Opts, labels []string) *CounterVec {
-	c := &CounterVec{}
-	c.family = floatFamily(o, "counter", labels, &c.vec)
-	return c
-}
-
-// GaugeVec is a gauge per combination of label values.
-type GaugeVec struct {
-	family
-	vec *vec[atomicFloat]
-}
-
-// NewGaugeVec returns a gauge family with the given label names.
-func NewGaugeVec(o Opts, labels []string) *GaugeVec {
-	g := &GaugeVec{}
-	g.family = floatFamily(o, "gauge", labels, &g.vec)
-	return g
-}
-
-func floatFamily(o Opts, typ string, labels []string, out **vec[atomicFloat]) family {
+func newFloatVec(o Opts, typ string, labels []string) floatVec {
 	v := newVec(labels, func() *atomicFloat { return new(atomicFloat) })
-	*out = v
-	return family{name: o.Name, help: o.Help, typ: typ, labels: labels, write: func(w *textWriter) {
+	return floatVec{vec: v, family: family{name: o.Name, help: o.Help, typ: typ, labels: labels, write: func(w *textWriter) {
 		for _, c := range v.sorted() {
 			w.sample(o.Name, labels, c.values, "", "", c.v.load())
 		}
-	}}
+	}}}
+}
+
+// labelled is the value for label values, if it was set.
+func (f *floatVec) labelled(values []string) (float64, bool) {
+	v, ok := f.vec.lookup(values)
+	if !ok {
+		return 0, false
+	}
+	return v.load(), true
+}
+
+// CounterVec is a counter per combination of label values.
+type CounterVec struct{ floatVec }
+
+// NewCounterVec returns a counter family with the given label names.
+func NewCounterVec(o Opts, labels []string) *CounterVec {
+	return &CounterVec{newFloatVec(o, "counter", labels)}
+}
+
+// GaugeVec is a gauge per combination of label values.
+type GaugeVec struct{ floatVec }
+
+// NewGaugeVec returns a gauge family with the given label names.
+func NewGaugeVec(o Opts, labels []string) *GaugeVec {
+	return &GaugeVec{newFloatVec(o, "gauge", labels)}
 }
 
 // CounterChild is one labelled counter.
@@ -469,7 +452,8 @@ func newHistogramData(upper []float64) *histogramData {
 	return &histogramData{upper: upper, counts: make([]uint64, len(upper))}
 }
 
-func (h *histogramData) observe(v float64) {
+// Observe adds v.
+func (h *histogramData) Observe(v float64) {
 	i, _ := slices.BinarySearch(h.upper, v) // the first bound ≥ v
 	h.mu.Lock()
 	if i < len(h.counts) {
@@ -504,19 +488,16 @@ func checkBuckets(name string, b []float64) []float64 {
 // Histogram counts observations into buckets.
 type Histogram struct {
 	family
-	h *histogramData
+	*histogramData
 }
 
 // NewHistogram returns an empty histogram.
 func NewHistogram(o HistogramOpts) *Histogram {
-	h := &Histogram{family: family{name: o.Name, help: o.Help, typ: "histogram"},
-		h: newHistogramData(checkBuckets(o.Name, o.Buckets))}
-	h.write = func(w *textWriter) { h.h.write(w, h.name, nil, nil) }
-	return h
+	d := newHistogramData(checkBuckets(o.Name, o.Buckets))
+	return &Histogram{family{name: o.Name, help: o.Help, typ: "histogram", write: func(w *textWriter) {
+		d.write(w, o.Name, nil, nil)
+	}}, d}
 }
-
-// Observe adds v.
-func (h *Histogram) Observe(v float64) { h.h.observe(v) }
 
 // HistogramVec is a histogram per combination of label values.
 type HistogramVec struct {
@@ -544,6 +525,3 @@ type Observer interface{ Observe(float64) }
 func (h *HistogramVec) WithLabelValues(values ...string) Observer {
 	return h.vec.with(values)
 }
-
-// Observe adds v.
-func (h *histogramData) Observe(v float64) { h.observe(v) }

@@ -132,7 +132,7 @@ func New(cfg Config) (*Notifier, error) {
 		log = slog.Default()
 	}
 	meta := metaDir(cfg.Dir)
-	n := &Notifier{cfg: cfg, log: log.With("component", "notify"), m: newMetrics(cfg.Registerer)}
+	n := &Notifier{cfg: cfg, log: log.With("component", "notify"), m: newSeries(cfg.Registerer)}
 	n.feed = &feed{path: filepath.Join(meta, FeedName), max: cfg.FeedBytes}
 	n.sinks = append(n.sinks, &sink{id: KindFile, name: KindFile, kind: KindFile, d: n.feed, wake: make(chan struct{}, 1)})
 	seen := map[string]bool{KindFile: true}
@@ -376,7 +376,7 @@ type series struct {
 	givenUp   *metrics.CounterVec
 }
 
-func newMetrics(reg *metrics.Registry) *series {
+func newSeries(reg *metrics.Registry) *series {
 	m := &series{
 		emitted: metrics.NewCounter(metrics.Opts{
 			Name: "stepseq_notify_reports_total", Help: "Reports emitted into the outbox.",

@@ -146,7 +146,10 @@ func TestOutbox_SyncsOnSync(t *testing.T) {
 		t.Fatal("Sync left records unsynced")
 	}
 	before := len(segments(t, ws))
-	for len(segments(t, ws)) == before {
+	for i := 0; len(segments(t, ws)) == before; i++ {
+		if i == 100 {
+			t.Fatal("100 reports and no new segment of 1 KiB")
+		}
 		emitN(t, n, 1, "s")
 	}
 	// The new segment's record waits for Sync like any other.
