@@ -2,7 +2,9 @@ package planspec
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -91,16 +93,21 @@ func TestState_CompileOriginal(t *testing.T) {
 	}
 }
 
+var lazyRuns atomic.Int64
+
 // CompileLazily compiles a condition when it is asked for, and only then: the
 // others are never parsed. Its errors are Compile's, key by key.
 func TestState_CompileLazily(t *testing.T) {
-	const state = `{
+	// The compiled cache is the process's: sources of their own per run keep
+	// -count=N from finding them compiled by the run before.
+	dir := fmt.Sprintf("lazily%d", lazyRuns.Add(1))
+	state := strings.ReplaceAll(`{
   "plan": {"steps": {
-    "a": {"title": "A", "instruction": "x", "when": "exists(\"lazily/a.txt\")", "check": "exists(\"lazily/a2.txt\")"},
-    "b": {"title": "B", "instruction": "x", "when": "exist(\"lazily/b.txt\")", "check": "steps.c.status == \"DONE\" || exists(\"lazily/b2.txt\")"}
+    "a": {"title": "A", "instruction": "x", "when": "exists(\"DIR/a.txt\")", "check": "exists(\"DIR/a2.txt\")"},
+    "b": {"title": "B", "instruction": "x", "when": "exist(\"DIR/b.txt\")", "check": "steps.c.status == \"DONE\" || exists(\"DIR/b2.txt\")"}
   }},
   "stepQueue": ["a", "b"]
-}`
+}`, "DIR", dir)
 	st, err := ParseState(strings.NewReader(state), "state.json")
 	if err != nil {
 		t.Fatal(err)
