@@ -146,15 +146,8 @@ func (s *watchSet) rearmUnder(rel string, emit func(string)) error {
 		}
 	}
 	for _, t := range s.scope.at(s.scope.trees, rel) {
-		got, err := s.chain(t, nil, emit)
-		if err != nil {
+		if err := s.armTree(t, nil, emit); err != nil {
 			return err
-		}
-		if got == t && !s.grown[t] {
-			if err := s.grow(t, t, emit); err != nil {
-				return err
-			}
-			s.grown[t] = true
 		}
 	}
 	return nil
@@ -237,17 +230,24 @@ func (s *watchSet) arm(want map[string]struct{}, emit func(string)) error {
 		}
 	}
 	for _, t := range s.scope.trees {
-		got, err := s.chain(t, want, emit)
-		if err != nil {
+		if err := s.armTree(t, want, emit); err != nil {
 			return err
 		}
-		if got == t && !s.grown[t] {
-			if err := s.grow(t, t, emit); err != nil {
-				return err
-			}
-			s.grown[t] = true
-		}
 	}
+	return nil
+}
+
+// armTree watches the chain down to the tree t and, once t itself is watched,
+// every directory below it, the first time only.
+func (s *watchSet) armTree(t string, want map[string]struct{}, emit func(string)) error {
+	got, err := s.chain(t, want, emit)
+	if err != nil || got != t || s.grown[t] {
+		return err
+	}
+	if err := s.grow(t, t, emit); err != nil {
+		return err
+	}
+	s.grown[t] = true
 	return nil
 }
 
