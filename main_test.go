@@ -162,13 +162,21 @@ func dropReport(status string, try int) string {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		return "drop: " + err.Error()
 	}
+	// stepseq writes <file>.why, then renames the file <file>.rejected: once
+	// the file is gone, .rejected tells a refusal from a file taken, and .why is
+	// whole.
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if why, err := os.ReadFile(path + ".why"); err == nil {
-			return fmt.Sprintf("drop %s refused: %s", status, strings.TrimSpace(string(why)))
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			continue
 		}
-		if _, err := os.Stat(path); os.IsNotExist(err) {
+		if _, err := os.Stat(path + ".rejected"); os.IsNotExist(err) {
 			return "drop " + status + " accepted"
 		}
+		why, err := os.ReadFile(path + ".why")
+		if err != nil {
+			return "drop: " + err.Error()
+		}
+		return fmt.Sprintf("drop %s refused: %s", status, strings.TrimSpace(string(why)))
 	}
 	return "drop " + status + ": no verdict"
 }
