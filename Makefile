@@ -83,6 +83,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseState -fuzztime 20s ./planspec
 	$(GO) test -run '^$$' -fuzz FuzzParsePlan -fuzztime 20s ./planspec
 	$(GO) test -run '^$$' -fuzz FuzzCompileCondition -fuzztime 20s ./planspec
+	$(GO) test -run '^$$' -fuzz FuzzIsCleanRel -fuzztime 20s ./watcher
 
 lint:
 	$(GO) vet ./...

@@ -54,6 +54,7 @@ type driver struct {
 	wcfg      watcher.Config // how to make the watcher when a one-shot driver first needs one
 	plans     string         // the plans folder, for the watch set
 	watched   [2][]string
+	watchedOK bool // the watcher holds watched: a delta may apply to it
 	inherited chan struct{}
 	lastGate  time.Time // first change of the batch that may open a gate
 
@@ -145,7 +146,7 @@ func (d *driver) perform(e Effect) {
 			d.onChange()
 		}
 	case SetWatch:
-		d.setWatch(e.Paths, e.Trees)
+		d.setWatch(e)
 	case SetTimer:
 		d.timer.Stop()
 		if !e.At.IsZero() {
@@ -305,21 +306,34 @@ func (d *driver) stopActive() {
 	}
 }
 
-func (d *driver) setWatch(paths, trees []string) {
-	if slices.Equal(paths, d.watched[0]) && slices.Equal(trees, d.watched[1]) {
+func (d *driver) setWatch(e SetWatch) {
+	paths, trees := e.Paths, e.Trees
+	// A delta applies to the set the watcher holds, when it holds the last one.
+	delta := e.Delta && d.w != nil && d.watchedOK
+	if !delta && slices.Equal(paths, d.watched[0]) && slices.Equal(trees, d.watched[1]) {
 		return
 	}
 	// The running step's report folder exists before it is watched, where the
 	// plan takes reports: the worker's first report never races the folder's
 	// creation.
 	if st := d.m.State(); st != nil {
-		for _, p := range paths {
+		named := paths
+		if delta {
+			named = e.Added
+		}
+		for _, p := range named {
 			if id, ok := reportsStep(p + "/"); ok && st.UsesReports(id) {
 				_ = os.MkdirAll(d.rt.WS.ReportsDir(id), 0o755)
 			}
 		}
 	}
+	d.watchedOK = false
 	switch {
+	case delta:
+		if err := d.w.Adjust(e.Added, e.Removed); err != nil {
+			d.rt.Logger.Error("updating watches", "err", err)
+			return
+		}
 	case d.w != nil:
 		if err := d.w.Update(paths, trees); err != nil {
 			d.rt.Logger.Error("updating watches", "err", err)
@@ -338,22 +352,29 @@ func (d *driver) setWatch(paths, trees []string) {
 		d.w = w
 	}
 	if d.m.cfg.Persistent {
-		d.rt.record(watchEntry(d.watched, paths, trees))
+		d.rt.record(watchEntry(d.watched, e, delta))
 	}
 	d.watched = [2][]string{paths, trees}
+	d.watchedOK = true
 }
 
 // watchEntry journals a new watch set: whole the first time, then what changed,
 // so that a step launched in a plan of 2,000 named paths journals one or two.
-func watchEntry(was [2][]string, paths, trees []string) Entry {
+// A delta says what changed itself; otherwise the lists are compared.
+func watchEntry(was [2][]string, e SetWatch, delta bool) Entry {
+	paths, trees := e.Paths, e.Trees
 	if was[0] == nil && was[1] == nil {
 		return Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}}
 	}
 	detail := map[string]any{"count": len(paths) + len(trees)}
-	for key, list := range map[string][]string{
-		"added": watcher.SortedDiff(paths, was[0]), "removed": watcher.SortedDiff(was[0], paths),
-		"treesAdded": watcher.SortedDiff(trees, was[1]), "treesRemoved": watcher.SortedDiff(was[1], trees),
-	} {
+	changes := map[string][]string{"added": e.Added, "removed": e.Removed}
+	if !delta {
+		changes = map[string][]string{
+			"added": watcher.SortedDiff(paths, was[0]), "removed": watcher.SortedDiff(was[0], paths),
+			"treesAdded": watcher.SortedDiff(trees, was[1]), "treesRemoved": watcher.SortedDiff(was[1], trees),
+		}
+	}
+	for key, list := range changes {
 		if len(list) > 0 {
 			detail[key] = list
 		}

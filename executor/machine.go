@@ -125,8 +125,15 @@ type StopAgent struct {
 // Notify is one transition for the user (DESIGN §8).
 type Notify struct{ Note Notification }
 
-// SetWatch is what must be watched now.
-type SetWatch struct{ Paths, Trees []string }
+// SetWatch is what must be watched now. With Delta, only the paths changed
+// since the last SetWatch, by Added and Removed: a driver may apply those
+// instead of comparing the whole lists (a plan of 5,000 steps names 10,000
+// paths, and the running step's report folder changes with every step).
+type SetWatch struct {
+	Paths, Trees   []string
+	Delta          bool
+	Added, Removed []string
+}
 
 // SetTimer asks for TimerFired at At; a zero At cancels it.
 type SetTimer struct{ At time.Time }
@@ -271,10 +278,18 @@ type Machine struct {
 	watched   [2][]string
 	// planGen counts the states and plans adopted; base is the plan's watch set
 	// as of gen, asked of the probe once per plan rather than once per input.
+	// A persistent machine's watch set is the base and at most one extra path,
+	// the running step's report folder when the base lacks it: setOf says
+	// which base (by gen) and which extra were last emitted.
 	planGen int
 	base    struct {
 		gen          int
 		paths, trees []string
+	}
+	setOf struct {
+		ok    bool
+		gen   int
+		extra string
 	}
 	timerAt  time.Time
 	lastNote time.Time // when the user last heard of the running step
@@ -495,9 +510,33 @@ func (m *Machine) watch() {
 			m.base.paths, m.base.trees = m.cfg.Probe.WatchSet(m.st, m.conds)
 			m.base.paths = slices.Compact(slices.Sorted(slices.Values(m.base.paths)))
 		}
-		paths, trees = m.base.paths, m.base.trees
+		extra := ""
 		if m.run != nil {
-			paths = insertSorted(paths, m.cfg.Probe.ReportsDir(m.run.step))
+			if dir := m.cfg.Probe.ReportsDir(m.run.step); !sortedHas(m.base.paths, dir) {
+				extra = dir
+			}
+		}
+		sameBase := m.setOf.ok && m.setOf.gen == m.base.gen
+		if sameBase && extra == m.setOf.extra {
+			return // nothing to compare: the set is made of the same two parts
+		}
+		paths, trees = m.base.paths, m.base.trees
+		if extra != "" {
+			paths = insertSorted(paths, extra)
+		}
+		was := m.setOf.extra
+		m.setOf.ok, m.setOf.gen, m.setOf.extra = true, m.base.gen, extra
+		if sameBase {
+			w := SetWatch{Paths: paths, Trees: trees, Delta: true}
+			if extra != "" {
+				w.Added = []string{extra}
+			}
+			if was != "" {
+				w.Removed = []string{was}
+			}
+			m.watched = [2][]string{paths, trees}
+			m.emit(w)
+			return
 		}
 	default:
 		// A one-shot driver watches a running step's reports only where the plan
@@ -520,6 +559,11 @@ func (m *Machine) watch() {
 	}
 	m.watched = [2][]string{paths, trees}
 	m.emit(SetWatch{Paths: paths, Trees: trees})
+}
+
+func sortedHas(sorted []string, p string) bool {
+	_, found := slices.BinarySearch(sorted, p)
+	return found
 }
 
 // insertSorted returns a copy of sorted with p in its place, or sorted itself

@@ -801,3 +801,52 @@ func TestRerun_NeverSkipsAhead(t *testing.T) {
 		t.Errorf("a = %s, want PENDING", st.Run("a").Status)
 	}
 }
+
+// A persistent machine's watch set is the plan's and the running step's report
+// folder: the first is whole, then each step's folder comes and goes as deltas
+// (a's goes when a is recorded, b's comes once the record is written and b
+// starts), and an input that changes neither emits nothing.
+func TestMachine_WatchDeltas(t *testing.T) {
+	// deltas checks that every watch set among effs is a delta, and returns the
+	// last one's paths and what they added and removed in all.
+	deltas := func(effs []Effect) (paths, added, removed []string) {
+		t.Helper()
+		for _, e := range effs {
+			w, ok := e.(SetWatch)
+			if !ok {
+				continue
+			}
+			if !w.Delta {
+				t.Fatalf("a whole watch set within one plan: %+v", w)
+			}
+			paths, added, removed = w.Paths, append(added, w.Added...), append(removed, w.Removed...)
+		}
+		return paths, added, removed
+	}
+	ra, rb := ReportsRel("a"), ReportsRel("b")
+	r := newRig(t, planAB(""), true)
+	var first []SetWatch
+	for _, e := range r.take() {
+		if w, ok := e.(SetWatch); ok {
+			first = append(first, w)
+		}
+	}
+	if len(first) != 1 || first[0].Delta || !slices.Equal(first[0].Paths, []string{ra, "state.json"}) {
+		t.Fatalf("first watch set %+v; want whole: %s and state.json", first, ra)
+	}
+	r.at(time.Second)
+	r.feed(TimerFired{})
+	if paths, _, _ := deltas(r.take()); paths != nil {
+		t.Errorf("an input that changes nothing set the watches to %v", paths)
+	}
+	r.feed(AgentExited{Step: "a", Try: 1, Exit: Exit{Code: 0}})
+	paths, added, removed := deltas(r.take())
+	if !slices.Equal(paths, []string{rb, "state.json"}) || !slices.Equal(added, []string{rb}) || !slices.Equal(removed, []string{ra}) {
+		t.Fatalf("step b: paths %v, added %v, removed %v; want b's folder for a's", paths, added, removed)
+	}
+	r.feed(AgentExited{Step: "b", Try: 1, Exit: Exit{Code: 0}})
+	paths, added, removed = deltas(r.take())
+	if !slices.Equal(paths, []string{"state.json"}) || len(added) != 0 || !slices.Equal(removed, []string{rb}) {
+		t.Fatalf("the plan's end: paths %v, added %v, removed %v; want b's folder gone", paths, added, removed)
+	}
+}

@@ -124,7 +124,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 		conds, _ = rt.Conditions(st)
 	}
 	paths, trees := WatchSet(rt.WS, opt.PlansDir, st, conds)
-	s.d.setWatch(paths, trees)
+	s.d.setWatch(SetWatch{Paths: paths, Trees: trees})
 	if s.d.w == nil {
 		lock.Unlock()
 		return nil, fmt.Errorf("watch %s: the watcher did not start; see the log", rt.WS.Dir)

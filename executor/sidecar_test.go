@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/watcher"
 )
 
 // sidecarRun is a sidecar running in the test process.
@@ -456,4 +457,68 @@ func TestSidecar_PlanJudgedOnceWritten(t *testing.T) {
 	if rec, _ := w.chain().WS.ReadPlanRecord("copied"); rec.Status != PlanFinished && rec.Status != PlanActive {
 		t.Errorf("record = %+v", rec)
 	}
+}
+
+// TestSidecar_WatchFollowsSteps: each step's report folder is watched while the
+// step runs and dropped after, through deltas the journal names, and once the
+// plan is done the watcher holds what a fresh watcher on the plan's set holds.
+func TestSidecar_WatchFollowsSteps(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["out/a.txt"]`, `"instruction":"write:out/b.txt"`, `"instruction":"exit:0"`))
+	run := w.startSidecar(SidecarOptions{})
+	w.writeFile("out/a.txt", "a")
+	w.waitState("DONE", done)
+	last := ReportsRel("s3")
+	var entries []Entry
+	waitFor(t, func() bool {
+		entries = nil
+		for _, e := range w.journal() {
+			if e.Event == "watch" {
+				entries = append(entries, e)
+			}
+		}
+		n := len(entries)
+		return n > 0 && slices.Contains(listOf(entries[n-1].Detail["removed"]), last)
+	})
+	if _, whole := entries[0].Detail["paths"]; !whole {
+		t.Errorf("the first watch entry is not the whole set: %v", entries[0].Detail)
+	}
+	var added, removed []string
+	for _, e := range entries[1:] {
+		added = append(added, listOf(e.Detail["added"])...)
+		removed = append(removed, listOf(e.Detail["removed"])...)
+	}
+	for _, id := range []string{"s2", "s3"} {
+		if dir := ReportsRel(id); !slices.Contains(added, dir) || !slices.Contains(removed, dir) {
+			t.Errorf("%s: added %v, removed %v; want it in both", dir, added, removed)
+		}
+	}
+	st, err := (&StateFile{Path: w.state}).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, err := run.d.rt.Conditions(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, trees := WatchSet(run.d.rt.WS, filepath.Join(w.dir, "plans"), st, conds)
+	fresh, err := watcher.New(watcher.Config{Root: w.dir, Paths: paths, Trees: trees})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if got, want := run.d.w.Stats().Watches, fresh.Stats().Watches; got != want {
+		t.Errorf("after the plan the sidecar holds %d watches; a fresh watcher on its set holds %d", got, want)
+	}
+}
+
+// listOf reads a journal detail's list of strings.
+func listOf(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -72,7 +72,11 @@ func (w *Watcher) run() {
 			w.delivered.Add(1)
 			w.echoesDelivered()
 		case u := <-w.updates:
-			u.reply <- w.update(u.scope)
+			if u.delta {
+				u.reply <- w.adjust(u.added, u.removed)
+			} else {
+				u.reply <- w.update(u.scope)
+			}
 		case <-tick:
 			w.pollOnce()
 		}
@@ -186,23 +190,52 @@ func (w *Watcher) overflowed() {
 	w.co.markRescan(time.Now())
 }
 
-func (w *Watcher) update(sc scope) error {
+// shift moves to a scope with the same trees whose paths differ by added and
+// removed: only those are looked at, so that a plan of 2,000 steps whose
+// running step's report folder changes costs one path, not 2,000.
+func (w *Watcher) shift(sc scope, added, removed []string) error {
 	w.scope = sc
+	w.set.shiftScope(sc, added, removed)
+	err := w.set.updatePaths(added, removed)
+	w.countWatches()
+	return err
+}
+
+// adjust changes the named paths by added and removed (both sorted). The
+// watcher owns its scope's lists, so the paths change in place: a copy of
+// 10,000 paths per step would cost more than the change.
+func (w *Watcher) adjust(added, removed []string) error {
+	sc := w.scope
+	var in, out []string
+	for _, p := range removed {
+		if i, ok := slices.BinarySearch(sc.paths, p); ok {
+			sc.paths = slices.Delete(sc.paths, i, i+1)
+			out = append(out, p)
+		}
+	}
+	for _, p := range added {
+		if i, ok := slices.BinarySearch(sc.paths, p); !ok {
+			sc.paths = slices.Insert(sc.paths, i, p)
+			in = append(in, p)
+		}
+	}
+	if w.poll != nil || !w.set.holds(w.set.root) {
+		return w.update(sc)
+	}
+	return w.shift(sc, in, out)
+}
+
+func (w *Watcher) update(sc scope) error {
 	if w.poll != nil {
+		w.scope = sc
 		w.poll.scope = sc
 		w.poll.scan(nil)
 		return nil
 	}
 	if prev := w.set.scope; slices.Equal(prev.trees, sc.trees) && w.set.holds(w.set.root) {
-		// The same trees: only the paths named or no longer named are looked
-		// at, so that a plan of 2,000 steps whose running step's report folder
-		// changes costs one path, not 2,000.
-		added, removed := SortedDiff(sc.paths, prev.paths), SortedDiff(prev.paths, sc.paths)
-		w.set.shiftScope(sc, added, removed)
-		err := w.set.updatePaths(added, removed)
-		w.countWatches()
-		return err
+		return w.shift(sc, SortedDiff(sc.paths, prev.paths), SortedDiff(prev.paths, sc.paths))
 	}
+	w.scope = sc
 	w.set.setScope(sc)
 	rearmed, err := w.set.reconcile(nil)
 	if rearmed {

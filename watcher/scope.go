@@ -52,6 +52,11 @@ func (s scope) at(sorted []string, rel string) []string {
 }
 
 func cleanAll(in []string) ([]string, error) {
+	if sortedClean(in) {
+		// What a plan's watch set gives already: a compare and a scan a path
+		// instead of cleaning and sorting them all again on every Update.
+		return slices.Clone(in), nil
+	}
 	out := make([]string, 0, len(in))
 	for _, p := range in {
 		c, err := cleanRel(p)
@@ -62,6 +67,36 @@ func cleanAll(in []string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// sortedClean reports whether cleanAll would return in as it is: strictly
+// increasing, and every path clean and inside the workspace.
+func sortedClean(in []string) bool {
+	for i, p := range in {
+		if i > 0 && in[i-1] >= p || !isCleanRel(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// isCleanRel reports whether cleanRel returns p unchanged: "" (the root), or
+// names joined by single slashes, none of them "." or "..".
+func isCleanRel(p string) bool {
+	if p == "" {
+		return true
+	}
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		if seg := p[start:i]; seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		start = i + 1
+	}
+	return true
 }
 
 // cleanRel cleans a workspace-relative path; it refuses absolute paths and

@@ -97,3 +97,33 @@ func TestScope_At(t *testing.T) {
 		}
 	}
 }
+
+// A path isCleanRel accepts is one cleanRel leaves as it is, and one it refuses
+// cleanRel changes or refuses: the fast path of cleanAll gives what the slow
+// one would.
+func TestIsCleanRel(t *testing.T) {
+	for _, p := range []string{
+		"", ".", "..", "a", "a/b", "a/b/", "/a", "a//b", "./a", "a/.", "a/./b", "a/..", "../a",
+		"a/../b", ".stepseq/reports/s1", "...", "a/...b", "a.b/c..d", "//", "a/b/c.txt",
+	} {
+		c, err := cleanRel(p)
+		if same := err == nil && c == p; isCleanRel(p) != same {
+			t.Errorf("isCleanRel(%q) = %v; cleanRel gives %q, %v", p, isCleanRel(p), c, err)
+		}
+	}
+	if got, err := cleanAll([]string{"b", "a/./c", "a/c"}); err != nil || !slices.Equal(got, []string{"a/c", "b"}) {
+		t.Errorf("cleanAll of an unsorted list with a repeat: %v, %v", got, err)
+	}
+}
+
+func FuzzIsCleanRel(f *testing.F) {
+	for _, p := range []string{"", "a/b", "a//b", "./a", "a/..", "/a", "a/"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		c, err := cleanRel(p)
+		if same := err == nil && c == p; isCleanRel(p) != same {
+			t.Errorf("isCleanRel(%q) = %v; cleanRel gives %q, %v", p, isCleanRel(p), c, err)
+		}
+	})
+}

@@ -97,7 +97,10 @@ type Watcher struct {
 
 type update struct {
 	scope scope
-	reply chan error
+	// With delta, scope is unused: the named paths change by added and removed.
+	delta          bool
+	added, removed []string
+	reply          chan error
 }
 
 // tuning holds knobs that only tests turn.
@@ -253,6 +256,29 @@ func (w *Watcher) Update(paths, trees []string) error {
 		return err
 	}
 	u := update{scope: sc, reply: make(chan error, 1)}
+	select {
+	case w.updates <- u:
+		return <-u.reply
+	case <-w.done:
+		return ErrClosed
+	}
+}
+
+// Adjust names the paths added and no longer names the paths removed, keeping
+// the rest of the watch set as it is, and returns once the watches match. It
+// costs what changed: a plan of 5,000 steps whose running step's report folder
+// moves on costs two paths, where Update would compare all 10,000. A path
+// added that is named already, or removed that is not, changes nothing.
+func (w *Watcher) Adjust(added, removed []string) error {
+	add, err := cleanAll(added)
+	if err != nil {
+		return err
+	}
+	rm, err := cleanAll(removed)
+	if err != nil {
+		return err
+	}
+	u := update{delta: true, added: add, removed: rm, reply: make(chan error, 1)}
 	select {
 	case w.updates <- u:
 		return <-u.reply

@@ -361,6 +361,61 @@ func TestWatcher_UpdatePaths(t *testing.T) {
 	}
 }
 
+// TestWatcher_Adjust: Adjust changes the named paths as Update does with the
+// whole list, looking at nothing else: a folder added is watched at once, the
+// watches only a removed path needed go, the trees stay, and a path added twice
+// or removed while not named changes nothing.
+func TestWatcher_Adjust(t *testing.T) {
+	h := watch(t, Config{Paths: []string{"a/x", "b/f"}, Trees: []string{"t"}}, func(h *harness) {
+		h.mkdir("a/x")
+		h.mkdir("b")
+		h.mkdir("c/d")
+		h.mkdir("t/u")
+	})
+	if err := h.w.Adjust([]string{"c/d", "./b/f"}, []string{"a/x", "never/named"}); err != nil {
+		t.Fatal(err)
+	}
+	h.write("c/d/report.json", "")
+	h.write("a/x/old", "")
+	h.write("t/u/f", "")
+	got := union(h.waitFor("c/d/report.json", "t/u/f"))
+	if slices.Contains(got, "a/x/old") {
+		t.Errorf("a removed path still reported: %v", got)
+	}
+	if n := h.w.Stats().Watches; n != 6 { // root, b, c, c/d, t, t/u
+		t.Errorf("Stats().Watches = %d, want 6: %v", n, h.w.fsw.WatchList())
+	}
+	if err := h.w.Adjust([]string{"a/x"}, []string{"c/d"}); err != nil {
+		t.Fatal(err)
+	}
+	h.write("a/x/new", "")
+	h.write("b/f", "")
+	h.write("c/d/late.json", "")
+	got = union(h.waitFor("a/x/new", "b/f"))
+	if slices.Contains(got, "c/d/late.json") {
+		t.Errorf("a removed folder still reported: %v", got)
+	}
+	if n := h.w.Stats().Watches; n != 6 { // root, a, a/x, b, t, t/u
+		t.Errorf("Stats().Watches = %d, want 6: %v", n, h.w.fsw.WatchList())
+	}
+	if err := h.w.Adjust([]string{"../out"}, nil); err == nil {
+		t.Error("Adjust accepted a path outside the workspace")
+	}
+}
+
+// TestWatcher_AdjustPolling: a polling watcher takes Adjust as it takes Update.
+func TestWatcher_AdjustPolling(t *testing.T) {
+	h := watch(t, Config{Paths: []string{"a"}, Poll: 10 * time.Millisecond})
+	if err := h.w.Adjust([]string{"b"}, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	h.write("a", "")
+	h.write("b", "")
+	if got := union(h.waitFor("b")); slices.Contains(got, "a") {
+		t.Errorf("a removed path still reported: %v", got)
+	}
+}
+
 // TestWatcher_UpdateTreeOverPath: a directory already watched on the way to
 // a path still gets its whole subtree watched when it becomes a tree.
 func TestWatcher_UpdateTreeOverPath(t *testing.T) {
