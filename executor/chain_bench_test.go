@@ -13,16 +13,22 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// chainState is an n-step plan whose steps need nothing but exit 0.
-func chainState(n int) *planspec.State {
+// chainState is an n-step plan whose steps need nothing but exit 0, and, with
+// outputs, two required outputs each (that the benchmark makes beforehand).
+func chainState(n int, outputs bool) *planspec.State {
 	st := planspec.NewState()
 	for i := range n {
 		id := fmt.Sprintf("step-%03d", i)
 		st.Steps[id] = &planspec.StepSpec{Title: "Step " + id, Instruction: chainPrompt(i)}
+		if outputs {
+			st.Steps[id].RequiredOutputs = chainOutputs(id)
+		}
 		st.StepQueue = append(st.StepQueue, id)
 	}
 	return st
 }
+
+func chainOutputs(id string) []string { return []string{"out/" + id + "/a.md", "out/" + id + "/b.md"} }
 
 func chainPrompt(i int) string {
 	return fmt.Sprintf("Do step step-%03d and report what you did.", i)
@@ -30,8 +36,8 @@ func chainPrompt(i int) string {
 
 // halfDone is the state of the chain halfway: its size is the mean size of the
 // state file the chain writes, so the floor writes as many bytes as the chain does.
-func halfDone(n int) []byte {
-	st := chainState(n)
+func halfDone(n int, outputs bool) []byte {
+	st := chainState(n, outputs)
 	now := time.Now()
 	for _, id := range st.StepQueue[:n/2] {
 		BeginTry(st, id, now, false)
@@ -49,8 +55,27 @@ func halfDone(n int) []byte {
 // (this process, not the agents) per step beyond the floor's.
 func BenchmarkChain(b *testing.B) {
 	for _, steps := range []int{100, 1000, 2000, 5000} {
-		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps) })
+		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps, false, check) })
 	}
+}
+
+// BenchmarkSidecarChain: chains run by the sidecar (watch --exit-when-done),
+// each step with two required outputs that exist already, so that the sidecar
+// watches two paths a step besides following each step's report folder.
+func BenchmarkSidecarChain(b *testing.B) {
+	for _, steps := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps, true, sidecar) })
+	}
+}
+
+func check(rt *Runtime) error { return (&Chain{Runtime: rt}).Check(context.Background()) }
+
+func sidecar(rt *Runtime) error {
+	sc, err := NewSidecar(rt, SidecarOptions{ExitWhenDone: true})
+	if err != nil {
+		return err
+	}
+	return sc.Run(context.Background())
 }
 
 func selfCPU() time.Duration {
@@ -59,7 +84,7 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchChain(b *testing.B, steps int) {
+func benchChain(b *testing.B, steps int, outputs bool, drive func(*Runtime) error) {
 	truePath, err := exec.LookPath("true")
 	if err != nil {
 		b.Fatal("no true on PATH")
@@ -68,7 +93,19 @@ func benchChain(b *testing.B, steps int) {
 	for b.Loop() {
 		dir := b.TempDir()
 		statePath := filepath.Join(dir, "state.json")
-		half := halfDone(steps)
+		half := halfDone(steps, outputs)
+		if outputs {
+			for _, id := range chainState(steps, false).StepQueue {
+				for _, out := range chainOutputs(id) {
+					if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(out)), 0o755); err != nil {
+						b.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(dir, out), []byte("x\n"), 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
 
 		start, cpu := time.Now(), selfCPU()
 		sf := &StateFile{Path: statePath}
@@ -85,7 +122,7 @@ func benchChain(b *testing.B, steps int) {
 		floor += time.Since(start)
 		floorCPU += selfCPU() - cpu
 
-		if err := os.WriteFile(statePath, chainState(steps).Marshal(), 0o644); err != nil {
+		if err := os.WriteFile(statePath, chainState(steps, outputs).Marshal(), 0o644); err != nil {
 			b.Fatal(err)
 		}
 		rt, err := NewRuntime(statePath, nil)
@@ -99,7 +136,7 @@ func benchChain(b *testing.B, steps int) {
 			return ""
 		}
 		start, cpu = time.Now(), selfCPU()
-		if err := (&Chain{Runtime: rt}).Check(context.Background()); err != nil {
+		if err := drive(rt); err != nil {
 			b.Fatal(err)
 		}
 		chain += time.Since(start)

@@ -149,7 +149,7 @@ func TestMetrics_Written(t *testing.T) {
 // watch --listen, on a 5,000-step plan half done: 1,000 writes per round, each
 // a try starting at the cursor, timed without the writes' encoding.
 func BenchmarkMetrics_Observe(b *testing.B) {
-	st, err := planspec.ParseStateBytes(halfDone(5000), "state.json")
+	st, err := planspec.ParseStateBytes(halfDone(5000, false), "state.json")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 
 // writerStates are the two contents the writer process alternates between.
 func writerStates() [2][]byte {
-	a := chainState(50)
-	b := chainState(50)
+	a := chainState(50, false)
+	b := chainState(50, false)
 	for _, id := range b.StepQueue {
 		msg := "a long error to make the two files differ in size " + id
 		b.Run(id).Status = planspec.StatusFailed
@@ -117,7 +117,7 @@ func TestStateFile_Write(t *testing.T) {
 	})
 	t.Run("two-space indentation and a stable round trip", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "state.json")
-		st := chainState(2)
+		st := chainState(2, false)
 		sf := &StateFile{Path: path}
 		if err := sf.Write(st); err != nil {
 			t.Fatal(err)
@@ -185,7 +185,7 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "state.json")
 		sf := &StateFile{Path: path}
-		if err := sf.Write(chainState(3)); err != nil {
+		if err := sf.Write(chainState(3, false)); err != nil {
 			t.Fatal(err)
 		}
 		data, _ := os.ReadFile(path)

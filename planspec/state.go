@@ -293,7 +293,7 @@ func (s *State) AppendMarshal(dst []byte) []byte {
 	if s.LastHeartbeatIso != "" || o.has("lastHeartbeatIso") {
 		o.set("lastHeartbeatIso", s.LastHeartbeatIso)
 	}
-	o.setRaw("artifacts", appendStrings(nil, s.Artifacts))
+	o.setRaw("artifacts", nil) // written from the memo's indented list below
 	o.set("status", s.Status)
 	if !s.Settings.empty() {
 		o.set("stepseq", s.Settings.object())
@@ -320,7 +320,9 @@ func (s *State) AppendMarshal(dst []byte) []byte {
 		case "stepRuns":
 			s.writeRuns(out)
 		case "stepQueue":
-			out.Write(s.memo.indentedQueue(s.StepQueue))
+			s.memo.queue.write(out, s.StepQueue)
+		case "artifacts":
+			s.memo.artifacts.write(out, s.Artifacts)
 		default:
 			_ = json.Indent(out, o.vals[k], "  ", "  ") // valid JSON by construction
 		}

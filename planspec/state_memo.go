@@ -3,6 +3,7 @@ package planspec
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -19,22 +20,49 @@ type encodeMemo struct {
 	planRaw      json.RawMessage
 	planIndented []byte // planRaw indented at depth one; nil until needed
 	runs         map[string]*memoRun
-	runOrder     []string // stepRuns keys in file order
-	stepsOrder   []string // plan.steps keys in file order
-	lastRunOrder []string // the order stepRuns was last written in
-	queue        []string // stepQueue as last written, and indented at depth one
-	queueIndent  []byte
+	runOrder     []string     // stepRuns keys in file order
+	stepsOrder   []string     // plan.steps keys in file order
+	lastRunOrder []string     // the order stepRuns was last written in
+	queue        indentedList // stepQueue as last written
+	artifacts    indentedList // artifacts as last written: it grows by a step's outputs
 	track        runTracker
 }
 
-// indentedQueue is stepQueue indented at depth one, from the memo when the queue is
-// the one last written; raw is its compact encoding.
-func (m *encodeMemo) indentedQueue(queue []string) []byte {
-	if m.queueIndent == nil || !slices.Equal(queue, m.queue) {
-		m.queue = slices.Clone(queue)
-		m.queueIndent = indentAt(appendStrings(nil, queue), 1)
+// indentedList is a list of strings indented at depth one as last written. A
+// list that only grew since costs what was appended: artifacts collect every
+// step's outputs, 10,000 paths at the end of a 5,000-step plan, and encoding
+// them all again on every write cost more than the rest of it.
+type indentedList struct {
+	items []string
+	open  []byte // "[" and the items, each on its line; the closing bracket is added
+}
+
+// write writes list indented at depth one ("[]" when empty).
+func (l *indentedList) write(out *bytes.Buffer, list []string) {
+	n := len(l.items)
+	if l.open == nil || len(list) < n || !slices.Equal(list[:n], l.items) {
+		l.items, l.open, n = nil, []byte("["), 0
 	}
-	return m.queueIndent
+	for i, item := range list[n:] {
+		if n+i > 0 {
+			l.open = append(l.open, ',')
+		}
+		l.open = append(l.open, "\n    "...)
+		l.open = appendString(l.open, item)
+	}
+	l.items = append(l.items, list[n:]...)
+	start := out.Len()
+	if len(list) == 0 {
+		out.WriteString("[]")
+	} else {
+		out.Write(l.open)
+		out.WriteString("\n  ]")
+	}
+	if checkTracking {
+		if want := indentAt(appendStrings(nil, list), 1); !bytes.Equal(out.Bytes()[start:], want) {
+			panic(fmt.Sprintf("planspec: a remembered list encoded as\n%s\nbut is\n%s", out.Bytes()[start:], want))
+		}
+	}
 }
 
 type memoRun struct {
