@@ -57,16 +57,12 @@ func (f *StateFile) Bytes() ([]byte, error) { return f.readBytes() }
 // StateFile is a state.json on disk, read and replaced whole.
 type StateFile struct {
 	Path string
-	// last is what this process last read or wrote, so that it can tell its own
-	// writes from others' and skip parsing an unchanged file: a comparison of
-	// bytes, no hash.
-	last []byte
-	// Buffers reused from write to write and read to read: a state written after
-	// every step would otherwise be a chain's largest allocation, twice a step.
-	// lastOwned says last came from Write (a read's buffer is given to the parser).
-	lastOwned bool
-	spare     []byte
-	scratch   []byte
+	// last is what this process last read or wrote, in pieces as it was
+	// written, so that it can tell its own writes from others' and skip parsing
+	// an unchanged file: a comparison of bytes, no hash.
+	last [][]byte
+	// scratch is a read's buffer, reused when the read was an echo.
+	scratch []byte
 	// unsynced: the last rename awaits its folder's fsync (Sync).
 	unsynced bool
 	// written identifies the file this process last wrote, when the file system
@@ -121,7 +117,7 @@ func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error
 	if err != nil {
 		return nil, true, err
 	}
-	if f.last != nil && bytes.Equal(data, f.last) {
+	if f.last != nil && equalPieces(data, f.last) {
 		f.scratch = data // an echo: the buffer serves the next read
 		return nil, false, nil
 	}
@@ -135,8 +131,19 @@ func (f *StateFile) parse(data []byte) (*planspec.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.last, f.lastOwned, f.written = data, false, fileIdent{}
+	f.last, f.written = [][]byte{data}, fileIdent{}
 	return st, nil
+}
+
+// equalPieces reports whether data is the pieces joined.
+func equalPieces(data []byte, pieces [][]byte) bool {
+	for _, p := range pieces {
+		if len(data) < len(p) || !bytes.Equal(data[:len(p)], p) {
+			return false
+		}
+		data = data[len(p):]
+	}
+	return len(data) == 0
 }
 
 // readBytes reads the whole file, refusing a FIFO, a device or a directory without
@@ -168,18 +175,11 @@ func (f *StateFile) Write(st *planspec.State) error {
 // which makes the rename itself survive a power cut, is left to Sync. A driver
 // launches an agent between the two: an agent dies with the machine, so the
 // rename is all its launch needs, and the folder's fsync overlaps its start.
+//
+// The state is written in the pieces it encodes to: the sections it remembers
+// from earlier writes go to the file as they are, not copied into one buffer.
 func (f *StateFile) WriteVisible(st *planspec.State) error {
-	prev, owned := f.last, f.lastOwned
-	data := st.AppendMarshal(f.spare[:0])
-	f.spare = nil
-	if err := f.replace(data); err != nil {
-		return err // data may be last now: never reused
-	}
-	f.lastOwned = true
-	if owned {
-		f.spare = prev // the write before this one's buffer serves the next
-	}
-	return nil
+	return f.replace(st.MarshalPieces())
 }
 
 // Sync makes the last rename durable: an fsync of the folder, when a write left
@@ -194,21 +194,22 @@ func (f *StateFile) Sync() error {
 
 // WriteBytes is Write for encoded content.
 func (f *StateFile) WriteBytes(data []byte) error {
-	if err := f.replace(data); err != nil {
+	if err := f.replace([][]byte{data}); err != nil {
 		return err
 	}
 	return f.Sync()
 }
 
-// replace writes data to a temporary file, syncs it and renames it over the file.
-func (f *StateFile) replace(data []byte) error {
+// replace writes the pieces to a temporary file, syncs it and renames it over
+// the file.
+func (f *StateFile) replace(pieces [][]byte) error {
 	if fi, err := os.Lstat(f.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("write %s: %w: point stepseq at the real file", f.Path, ErrSymlink)
 	}
 	dir := filepath.Dir(f.Path)
 	f.written = fileIdent{}
 	stamp := time.Now().Add(-stampAge).Truncate(time.Microsecond)
-	if err := replaceFile(f.Path, data, stamp); err != nil {
+	if err := replaceFile(f.Path, pieces, stamp); err != nil {
 		// The error names renameio's temporary file; the user knows only the folder.
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
 			return NoFolder(dir)
@@ -219,24 +220,30 @@ func (f *StateFile) replace(data []byte) error {
 		}
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
-	f.last, f.lastOwned, f.unsynced = data, false, true
+	f.last, f.unsynced = pieces, true
+	size := 0
+	for _, p := range pieces {
+		size += len(p)
+	}
 	// Trusted only where the file system kept the stamp to the microsecond.
-	if fi, err := os.Lstat(f.Path); err == nil && fi.ModTime().Equal(stamp) && fi.Size() == int64(len(data)) {
+	if fi, err := os.Lstat(f.Path); err == nil && fi.ModTime().Equal(stamp) && fi.Size() == int64(size) {
 		f.written, _ = identOf(fi)
 	}
 	return nil
 }
 
-// replaceFile writes data to a temporary file in path's folder, stamps its
-// modification time, syncs it and renames it over path.
-func replaceFile(path string, data []byte, stamp time.Time) error {
+// replaceFile writes the pieces to a temporary file in path's folder, stamps
+// its modification time, syncs it and renames it over path.
+func replaceFile(path string, pieces [][]byte, stamp time.Time) error {
 	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithPermissions(0o644), renameio.WithExistingPermissions())
 	if err != nil {
 		return err
 	}
 	defer pf.Cleanup()
-	if _, err := pf.Write(data); err != nil {
-		return err
+	for _, p := range pieces {
+		if _, err := pf.Write(p); err != nil {
+			return err
+		}
 	}
 	if err := os.Chtimes(pf.Name(), time.Now(), stamp); err != nil {
 		return err

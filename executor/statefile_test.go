@@ -236,6 +236,31 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 			t.Fatalf("changed = %v, err = %v; want the replacement read", changed, err)
 		}
 	})
+	t.Run("written in pieces, touched, then one byte changed", func(t *testing.T) {
+		sf := &StateFile{Path: filepath.Join(t.TempDir(), "state.json")}
+		if err := sf.Write(chainState(2000, true)); err != nil {
+			t.Fatal(err)
+		}
+		if len(sf.last) < 2 {
+			t.Fatalf("a 2,000-step state written in %d piece(s): want its plan kept as a piece of its own", len(sf.last))
+		}
+		now := time.Now()
+		if err := os.Chtimes(sf.Path, now, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, changed, err := sf.ReadIfChanged(); err != nil || changed {
+			t.Fatalf("changed = %v, err = %v; want the same bytes seen as unchanged", changed, err)
+		}
+		data, _ := os.ReadFile(sf.Path)
+		data = bytes.Replace(data, []byte(`"Step step-1999"`), []byte(`"Step step-199X"`), 1)
+		if err := os.WriteFile(sf.Path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st, changed, err := sf.ReadIfChanged()
+		if err != nil || !changed || st.Steps["step-1999"].Title != "Step step-199X" {
+			t.Fatalf("changed = %v, err = %v; want the change read", changed, err)
+		}
+	})
 	t.Run("touched, same bytes", func(t *testing.T) {
 		sf, _ := write(t)
 		now := time.Now()

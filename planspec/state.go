@@ -264,9 +264,21 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 // Marshal encodes the state as the original writes it: two-space indentation.
 func (s *State) Marshal() []byte { return s.AppendMarshal(nil) }
 
-// AppendMarshal is Marshal appending to dst, so that a writer can reuse its
-// buffers: a state written after every step is the largest allocation of a chain.
+// AppendMarshal is Marshal appending to dst.
 func (s *State) AppendMarshal(dst []byte) []byte {
+	for _, piece := range s.MarshalPieces() {
+		dst = append(dst, piece...)
+	}
+	return dst
+}
+
+// MarshalPieces is Marshal in pieces, in order: the sections remembered from
+// earlier encodings (the plan, the runs that stood, the queue, the artifacts)
+// as they are, the rest in small buffers of their own. A writer hands them to
+// the file one by one: at 5,000 steps, copying them into one buffer cost more
+// than everything else a write does. No piece is changed afterwards, by this
+// state or any other.
+func (s *State) MarshalPieces() [][]byte {
 	o := s.raw
 	o.keys = slices.Clone(o.keys)
 	o.vals = maps.Clone(o.vals)
@@ -304,8 +316,8 @@ func (s *State) AppendMarshal(dst []byte) []byte {
 	// Written member by member, the plan and the runs from their remembered indented
 	// form: re-indenting the whole file after every step would cost more than the
 	// rest of the write.
-	out := bytes.NewBuffer(dst)
-	out.Grow(len(s.memo.planIndented) + 512*len(s.StepRuns) + 64*len(s.StepQueue) + 64*len(s.Artifacts) + 1024)
+	var p pieces
+	out := &p.cur
 	out.WriteString("{")
 	for i, k := range o.keys {
 		if i > 0 {
@@ -316,32 +328,63 @@ func (s *State) AppendMarshal(dst []byte) []byte {
 		out.WriteString(": ")
 		switch k {
 		case "plan":
-			out.Write(s.memo.indentedPlan())
+			p.keep(s.memo.indentedPlan())
 		case "stepRuns":
-			s.writeRuns(out)
+			s.writeRuns(&p)
 		case "stepQueue":
-			s.memo.queue.write(out, s.StepQueue)
+			s.memo.queue.write(&p, s.StepQueue)
 		case "artifacts":
-			s.memo.artifacts.write(out, s.Artifacts)
+			s.memo.artifacts.write(&p, s.Artifacts)
 		default:
 			_ = json.Indent(out, o.vals[k], "  ", "  ") // valid JSON by construction
 		}
 	}
 	out.WriteString("\n}\n")
-	return out.Bytes()
+	p.flush()
+	return p.list
 }
 
 // writeRuns writes stepRuns at depth one.
-func (s *State) writeRuns(out *bytes.Buffer) {
+func (s *State) writeRuns(p *pieces) {
 	if !s.memo.track.on {
-		s.writeRunsFull(out, s.runOrder())
+		s.writeRunsFull(&p.cur, s.runOrder())
 		return
 	}
-	runs := s.trackedRuns()
+	head, tail := s.trackedRuns()
 	if checkTracking {
-		s.checkTracked(runs)
+		s.checkTracked(head, tail)
 	}
-	out.Write(runs)
+	p.keep(head)
+	p.cur.Write(tail)
+}
+
+// pieces collects an encoding: the remembered sections kept as they are, and
+// what is encoded anew in buffers of its own, never reused.
+type pieces struct {
+	list [][]byte
+	cur  bytes.Buffer // the piece being written
+}
+
+// keepMin is the size below which a remembered section is copied rather
+// than kept: a write call per small piece would cost more than the copy.
+// Tests lower it to keep every section.
+var keepMin = 16 << 10
+
+// keep adds b, which never changes, as a piece of its own.
+func (p *pieces) keep(b []byte) {
+	if len(b) < keepMin {
+		p.cur.Write(b)
+		return
+	}
+	p.flush()
+	p.list = append(p.list, b)
+}
+
+func (p *pieces) flush() {
+	if p.cur.Len() > 0 {
+		p.list = append(p.list, p.cur.Bytes())
+		p.cur = bytes.Buffer{}
+	}
 }
 
 // writeRunsFull writes stepRuns at depth one in the order given, each run from the

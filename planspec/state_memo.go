@@ -38,9 +38,10 @@ type indentedList struct {
 }
 
 // write writes list indented at depth one ("[]" when empty).
-func (l *indentedList) write(out *bytes.Buffer, list []string) {
+func (l *indentedList) write(p *pieces, list []string) {
 	n := len(l.items)
 	if l.open == nil || len(list) < n || !slices.Equal(list[:n], l.items) {
+		// A new buffer: the old one may be a piece still being written.
 		l.items, l.open, n = nil, []byte("["), 0
 	}
 	for i, item := range list[n:] {
@@ -51,16 +52,20 @@ func (l *indentedList) write(out *bytes.Buffer, list []string) {
 		l.open = appendString(l.open, item)
 	}
 	l.items = append(l.items, list[n:]...)
-	start := out.Len()
 	if len(list) == 0 {
-		out.WriteString("[]")
+		p.cur.WriteString("[]")
 	} else {
-		out.Write(l.open)
-		out.WriteString("\n  ]")
+		// Appending to open later leaves these bytes as they are.
+		p.keep(l.open[:len(l.open):len(l.open)])
+		p.cur.WriteString("\n  ]")
 	}
 	if checkTracking {
-		if want := indentAt(appendStrings(nil, list), 1); !bytes.Equal(out.Bytes()[start:], want) {
-			panic(fmt.Sprintf("planspec: a remembered list encoded as\n%s\nbut is\n%s", out.Bytes()[start:], want))
+		got := append(slices.Clip(l.open), "\n  ]"...)
+		if len(list) == 0 {
+			got = []byte("[]")
+		}
+		if want := indentAt(appendStrings(nil, list), 1); !bytes.Equal(got, want) {
+			panic(fmt.Sprintf("planspec: a remembered list encoded as\n%s\nbut is\n%s", got, want))
 		}
 	}
 }

@@ -20,11 +20,12 @@ func TestIndentedList(t *testing.T) {
 		{},
 		{"\xff.md", "f.md"},
 	} {
-		var out bytes.Buffer
-		out.WriteString("{")
-		l.write(&out, list)
+		var p pieces
+		p.cur.WriteString("{")
+		l.write(&p, list)
+		p.flush()
 		want := "{" + string(indentAt(appendStrings(nil, list), 1))
-		if got := out.String(); got != want {
+		if got := string(bytes.Join(p.list, nil)); got != want {
 			t.Errorf("%q:\n%s\nwant\n%s", list, got, want)
 		}
 	}

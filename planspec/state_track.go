@@ -23,11 +23,17 @@ const runsClose = "\n  }"
 type runTracker struct {
 	on      bool
 	all     bool            // TouchAll: the next encoding compares everything
+	encoded bool            // an encoding was made since Track
 	touched map[string]bool // runs handed out or touched since the last encoding
-	section []byte          // stepRuns as last encoded, at depth one
-	starts  []int           // where each run of order begins in section
-	order   []string        // the runs of section, in order
-	pos     map[string]int  // index of each id in order
+	// head is the start of stepRuns at depth one: the runs of order before
+	// len(starts), which stood through an encoding. Its bytes never change:
+	// it only grows by appending, and is copied when it must shrink, since a
+	// writer may still hold an earlier encoding's pieces. The runs after it,
+	// and the closing brace, are encoded anew each time.
+	head   []byte
+	starts []int          // where each run of head begins
+	order  []string       // the runs, in order
+	pos    map[string]int // index of each id in order
 }
 
 // Track is the caller's word described on runTracker: the encoder then re-encodes
@@ -60,7 +66,7 @@ func (s *State) TouchAll() { s.memo.track.all = true }
 // (an untracked state, TouchAll, nothing encoded yet).
 func (s *State) Touched() (ids []string, all bool) {
 	t := &s.memo.track
-	if !t.on || t.all || t.section == nil {
+	if !t.on || t.all || !t.encoded {
 		return nil, true
 	}
 	ids = make([]string, 0, len(t.touched))
@@ -70,11 +76,13 @@ func (s *State) Touched() (ids []string, all bool) {
 	return ids, false
 }
 
-// trackedRuns returns the stepRuns object at depth one, re-encoding only the runs
-// from the first touched one onwards.
-func (s *State) trackedRuns() []byte {
+// trackedRuns returns the stepRuns object at depth one in two pieces: head,
+// the runs before the first touched one as kept from earlier encodings, and
+// tail, the rest encoded anew. The run last in order stays in the tail: in a
+// chain it is the cursor's, touched again by the next write.
+func (s *State) trackedRuns() (head, tail []byte) {
 	t := &s.memo.track
-	defer func() { clear(t.touched); t.all = false }()
+	defer func() { clear(t.touched); t.all, t.encoded = false, true }()
 	first, ok := t.unchangedPrefix(s)
 	if !ok {
 		t.order = slices.Clone(s.runOrder())
@@ -85,42 +93,44 @@ func (s *State) trackedRuns() []byte {
 		}
 		first = 0
 	}
-	switch {
-	case first == 0:
-		t.section, t.starts = t.section[:0], t.starts[:0]
-	case first < len(t.starts):
-		t.section, t.starts = t.section[:t.starts[first]], t.starts[:first]
-	case first == len(t.order):
-		return t.section // nothing changed
-	default: // runs added at the end: they follow the last one kept
-		t.section = t.section[:len(t.section)-len(runsClose)]
-	}
 	if len(t.order) == 0 {
-		t.section = append(t.section, "{}"...)
-		return t.section
+		t.head, t.starts = nil, nil
+		return nil, []byte("{}")
 	}
-	for i := first; i < len(t.order); i++ {
-		id := t.order[i]
-		t.starts = append(t.starts, len(t.section))
-		if i == 0 {
-			t.section = append(t.section, '{')
-		} else {
-			t.section = append(t.section, ',')
-		}
-		t.section = append(t.section, "\n    "...)
-		t.section = appendString(t.section, id)
-		t.section = append(t.section, ": "...)
-		t.section = append(t.section, s.memo.indentedRun(id, s.StepRuns[id])...)
+	keep := min(first, len(t.order)-1)
+	if keep < len(t.starts) {
+		// An earlier run changed: a new head, the old one left as it was.
+		t.head, t.starts = slices.Clone(t.head[:t.starts[keep]]), t.starts[:keep]
 	}
-	t.section = append(t.section, runsClose...)
-	return t.section
+	for i := len(t.starts); i < keep; i++ {
+		t.starts = append(t.starts, len(t.head))
+		t.head = s.appendRun(t.head, i, t.order[i])
+	}
+	for i := keep; i < len(t.order); i++ {
+		tail = s.appendRun(tail, i, t.order[i])
+	}
+	tail = append(tail, runsClose...)
+	return t.head[:len(t.head):len(t.head)], tail
+}
+
+// appendRun appends the i-th run of stepRuns, id, with what goes before it.
+func (s *State) appendRun(b []byte, i int, id string) []byte {
+	if i == 0 {
+		b = append(b, '{')
+	} else {
+		b = append(b, ',')
+	}
+	b = append(b, "\n    "...)
+	b = appendString(b, id)
+	b = append(b, ": "...)
+	return append(b, s.memo.indentedRun(id, s.StepRuns[id])...)
 }
 
 // unchangedPrefix returns how many runs of the last encoding stand unchanged, in
 // place; ok is false when the order must be worked out again. A run new since then
 // goes last when it is the cursor's, as runOrder places it.
 func (t *runTracker) unchangedPrefix(s *State) (int, bool) {
-	if t.all || t.section == nil {
+	if t.all || !t.encoded {
 		return 0, false
 	}
 	first := len(t.order)
@@ -155,7 +165,8 @@ func (t *runTracker) unchangedPrefix(s *State) (int, bool) {
 }
 
 // checkTracked compares a tracked encoding with a full one.
-func (s *State) checkTracked(got []byte) {
+func (s *State) checkTracked(head, tail []byte) {
+	got := append(slices.Clip(head), tail...)
 	var want bytes.Buffer
 	s.writeRunsFull(&want, s.memo.track.order)
 	if !bytes.Equal(got, want.Bytes()) {
