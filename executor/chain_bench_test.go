@@ -55,7 +55,7 @@ func halfDone(n int, outputs bool) []byte {
 // (this process, not the agents) per step beyond the floor's.
 func BenchmarkChain(b *testing.B) {
 	for _, steps := range []int{100, 1000, 2000, 5000} {
-		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps, false, check) })
+		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps, false, driveCheck) })
 	}
 }
 
@@ -64,13 +64,13 @@ func BenchmarkChain(b *testing.B) {
 // watches two paths a step besides following each step's report folder.
 func BenchmarkSidecarChain(b *testing.B) {
 	for _, steps := range []int{100, 1000, 5000} {
-		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps, true, sidecar) })
+		b.Run(fmt.Sprint(steps), func(b *testing.B) { benchChain(b, steps, true, driveSidecar) })
 	}
 }
 
-func check(rt *Runtime) error { return (&Chain{Runtime: rt}).Check(context.Background()) }
+func driveCheck(rt *Runtime) error { return (&Chain{Runtime: rt}).Check(context.Background()) }
 
-func sidecar(rt *Runtime) error {
+func driveSidecar(rt *Runtime) error {
 	sc, err := NewSidecar(rt, SidecarOptions{ExitWhenDone: true})
 	if err != nil {
 		return err

@@ -117,7 +117,11 @@ func (d *driver) feed(in Input) {
 func (d *driver) perform(e Effect) {
 	switch e := e.(type) {
 	case WriteState:
-		touched, all := e.State.Touched() // before the encoding forgets them
+		var touched []string
+		all := true
+		if d.metrics != nil {
+			touched, all = e.State.Touched() // before the encoding forgets them
+		}
 		if d.w != nil {
 			// Its own write is no activity: a gate opened a moment later is
 			// still the first change after a quiet window, seen at once.

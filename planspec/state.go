@@ -394,15 +394,8 @@ func (s *State) writeRunsFull(out *bytes.Buffer, ids []string) {
 		out.WriteString("{}")
 		return
 	}
-	out.WriteByte('{')
 	for i, id := range ids {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		out.WriteString("\n    ")
-		out.Write(appendString(out.AvailableBuffer(), id))
-		out.WriteString(": ")
-		out.Write(s.memo.indentedRun(id, s.StepRuns[id]))
+		out.Write(s.appendRun(out.AvailableBuffer(), i, id))
 	}
 	out.WriteString(runsClose)
 }

@@ -39,6 +39,10 @@ type indentedList struct {
 
 // write writes list indented at depth one ("[]" when empty).
 func (l *indentedList) write(p *pieces, list []string) {
+	if len(list) == 0 {
+		p.cur.WriteString("[]")
+		return
+	}
 	n := len(l.items)
 	if l.open == nil || len(list) < n || !slices.Equal(list[:n], l.items) {
 		// A new buffer: the old one may be a piece still being written.
@@ -52,23 +56,19 @@ func (l *indentedList) write(p *pieces, list []string) {
 		l.open = appendString(l.open, item)
 	}
 	l.items = append(l.items, list[n:]...)
-	if len(list) == 0 {
-		p.cur.WriteString("[]")
-	} else {
-		// Appending to open later leaves these bytes as they are.
-		p.keep(l.open[:len(l.open):len(l.open)])
-		p.cur.WriteString("\n  ]")
-	}
+	open := l.open[:len(l.open):len(l.open)] // appending to l.open later leaves it as it is
 	if checkTracking {
-		got := append(slices.Clip(l.open), "\n  ]"...)
-		if len(list) == 0 {
-			got = []byte("[]")
-		}
+		got := append(slices.Clip(open), listClose...)
 		if want := indentAt(appendStrings(nil, list), 1); !bytes.Equal(got, want) {
 			panic(fmt.Sprintf("planspec: a remembered list encoded as\n%s\nbut is\n%s", got, want))
 		}
 	}
+	p.keep(open)
+	p.cur.WriteString(listClose)
 }
+
+// listClose ends a non-empty list at depth one.
+const listClose = "\n  ]"
 
 type memoRun struct {
 	run      StepRun
