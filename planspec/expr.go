@@ -144,14 +144,15 @@ func (c *Condition) Eval(env *Env) (bool, error) {
 		return false, err
 	}
 	ev := getEvaluation(c, env)
+	defer putEvaluation(ev)
 	out, err := ev.vm.Run(prog, ev)
-	putEvaluation(ev)
 	if err != nil {
-		return false, runtimeError(c.src, err)
+		return false, redactEnv(runtimeError(c.src, err), ev.envGave)
 	}
 	b, ok := out.(bool)
 	if !ok {
-		return false, &ConditionError{Source: c.src, Msg: fmt.Sprintf("gave %s, want true or false", describeValue(out))}
+		err := &ConditionError{Source: c.src, Msg: fmt.Sprintf("gave %s, want true or false", describeValue(out))}
+		return false, redactEnv(err, ev.envGave)
 	}
 	return b, nil
 }

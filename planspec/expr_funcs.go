@@ -40,9 +40,10 @@ type evaluation struct {
 	Step   runView                        `expr:"step"`
 	Vars   map[string]any                 `expr:"vars"`
 
-	env   *Env
-	stats []statEntry // what this evaluation already asked the file system
-	vm    vm.VM
+	env     *Env
+	stats   []statEntry // what this evaluation already asked the file system
+	envGave []string    // what env() gave, masked in the evaluation's error
+	vm      vm.VM
 }
 
 // runView is a step's run record as a condition sees it.
@@ -107,6 +108,8 @@ func putEvaluation(ev *evaluation) {
 	clear(ev.Steps)
 	clear(ev.stats)
 	ev.stats = ev.stats[:0]
+	clear(ev.envGave)
+	ev.envGave = ev.envGave[:0]
 	evaluations.Put(ev)
 }
 
@@ -171,10 +174,16 @@ func (ev *evaluation) now() time.Time {
 }
 
 func (ev *evaluation) getenv(name string) string {
+	var v string
 	if ev.env.Getenv == nil {
-		return os.Getenv(name)
+		v = os.Getenv(name)
+	} else {
+		v = ev.env.Getenv(name)
 	}
-	return ev.env.Getenv(name)
+	if v != "" && !slices.Contains(ev.envGave, v) {
+		ev.envGave = append(ev.envGave, v)
+	}
+	return v
 }
 
 // open opens a regular file inside the workspace, or reports it missing.

@@ -457,3 +457,60 @@ func TestCondition_Concurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCondition_EvalErrorHidesEnv: an evaluation error never shows what env() gave,
+// whole, sliced or as a short word, while keeping the rest of its message and its
+// sentinel.
+func TestCondition_EvalErrorHidesEnv(t *testing.T) {
+	root, _, outside := workspace(t, map[string]string{"data.json": `{"a": 1}`}, nil)
+	vals := map[string]string{"MYSECRET": "hunter2-9f8e7d", "PIN": "42", "ONE": "7", "EMPTY": ""}
+	for _, tc := range []struct {
+		src, want string
+		hidden    []string
+	}{
+		{`int(env("MYSECRET")) > 0`, "invalid operation: int([env])", []string{"hunter2", "9f8e7d"}},
+		{`int(env("MYSECRET")[0:4]) > 0`, "invalid operation: int([env])", []string{"hunt"}},
+		{`float(env("MYSECRET")[3:]) > 0`, "invalid operation: float([env])", []string{"ter2", "9f8e"}},
+		{`int(env("PIN") + "x") > 0`, "int([env]x)", []string{"42x"}},
+		{`json(env("MYSECRET")) == nil && json("data.json").b.c == 1`, "cannot fetch c", []string{"hunter"}},
+		{`int(env("ONE") + "-x") > 0`, "int([env]-x)", nil},
+		{`env("EMPTY") == "" && int(env("EMPTY") + "zz") > 0`, "int(zz)", nil},
+	} {
+		env := testEnv(root, outside)
+		env.Getenv = func(k string) string { return vals[k] }
+		c, err := CompileCondition(tc.src)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		_, err = c.Eval(env)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got error %v, want one containing %q", tc.src, err, tc.want)
+			continue
+		}
+		var ce *ConditionError
+		if !errors.As(err, &ce) || ce.Source != tc.src {
+			t.Errorf("%s: want a *ConditionError naming the source, got %T", tc.src, err)
+		}
+		msg := ce.Msg
+		if ce.Err != nil {
+			msg += " " + ce.Err.Error()
+		}
+		for _, h := range tc.hidden {
+			if strings.Contains(msg, h) {
+				t.Errorf("%s: error %q shows %q of an env() value", tc.src, msg, h)
+			}
+		}
+	}
+	// The sentinel survives the masking: json() of a file the environment names.
+	root, _, outside = workspace(t, map[string]string{"big-hunter.json": strings.Repeat("x", MaxConditionRead+1)}, nil)
+	env := testEnv(root, outside)
+	env.Getenv = func(string) string { return "big-hunter.json" }
+	c, _ := CompileCondition(`json(env("F")) != nil`)
+	_, err := c.Eval(env)
+	if !errors.Is(err, ErrConditionRead) || strings.Contains(err.Error(), "hunter") {
+		t.Errorf("json(env(F)): got %v, want ErrConditionRead without the name", err)
+	}
+	if err != nil && strings.Contains(errors.Unwrap(err).Error(), "hunter") {
+		t.Errorf("json(env(F)): the wrapped error %q shows the name", errors.Unwrap(err))
+	}
+}

@@ -248,3 +248,28 @@ func TestServer_OneWorkerPerTry(t *testing.T) {
 		t.Errorf("second worker: %v", out)
 	}
 }
+
+// TestServer_ConditionErrorHidesEnv: a check that fails on what env() gave shows
+// the reason in status without the value.
+func TestServer_ConditionErrorHidesEnv(t *testing.T) {
+	const secret = "hunter2-5f3a9c"
+	t.Setenv("MYSECRET", secret)
+	w := newWorkspace(t)
+	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+	cs := connect(t, srv, "worker")
+	plan := "maxRetries: 1\nsteps:\n  - id: gate\n    title: Gate\n    instruction: Say done\n    agent: mcp\n    check: 'int(env(\"MYSECRET\")) > 0'\n"
+	if out, errText := call(t, cs, "plan_submit", map[string]any{"name": "secret", "yaml": plan}); errText != "" || out["status"] != executor.PlanActive {
+		t.Fatalf("plan_submit: %v %s", out, errText)
+	}
+	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	token := cur["step"].(map[string]any)["token"].(string)
+	call(t, cs, "step_report", report(token, "accepted", nil))
+	call(t, cs, "step_report", report(token, "done", nil))
+	st := waitTool(t, cs, "status", map[string]any{}, func(o map[string]any) bool {
+		return o["steps"].([]any)[0].(map[string]any)["status"] == "FAILED"
+	})
+	data, _ := json.Marshal(st)
+	if !strings.Contains(string(data), "invalid operation: int([env])") || strings.Contains(string(data), "hunter2") {
+		t.Errorf("status: want the reason without the value, got %s", data)
+	}
+}
