@@ -62,7 +62,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./executor/notify ./executor/web ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
-	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 .
+	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
 
 # The chaos test, not part of `make test`: several hundred random kill -9 of the
 # built `stepseq watch` over long plans, each restarted at once, with a reader

@@ -1,78 +1,15 @@
 // Command stepseq drives multi-step plans for AI agents: a heartbeat drop-in for the
 // Agent Step Sequencer's scripts (check, step) and an event-driven sidecar (watch).
-// main parses flags and wires the packages; the work lives in executor and planspec.
+// The command line is executor/cli; the work lives in executor and planspec.
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
+
+	"github.com/stepseq/stepseq/executor/cli"
 )
 
-// oneStop is how long after a first signal more signals are the same stop:
-// coreutils timeout, a terminal's Ctrl-C and process managers signal the process
-// and then its group, so one stop often arrives as two signals.
-const oneStop = 500 * time.Millisecond
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
 
-func main() {
-	// The first SIGINT or SIGTERM starts a graceful stop; a second one, once the
-	// stop is under way, exits at once.
-	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-signals
-		cancel()
-		window := time.After(oneStop)
-		for {
-			select {
-			case <-signals: // the same stop
-			case <-window:
-				fmt.Fprintln(os.Stderr, "stepseq: stopping; a second signal exits at once")
-				<-signals
-				fmt.Fprintln(os.Stderr, "stepseq: second signal: exiting now")
-				os.Exit(130)
-			}
-		}
-	}()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	cancel()
-	os.Exit(exitCode(err, os.Stderr))
-}
-
-// exitCode prints err and maps it to the documented exit codes: 0 success, 1 a
-// failed check or invalid input, 2 a usage or configuration error.
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	var ex *exitError
-	if errors.As(err, &ex) {
-		if ex.err != nil {
-			fmt.Fprintln(stderr, "stepseq:", ex.err)
-		}
-		return ex.code
-	}
-	fmt.Fprintln(stderr, "stepseq:", err)
-	return codeFor(err)
-}
-
-// exitError carries an exit code chosen by a command.
-type exitError struct {
-	code int
-	err  error // printed when not nil
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
+func main() { os.Exit(cli.Main(version)) }

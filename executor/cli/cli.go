@@ -1,4 +1,6 @@
-package main
+// Package cli is stepseq's command line: the commands, their flags and their
+// output. main calls Main; the work lives in executor and planspec.
+package cli
 
 import (
 	"context"
@@ -16,7 +18,8 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is the one Main was given: main's, set at build time with
+// -ldflags "-X main.version=…".
 var version = "dev"
 
 // run builds the command tree for one invocation and executes it.

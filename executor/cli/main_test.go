@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 // commands on the scripts' PATH.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"stepseq":   main,
+		"stepseq":   func() { os.Exit(Main(version)) },
 		"fakeagent": fakeAgent,
 	})
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os"
@@ -16,7 +16,7 @@ import (
 func builtBinaries(t *testing.T) (stepseq, agent string) {
 	t.Helper()
 	dir := t.TempDir()
-	for pkg, name := range map[string]string{".": "stepseq", "./examples/demoagent": "demoagent", "./executor/testdata/fakeagent": "fakeagent"} {
+	for pkg, name := range map[string]string{"github.com/stepseq/stepseq": "stepseq", "github.com/stepseq/stepseq/examples/demoagent": "demoagent", "github.com/stepseq/stepseq/executor/testdata/fakeagent": "fakeagent"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
 		if err != nil {
 			t.Fatal(&buildError{pkg: pkg, out: string(out)})

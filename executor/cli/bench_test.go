@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -84,7 +84,7 @@ func initTime(b *testing.B, bin string) float64 {
 func buildBinary(b *testing.B) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "stepseq")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/stepseq/stepseq")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)

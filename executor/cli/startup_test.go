@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 // and a half of every command's start: executor/metrics writes the series.
 func TestStartup_InitIsLazy(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "stepseq")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatal(&buildError{pkg: ".", out: string(out)})
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/stepseq/stepseq").CombinedOutput(); err != nil {
+		t.Fatal(&buildError{pkg: "github.com/stepseq/stepseq", out: string(out)})
 	}
 	cmd := exec.Command(bin, "--version")
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
