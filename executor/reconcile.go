@@ -122,7 +122,7 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			return Decision{Action: Gated, Step: id, Reason: reason}, changed
 		}
 		if at, ok := readyAt(st, id); ok && !interrupted && f.Now.Before(at) {
-			return Decision{Action: Delayed, Step: id, At: at, Reason: fmt.Sprintf("stepDelayMinutes %g", st.StepDelayMinutes)}, changed
+			return Decision{Action: Delayed, Step: id, At: at, Reason: st.StepDelayReason()}, changed
 		}
 		return Decision{Action: Launch, Step: id, Prompt: Prompt(id, spec, run), Interrupted: interrupted,
 			Reason: launchReason(run, interrupted)}, changed
@@ -223,10 +223,10 @@ func Prompt(id string, spec *planspec.StepSpec, run *planspec.StepRun) string {
 // first. Measuring from the recorded times, rather than sleeping, lets a heartbeat
 // that comes late start at once and survives restarts.
 func readyAt(st *planspec.State, id string) (time.Time, bool) {
-	if st.StepDelayMinutes <= 0 {
+	delay, _ := st.StepDelay()
+	if delay <= 0 {
 		return time.Time{}, false
 	}
-	delay := time.Duration(st.StepDelayMinutes * float64(time.Minute))
 	run := st.Run(id)
 	ref := ""
 	switch {

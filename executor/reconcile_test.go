@@ -157,6 +157,19 @@ func TestReconcile_DelayUntil(t *testing.T) {
 	}
 }
 
+// TestReconcile_DelayClamped: a stepDelayMinutes past what time.Duration holds is
+// the longest delay, not none, and the reason names the clamp.
+func TestReconcile_DelayClamped(t *testing.T) {
+	for _, delay := range []string{"1e9", "1e300"} {
+		st := state(t, 0, `"a":{"status":"DONE","tries":1,"lastRunIso":"2026-02-10T21:29:31+00:00"}`, delay, "IN_PROGRESS")
+		d, _ := Reconcile(st, Facts{Now: t0})
+		want := time.Date(2026, 2, 10, 21, 29, 31, 0, time.UTC).Add(time.Duration(planspec.MaxDuration))
+		if d.Action != Delayed || !d.At.Equal(want) || !strings.Contains(d.Reason, "clamped to 525600 minutes (365 days)") {
+			t.Errorf("stepDelayMinutes %s: got %v at %v (%s), want Delayed at %v naming the clamp", delay, d.Action, d.At, d.Reason, want)
+		}
+	}
+}
+
 func TestReconcile_Interrupted(t *testing.T) {
 	js := `"a":{"status":"IN_PROGRESS","tries":2,"lastRunIso":"2026-02-10T21:00:00+00:00","stepseq":{"startedIso":"2026-02-10T21:00:00+00:00"}}`
 	t.Run("a live agent is waited for", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,11 +60,18 @@ func ParseRetention(s string) (RetentionPolicy, error) {
 	return p, nil
 }
 
+// maxRetainDays is the most days a time.Duration holds: more overflow it into a
+// negative span, which would prune everything at once.
+const maxRetainDays = int(math.MaxInt64 / int64(24*time.Hour))
+
 func parseDays(s string) (time.Duration, error) {
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.Atoi(n)
 		if err != nil || days < 0 {
 			return 0, fmt.Errorf("bad duration %q: want days like 30d, or 720h", s)
+		}
+		if days > maxRetainDays {
+			return 0, fmt.Errorf("bad duration %q: longer than %dd, the longest retention stepseq takes (0 keeps forever)", s, maxRetainDays)
 		}
 		return time.Duration(days) * 24 * time.Hour, nil
 	}

@@ -83,6 +83,9 @@ func TestParseRetention(t *testing.T) {
 		{"finished=1h,failed=0", RetentionPolicy{Finished: time.Hour}, false},
 		{"finished=soon", RetentionPolicy{}, true},
 		{"done=1d", RetentionPolicy{}, true},
+		{"finished=106751d", RetentionPolicy{Finished: 106751 * 24 * time.Hour, Failed: DefaultRetention.Failed}, false},
+		{"finished=106752d", RetentionPolicy{}, true}, // past what time.Duration holds
+		{"finished=9999999999999d", RetentionPolicy{}, true},
 	} {
 		got, err := ParseRetention(tc.in)
 		if (err != nil) != tc.bad || !tc.bad && got != tc.want {

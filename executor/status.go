@@ -187,6 +187,9 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 		w.Reason = "plan DONE"
 	case Delayed:
 		w.Reason = "waiting for stepDelayMinutes until " + ClockTime(d.At, now)
+		if _, clamped := clone.StepDelay(); clamped {
+			w.Reason = "waiting for " + clone.StepDelayReason() + " until " + ClockTime(d.At, now)
+		}
 		w.At = planspec.FormatISO(d.At)
 	case Launch:
 		run := clone.Run(d.Step)

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // allocated reports how many bytes fn allocates.
@@ -156,3 +158,56 @@ func leanPlan(n int) []byte {
 }
 
 var _ io.Reader = (*endless)(nil)
+
+// TestParsePlan_DurationBound: a span longer than MaxDuration, or one that would
+// overflow time.Duration, is refused where it is written, naming the bound.
+func TestParsePlan_DurationBound(t *testing.T) {
+	for _, tc := range []struct{ top, step, want string }{
+		{"stepDelay: 9000h\n", "", `4:12: stepDelay: bad duration "9000h": longer than the longest span stepseq takes, 8760h (365 days)`},
+		{"timeout: 2562048h\n", "", `4:10: timeout: bad duration "2562048h": longer than the longest span stepseq takes, 8760h (365 days)`},
+		{"", "    awaitOutputs: 99999999999999h\n", `awaitOutputs: bad duration "99999999999999h": longer than the longest span stepseq takes, 8760h`},
+		{"", "    timeout: 8761h\n", `timeout: bad duration "8761h": longer than`},
+	} {
+		src := "name: p\nsteps:\n  - {id: a, title: A, instruction: x}\n" + tc.top
+		if tc.step != "" {
+			src = "name: p\nsteps:\n  - id: a\n    title: A\n    instruction: x\n" + tc.step
+		}
+		_, err := ParsePlan(strings.NewReader(src), "p.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want an error containing %q", src, err, tc.want)
+		}
+	}
+	if _, err := ParsePlan(strings.NewReader("name: p\nstepDelay: 8760h\ntimeout: 1.5h\nsteps:\n  - {id: a, title: A, instruction: x}\n"), "p.yaml"); err != nil {
+		t.Errorf("the bound itself: %v", err)
+	}
+	st := `{"plan":{"steps":{"a":{"title":"A","instruction":"x","timeout":"100000h"}}},"stepQueue":["a"]}`
+	if _, err := ParseState(strings.NewReader(st), "state.json"); err == nil || !strings.Contains(err.Error(), "8760h (365 days)") {
+		t.Errorf("a state's step timeout over the bound: got %v", err)
+	}
+}
+
+// TestState_StepDelay: stepDelayMinutes, the original's plain number, is clamped to
+// MaxDuration rather than overflowing into no delay, and the reason names the clamp.
+func TestState_StepDelay(t *testing.T) {
+	for _, tc := range []struct {
+		minutes float64
+		want    time.Duration
+		clamped bool
+	}{
+		{0, 0, false}, {-1, 0, false}, {math.NaN(), 0, false},
+		{1.5, 90 * time.Second, false},
+		{525600, time.Duration(MaxDuration), false},
+		{1e9, time.Duration(MaxDuration), true},
+		{math.MaxFloat64, time.Duration(MaxDuration), true},
+	} {
+		st := &State{StepDelayMinutes: tc.minutes}
+		d, clamped := st.StepDelay()
+		if d != tc.want || clamped != tc.clamped {
+			t.Errorf("%g minutes: got %v %v, want %v %v", tc.minutes, d, clamped, tc.want, tc.clamped)
+		}
+	}
+	st := &State{StepDelayMinutes: 1e9}
+	if r := st.StepDelayReason(); r != "stepDelayMinutes 1e+09, clamped to 525600 minutes (365 days), the longest delay stepseq takes" {
+		t.Errorf("reason: %q", r)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
 	"time"
 )
@@ -576,16 +577,56 @@ func (d Duration) String() string {
 	return td.String()
 }
 
-// ParseDuration reads "90s", "2m", "1h30m". It refuses negative spans.
+// MaxDuration is the longest span a plan or a state may give (a delay, a timeout,
+// a wait): 365 days. A longer one in a plan is refused with this bound named;
+// stepDelayMinutes, the original's plain number, is clamped to it. Without the
+// bound, 1e9 minutes overflows time.Duration and reads as no delay at all.
+const MaxDuration = Duration(365 * 24 * time.Hour)
+
+// maxDurationText names MaxDuration in messages.
+const maxDurationText = "8760h (365 days)"
+
+// ParseDuration reads "90s", "2m", "1h30m". It refuses negative spans and spans
+// longer than MaxDuration.
 func ParseDuration(s string) (Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
+		if durationSyntax.MatchString(s) { // well formed: it overflows time.Duration
+			return 0, fmt.Errorf("bad duration %q: longer than the longest span stepseq takes, %s", s, maxDurationText)
+		}
 		return 0, fmt.Errorf("bad duration %q: want a number with a unit, like 90s, 2m or 1h", s)
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("bad duration %q: must not be negative", s)
 	}
+	if Duration(d) > MaxDuration {
+		return 0, fmt.Errorf("bad duration %q: longer than the longest span stepseq takes, %s", s, maxDurationText)
+	}
 	return Duration(d), nil
+}
+
+var durationSyntax = regexp.MustCompile(durationPattern)
+
+// StepDelay is stepDelayMinutes as a span, clamped to MaxDuration; clamped says it
+// was, for the reason a delayed step gives.
+func (s *State) StepDelay() (d time.Duration, clamped bool) {
+	if !(s.StepDelayMinutes > 0) { // also NaN
+		return 0, false
+	}
+	if s.StepDelayMinutes >= float64(MaxDuration)/float64(time.Minute) {
+		return time.Duration(MaxDuration), s.StepDelayMinutes > float64(MaxDuration)/float64(time.Minute)
+	}
+	return time.Duration(s.StepDelayMinutes * float64(time.Minute)), false
+}
+
+// StepDelayReason says what delays a step: the stepDelayMinutes, and the clamp
+// when there was one.
+func (s *State) StepDelayReason() string {
+	if _, clamped := s.StepDelay(); clamped {
+		return fmt.Sprintf("stepDelayMinutes %g, clamped to %g minutes (365 days), the longest delay stepseq takes",
+			s.StepDelayMinutes, float64(MaxDuration)/float64(time.Minute))
+	}
+	return fmt.Sprintf("stepDelayMinutes %g", s.StepDelayMinutes)
 }
 
 // IsoLayout is how the original writes times: UTC, microseconds, explicit offset.
