@@ -80,6 +80,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	d.wcfg.Settle = time.Millisecond
 	defer d.closeWatcher()
 	defer d.timer.Stop()
+	defer d.endGroups()
 	ts, errs := DrainTriggers(c.WS)
 	for _, err := range errs {
 		c.Logger.Warn("ignored a trigger", "err", err)

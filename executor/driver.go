@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -49,6 +50,8 @@ type driver struct {
 	draining bool
 
 	active    *activeTry
+	held      *activeTry     // an exited try whose group is left while the machine awaits its outputs
+	ending    sync.WaitGroup // held groups being stopped
 	timer     *time.Timer
 	w         *watcher.Watcher
 	wcfg      watcher.Config // how to make the watcher when a one-shot driver first needs one
@@ -100,6 +103,7 @@ func (d *driver) feed(in Input) {
 		d.perform(e)
 	}
 	d.draining = false
+	d.releaseHeld()
 	// The state written is in place and launched from; its rename is made
 	// durable once the input's effects are done, while the agent starts.
 	if err := d.sf.Sync(); err != nil {
@@ -224,6 +228,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		Timeout:   StepTimeout(st, l.Step),
 		Grace:     d.rt.Grace,
 		PipeGrace: d.rt.PipeGrace,
+		HoldGroup: st.Steps[l.Step].AwaitOutputs > 0,
 	}
 	launcher := d.launcher
 	if st.IsPull(l.Step) {
@@ -292,15 +297,43 @@ func (d *driver) finish(exit Exit) {
 	failed, unavailable := a.agents[a.idx].Judge(exit)
 	if unavailable && !a.stopped {
 		if next := NextAgent(a.agents, a.idx); next >= 0 {
+			a.run.EndGroup()
 			d.fallback(a.launch, a.agents, a.idx, next, failed)
 			return
 		}
 	}
 	d.drainReports(a.step)
+	d.endHeld()
+	d.held = a
 	d.feed(AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed})
 }
 
-// stopActive ends a running agent at shutdown and waits for it.
+// releaseHeld stops the group of an exited try once the machine no longer waits
+// on it: its outputs came, its awaitOutputs window closed, or the try was dropped.
+// A group that is not held is gone already, and stopping it again costs nothing.
+func (d *driver) releaseHeld() {
+	if a := d.held; a != nil && !d.m.Holds(a.step, a.try) {
+		d.endHeld()
+	}
+}
+
+// endHeld stops the held group away from the event loop, whose inputs do not wait
+// on a grace period; stopActive waits for it.
+func (d *driver) endHeld() {
+	a := d.held
+	if a == nil {
+		return
+	}
+	d.held = nil
+	d.ending.Add(1)
+	go func() {
+		defer d.ending.Done()
+		a.run.EndGroup()
+	}()
+}
+
+// stopActive ends a running agent at shutdown and waits for it, and for any group
+// left to an awaited try.
 func (d *driver) stopActive() {
 	d.feed(Shutdown{})
 	if d.active != nil {
@@ -308,6 +341,13 @@ func (d *driver) stopActive() {
 		d.active.run.Stop()
 		d.finish(<-d.active.run.Done())
 	}
+	d.endGroups()
+}
+
+// endGroups stops a held group and waits until every group being stopped is gone.
+func (d *driver) endGroups() {
+	d.endHeld()
+	d.ending.Wait()
 }
 
 func (d *driver) setWatch(e SetWatch) {

@@ -21,6 +21,8 @@ import (
 //	failfirst:PATH  fail (exit 1, "first try fails") unless PATH exists; create it
 //	grandchild:DUR  leave a child holding stdout and stderr for DUR
 //	ignoreterm      ignore SIGTERM (the group must be SIGKILLed)
+//	late:PATH       leave a background job in the group that writes PATH once
+//	                PATH.go exists, then lingers; its pid in PATH.pid
 //	straggler:PATH  leave a child in the group that ignores SIGTERM; its pid in PATH
 //	envfile:PATH    write the STEPSEQ_* variables to PATH
 //	argsfile:PATH   write the argv, one per line, to PATH

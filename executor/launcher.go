@@ -38,6 +38,9 @@ type Started interface {
 	LastOutput() time.Time
 	// Finish releases what the try holds once it is done: its log gets its footer.
 	Finish(exit Exit) error
+	// EndGroup stops what the agent left running in its process group, once the
+	// try no longer waits on it (Spec.HoldGroup); it returns when they are gone.
+	EndGroup()
 }
 
 // ProcessLauncher runs the agent as a local process in its own group, its output

@@ -386,6 +386,18 @@ func (m *Machine) Busy() bool {
 	return m.run != nil || m.pending != nil || m.awaiting != nil
 }
 
+// Holds reports whether the machine still waits on the exited try: to judge it,
+// or for the outputs it awaits. What the try's agent left running may stay
+// until then.
+func (m *Machine) Holds(step string, try int) bool {
+	for _, t := range []*tryExit{m.pending, m.awaiting} {
+		if t != nil && t.step == step && t.try == try {
+			return true
+		}
+	}
+	return false
+}
+
 // Done reports whether the plan is DONE with nothing in flight.
 func (m *Machine) Done() bool {
 	return m.st != nil && m.st.Status == planspec.StatusDone && !m.Busy() && m.bad == nil

@@ -40,6 +40,10 @@ type Spec struct {
 	// grandchild still holds them. 0: one second.
 	PipeGrace time.Duration
 	Log       io.Writer // full output of both streams; nil: discarded
+	// HoldGroup leaves the agent's process group alone when the agent exits 0 on
+	// its own: a step that awaits its outputs (awaitOutputs) lets a background job
+	// the agent started finish them. EndGroup stops the group when the wait ends.
+	HoldGroup bool
 }
 
 // Process is a running agent in its own process group.
@@ -49,8 +53,10 @@ type Process struct {
 
 	cmd    *exec.Cmd
 	grace  time.Duration
+	hold   bool
 	stop   chan struct{}
 	once   sync.Once
+	ended  sync.Once // the group's sweep, run once
 	done   chan Exit
 	stdout capture
 	stderr capture
@@ -70,7 +76,7 @@ func Start(spec Spec) (*Process, error) {
 	if spec.PipeGrace <= 0 {
 		spec.PipeGrace = time.Second
 	}
-	p := &Process{grace: spec.Grace, stop: make(chan struct{}), done: make(chan Exit, 1)}
+	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, stop: make(chan struct{}), done: make(chan Exit, 1)}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
@@ -101,8 +107,13 @@ func (p *Process) Done() <-chan Exit { return p.done }
 
 // Stop ends the agent's process group: SIGTERM, then SIGKILL after the grace period.
 // Whatever ends the agent, what is left of its group is ended before its Exit is
-// delivered (see sweep).
+// delivered (see sweep), unless the group is held (Spec.HoldGroup).
 func (p *Process) Stop() { p.once.Do(func() { close(p.stop) }) }
+
+// EndGroup stops what is left of the agent's process group, as its exit does for a
+// group that is not held; it returns once the group is gone. It is safe to call
+// more than once, and from any goroutine once Done has delivered.
+func (p *Process) EndGroup() { p.ended.Do(p.sweep) }
 
 func (p *Process) wait(timeout time.Duration, started time.Time) {
 	exited := make(chan error, 1)
@@ -116,7 +127,11 @@ func (p *Process) wait(timeout time.Duration, started time.Time) {
 		select {
 		case err := <-exited:
 			e := p.exit(err, timedOut, started)
-			p.sweep()
+			// A held group outlives an agent that exited 0 by itself; one that
+			// failed, timed out or was stopped takes its group with it.
+			if !p.hold || timedOut || stop == nil || e.Code != 0 {
+				p.EndGroup()
+			}
 			p.done <- e
 			return
 		case <-timer.C:

@@ -141,6 +141,7 @@ func (r *pullRun) Stop() { r.end(Exit{Code: -1, Stderr: "stopped"}) }
 func (r *pullRun) Ident() (int, uint64)  { return 0, 0 }
 func (r *pullRun) LastOutput() time.Time { return time.Time{} }
 func (r *pullRun) Finish(Exit) error     { return nil }
+func (r *pullRun) EndGroup()             {}
 
 // signToken is "<step>.<try>.<mac>", the step base64url-encoded.
 func signToken(key []byte, id string, try int) string {

@@ -73,6 +73,13 @@ func fakeAgent(args []string) int {
 			cmd := exec.Command(self, "ignoreterm pidfile:"+arg+" sleep:120s")
 			_ = cmd.Start()
 			waitForFile(arg)
+		case "late":
+			// A background job in the agent's group that makes PATH after the
+			// agent exits, once PATH.go exists, then lingers; its pid in PATH.pid.
+			self, _ := os.Executable()
+			cmd := exec.Command(self, "pidfile:"+arg+".pid waitfor:"+arg+".go write:"+arg+" sleep:120s")
+			_ = cmd.Start()
+			waitForFile(arg + ".pid")
 		case "ignoreterm":
 			ignoreTerm()
 		case "envfile":
