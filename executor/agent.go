@@ -23,9 +23,6 @@ type ConfigError struct{ Msg string }
 func (e *ConfigError) Error() string { return e.Msg }
 func (e *ConfigError) Unwrap() error { return ErrConfig }
 
-// shells are the interpreters the original refuses: the prompt must never reach one.
-var shells = []string{"bash", "sh", "dash", "zsh", "ksh", "eval", "exec"}
-
 // PromptPlaceholder in an agent argv is replaced by the prompt.
 const PromptPlaceholder = "{prompt}"
 
@@ -61,33 +58,9 @@ func (a Agent) Name() string {
 // shells and unknown presets, and it is a configuration error when no candidate
 // can run. dir resolves a relative program path such as ./agent.
 func ResolveAgents(st *planspec.State, id string, getenv func(string) string, dir string) ([]Agent, error) {
-	spec := st.Steps[id]
-	var primary planspec.AgentSpec
-	source := "STEP_AGENT_CMD"
-	switch {
-	case spec != nil && !spec.Agent.IsZero():
-		primary, source = spec.Agent, "plan.steps."+id+".agent"
-	case !st.Settings.Agent.IsZero():
-		primary, source = st.Settings.Agent, "stepseq.agent"
-	default:
-		primary.Argv = strings.Fields(getenv("STEP_AGENT_CMD"))
-		if len(primary.Argv) == 0 {
-			return nil, &ConfigError{Msg: "STEP_AGENT_CMD is not set: set it to your agent's command, for example STEP_AGENT_CMD='openclaw agent --message' (the prompt is appended as the last argument), or name a preset in the plan: agent: claude"}
-		}
-	}
-	fallback, fsource := st.Settings.Fallback, "stepseq.fallback"
-	if spec != nil && spec.Fallback != nil {
-		fallback, fsource = spec.Fallback, "plan.steps."+id+".fallback"
-	}
-	specs := []planspec.AgentSpec{primary}
-	sources := []string{source}
-	for i, name := range fallback {
-		f := planspec.AgentSpec{Preset: name}
-		if slices.ContainsFunc(specs, f.Equal) {
-			continue
-		}
-		specs = append(specs, f)
-		sources = append(sources, fmt.Sprintf("%s[%d]", fsource, i))
+	specs, sources, err := candidates(st, id, getenv)
+	if err != nil {
+		return nil, err
 	}
 	agents := make([]Agent, 0, len(specs))
 	for i, s := range specs {
@@ -105,6 +78,41 @@ func ResolveAgents(st *planspec.State, id string, getenv func(string) string, di
 		return nil, &ConfigError{Msg: msg}
 	}
 	return agents, nil
+}
+
+// candidates are the agent specs a step would try, in order, and where each
+// comes from: its agent (the step's own, else the plan's, else STEP_AGENT_CMD),
+// then its fallbacks (the step's, else the plan's), repeats left out.
+func candidates(st *planspec.State, id string, getenv func(string) string) ([]planspec.AgentSpec, []string, error) {
+	spec := st.Steps[id]
+	var primary planspec.AgentSpec
+	source := "STEP_AGENT_CMD"
+	switch {
+	case spec != nil && !spec.Agent.IsZero():
+		primary, source = spec.Agent, "plan.steps."+id+".agent"
+	case !st.Settings.Agent.IsZero():
+		primary, source = st.Settings.Agent, "stepseq.agent"
+	default:
+		primary.Argv = strings.Fields(getenv("STEP_AGENT_CMD"))
+		if len(primary.Argv) == 0 {
+			return nil, nil, &ConfigError{Msg: "STEP_AGENT_CMD is not set: set it to your agent's command, for example STEP_AGENT_CMD='openclaw agent --message' (the prompt is appended as the last argument), or name a preset in the plan: agent: claude"}
+		}
+	}
+	fallback, fsource := st.Settings.Fallback, "stepseq.fallback"
+	if spec != nil && spec.Fallback != nil {
+		fallback, fsource = spec.Fallback, "plan.steps."+id+".fallback"
+	}
+	specs := []planspec.AgentSpec{primary}
+	sources := []string{source}
+	for i, name := range fallback {
+		f := planspec.AgentSpec{Preset: name}
+		if slices.ContainsFunc(specs, f.Equal) {
+			continue
+		}
+		specs = append(specs, f)
+		sources = append(sources, fmt.Sprintf("%s[%d]", fsource, i))
+	}
+	return specs, sources, nil
 }
 
 // ResolveAgent is the first candidate of ResolveAgents that can run.
@@ -148,7 +156,7 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 	// A preset's program is no shell, and its -c or -e is its own (codex -c
 	// key=value, gemini -e extension): only a command given as a list is checked.
 	if s.Preset == "" {
-		if err := checkArgv(a); err != nil {
+		if err := checkArgv(a, dir); err != nil {
 			return a, err
 		}
 	}
@@ -165,17 +173,31 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 	return a, nil
 }
 
-func checkArgv(a Agent) error {
-	base := strings.ToLower(filepath.Base(a.Argv[0]))
-	if slices.Contains(shells, base) {
-		return &ConfigError{Msg: fmt.Sprintf("%s: %q is a shell; stepseq never runs the prompt through a shell: name your agent's binary instead (e.g. openclaw agent --message)", a.Source, a.Argv[0])}
-	}
-	for _, w := range a.Argv[1:] {
-		if w == "-c" || w == "-e" {
-			return &ConfigError{Msg: fmt.Sprintf("%s: %q is a shell flag; stepseq never runs the prompt through a shell: name your agent's binary instead", a.Source, w)}
-		}
+// checkArgv applies the one rule of what an agent may run (planspec.CheckAgentArgv)
+// with what each program word resolves to on this machine: a link named agent
+// that points at /bin/sh is a shell.
+func checkArgv(a Agent, dir string) error {
+	if err := planspec.CheckAgentArgv(a.Argv, func(w string) string { return resolveProgram(w, dir) }); err != nil {
+		return &ConfigError{Msg: a.Source + ": " + err.Error()}
 	}
 	return nil
+}
+
+// resolveProgram is the file the program word runs, symbolic links followed,
+// or "" when it cannot be found.
+func resolveProgram(word, dir string) string {
+	if strings.Contains(word, "/") && !filepath.IsAbs(word) {
+		word = filepath.Join(dir, word)
+	}
+	path, err := exec.LookPath(word)
+	if err != nil {
+		return ""
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	return real
 }
 
 // Command is the argv for one try: {prompt} replaced by the prompt, or the prompt

@@ -202,14 +202,14 @@ func (d *driver) start(l StartAgent) {
 		d.launchAgent(l, []Agent{a}, 0)
 		return
 	}
-	agents, err := ResolveAgents(st, l.Step, d.rt.Getenv, d.rt.WS.Dir)
+	agents, err := d.rt.resolveAgents(st, l.Step)
 	if err != nil {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
 	idx := NextAgent(agents, -1)
 	if idx < 0 {
-		_, err := ResolveAgent(st, l.Step, d.rt.Getenv, d.rt.WS.Dir)
+		_, err := d.rt.resolveAgent(st, l.Step)
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
@@ -601,7 +601,7 @@ func (d *driver) resolve(st *planspec.State, id string) (Agent, error) {
 	if c := &d.agentFor; c.st == st && c.id == id && c.agent.Argv != nil {
 		return c.agent, nil
 	}
-	a, err := ResolveAgent(st, id, d.rt.Getenv, d.rt.WS.Dir)
+	a, err := d.rt.resolveAgent(st, id)
 	if err != nil {
 		return a, err
 	}

@@ -152,7 +152,7 @@ func (w Workspace) Archive(data []byte, name string) (string, error) {
 // still IN_PROGRESS is kept unless force; a state being replaced is archived first,
 // so nothing is lost. It returns the new state and where the old one went.
 func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.State, string, error) {
-	if pf.Plan == nil {
+	if pf = r.AdmitPlan(pf, FromWorkspace); pf.Plan == nil {
 		return nil, "", pf.Err
 	}
 	archived := ""

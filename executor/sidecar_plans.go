@@ -120,7 +120,7 @@ func (s *Sidecar) intakePlans() {
 			continue
 		}
 		path := filepath.Join(s.opt.PlansDir, n)
-		pf := ReadPlanFileIn(s.Root(), s.rel(path))
+		pf := s.AdmitPlan(ReadPlanFileIn(s.Root(), s.rel(path)), FromWorkspace)
 		if errors.Is(pf.Err, fs.ErrNotExist) {
 			continue
 		}

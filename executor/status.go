@@ -200,7 +200,7 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 		} else {
 			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", try)
 		}
-		if _, err := ResolveAgent(clone, d.Step, rt.Getenv, rt.WS.Dir); err != nil {
+		if _, err := rt.resolveAgent(clone, d.Step); err != nil {
 			w.Action, w.LaunchError = CannotLaunch, err.Error()
 			w.Reason = fmt.Sprintf("unable to launch try %d: %v", try, err)
 		}

@@ -22,6 +22,8 @@ type Runtime struct {
 	PipeGrace time.Duration
 	// Lock is the workspace lock the driver holds; it records the running agent.
 	Lock *Lock
+	// Allow is --allow-agent: when not nil, the only agents launched.
+	Allow *AllowList
 
 	root *os.Root
 }

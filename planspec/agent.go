@@ -71,7 +71,11 @@ func (d *planDecoder) agent(n *yaml.Node, field string) AgentSpec {
 	case n.Kind == yaml.AliasNode:
 		d.alias(n, field)
 	case n.Kind == yaml.SequenceNode:
-		return AgentSpec{Argv: d.words(n, field)}
+		argv := d.words(n, field)
+		if err := CheckAgentArgv(argv, nil); err != nil {
+			d.fail(n, field, "%s: %v", lastKey(field), err)
+		}
+		return AgentSpec{Argv: argv}
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str":
 		if err := CheckPreset(n.Value); err != nil {
 			d.fail(n, field, "%s: %v", lastKey(field), err)
