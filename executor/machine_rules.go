@@ -372,6 +372,14 @@ func (m *Machine) conclude(t *tryExit) {
 	v := m.verdict(t)
 	Record(m.st, t.step, t.exit, v, m.now)
 	run := m.st.Run(t.step)
+	if t.blocked == "" {
+		// A report timer's blocker was about a running agent that went silent;
+		// with the agent gone, its cause is gone. A worker's blocked report holds.
+		clearReportBlockers(m.st, t.step)
+		if run.Phase == planspec.PhaseBlocked {
+			run.Phase = planspec.PhasePlanned
+		}
+	}
 	switch {
 	case v.OK:
 		run.Phase = planspec.PhaseDone

@@ -850,3 +850,42 @@ func TestMachine_WatchDeltas(t *testing.T) {
 		t.Fatalf("the plan's end: paths %v, added %v, removed %v; want b's folder gone", paths, added, removed)
 	}
 }
+
+// A report timer's blocker is about an agent that went silent: once the agent has
+// exited, the blocker goes with it, whatever the verdict; a plan that ends DONE
+// keeps none.
+func TestMachine_TimeoutBlockerEndsWithItsTry(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		exit Exit
+		want string // the step's status after the exit
+	}{
+		{"the try succeeds", Exit{Code: 0}, planspec.StatusDone},
+		{"the try fails", Exit{Code: 1, Stderr: "boom"}, planspec.StatusInProgress},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, planAB(`,"stepseq":{"idleTimeout":"3m"}`), true)
+			r.at(5 * time.Minute)
+			r.feed(TimerFired{})
+			if r.run("a").Phase != planspec.PhaseBlocked || len(r.m.State().Blockers) != 1 {
+				t.Fatalf("phase %s, blockers %q: want the idle timeout's block", r.run("a").Phase, r.m.State().Blockers)
+			}
+			r.take()
+			r.feed(AgentExited{Step: "a", Try: 1, Exit: tc.exit})
+			if b := r.m.State().Blockers; len(b) != 0 {
+				t.Errorf("blockers %q after the agent exited", b)
+			}
+			if r.run("a").Phase == planspec.PhaseBlocked {
+				t.Errorf("phase still blocked after the agent exited")
+			}
+			if tc.want == planspec.StatusDone {
+				r.feed(AgentExited{Step: "b", Try: 1, Exit: Exit{Code: 0}})
+				if st := r.m.State(); st.Status != planspec.StatusDone || len(st.Blockers) != 0 {
+					t.Errorf("plan %s with blockers %q", st.Status, st.Blockers)
+				}
+			} else if s, ok := started(r.take()); !ok || s.Step != "a" || s.Try != 2 {
+				t.Errorf("start %+v, want a's retry", s)
+			}
+		})
+	}
+}
