@@ -36,7 +36,7 @@ type StepReport struct {
 	// DurationMs is the last try's run time: from the agent's start to its end, or
 	// to now while it runs.
 	DurationMs *int64  `json:"durationMs"`
-	Running    bool    `json:"running,omitempty"`
+	Running    bool    `json:"running,omitempty"` // its agent runs now
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
 	// Phase is where the step stands in the workflow protocol (DESIGN §7), as a
@@ -119,6 +119,11 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 			if d, running, ok := runDuration(run, now); ok {
 				ms := d.Milliseconds()
 				s.DurationMs, s.Running = &ms, running
+			}
+			if run.Status == planspec.StatusInProgress && !stillRunning(rt.WS, id, run) {
+				// Its agent is gone (a Ctrl-C, a crash): nothing runs, and the
+				// next pass starts the try again without spending one.
+				s.DurationMs, s.Running, s.Phase = nil, false, PhaseInterrupted
 			}
 		}
 		r.Steps = append(r.Steps, s)
@@ -258,6 +263,11 @@ func stillRunning(ws Workspace, id string, run *planspec.StepRun) bool {
 	err := unix.Kill(h.PID, 0)
 	return err == nil || errors.Is(err, unix.EPERM)
 }
+
+// PhaseInterrupted is the phase status shows for an IN_PROGRESS step whose agent
+// is gone: stepseq was stopped or killed while it ran, and the next check or
+// sidecar pass runs the try again.
+const PhaseInterrupted = "interrupted"
 
 // DisplayPhase is step id's phase as status shows it. A record the original wrote
 // has none: its status says it. Nobody is told a step is in progress before its

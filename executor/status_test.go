@@ -357,7 +357,7 @@ func TestDescribe(t *testing.T) {
 		Steps: []StepReport{
 			{ID: "a", Title: "A", Status: "DONE", Tries: 2, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
 				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},
-			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, DurationMs: ms(60000), Running: true, Logs: []TryLogPath{}, Phase: "running", Errors: []planspec.TryError{}},
+			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, Logs: []TryLogPath{}, Phase: "interrupted", Errors: []planspec.TryError{}},
 			{ID: "c", Title: "C", Status: "DONE", Skipped: true, Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},
 		},
 		WaitingFor: Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"},
@@ -370,6 +370,41 @@ func TestDescribe(t *testing.T) {
 	}
 	if _, err := os.Stat(w.path(MetaDir)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Describe made %s: %v", MetaDir, err)
+	}
+}
+
+// A step left IN_PROGRESS whose agent is gone (stepseq stopped by a Ctrl-C) shows
+// interrupted, not running; with its agent alive under a live stepseq, running.
+func TestDescribe_InterruptedIsNotRunning(t *testing.T) {
+	now := time.Date(2026, 2, 10, 12, 1, 0, 0, time.UTC)
+	js := `{"plan": {"steps": {"a": {"title": "A", "instruction": "x"}}}, "stepQueue": ["a"], "currentStep": 0,
+		"stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 1, "stepseq": {"startedIso": "2026-02-10T12:00:00+00:00"}}},
+		"stepDelayMinutes": 0, "blockers": [], "status": "IN_PROGRESS"}`
+	w := newTestWS(t, "")
+	rt := w.chain().Runtime
+	got, err := Describe(rt, parse(t, js), now, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Steps[0]; s.Running || s.Phase != PhaseInterrupted || s.DurationMs != nil {
+		t.Errorf("no stepseq holds the workspace: running %v phase %q duration %v, want interrupted", s.Running, s.Phase, s.DurationMs)
+	}
+	lock, _, err := TryLock(rt.WS, "watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	ticks, err := StartTicks(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.SetAgent(&AgentHandle{Step: "a", Try: 1, PID: os.Getpid(), StartTicks: ticks})
+	got, err = Describe(rt, parse(t, js), now, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Steps[0]; !s.Running || s.Phase != "running" {
+		t.Errorf("its agent alive: running %v phase %q, want running", s.Running, s.Phase)
 	}
 }
 

@@ -174,3 +174,22 @@ func TestWatch_TwoSignalsAtOnceAreOneStop(t *testing.T) {
 		t.Errorf("agent %d outlived the sidecar's shutdown", agent)
 	}
 }
+
+// After a Ctrl-C the step is not running: status says interrupted, to be retried.
+func TestStatus_AfterCtrlCShowsInterrupted(t *testing.T) {
+	stepseq, demo := builtBinaries(t)
+	cmd, dir, _ := startWatch(t, stepseq, demo)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("watch after SIGINT: %v, want exit 0", err)
+	}
+	out, _ := exec.Command(stepseq, "status", "--json", dir).Output()
+	if strings.Contains(string(out), `"running": true`) || !strings.Contains(string(out), `"phase": "interrupted"`) {
+		t.Errorf("status --json after a Ctrl-C, want phase interrupted and not running:\n%s", out)
+	}
+	out, _ = exec.Command(stepseq, "status", dir).Output()
+	table := string(out)
+	if !strings.Contains(table, "interrupted") || strings.Contains(table, "running ") {
+		t.Errorf("status after a Ctrl-C, want the step interrupted, not running:\n%s", table)
+	}
+}
