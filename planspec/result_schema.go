@@ -1,0 +1,358 @@
+package planspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// ResultSchema is a compiled result schema.
+//
+// It is checked with the JSON Schema library the MCP SDK links
+// (github.com/google/jsonschema-go), so that the binary holds one. That library
+// stops at a value's first violation; so that a worker is told every violation
+// with its path, the schema is also kept as a tree of nodes down its properties,
+// additionalProperties, prefixItems and items, each node compiled with its own
+// keywords and its children's schemas emptied. A value is valid when the whole
+// schema holds it; when it does not, every node of the tree that the value
+// reaches reports the first of its own violations at the value's path.
+type ResultSchema struct {
+	whole *jsonschema.Resolved
+	tree  *resultNode // nil when a reference needs the whole schema around it
+}
+
+// resultNode is one schema of a result schema's tree: its own keywords, and the
+// nodes of the values under it.
+type resultNode struct {
+	own        *jsonschema.Resolved
+	props      map[string]*resultNode
+	additional *resultNode // additionalProperties when a schema and there are no patternProperties
+	prefix     []*resultNode
+	items      *resultNode
+}
+
+var resultSchemas sync.Map // string(raw) → *ResultSchema
+
+// jsonTypes are the words of `type`.
+var jsonTypes = []string{"null", "boolean", "object", "array", "number", "integer", "string"}
+
+// schemaVersions are the `$schema` values the library validates; none is 2020-12.
+var schemaVersions = []string{
+	"https://json-schema.org/draft/2020-12/schema",
+	"http://json-schema.org/draft-07/schema#",
+	"https://json-schema.org/draft-07/schema#",
+}
+
+// CompileResultSchema compiles a result schema given as JSON. Schemas already
+// compiled are not compiled again. A reference may only point inside the schema
+// (a plan's schema must not read files or the network).
+func CompileResultSchema(raw json.RawMessage) (*ResultSchema, error) {
+	if c, ok := resultSchemas.Load(string(raw)); ok {
+		return c.(*ResultSchema), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // the schema's numbers are compiled as written
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not JSON: %v", err)
+	}
+	switch doc.(type) {
+	case map[string]any, bool:
+	default:
+		return nil, fmt.Errorf("want a JSON Schema object, like {type: object, required: [url]}")
+	}
+	if m, ok := doc.(map[string]any); ok {
+		if v, ok := m["$schema"].(string); ok && !slices.Contains(schemaVersions, v) {
+			return nil, fmt.Errorf("$schema %q: want draft 2020-12 (%s) or draft-07", v, schemaVersions[0])
+		}
+	}
+	local := true
+	if err := checkSchema(doc, "", &local); err != nil {
+		return nil, err
+	}
+	whole, err := resolveSchema(doc)
+	if err != nil {
+		return nil, err
+	}
+	rs := &ResultSchema{whole: whole}
+	if local {
+		m, _ := doc.(map[string]any)
+		defs := map[string]any{}
+		for _, k := range []string{"$defs", "definitions"} {
+			if d, ok := m[k]; ok {
+				defs[k] = d
+			}
+		}
+		// The whole compiled, so does each node: its references are to $defs,
+		// which every node carries.
+		if rs.tree, err = compileNode(doc, defs, true, nil); err != nil {
+			return nil, err
+		}
+	}
+	got, _ := resultSchemas.LoadOrStore(string(raw), rs)
+	return got.(*ResultSchema), nil
+}
+
+// Subschema keywords, by the shape of their value.
+var (
+	schemaKeys = []string{"additionalProperties", "not", "if", "then", "else", "contains",
+		"propertyNames", "unevaluatedItems", "unevaluatedProperties", "additionalItems", "items"}
+	schemaListKeys = []string{"allOf", "anyOf", "oneOf", "prefixItems", "items"}
+	schemaMapKeys  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+
+// checkSchema checks what the library leaves unchecked in the schema at at (a
+// JSON pointer) and under it: `type` names JSON types and `$ref` stays inside the
+// schema. local is cleared when a reference needs the whole schema around its
+// node (one outside $defs, an $id, $anchor or dynamic reference).
+func checkSchema(s any, at string, local *bool) error {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if err := checkType(m["type"], at); err != nil {
+		return err
+	}
+	if ref, ok := m["$ref"].(string); ok {
+		if !strings.HasPrefix(ref, "#") {
+			return fmt.Errorf("%s/$ref %q: a result schema may only refer to itself ($ref to #/$defs/…)", at, ref)
+		}
+		if !strings.HasPrefix(ref, "#/$defs/") && !strings.HasPrefix(ref, "#/definitions/") {
+			*local = false
+		}
+	}
+	for _, k := range []string{"$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef"} {
+		if _, ok := m[k]; ok {
+			*local = false
+		}
+	}
+	for _, k := range schemaKeys {
+		if err := checkSchema(m[k], at+"/"+k, local); err != nil {
+			return err
+		}
+	}
+	for _, k := range schemaListKeys {
+		list, _ := m[k].([]any)
+		for i, sub := range list {
+			if err := checkSchema(sub, fmt.Sprintf("%s/%s/%d", at, k, i), local); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range schemaMapKeys {
+		subs, _ := m[k].(map[string]any)
+		for name, sub := range subs {
+			if err := checkSchema(sub, at+"/"+k+"/"+escapePointer(name), local); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkType(t any, at string) error {
+	if t == nil {
+		return nil
+	}
+	words, ok := t.([]any)
+	if !ok {
+		words = []any{t}
+	}
+	for _, w := range words {
+		if s, ok := w.(string); !ok || !slices.Contains(jsonTypes, s) {
+			return fmt.Errorf("%s/type: %v is not a JSON type (%s)", at, w, strings.Join(jsonTypes, ", "))
+		}
+	}
+	return nil
+}
+
+// resolveSchema compiles one schema document.
+func resolveSchema(doc any) (*jsonschema.Resolved, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	return s.Resolve(nil)
+}
+
+// compileNode compiles schema s as a node: its own keywords, with the schemas of
+// its properties, additionalProperties, prefixItems and items emptied (true) and
+// compiled as its children. defs are the root's $defs, which a node below the
+// root carries so that its references resolve. A schema that is only a $ref to
+// one of them is compiled as that schema, so that the values under it are
+// located too, unless the reference is already being followed (expanding).
+func compileNode(s any, defs map[string]any, root bool, expanding []string) (*resultNode, error) {
+	m, ok := s.(map[string]any)
+	if !ok {
+		own, err := resolveSchema(s)
+		return &resultNode{own: own}, err
+	}
+	if ref, ok := m["$ref"].(string); ok && len(m) == 1 && !slices.Contains(expanding, ref) {
+		if def := lookupDef(defs, ref); def != nil {
+			return compileNode(def, defs, false, append(slices.Clip(expanding), ref))
+		}
+	}
+	own := make(map[string]any, len(m)+len(defs))
+	for k, v := range m {
+		own[k] = v
+	}
+	if !root {
+		for k, v := range defs {
+			own[k] = v
+		}
+	}
+	n := &resultNode{}
+	var err error
+	child := func(sub any) *resultNode {
+		c, e := compileNode(sub, defs, false, expanding)
+		err = errors.Join(err, e)
+		return c
+	}
+	if props, ok := m["properties"].(map[string]any); ok {
+		n.props = make(map[string]*resultNode, len(props))
+		emptied := make(map[string]any, len(props))
+		for name, sub := range props {
+			n.props[name] = child(sub)
+			emptied[name] = true
+		}
+		own["properties"] = emptied
+	}
+	if add, ok := m["additionalProperties"].(map[string]any); ok && m["patternProperties"] == nil {
+		n.additional = child(add)
+		own["additionalProperties"] = true
+	}
+	if list, ok := m["prefixItems"].([]any); ok {
+		emptied := make([]any, len(list))
+		for i, sub := range list {
+			n.prefix = append(n.prefix, child(sub))
+			emptied[i] = true
+		}
+		own["prefixItems"] = emptied
+	}
+	if items, ok := m["items"].(map[string]any); ok {
+		n.items = child(items)
+		own["items"] = true
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.own, err = resolveSchema(own)
+	return n, err
+}
+
+// lookupDef is the schema a reference "#/$defs/name" (or "#/definitions/name")
+// names, nil when it names none.
+func lookupDef(defs map[string]any, ref string) any {
+	for k, v := range defs {
+		name, ok := strings.CutPrefix(ref, "#/"+k+"/")
+		if !ok {
+			continue
+		}
+		m, _ := v.(map[string]any)
+		name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
+		if def, ok := m[name]; ok {
+			return def
+		}
+	}
+	return nil
+}
+
+// Validate checks a result against the schema and returns every violation as
+// "<instance path>: <message>", the path "/" for the value itself. A missing
+// result is one violation.
+func (rs *ResultSchema) Validate(result json.RawMessage) []string {
+	if len(bytes.TrimSpace(result)) == 0 {
+		return []string{"/: no result: the done report must carry a result that satisfies the step's result schema"}
+	}
+	var inst any
+	if err := json.Unmarshal(result, &inst); err != nil {
+		return []string{"/: not JSON: " + err.Error()}
+	}
+	err := rs.whole.Validate(inst)
+	if err == nil {
+		return nil
+	}
+	var out []string
+	if rs.tree != nil {
+		rs.tree.collect(inst, nil, &out)
+	}
+	if len(out) == 0 { // a violation only the whole sees, as through a reference
+		out = []string{"/: " + violation(err)}
+	}
+	return out
+}
+
+// collect appends the violations of inst, at path, against n and its children.
+func (n *resultNode) collect(inst any, path []string, out *[]string) {
+	if err := n.own.Validate(inst); err != nil {
+		*out = append(*out, instancePath(path)+": "+violation(err))
+	}
+	under := func(c *resultNode, key string, v any) {
+		if c != nil {
+			c.collect(v, append(slices.Clip(path), key), out)
+		}
+	}
+	switch v := inst.(type) {
+	case map[string]any:
+		names := make([]string, 0, len(v))
+		for name := range v {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			c, ok := n.props[name]
+			if !ok {
+				c = n.additional
+			}
+			under(c, name, v[name])
+		}
+	case []any:
+		for i, e := range v {
+			c := n.items
+			if i < len(n.prefix) {
+				c = n.prefix[i]
+			}
+			under(c, fmt.Sprint(i), e)
+		}
+	}
+}
+
+// violation is the library's message without the schema locations it wraps it
+// in ("validating root: validating /$defs/a: ").
+func violation(err error) string {
+	msg := err.Error()
+	for strings.HasPrefix(msg, "validating ") {
+		_, rest, ok := strings.Cut(msg, ": ")
+		if !ok {
+			break
+		}
+		msg = rest
+	}
+	return msg
+}
+
+func instancePath(tokens []string) string {
+	if len(tokens) == 0 {
+		return "/"
+	}
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(escapePointer(t))
+	}
+	return b.String()
+}
+
+func escapePointer(t string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
+}
