@@ -505,7 +505,18 @@ func (d *driver) drainReports(id string) {
 			refuseReportFile(path, []string{err.Error()})
 			continue
 		}
+		if len(data) == 0 {
+			// A file just made, its writer yet to write: judged when its content
+			// comes (the write is an event), never refused as empty midway.
+			continue
+		}
 		rep, err := planspec.ParseReport(bytes.NewReader(data), rel)
+		if err != nil && growing(path, len(data)) {
+			// Read while its writer was midway: what was read is not what is
+			// meant. The write that made it grow is an event that drains the
+			// folder again, and the whole file is judged then.
+			continue
+		}
 		if err != nil {
 			refuseReportFile(path, []string{err.Error()})
 			d.rt.record(Entry{Event: "report-refused", Step: id, Reason: err.Error(), Detail: map[string]any{"via": "file"}})
@@ -517,6 +528,13 @@ func (d *driver) drainReports(id string) {
 		}
 		d.feed(in)
 	}
+}
+
+// growing reports whether the file at path has grown past the n bytes just read
+// from it, or was replaced.
+func growing(path string, n int) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() != int64(n)
 }
 
 // reportFile reports whether a name in a report folder is a report to read.

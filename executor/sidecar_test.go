@@ -522,3 +522,51 @@ func listOf(v any) []string {
 	}
 	return out
 }
+
+// TestSidecar_ReportFileJudgedWhole: a report file is judged on what its writer
+// meant, not on what a read caught midway: an empty file just made waits for its
+// content, and a file that ends up over the cap is refused as over the cap, not
+// as an empty report.
+func TestSidecar_ReportFileJudgedWhole(t *testing.T) {
+	w := newTestWS(t, "")
+	gate := w.path("go.txt")
+	w.write(plan("", `"instruction":"waitfor:`+gate+`"`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("s1 running", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusInProgress })
+	dir := Workspace{Dir: w.dir}.ReportsDir("s1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big, err := os.Create(filepath.Join(dir, "1-big.yaml")) // made, not yet written
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	// A whole report dropped after it: once it is taken, the folder was read with
+	// the empty file in it.
+	ok := filepath.Join(dir, "1-ok.yaml")
+	if err := os.WriteFile(ok+".tmp", []byte("status: accepted\nsummary: s\nevidence: e\nrisk: none\nnext: n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(ok+".tmp", ok); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, err := os.Stat(ok); return errors.Is(err, os.ErrNotExist) })
+	if _, err := os.Stat(big.Name() + ".why"); err == nil {
+		why, _ := os.ReadFile(big.Name() + ".why")
+		t.Fatalf("an empty file just made was judged: %s", why)
+	}
+	// It becomes 1 MiB: the size is set in one call, so every read sees it whole.
+	if err := big.Truncate(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, err := os.Stat(big.Name() + ".rejected"); return err == nil }) // after its .why
+	why, _ := os.ReadFile(big.Name() + ".why")
+	if !strings.Contains(string(why), "over the 64 KiB cap for a report") {
+		t.Errorf("why: %s, want the cap", why)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("s1 done", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusDone })
+}

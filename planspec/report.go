@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -79,6 +80,17 @@ func ParseReport(r io.Reader, name string) (Report, error) {
 	}
 	if len(data) > MaxReportSize {
 		return Report{}, fmt.Errorf("%s: larger than %d KiB: a report is a few lines", name, MaxReportSize>>10)
+	}
+	if !utf8.Valid(data) {
+		at := 0
+		for at < len(data) {
+			r, w := utf8.DecodeRune(data[at:])
+			if r == utf8.RuneError && w <= 1 {
+				break
+			}
+			at += w
+		}
+		return Report{}, fmt.Errorf("%s: not UTF-8 text (a bad byte 0x%02x at offset %d): write the report as UTF-8", name, data[at], at)
 	}
 	text := bytes.TrimSpace(data)
 	if len(text) == 0 {
@@ -238,8 +250,11 @@ func (r Report) Problems() []string {
 	var out []string
 	vals := map[string]string{"status": r.Status, "summary": r.Summary, "evidence": r.Evidence, "risk": r.Risk, "next": r.Next}
 	for _, f := range reportFields {
-		if strings.TrimSpace(vals[f]) == "" {
+		switch {
+		case strings.TrimSpace(vals[f]) == "":
 			out = append(out, fmt.Sprintf("missing %s: %s", f, fieldHint[f]))
+		case !utf8.ValidString(vals[f]):
+			out = append(out, fmt.Sprintf("%s: not UTF-8 text: write it as UTF-8", f))
 		}
 	}
 	if r.Status != "" && !slices.Contains([]string{ReportAccepted, ReportMilestone, ReportBlocked, ReportDone}, r.Status) {

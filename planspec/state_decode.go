@@ -149,6 +149,11 @@ func (d *stateDecoder) state(data []byte) *State {
 			st.memo.stepsOrder = steps.keys
 			st.Steps = make(map[string]*StepSpec, len(steps.keys))
 			for _, id := range steps.keys {
+				if strings.ContainsRune(id, 0) {
+					// Refused here, not at launch: no agent can be told this id
+					// (STEPSEQ_STEP), and each launch would spend a try on it.
+					d.fail("plan.steps", "step id %q contains a NUL byte, which no agent can be given: rename the step (and its stepQueue entry)", clip(id, 60))
+				}
 				st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
 			}
 		}

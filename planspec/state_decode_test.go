@@ -59,3 +59,14 @@ func TestParseState_BadTryRecord(t *testing.T) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }
+
+// TestParseState_NULStepID: a step id that no agent can be given is refused when
+// the state is read, naming it, rather than at each launch, spending the tries.
+func TestParseState_NULStepID(t *testing.T) {
+	js := `{"plan":{"steps":{"a\u0000b":{"title":"A","instruction":"x"}}},"stepQueue":["a\u0000b"],"currentStep":0}`
+	_, err := ParseState(strings.NewReader(js), "state.json")
+	want := `state.json: plan.steps: step id "a\x00b" contains a NUL byte, which no agent can be given: rename the step (and its stepQueue entry)`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}

@@ -130,12 +130,24 @@ type SubmitVerdict struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
+// maxPlanName bounds a submitted plan's name: plans/<name>.yaml and its record
+// .stepseq/plans/<name>.json must fit the 255 bytes of a file name.
+const maxPlanName = 200
+
 func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, SubmitVerdict, error) {
 	name := strings.TrimSuffix(strings.TrimSuffix(in.Name, ".yaml"), ".plan")
 	if name == "" || strings.Trim(name, "._-") == "" || strings.ContainsAny(name, "/\\") || strings.ContainsFunc(name, func(r rune) bool {
 		return !(r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
 	}) {
 		return nil, SubmitVerdict{}, fmt.Errorf("name %q: want letters, digits, \".\", \"_\" or \"-\", like \"research\"", in.Name)
+	}
+	// Refused at once, with the reason: the sidecar reads no hidden plan file, so
+	// waiting for its verdict would only time out.
+	if strings.HasPrefix(name, ".") {
+		return nil, SubmitVerdict{}, fmt.Errorf("name %q: a name that starts with \".\" is a hidden file, which the sidecar does not read; start it with a letter or digit, like %q", in.Name, strings.TrimLeft(name, "."))
+	}
+	if len(name) > maxPlanName {
+		return nil, SubmitVerdict{}, fmt.Errorf("name %q: longer than %d bytes; a file name must fit the file system", in.Name[:40]+"…", maxPlanName)
 	}
 	rel := "plans/" + name + ".yaml"
 	if _, v := validate(in.YAML); !v.Valid {

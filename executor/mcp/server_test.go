@@ -273,3 +273,24 @@ func TestServer_ConditionErrorHidesEnv(t *testing.T) {
 		t.Errorf("status: want the reason without the value, got %s", data)
 	}
 }
+
+// TestServer_SubmitRefusesNames: a name the sidecar would never read, or that no
+// file system can hold, is refused at once with the reason, and nothing is written.
+func TestServer_SubmitRefusesNames(t *testing.T) {
+	w := newWorkspace(t)
+	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+	cs := connect(t, srv, "worker")
+	for _, tc := range []struct{ name, want string }{
+		{".hidden", `name ".hidden": a name that starts with "." is a hidden file, which the sidecar does not read; start it with a letter or digit, like "hidden"`},
+		{"..x.yaml", `start it with a letter or digit, like "x"`},
+		{strings.Repeat("n", 300), "longer than 200 bytes"},
+		{"a\x00b", "want letters, digits"},
+	} {
+		if out, errText := call(t, cs, "plan_submit", map[string]any{"name": tc.name, "yaml": pullPlan}); !strings.Contains(errText, tc.want) {
+			t.Errorf("name %.40q: got %v %q, want an error containing %q", tc.name, out, errText, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(w.rt.WS.Dir, "plans")); len(entries) != 0 {
+		t.Errorf("plans written: %v", entries)
+	}
+}
