@@ -343,11 +343,14 @@ func TestWatcher_LeadingEdge(t *testing.T) {
 
 // TestWatcher_ExpectedEcho: the consumer's own write, announced, is delivered,
 // and a gate opened a moment later is still due at once (the settle window is
-// an hour: without Expect the gate would wait for it).
+// an hour: without Expect the gate would wait for it). The state file is
+// written as the sidecar writes it, whole by a rename: one event. Written in
+// place it makes two (a create, then a write), and the write, read after the
+// create's batch went out, is a change nobody announced.
 func TestWatcher_ExpectedEcho(t *testing.T) {
 	h := watch(t, Config{Paths: []string{"state.json", "approved.txt"}, Settle: time.Hour})
 	h.w.Expect("state.json")
-	h.write("state.json", "{}")
+	h.replace("state.json", "{}")
 	h.waitFor("state.json")
 	h.write("approved.txt", "yes")
 	h.waitFor("approved.txt")

@@ -91,6 +91,14 @@ func (h *harness) write(rel, content string) {
 	}
 }
 
+// replace writes rel whole by a rename from a scratch file beside it, as the
+// sidecar writes its state file: rel sees one event, not a create and a write.
+func (h *harness) replace(rel, content string) {
+	h.t.Helper()
+	h.write(rel+".tmp", content)
+	h.rename(rel+".tmp", rel)
+}
+
 func (h *harness) mkdir(rel string) {
 	h.t.Helper()
 	if err := os.MkdirAll(h.abs(rel), 0o755); err != nil {
