@@ -257,10 +257,11 @@ type Machine struct {
 	writeTries     int
 	writeAt        time.Time
 
-	run       *tryRun  // the try dispatched, launched or being judged
-	pending   *tryExit // an exit to judge once the state is read again
-	awaiting  *tryExit // exited 0, outputs awaited until deadline
-	inherited bool     // waiting for an agent a previous stepseq left
+	run       *tryRun         // the try dispatched, launched or being judged
+	pending   *tryExit        // an exit to judge once the state is read again
+	awaiting  *tryExit        // exited 0, outputs awaited until deadline
+	removed   *planspec.State // the state held when its file was removed, until taken
+	inherited bool            // waiting for an agent a previous stepseq left
 	delayAt   time.Time
 	force     bool // RunCurrent: the runner's step is due
 	forced    string
@@ -384,6 +385,14 @@ func (m *Machine) markDirty(reason string) {
 // to be judged. A new plan waits for it.
 func (m *Machine) Busy() bool {
 	return m.run != nil || m.pending != nil || m.awaiting != nil
+}
+
+// TakeRemoved returns the state the machine held when its file was removed, once:
+// the run that went with the file, for the driver to keep in the history.
+func (m *Machine) TakeRemoved() *planspec.State {
+	st := m.removed
+	m.removed = nil
+	return st
 }
 
 // Holds reports whether the machine still waits on the exited try: to judge it,

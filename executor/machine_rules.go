@@ -27,8 +27,17 @@ func (m *Machine) stateRead(in StateRead) {
 		m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
 	case errors.Is(in.Err, fs.ErrNotExist):
 		if m.st != nil {
-			m.log(slog.LevelInfo, "state file removed")
+			// The run is gone with its file: its agent is stopped and its
+			// verdict dropped. The driver keeps the last state held (Removed).
+			m.removed = m.st
+			m.log(slog.LevelWarn, "state file removed: its run is gone", "plan", m.st.Settings.Name)
+			m.journal(Entry{Event: "state-removed", Reason: "state.json removed: its run is gone"})
+			if r := m.run; r != nil && r.launched && r.stopReason == "" {
+				r.stopReason = "state.json removed: its run is gone"
+				m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
+			}
 		}
+		m.awaiting = nil
 		m.st, m.conds, m.bad, m.badAt, m.badTries = nil, nil, nil, time.Time{}, 0
 		m.dirty = false
 		m.dropUnlaunched()
@@ -338,6 +347,10 @@ func (m *Machine) agentExited(in AgentExited) {
 // judge takes a finished try on the current state. An exit 0 with outputs still
 // missing waits for them when the step sets awaitOutputs.
 func (m *Machine) judge(t *tryExit) {
+	if m.st == nil {
+		m.journal(Entry{Event: "dropped", Step: t.step, Try: t.try, Reason: "state.json removed while it ran"})
+		return
+	}
 	spec := m.st.Steps[t.step]
 	if spec == nil {
 		m.log(slog.LevelWarn, "step removed from the plan while it ran; result dropped", "step", t.step)

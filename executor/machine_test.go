@@ -665,6 +665,18 @@ func TestChoosePlans(t *testing.T) {
 			recs:   map[string]PlanRecord{"a": {Status: PlanInvalid, AppliedHash: "h1"}},
 			active: ActivePlan{Present: true, Source: "plans/a.yaml", Hash: "h1"}, updates: []string{"a:active"}},
 		{name: "an invalid file already judged", files: []PlanFile{invalid}, seen: map[string]string{"/ws/plans/bad.yaml": "hbad"}},
+		{name: "the active plan's state removed: applied again as new", files: []PlanFile{valid("a", "h1")},
+			seen:   map[string]string{"/ws/plans/a.yaml": "h1"},
+			recs:   map[string]PlanRecord{"a": {Status: PlanActive, AppliedHash: "h1"}},
+			active: ActivePlan{Missing: true}, apply: "a"},
+		{name: "the active plan's state removed, its try still in flight: its record stays", files: []PlanFile{valid("a", "h1")},
+			seen:   map[string]string{"/ws/plans/a.yaml": "h1"},
+			recs:   map[string]PlanRecord{"a": {Status: PlanActive, AppliedHash: "h1"}},
+			active: ActivePlan{Missing: true}, busy: true},
+		{name: "a finished plan's state removed: not run again", files: []PlanFile{valid("a", "h1")},
+			seen:   map[string]string{"/ws/plans/a.yaml": "h1"},
+			recs:   map[string]PlanRecord{"a": {Status: PlanFinished, AppliedHash: "h1"}},
+			active: ActivePlan{Missing: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -55,6 +55,10 @@ func ListPlans(ws Workspace, plansDir string, st *planspec.State) ([]PlanListing
 		switch {
 		case ok:
 			l.Status, l.Errors, l.JudgedAt = rec.Status, rec.Errors, rec.JudgedAt
+			if rec.Status == PlanActive && st == nil && !fileExists(ws.State) {
+				// Its run went with state.json: a sidecar applies it again as new.
+				l.Status = PlanWaiting
+			}
 		default:
 			l.Status = PlanNew
 			if pf := ReadPlanFile(path, source); pf.Plan == nil {

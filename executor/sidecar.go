@@ -365,7 +365,13 @@ func (s *Sidecar) took() {
 
 // afterPlan lets the next plan waiting in the folder start once one is over.
 func (s *Sidecar) afterPlan() {
-	if s.d.m.Done() {
+	m := s.d.m
+	if st := m.TakeRemoved(); st != nil {
+		s.keepRemoved(st)
+	}
+	// With no state file (removed, or never written), a plan waits for nothing
+	// but a try of the removed run still in flight.
+	if m.Done() || m.State() == nil && m.Err() == nil && !m.Busy() {
 		s.intakePlans()
 	}
 }

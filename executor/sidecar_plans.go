@@ -18,6 +18,9 @@ type ActivePlan struct {
 	Source  string // the plan file it came from; "" for a hand-written state
 	Hash    string // the content applied
 	Done    bool   // the plan is DONE
+	// Missing is true when there is no state file at all: the run of a plan whose
+	// record still says active went with it, and the plan is applied again as new.
+	Missing bool
 }
 
 // PlanUpdate is one plan record to write.
@@ -46,6 +49,7 @@ type PlanIntake struct {
 func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]string, active ActivePlan, busy bool) PlanIntake {
 	var out PlanIntake
 	var next *PlanFile
+	nextGone := false
 	for i := range files {
 		pf := files[i]
 		rec := recs[pf.Name]
@@ -70,6 +74,7 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 			continue
 		}
 		isActive := active.Present && active.Source == pf.Source
+		gone := active.Missing && rec.Status == PlanActive && rec.AppliedHash == pf.Hash
 		switch {
 		case isActive && !active.Done:
 			if active.Hash != pf.Hash {
@@ -77,14 +82,14 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 				out.Edit = &p
 				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanActive, Applied: pf.Hash})
 			}
-		case rec.AppliedHash == pf.Hash:
+		case rec.AppliedHash == pf.Hash && !gone:
 			// Applied before: a restart never applies the same content twice.
 			if isActive && rec.Status == PlanActive {
 				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanFinished, Applied: rec.AppliedHash})
 			}
 		case next == nil:
 			p := pf
-			next = &p
+			next, nextGone = &p, gone
 		default:
 			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanWaiting, Applied: rec.AppliedHash})
 		}
@@ -93,7 +98,9 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 		return out
 	}
 	if active.Present && !active.Done || busy {
-		out.Updates = append(out.Updates, PlanUpdate{File: *next, Status: PlanWaiting})
+		if !nextGone { // a gone plan's record stays active until it is applied again
+			out.Updates = append(out.Updates, PlanUpdate{File: *next, Status: PlanWaiting})
+		}
 		return out
 	}
 	out.Apply = next
@@ -135,8 +142,11 @@ func (s *Sidecar) intakePlans() {
 	slices.SortFunc(files, func(a, b PlanFile) int { return strings.Compare(a.Path, b.Path) })
 	m := s.d.m
 	var active ActivePlan
-	if st := m.State(); st != nil && m.bad == nil {
+	switch st := m.State(); {
+	case st != nil && m.bad == nil:
 		active = ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
+	case st == nil && m.bad == nil:
+		active.Missing = true
 	}
 	choice := ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.bad != nil)
 	for _, pf := range files {
@@ -167,8 +177,22 @@ func (s *Sidecar) intakePlans() {
 		return
 	}
 	s.Logger.Info("plan applied", "file", choice.Apply.Source, "steps", len(st.StepQueue), "archived", archived)
+	if active.Missing {
+		s.Logger.Info("state.json was removed: the plan runs again as new", "file", choice.Apply.Source)
+	}
 	s.setRecord(*choice.Apply, PlanActive, choice.Apply.Hash)
 	s.d.feed(StateRead{State: st})
+}
+
+// keepRemoved keeps the run whose state.json was removed in the history, as the
+// machine last held it, so that `stepseq history` still shows it.
+func (s *Sidecar) keepRemoved(st *planspec.State) {
+	path, err := s.WS.Archive(st.Marshal(), st.Settings.Name)
+	if err != nil {
+		s.Logger.Warn("state.json removed; its run could not be kept in the history", "err", err)
+		return
+	}
+	s.Logger.Info("state.json removed; its run is kept in the history", "archived", path)
 }
 
 func (s *Sidecar) setRecord(pf PlanFile, status, applied string) {

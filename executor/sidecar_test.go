@@ -570,3 +570,80 @@ func TestSidecar_ReportFileJudgedWhole(t *testing.T) {
 	}
 	w.waitState("s1 done", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusDone })
 }
+
+// Removing state.json under a live sidecar ends its run: the running agent is
+// stopped, the run is kept in the history, and the plan file still in plans/ is
+// applied again as a new run. A finished plan's state removed runs nothing again.
+func TestSidecar_StateRemovedRunsThePlanAgainAsNew(t *testing.T) {
+	w := newTestWS(t, "")
+	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instruction: count:a.count waitfor:go-a\n  - id: b\n    title: B\n    instruction: write:b.txt\n")
+	w.startSidecar(SidecarOptions{})
+	w.waitState("a running", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
+	waitFor(t, func() bool { return w.exists("a.count") })
+	if err := os.Remove(w.state); err != nil {
+		t.Fatal(err)
+	}
+	w.waitJournal(`"event":"state-removed"`)
+	// The plan runs again: a second agent for a, try 1 of a new run.
+	waitFor(t, func() bool { data, _ := os.ReadFile(w.path("a.count")); return strings.Count(string(data), "\n") == 2 })
+	st := w.waitState("a running again", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
+	if r := st.Run("a"); r.Tries != 1 || st.Settings.Source != "plans/p.yaml" {
+		t.Errorf("a: tries %d, source %q; want try 1 of a new run of plans/p.yaml", r.Tries, st.Settings.Source)
+	}
+	if rec, _ := w.chain().WS.ReadPlanRecord("p"); rec.Status != PlanActive {
+		t.Errorf("record %s, want active", rec.Status)
+	}
+	history, _ := os.ReadDir(w.path(".stepseq/history"))
+	if len(history) != 1 || !strings.Contains(history[0].Name(), "-p.json") {
+		t.Errorf("history = %v, want the removed run kept", history)
+	}
+	w.writeFile("go-a", "")
+	w.waitState("DONE", done)
+
+	// Removed once the plan is DONE: the run is kept, the plan does not run again.
+	if err := os.Remove(w.state); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { h, _ := os.ReadDir(w.path(".stepseq/history")); return len(h) == 2 })
+	if rec, _ := w.chain().WS.ReadPlanRecord("p"); rec.Status != PlanFinished {
+		t.Errorf("record %s after its DONE state was removed, want finished", rec.Status)
+	}
+	if w.exists("state.json") {
+		t.Error("a finished plan ran again when its state was removed")
+	}
+}
+
+// With no sidecar, a plan whose state.json was removed is listed queued, not
+// active, and the next sidecar applies it again as new.
+func TestListPlans_StateRemovedIsQueued(t *testing.T) {
+	w := newTestWS(t, "")
+	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instruction: waitfor:go-a\n")
+	run := w.startSidecar(SidecarOptions{})
+	w.waitState("a running", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
+	run.stop(t)
+	ws := w.chain().WS
+	list := func() string {
+		l, err := ListPlans(ws, w.path("plans"), nil)
+		if err != nil || len(l) != 1 {
+			t.Fatalf("list %+v, %v", l, err)
+		}
+		return l[0].Status
+	}
+	if got := list(); got != PlanActive {
+		t.Fatalf("status %s with its state in place, want active", got)
+	}
+	if err := os.Remove(w.state); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); got != PlanWaiting {
+		t.Errorf("status %s once its state.json was removed, want waiting", got)
+	}
+	w.startSidecar(SidecarOptions{})
+	st := w.waitState("applied again", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
+	if st.Settings.Source != "plans/p.yaml" || st.Run("a").Tries != 1 {
+		t.Errorf("source %q tries %d, want try 1 of plans/p.yaml", st.Settings.Source, st.Run("a").Tries)
+	}
+	if got := list(); got != PlanActive {
+		t.Errorf("status %s once applied again, want active", got)
+	}
+}

@@ -138,8 +138,14 @@ func (v *statusView) errNoState() error {
 	}
 	msg := fmt.Sprintf("no %s in %s: apply a plan (stepseq apply) or drop one in %s",
 		filepath.Base(v.state), filepath.Dir(v.state), plans)
-	for _, p := range v.rejected(nil) {
-		msg += fmt.Sprintf("\n%s was rejected with %s: stepseq validate %s", p.File, plural(p.ErrorCount, "error"), filepath.Join(v.plans, filepath.Base(p.File)))
+	all, _ := executor.ListPlans(v.rt.WS, v.plans, nil)
+	for _, p := range all {
+		switch p.Status {
+		case executor.PlanInvalid:
+			msg += fmt.Sprintf("\n%s was rejected with %s: stepseq validate %s", p.File, plural(p.ErrorCount, "error"), filepath.Join(v.plans, filepath.Base(p.File)))
+		case executor.PlanWaiting, executor.PlanNew:
+			msg += fmt.Sprintf("\n%s is queued: a sidecar (stepseq watch) applies it as a new run", p.File)
+		}
 	}
 	return &exitError{code: 1, err: errors.New(msg)}
 }
