@@ -83,6 +83,11 @@ func (s *State) compileCondition(id, kind, src string, known func() []string) (*
 		return nil, StateErrors{{Key: key, Msg: err.Error()}}
 	}
 	var errs StateErrors
+	for _, name := range cc.vars {
+		if msg := undeclaredVar(name, s.Settings.Vars); msg != "" {
+			errs = append(errs, &StateError{Key: key, Msg: msg})
+		}
+	}
 	for _, ref := range cc.steps {
 		if s.Steps[ref] == nil {
 			msg := fmt.Sprintf("no step %q in plan.steps", ref)

@@ -57,9 +57,11 @@ func TestState_CompileErrors(t *testing.T) {
     "a": {"title": "A", "instruction": "x", "when": "exist(\"x\")", "skip": "size(\"x\")",
           "requiredOutputs": ["../out", "/abs", "ok.txt"]},
     "b": {"title": "B", "instruction": "x", "check": "steps.c.status == \"DONE\"", "on": ["../**", "ok/*.md"]},
-    "c d": {"title": "C", "instruction": "x", "check": "read(\"/etc/passwd\") != \"\""}
+    "c d": {"title": "C", "instruction": "x", "check": "read(\"/etc/passwd\") != \"\""},
+    "e": {"title": "E", "instruction": "x", "when": "vars.mni > 1"}
   }},
-  "stepQueue": ["a", "b", "c d"]
+  "stepQueue": ["a", "b", "c d", "e"],
+  "stepseq": {"vars": {"min": 2}}
 }`
 	st, err := ParseState(strings.NewReader(bad), "state.json")
 	if err != nil {
@@ -76,6 +78,7 @@ func TestState_CompileErrors(t *testing.T) {
 		`plan.steps.b.check: no step "c" in plan.steps`,
 		`plan.steps.b.on[0]: glob "../**" leaves the workspace: want a pattern without ".."`,
 		`plan.steps.c d.check: condition "read(\"/etc/passwd\") != \"\"": read: absolute path "/etc/passwd": want a path relative to the workspace, like "etc/passwd" (at 1:6)`,
+		`plan.steps.e.when: no var "mni" in the plan's vars: did you mean "min"?`,
 	}
 	if got := strings.Split(err.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -47,6 +47,7 @@ type Condition struct {
 	paths []string // literal path arguments, in order of appearance
 	globs []string // literal glob patterns
 	steps []string // step ids named as steps.ID or steps["ID"]
+	vars  []string // var names named as vars.NAME or vars["NAME"]
 
 	usesFS    bool // calls a function that reads the workspace
 	usesSteps bool

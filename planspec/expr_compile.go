@@ -191,8 +191,12 @@ func (v *inspector) Visit(node *ast.Node) {
 	case *ast.MemberNode:
 		id, ok := n.Node.(*ast.IdentifierNode)
 		prop, isStr := n.Property.(*ast.StringNode)
-		if ok && isStr && id.Value == "steps" && !slices.Contains(c.steps, prop.Value) {
+		switch {
+		case !ok || !isStr:
+		case id.Value == "steps" && !slices.Contains(c.steps, prop.Value):
 			c.steps = append(c.steps, prop.Value)
+		case id.Value == "vars" && !slices.Contains(c.vars, prop.Value):
+			c.vars = append(c.vars, prop.Value)
 		}
 	case *ast.CallNode:
 		fn, ok := n.Callee.(*ast.IdentifierNode)

@@ -3,6 +3,7 @@ package planspec
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -90,7 +91,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		p.Steps = append(p.Steps, st)
 	}
 	d.compileConditions()
-	d.checkRefs(first)
+	d.checkRefs(first, p.Vars)
 	return p
 }
 
@@ -244,7 +245,7 @@ func (d *planDecoder) compileConditions() {
 	for i, pc := range d.conds {
 		if errs[i] != nil {
 			d.conditionError(pc.node, pc.field, errs[i])
-		} else if len(results[i].steps) > 0 {
+		} else if len(results[i].steps) > 0 || len(results[i].vars) > 0 {
 			d.refs = append(d.refs, stepRef{node: pc.node, field: pc.field, key: lastKey(pc.field), cond: results[i]})
 		}
 	}
@@ -273,14 +274,19 @@ func (d *planDecoder) conditionError(n *yaml.Node, field string, err error) {
 	d.failAt(line, col, field, msg)
 }
 
-// checkRefs reports conditions that name steps the plan does not have.
-func (d *planDecoder) checkRefs(ids map[string]int) {
+// checkRefs reports conditions that name steps or vars the plan does not have.
+func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any) {
 	known := make([]string, 0, len(ids))
 	for id := range ids {
 		known = append(known, id)
 	}
 	slices.Sort(known)
 	for _, r := range d.refs {
+		for _, name := range r.cond.vars {
+			if msg := undeclaredVar(name, vars); msg != "" {
+				d.fail(r.node, r.field, "%s: %s", r.key, msg)
+			}
+		}
 		for _, id := range r.cond.steps {
 			if _, ok := ids[id]; ok {
 				continue
@@ -292,4 +298,21 @@ func (d *planDecoder) checkRefs(ids map[string]int) {
 			d.fail(r.node, r.field, "%s", msg)
 		}
 	}
+}
+
+// undeclaredVar says why vars.name names nothing; "" when the plan declares it. A
+// typo would otherwise read as nil when the step comes up, and the condition fail
+// there, at run time, on every event.
+func undeclaredVar(name string, vars map[string]any) string {
+	if _, ok := vars[name]; ok {
+		return ""
+	}
+	if len(vars) == 0 {
+		return fmt.Sprintf("no var %q: the plan declares no vars (vars: {%s: ...})", name, name)
+	}
+	msg := fmt.Sprintf("no var %q in the plan's vars", name)
+	if s := suggest(name, slices.Sorted(maps.Keys(vars))); s != "" {
+		msg += fmt.Sprintf(": did you mean %q?", s)
+	}
+	return msg
 }
