@@ -37,7 +37,7 @@ func TestResolveAgents_ShellRule(t *testing.T) {
 		{"env sh", `STEP_AGENT_CMD: "sh" is a shell; ` + ruleFix},
 		{"nice bash", `STEP_AGENT_CMD: "bash" is a shell; ` + ruleFix},
 		{"timeout 5 sh", `STEP_AGENT_CMD: "sh" is a shell; ` + ruleFix},
-		{"python3 -c exec", `STEP_AGENT_CMD: "-c" is a shell flag; ` + ruleFix},
+		{"python3 -c exec", `STEP_AGENT_CMD: "python3" -c runs its argument as code; ` + ruleFix},
 		{"./agent --run", `STEP_AGENT_CMD: "./agent" is a shell (it runs `},
 		{"nohup " + abs, `STEP_AGENT_CMD: "` + abs + `" is a shell (it runs `},
 	} {

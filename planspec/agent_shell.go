@@ -123,11 +123,21 @@ func CheckAgentArgv(argv []string, resolve func(string) string) error {
 	if len(argv) == 0 {
 		return nil
 	}
+	if err := checkProgram(argv, resolve); err != nil {
+		return err
+	}
 	for _, w := range argv[1:] {
 		if shellFlag(w) {
 			return &AgentCodeError{Reason: fmt.Sprintf("%q is a shell flag", w)}
 		}
 	}
+	return nil
+}
+
+// checkProgram follows argv through its wrappers to the program it runs, and
+// refuses a shell, a wrapper's own way to run a command line, an interpreter
+// given code, or no program at all.
+func checkProgram(argv []string, resolve func(string) string) error {
 	i := 0
 	for {
 		if i >= len(argv) || argv[i] == "{prompt}" || argv[i] == "{changed}" {

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // The parts of a Kubernetes object this test reads. Everything else is ignored.
@@ -48,8 +50,14 @@ type container struct {
 		MountPath string `yaml:"mountPath"`
 	} `yaml:"volumeMounts"`
 	Env []struct {
-		Name  string `yaml:"name"`
-		Value string `yaml:"value"`
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			SecretKeyRef *struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
 	} `yaml:"env"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
@@ -235,12 +243,56 @@ func check(spec podSpec) []string {
 		}
 	}
 
-	// The agent command is one stepseq will run: not a shell.
+	// The agent command is one stepseq will run: not a shell, by stepseq's own rule.
 	for _, e := range sidecar.Env {
-		if words := strings.Fields(e.Value); e.Name == "STEP_AGENT_CMD" && len(words) > 0 &&
-			slices.Contains([]string{"bash", "sh", "dash", "zsh", "ksh", "eval", "exec"}, words[0]) {
-			fail("STEP_AGENT_CMD %q is a shell: stepseq refuses it", e.Value)
+		if words := strings.Fields(e.Value); e.Name == "STEP_AGENT_CMD" && len(words) > 0 {
+			if err := planspec.CheckAgentArgv(words, nil); err != nil {
+				fail("STEP_AGENT_CMD %q: %v", e.Value, err)
+			}
 		}
+	}
+
+	// Beyond loopback stepseq wants a token (DESIGN §15), and it comes from a Secret.
+	host, _, _ := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		if secret := sidecar.secretEnv("STEPSEQ_TOKEN"); secret == "" {
+			fail("stepseq listens on %s, beyond loopback, without STEPSEQ_TOKEN from a Secret (valueFrom.secretKeyRef)", listen)
+		}
+	}
+	return problems
+}
+
+// secretEnv is the Secret a container's variable name comes from, or "".
+func (c container) secretEnv(name string) string {
+	for _, e := range c.Env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			return e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	return ""
+}
+
+// checkPull lists what is wrong with the pull shape beyond check: the agent
+// sends the token stepseq wants, from the same Secret, and stepseq, whose
+// workspace the agent's container can write, runs no program (--allow-agent mcp).
+func checkPull(spec podSpec) []string {
+	var problems []string
+	var sidecar, agent *container
+	for i := range spec.Containers {
+		if c := &spec.Containers[i]; c.isStepseq() {
+			sidecar = c
+		} else if agent == nil {
+			agent = c
+		}
+	}
+	if sidecar == nil || agent == nil {
+		return []string{"want a stepseq and an agent container"}
+	}
+	if want, got := sidecar.secretEnv("STEPSEQ_TOKEN"), agent.secretEnv("STEPSEQ_TOKEN"); got == "" || got != want {
+		problems = append(problems, fmt.Sprintf("the agent's STEPSEQ_TOKEN comes from %q, stepseq's from %q: want one Secret", got, want))
+	}
+	if v, ok := flag(sidecar.argv(), "--allow-agent"); !ok || v != "mcp" {
+		problems = append(problems, "stepseq runs without --allow-agent mcp: a plan the agent's container drops in plans/ could run a program in stepseq's container")
 	}
 	return problems
 }
@@ -266,8 +318,13 @@ func TestSidecarManifest(t *testing.T) {
 			for _, p := range check(spec) {
 				t.Error(p)
 			}
-			if name == "pull.yaml" && !pullsOverMCP(spec) {
-				t.Error("pull.yaml: no agent container is pointed at stepseq's /mcp on localhost:8080")
+			if name == "pull.yaml" {
+				if !pullsOverMCP(spec) {
+					t.Error("pull.yaml: no agent container is pointed at stepseq's /mcp on localhost:8080")
+				}
+				for _, p := range checkPull(spec) {
+					t.Error(p)
+				}
 			}
 		})
 	}
@@ -326,7 +383,8 @@ spec:
 		`livenessProbe.httpGet.path = "/health", want "/healthz"`,
 		"livenessProbe probes port 8080, but stepseq listens on 9090",
 		"no readinessProbe.httpGet",
-		"is a shell",
+		`STEP_AGENT_CMD "sh -c agent": "sh" is a shell;`,
+		"stepseq listens on :9090, beyond loopback, without STEPSEQ_TOKEN from a Secret",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems lack %q; got:\n%s", want, got)

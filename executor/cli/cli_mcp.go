@@ -18,6 +18,7 @@ func newMCPCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var (
 		ws     workspaceFlags
 		retain string
+		door   doorFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "mcp [DIR]",
@@ -42,9 +43,12 @@ that step and try. watch --listen serves the same tools at /mcp.
 				return err
 			}
 			defer rt.Close()
+			if _, err := door.apply(rt, "", log); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			opt := mcp.Options{Runtime: rt, PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log}
+			opt := mcp.Options{Runtime: rt, PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
 			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir})
 			var loop chan error
 			switch {
@@ -73,6 +77,7 @@ that step and try. watch --listen serves the same tools at /mcp.
 		},
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	door.registerAllow(cmd)
 	cmd.Flags().StringVar(&retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
 	return cmd
 }

@@ -230,7 +230,7 @@ func TestWatch_HealthzStuckLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	stop, err := serveHealth(context.Background(), addr, sc, metrics.NewRegistry(), nil, nil, 50*time.Millisecond, t.Logf)
+	stop, err := serveHealth(context.Background(), healthServer{Addr: addr, Sidecar: sc, Registry: metrics.NewRegistry(), Bound: 50 * time.Millisecond, LogErr: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/executor/mcp"
 	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
@@ -66,6 +66,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 		grace        time.Duration
 		settle       time.Duration
 		listen       string
+		door         doorFlags
 		exitWhenDone bool
 		retain       string
 		notifyCmds   []string
@@ -88,7 +89,8 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 --exit-when-done exits 0 once the plan is DONE and 1 once it is blocked.
 ` + exitCodesHelp + agentEnvHelp,
 		Example: `  STEP_AGENT_CMD='openclaw agent --message' stepseq watch .
-  stepseq watch ./workspace --listen :8080          # the live page, /healthz, /readyz, /metrics
+  stepseq watch ./workspace --listen 127.0.0.1:8080 # the live page, /mcp, /healthz, /readyz, /metrics
+  stepseq watch . --listen :8080 --token-file token # beyond loopback: /mcp and the page want the token
   stepseq watch . --notify-command 'notify-send stepseq'
   stepseq watch . --notify-webhook https://ntfy.sh/my-topic
   stepseq watch . --exit-when-done                  # for CI: exit once DONE
@@ -103,6 +105,10 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 			}
 			defer rt.Close()
 			rt.Grace = grace
+			token, err := door.apply(rt, listen, log)
+			if err != nil {
+				return err
+			}
 			if fstype, network := watcher.NetworkFS(rt.WS.Dir); network && poll == 0 {
 				log.Warn("the workspace is on a network filesystem that may deliver no file events; consider --poll 2s", "fs", fstype)
 			}
@@ -159,8 +165,9 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 					log.Warn("the live page will not see new notifications at once", "err", err)
 				}
 				h := web.New(page, web.Options{})
-				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log}
-				stop, err := serveHealth(cmd.Context(), listen, sc, reg, h, mcp.Handler(mcpOpt), executor.DefaultHealthBound, log.Error)
+				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
+				stop, err := serveHealth(cmd.Context(), healthServer{Addr: listen, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
+					Bound: executor.DefaultHealthBound, Token: token, LogErr: log.Error})
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -181,7 +188,8 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 	cmd.Flags().DurationVar(&poll, "poll", 0, "poll at this interval instead of file events (NFS, 9p, Docker Desktop mounts)")
 	cmd.Flags().DurationVar(&grace, "grace", executor.DefaultGrace, "time between SIGTERM and SIGKILL for an agent")
 	cmd.Flags().DurationVar(&settle, "settle", executor.DefaultSettle, "coalescing window for bursts of file events")
-	cmd.Flags().StringVar(&listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. :8080")
+	cmd.Flags().StringVar(&listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. 127.0.0.1:8080 (beyond loopback it needs a token)")
+	door.register(cmd)
 	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked")
 	cmd.Flags().StringArrayVar(&notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
 	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
@@ -237,13 +245,21 @@ func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg *metrics.
 	}
 }
 
-// serveHealth serves the live page, the probes and the metrics until stop is
-// called. /healthz fails once the loop is stuck in one turn past bound.
-func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *metrics.Registry, page *web.Handler, mcpHandler http.Handler, bound time.Duration, logErr func(string, ...any)) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--listen %s: %w", addr, err)
-	}
+// healthServer is what --listen serves: the probes and the metrics, open to
+// all; the page and the MCP tools, behind the token when there is one.
+type healthServer struct {
+	Addr     string
+	Sidecar  *executor.Sidecar
+	Registry *metrics.Registry
+	Page     *web.Handler
+	MCP      http.Handler
+	Bound    time.Duration // /healthz fails once the loop is stuck in one turn past it
+	Token    string        // "": none
+	LogErr   func(string, ...any)
+}
+
+// serveHealth serves hs until stop is called, bounded as listener.Server is.
+func serveHealth(ctx context.Context, hs healthServer) (stop func(), err error) {
 	mux := http.NewServeMux()
 	probe := func(ok func() bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
@@ -255,24 +271,21 @@ func serveHealth(ctx context.Context, addr string, sc *executor.Sidecar, reg *me
 			_, _ = io.WriteString(w, "ok\n")
 		}
 	}
-	mux.Handle("/healthz", probe(func() bool { return sc.Healthy(time.Now(), bound) }))
-	mux.Handle("/readyz", probe(sc.Ready))
-	mux.Handle("/metrics", reg)
-	if mcpHandler != nil {
-		mux.Handle("/mcp", mcpHandler)
+	guard := listener.NewGuard(hs.Token, hs.Registry)
+	mux.Handle("/healthz", probe(func() bool { return hs.Sidecar.Healthy(time.Now(), hs.Bound) }))
+	mux.Handle("/readyz", probe(hs.Sidecar.Ready))
+	mux.Handle("/metrics", hs.Registry)
+	if hs.MCP != nil {
+		mux.Handle("/mcp", guard.MCP(hs.MCP))
 	}
-	if page != nil {
-		mux.Handle("/", page)
+	srv := &listener.Server{Handler: mux, ErrorLog: hs.LogErr}
+	if hs.Page != nil {
+		mux.Handle("/", guard.Page(hs.Page))
+		srv.OnShutdown = hs.Page.Close
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	if page != nil {
-		srv.RegisterOnShutdown(page.Close)
+	if _, err := srv.Listen(hs.Addr); err != nil {
+		return nil, err
 	}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logErr("health server", "err", err)
-		}
-	}()
 	return func() {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()

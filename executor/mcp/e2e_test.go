@@ -11,7 +11,7 @@ import (
 )
 
 // The TypeScript SDK, a real third-party client, drives a pulled plan over stdio
-// and over streamable HTTP. Its packages come from the npm registry once, with
+// and over streamable HTTP, where it sends the listener's token. Its packages come from the npm registry once, with
 // `make e2e-deps`, which `make test` runs.
 func nodeE2E(t *testing.T, args ...string) {
 	t.Helper()
@@ -43,7 +43,9 @@ func TestNodeClient_HTTP(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	const token = "the-e2e-token-0123456789"
 	watch := exec.Command(stepseqBinary(t), "watch", "--listen", addr, dir)
+	watch.Env = append(os.Environ(), "STEPSEQ_TOKEN="+token)
 	watch.Stderr = &testLog{t: t}
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
@@ -63,5 +65,5 @@ func TestNodeClient_HTTP(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	nodeE2E(t, "http", "http://"+addr+"/mcp")
+	nodeE2E(t, "http", "http://"+addr+"/mcp", token)
 }

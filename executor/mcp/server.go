@@ -37,6 +37,15 @@ type Options struct {
 	Logger   *slog.Logger
 	// PlanWait bounds how long plan_submit waits for the sidecar's verdict.
 	PlanWait time.Duration
+	// Remote says the plans come over HTTP (Handler sets it): they may name
+	// only agent: mcp, a preset or what Allow lists (DESIGN §15).
+	Remote bool
+	// Allow is --allow-agent; nil: no list.
+	Allow *executor.AllowList
+	// Bounds of the HTTP sessions; zero takes the defaults (see Handler).
+	SessionIdle          time.Duration
+	MaxSessions          int
+	MaxSessionsPerClient int
 }
 
 func (o *Options) plansDir() string {
@@ -53,6 +62,9 @@ func NewServer(opt Options) *sdk.Server {
 	}
 	if opt.PlanWait <= 0 {
 		opt.PlanWait = 10 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "stepseq", Version: opt.Version}, &sdk.ServerOptions{
 		Logger: opt.Logger,
@@ -74,10 +86,25 @@ func NewServer(opt Options) *sdk.Server {
 	return s
 }
 
-// Handler serves the tools over streamable HTTP (watch --listen mounts it at /mcp).
+// Handler serves the tools over streamable HTTP (watch --listen mounts it at /mcp),
+// its sessions bounded: closed after SessionIdle without a request, at most
+// MaxSessions at once and MaxSessionsPerClient for one client address. The
+// plans it takes arrive over HTTP: see Options.Remote.
 func Handler(opt Options) http.Handler {
+	opt.Remote = true
+	if opt.SessionIdle <= 0 {
+		opt.SessionIdle = DefaultSessionIdle
+	}
+	if opt.MaxSessions <= 0 {
+		opt.MaxSessions = DefaultMaxSessions
+	}
+	if opt.MaxSessionsPerClient <= 0 {
+		opt.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
 	srv := NewServer(opt)
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Logger: opt.Logger})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
+		&sdk.StreamableHTTPOptions{Logger: opt.Logger, SessionTimeout: opt.SessionIdle})
+	return &sessionGate{srv: srv, next: h, max: opt.MaxSessions, per: opt.MaxSessionsPerClient, clientOf: map[string]string{}}
 }
 
 // Serve speaks MCP over stdin and stdout until the client leaves or ctx ends.
@@ -126,8 +153,37 @@ type SubmitInput struct {
 // SubmitVerdict is the sidecar's verdict on a submitted plan.
 type SubmitVerdict struct {
 	File   string   `json:"file"`
-	Status string   `json:"status" jsonschema:"active, waiting (another plan runs), finished or invalid"`
+	Status string   `json:"status" jsonschema:"active, waiting (another plan runs), finished, invalid, or refused (see code)"`
 	Errors []string `json:"errors,omitempty"`
+	Code   string   `json:"code,omitempty" jsonschema:"why a plan was refused: not_allowed (an agent this source may not name) or invalid_plan"`
+}
+
+// Refusal codes (DESIGN §9).
+const (
+	CodeNotAllowed  = "not_allowed"
+	CodeInvalidPlan = "invalid_plan"
+)
+
+// admit applies DESIGN §15 to a plan handed in through this server, before
+// anything is written: over HTTP it may name only agent: mcp, a preset or what
+// --allow-agent lists; from any source, a list bounds it, and the shell rule
+// holds. A refusal is an error result with the code, the state untouched.
+func (t *tools) admit(p *planspec.Plan, rel string) (*sdk.CallToolResult, SubmitVerdict) {
+	from := executor.FromWorkspace
+	if t.opt.Remote {
+		from = executor.FromHTTP
+	}
+	rt := t.opt.Runtime
+	err := executor.CheckPlanAgents(p, from, t.opt.Allow, rt.Getenv, rt.WS.Dir)
+	if err == nil {
+		return nil, SubmitVerdict{}
+	}
+	v := SubmitVerdict{File: rel, Status: "refused", Code: CodeInvalidPlan, Errors: []string{err.Error()}}
+	if errors.Is(err, executor.ErrNotAllowed) {
+		v.Code = CodeNotAllowed
+	}
+	t.opt.Logger.Warn("plan refused; nothing written", "file", rel, "code", v.Code, "err", err)
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: v.Code + ": " + err.Error()}}}, v
 }
 
 // maxPlanName bounds a submitted plan's name: plans/<name>.yaml and its record
@@ -150,8 +206,12 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		return nil, SubmitVerdict{}, fmt.Errorf("name %q: longer than %d bytes; a file name must fit the file system", in.Name[:40]+"…", maxPlanName)
 	}
 	rel := "plans/" + name + ".yaml"
-	if _, v := validate(in.YAML); !v.Valid {
+	plan, v := validate(in.YAML)
+	if !v.Valid {
 		return nil, SubmitVerdict{File: rel, Status: executor.PlanInvalid, Errors: v.Errors}, nil
+	}
+	if res, refusal := t.admit(plan, rel); res != nil {
+		return res, refusal, nil
 	}
 	dir := t.opt.plansDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -36,6 +36,8 @@ func (h *Handler) leave() {
 // handler closes, or a write fails or times out.
 func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if !h.join() {
+		// The connection goes too: a refused client keeps no descriptor.
+		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "30")
 		http.Error(w, "too many live pages open; this one will not update", http.StatusServiceUnavailable)
 		return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -193,6 +194,40 @@ func TestHandler_EventsBounded(t *testing.T) {
 		t.Fatalf("a stream after one left got %d", code)
 	}
 	c.view("research-paper")
+}
+
+// TestHandler_EventsRefusedClosed: a stream refused with 503 loses its
+// connection too, asked to keep it alive or not: the server holds no
+// descriptor for a client it will not serve.
+func TestHandler_EventsRefusedClosed(t *testing.T) {
+	_, srv := serve(t, newFakeSource(sampleView()), Options{MaxClients: 1})
+	a, _ := openStream(t, srv.URL)
+	a.view("research-paper")
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(deadline)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("GET /events HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second stream got %d, want 503", resp.StatusCode)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the 503 the connection is open (read %q, %v); want it closed", n, err)
+	}
 }
 
 func TestHandler_EventsDisconnectLeaksNothing(t *testing.T) {

@@ -3,7 +3,10 @@
 // result, done; then the second step, until the plan is DONE.
 //
 //   node drive.mjs stdio STEPSEQ_BINARY WORKSPACE
-//   node drive.mjs http URL
+//   node drive.mjs http URL [TOKEN]
+//
+// With a TOKEN, a client without it is refused first; then the client sends
+// it as Authorization: Bearer.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -34,9 +37,20 @@ let transport;
 if (mode === "stdio") {
   transport = new StdioClientTransport({ command: a, args: ["mcp", b], stderr: "inherit" });
 } else if (mode === "http") {
-  transport = new StreamableHTTPClientTransport(new URL(a));
+  if (b) {
+    const refused = new Client({ name: "node-e2e-no-token", version: "1.0.0" });
+    let err;
+    try {
+      await refused.connect(new StreamableHTTPClientTransport(new URL(a)));
+    } catch (e) {
+      err = e;
+    }
+    if (!err || err.code !== 401 || !String(err).includes("no token")) fail(`a client without the token was not refused with 401: ${err} (code ${err && err.code})`);
+  }
+  const requestInit = b ? { headers: { Authorization: `Bearer ${b}` } } : undefined;
+  transport = new StreamableHTTPClientTransport(new URL(a), { requestInit });
 } else {
-  fail("usage: drive.mjs stdio BINARY DIR | http URL");
+  fail("usage: drive.mjs stdio BINARY DIR | http URL [TOKEN]");
 }
 
 const client = new Client({ name: "node-e2e", version: "1.0.0" });

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/listener"
+)
+
+// doorFlags are who may act through a long-running face (DESIGN §15): the
+// listener's token and whether it may go without one beyond loopback, and the
+// agents any plan may run.
+type doorFlags struct {
+	tokenFile string
+	insecure  bool
+	allow     []string
+	listener  bool // the command has --listen (watch), not only --allow-agent (mcp)
+}
+
+func (f *doorFlags) register(cmd *cobra.Command) {
+	f.listener = true
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "the token /mcp, the page and /events want as Authorization: Bearer (default STEPSEQ_TOKEN); needed with --listen beyond loopback")
+	cmd.Flags().BoolVar(&f.insecure, "insecure-listen", false, "serve --listen beyond loopback without a token: anyone who reaches it may run programs (logged at every start)")
+	f.registerAllow(cmd)
+}
+
+func (f *doorFlags) registerAllow(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&f.allow, "allow-agent", nil, "the only agents any plan may run: mcp, a preset name, or a program (with leading arguments); repeatable. Over HTTP, a plan may otherwise name only mcp or a preset")
+}
+
+// apply reads the token (for a listener), checks that a listener beyond
+// loopback has one, and sets the runtime's allow list. Every refusal is a
+// configuration error: exit 2, saying how to fix it.
+func (f *doorFlags) apply(rt *executor.Runtime, listen string, log *slog.Logger) (token string, err error) {
+	allow, err := executor.ParseAllowList(f.allow, rt.WS.Dir)
+	if err != nil {
+		return "", usageErr("%v", err)
+	}
+	rt.Allow = allow
+	if allow != nil {
+		log.Info("agents bounded by --allow-agent: no plan from any source runs another", "allow", allow.Describe())
+	}
+	if !f.listener || listen == "" {
+		return "", nil
+	}
+	if token, err = listener.ReadToken(f.tokenFile, rt.Getenv("STEPSEQ_TOKEN")); err != nil {
+		return "", usageErr("%v", err)
+	}
+	if err := listener.CheckExposure(listen, token, f.insecure); err != nil {
+		return "", usageErr("%v", err)
+	}
+	if token == "" && !listener.Loopback(listen) {
+		log.Warn("--insecure-listen: serving beyond loopback without a token; anyone who reaches "+listen+" may hand stepseq a plan and read the page", "listen", listen)
+	}
+	return token, nil
+}

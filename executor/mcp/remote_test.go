@@ -1,0 +1,185 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stepseq/stepseq/executor"
+)
+
+func httpSession(t *testing.T, url string) *sdk.ClientSession {
+	t.Helper()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "remote-test", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callRaw calls a tool and returns the whole result.
+func callRaw(t *testing.T, cs *sdk.ClientSession, name string, args any) (*sdk.CallToolResult, map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	var out map[string]any
+	_ = json.Unmarshal(data, &out)
+	return res, out
+}
+
+// TestHandler_PlanFromHTTPNotAllowed: over HTTP, plan_submit refuses a plan
+// whose agent is a program of its choosing with the code not_allowed, before
+// anything is written: no plan file, no state, nothing run. A pulled plan or
+// a preset is taken; --allow-agent lets a listed program in.
+func TestHandler_PlanFromHTTPNotAllowed(t *testing.T) {
+	w := newWorkspace(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	script := filepath.Join(t.TempDir(), "agent.py")
+	if err := os.WriteFile(script, []byte("open("+jsonString(marker)+", 'w').write('ran')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}))
+	t.Cleanup(srv.Close)
+	cs := httpSession(t, srv.URL)
+
+	evil := "agent: [/usr/bin/python3, " + script + "]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
+	res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "evil", "yaml": evil})
+	if !res.IsError || out["code"] != CodeNotAllowed || out["status"] != "refused" {
+		t.Fatalf("plan_submit of a program over HTTP: isError %v, %v; want refused, not_allowed", res.IsError, out)
+	}
+	if errs := toStrings(out["errors"]); len(errs) != 1 || !strings.Contains(errs[0], "stepseq.agent: agent [/usr/bin/python3, "+script+"] is not allowed: a plan that arrives over HTTP may name only agent: mcp, a preset") {
+		t.Fatalf("errors = %v", out["errors"])
+	}
+	step := "steps:\n  - id: a\n    title: A\n    instruction: do a\n    agent: [python3, " + script + "]\n"
+	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "evil2", "yaml": step}); out["code"] != CodeNotAllowed {
+		t.Fatalf("a step's own program: %v", out)
+	}
+	shell := "agent: [bash]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
+	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "shell", "yaml": shell}); out["status"] != executor.PlanInvalid {
+		t.Fatalf("a shell agent: %v, want invalid", out)
+	}
+	for _, p := range []string{filepath.Join(w.rt.WS.Dir, "plans", "evil.yaml"), filepath.Join(w.rt.WS.Dir, "plans", "evil2.yaml"), w.rt.WS.State, marker} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s exists after the refusal (%v)", filepath.Base(p), err)
+		}
+	}
+
+	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan}); out["status"] != executor.PlanActive {
+		t.Fatalf("a pulled plan over HTTP: %v", out)
+	}
+	if _, out := callRaw(t, cs, "plan_validate", map[string]any{"yaml": "agent: claude\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"}); out["valid"] != true {
+		t.Fatalf("a preset: %v", out)
+	}
+}
+
+// TestHandler_AllowAgent: with --allow-agent, a listed program is taken over
+// HTTP, and a preset the list does not hold is not.
+func TestHandler_AllowAgent(t *testing.T) {
+	w := newWorkspace(t)
+	allow, err := executor.ParseAllowList([]string{"true"}, w.rt.WS.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc), Allow: allow}))
+	t.Cleanup(srv.Close)
+	cs := httpSession(t, srv.URL)
+	claude := "agent: claude\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
+	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "c", "yaml": claude}); !res.IsError || out["code"] != CodeNotAllowed {
+		t.Fatalf("an unlisted preset: %v", out)
+	}
+	listed := "agent: [\"true\"]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
+	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "t", "yaml": listed}); res.IsError || out["status"] != executor.PlanActive {
+		t.Fatalf("a listed program: %v", out)
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// initialize opens a session with a bare initialize request, as a client
+// that never closes it would, and returns the answer's status and session id.
+func initialize(t *testing.T, url string) (int, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
+func sessions(srv *sdk.Server) int {
+	n := 0
+	for range srv.Sessions() {
+		n++
+	}
+	return n
+}
+
+// TestHandler_SessionsBounded: a client that opens sessions and never closes
+// them gets 429 past its bound, and every idle session is closed after
+// SessionIdle, after which the client may open more.
+func TestHandler_SessionsBounded(t *testing.T) {
+	w := newWorkspace(t)
+	opt := Options{Runtime: w.rt, Engine: SidecarEngine(w.sc), SessionIdle: 500 * time.Millisecond, MaxSessions: 100, MaxSessionsPerClient: 5}
+	h := Handler(opt)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	gate := h.(*sessionGate)
+	for i := range 5 {
+		if code, id := initialize(t, srv.URL); code != http.StatusOK || id == "" {
+			t.Fatalf("session %d: %d %q", i, code, id)
+		}
+	}
+	if code, _ := initialize(t, srv.URL); code != http.StatusTooManyRequests {
+		t.Fatalf("a sixth session of one client got %d, want 429", code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sessions(gate.srv) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle sessions still open after 10s", sessions(gate.srv))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _ := initialize(t, srv.URL); code != http.StatusOK {
+		t.Fatalf("once idle sessions expired, a new one got %d", code)
+	}
+}
+
+// TestHandler_SessionsBoundedForAll: past MaxSessions every client gets 503.
+func TestHandler_SessionsBoundedForAll(t *testing.T) {
+	w := newWorkspace(t)
+	h := Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc), MaxSessions: 3, MaxSessionsPerClient: 10})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	for range 3 {
+		if code, _ := initialize(t, srv.URL); code != http.StatusOK {
+			t.Fatalf("initialize: %d", code)
+		}
+	}
+	if code, _ := initialize(t, srv.URL); code != http.StatusServiceUnavailable {
+		t.Fatalf("past MaxSessions: %d, want 503", code)
+	}
+}
