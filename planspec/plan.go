@@ -33,6 +33,8 @@ type Plan struct {
 	MilestoneTimeout Duration
 	IdleTimeout      Duration
 	Heartbeat        Duration
+	LimitWait        Duration // DESIGN §16
+	Resume           bool
 	Notify           []NotifySink
 	Steps            []PlanStep
 }
@@ -101,6 +103,10 @@ func (p *Plan) State(source, hash string) *State {
 			n := *spec.Retries
 			spec.Retries = &n
 		}
+		if spec.Resume != nil {
+			b := *spec.Resume
+			spec.Resume = &b
+		}
 		st.Steps[s.ID] = &spec
 		st.StepQueue = append(st.StepQueue, s.ID)
 	}
@@ -119,6 +125,8 @@ func (p *Plan) State(source, hash string) *State {
 		MilestoneTimeout: p.MilestoneTimeout,
 		IdleTimeout:      p.IdleTimeout,
 		Heartbeat:        p.Heartbeat,
+		LimitWait:        p.LimitWait,
+		Resume:           p.Resume,
 		Notify:           slices.Clone(p.Notify),
 	}
 	if p.MaxRetries != nil {

@@ -11,10 +11,10 @@ import (
 // The keys of a plan and of a step, in the order the docs list them.
 var (
 	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "notify", "steps"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "limitWait", "resume"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every
@@ -258,6 +258,20 @@ func (d *planDecoder) count(n *yaml.Node, field string) *int {
 		return nil
 	}
 	return &v
+}
+
+// boolean reads true or false.
+func (d *planDecoder) boolean(n *yaml.Node, field string) (bool, bool) {
+	var v bool
+	switch {
+	case n.Kind == yaml.AliasNode:
+		d.alias(n, field)
+		return false, false
+	case n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil:
+		d.fail(n, field, "%s: want true or false, got %s", lastKey(field), describeNode(n))
+		return false, false
+	}
+	return v, true
 }
 
 // words reads an agent argv: a non-empty list of non-empty strings.

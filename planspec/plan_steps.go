@@ -53,6 +53,10 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 			p.IdleTimeout = d.duration(v, key)
 		case "heartbeat":
 			p.Heartbeat = d.duration(v, key)
+		case "limitWait":
+			p.LimitWait = d.duration(v, key)
+		case "resume":
+			p.Resume, _ = d.boolean(v, key)
 		case "notify":
 			p.Notify = d.notify(v, key)
 		case "vars":
@@ -172,6 +176,12 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 			sp.MilestoneTimeout = d.duration(v, f)
 		case "idleTimeout":
 			sp.IdleTimeout = d.duration(v, f)
+		case "limitWait":
+			sp.LimitWait = d.duration(v, f)
+		case "resume":
+			if b, ok := d.boolean(v, f); ok {
+				sp.Resume = &b
+			}
 		case "result":
 			sp.Result = d.resultSchema(v, f)
 		case "onInvalid":

@@ -21,6 +21,9 @@ const (
 	PhaseBlocked     = "blocked"     // cannot go on without someone
 	PhaseReviewing   = "reviewing"   // the worker says done; stepseq verifies
 	PhaseDone        = "done"        // verified
+	// PhaseWaiting: every agent of the try is out of quota; the same try runs
+	// again when the limit resets (DESIGN §16).
+	PhaseWaiting = "waiting"
 )
 
 // Report statuses a worker sends.

@@ -139,6 +139,8 @@ func Schema() []byte {
 				Description: "The steps, in the order they run."},
 		},
 	}
+	reportKeys["limitWait"] = duration("Longest wait for an agent's usage limit to reset (every agent of the try out of quota); then the try fails with the limit as its error; default 12h.")
+	reportKeys["resume"] = &jsonSchema{Type: "boolean", Description: "A retry continues the agent's own session (claude --resume, codex exec resume, …) with the troubleshoot prompt, when the agent named one; default false: every try starts afresh."}
 	for k, v := range reportKeys {
 		step.Properties[k] = v
 		plan.Properties[k] = v

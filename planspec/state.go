@@ -71,6 +71,11 @@ type StepSpec struct {
 	// is retry (default) or abort.
 	Result    json.RawMessage
 	OnInvalid string
+	// LimitWait bounds the wait for an agent's usage limit to reset (DESIGN §16);
+	// 0 takes the plan's, else DefaultLimitWait. Resume, when set, says whether a
+	// retry continues the agent's own session; nil takes the plan's.
+	LimitWait Duration
+	Resume    *bool
 
 	raw object
 }
@@ -110,7 +115,34 @@ type AgentRecord struct {
 	// Errors are the failed tries' errors, the newest last, at most
 	// MaxTryErrorsKept: `error` holds only the last.
 	Errors []TryError `json:"errors,omitempty"`
+	// Session is the agent's own session, as its output named it: a retry with
+	// resume: true continues it.
+	Session AgentSession `json:"session,omitzero"`
+	// Limit is the usage limit the step waits out; zero when none holds it.
+	Limit LimitHold `json:"limit,omitzero"`
 }
+
+// AgentSession is the session an agent CLI said it ran the try in.
+type AgentSession struct {
+	Agent string `json:"agent"` // the preset's name
+	ID    string `json:"id"`
+}
+
+// LimitHold is a usage limit that holds a step (DESIGN §16): every agent of its
+// try said it is out of quota. The same try runs again at UntilIso.
+type LimitHold struct {
+	SinceIso string `json:"sinceIso"` // when the first limited answer came
+	UntilIso string `json:"untilIso"` // when the try runs again
+	// Stated: the agent named the reset time; otherwise UntilIso is a backoff.
+	Stated bool   `json:"stated,omitempty"`
+	Waits  int    `json:"waits"` // limited answers in a row
+	Agent  string `json:"agent"`
+	Error  string `json:"error"` // the agent's words
+}
+
+// DefaultLimitWait bounds the wait for a usage limit when neither the step nor
+// the plan sets limitWait.
+const DefaultLimitWait = Duration(12 * time.Hour)
 
 // TryError is the error one failed try ended with.
 type TryError struct {
@@ -138,6 +170,9 @@ type Settings struct {
 	// Heartbeat is how often the user hears from a step in progress with nothing
 	// new (DESIGN §8); 0: the default.
 	Heartbeat Duration
+	// LimitWait and Resume are the plan's defaults for its steps (DESIGN §16).
+	LimitWait Duration
+	Resume    bool
 	// Notify are the plan's notification sinks.
 	Notify []NotifySink
 	Source string // plan file the state came from, relative to the workspace
@@ -493,6 +528,8 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "idleTimeout", sp.IdleTimeout, sp.IdleTimeout > 0)
 	setOrDel(&o, "result", sp.Result, len(sp.Result) > 0)
 	setOrDel(&o, "onInvalid", sp.OnInvalid, sp.OnInvalid != "")
+	setOrDel(&o, "limitWait", sp.LimitWait, sp.LimitWait > 0)
+	setOrDel(&o, "resume", sp.Resume, sp.Resume != nil)
 	return o
 }
 
@@ -535,6 +572,8 @@ func (st *Settings) object() object {
 	setOrDel(&o, "milestoneTimeout", st.MilestoneTimeout, st.MilestoneTimeout > 0)
 	setOrDel(&o, "idleTimeout", st.IdleTimeout, st.IdleTimeout > 0)
 	setOrDel(&o, "heartbeat", st.Heartbeat, st.Heartbeat > 0)
+	setOrDel(&o, "limitWait", st.LimitWait, st.LimitWait > 0)
+	setOrDel(&o, "resume", st.Resume, st.Resume)
 	setOrDel(&o, "notify", st.Notify, len(st.Notify) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")

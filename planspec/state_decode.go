@@ -258,6 +258,10 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if r, ok := o.vals["result"]; ok && !isNull(r) {
 		sp.Result = compactJSON(r)
 	}
+	sp.LimitWait = d.optDuration(o, p, "limitWait")
+	if b, ok := d.optBool(o, p, "resume"); ok {
+		sp.Resume = &b
+	}
 	if s, ok := d.optStr(o, p, "onInvalid"); ok && s != "" {
 		if s != OnInvalidRetry && s != OnInvalidAbort {
 			d.fail(p+"onInvalid", "want retry or abort, got %q", s)
@@ -306,10 +310,10 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	}
 	if s, ok := d.optStr(o, p, "phase"); ok && s != "" {
 		switch s {
-		case PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseBlocked, PhaseReviewing, PhaseDone:
+		case PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseBlocked, PhaseReviewing, PhaseDone, PhaseWaiting:
 			r.Phase = s
 		default:
-			d.fail(p+"phase", "unknown phase %q: want planned, dispatching, in_progress, blocked, reviewing or done", s)
+			d.fail(p+"phase", "unknown phase %q: want planned, dispatching, in_progress, blocked, reviewing, done or waiting", s)
 		}
 	}
 	if v, ok := o.vals["reports"]; ok && !isNull(v) {
@@ -363,6 +367,8 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	st.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
 	st.IdleTimeout = d.optDuration(o, p, "idleTimeout")
 	st.Heartbeat = d.optDuration(o, p, "heartbeat")
+	st.LimitWait = d.optDuration(o, p, "limitWait")
+	st.Resume, _ = d.optBool(o, p, "resume")
 	if r, ok := o.vals["notify"]; ok && !isNull(r) {
 		st.Notify = d.notify(p+"notify", r)
 	}
@@ -372,6 +378,20 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 		d.fail(p+"name", "want a non-empty name")
 	}
 	return st
+}
+
+// optBool reads a true or false member that may be absent or null.
+func (d *stateDecoder) optBool(o object, prefix, key string) (bool, bool) {
+	raw, ok := o.vals[key]
+	if !ok || isNull(raw) {
+		return false, false
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		d.fail(prefix+key, "want true or false, got %s", describe(raw))
+		return false, false
+	}
+	return b, true
 }
 
 func (d *stateDecoder) optDuration(o object, prefix, key string) Duration {

@@ -166,6 +166,10 @@ func (sp *StepSpec) copy() StepSpec {
 		n := *sp.Retries
 		c.Retries = &n
 	}
+	if sp.Resume != nil {
+		b := *sp.Resume
+		c.Resume = &b
+	}
 	return c
 }
 
@@ -178,6 +182,7 @@ func (sp *StepSpec) equal(o *StepSpec) bool {
 		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
 		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
 		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid &&
+		sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume) &&
 		sameObject(sp.raw, o.raw)
 }
 
@@ -247,5 +252,5 @@ func agentEqual(a, b *AgentRecord) bool {
 		return a == b
 	}
 	return a.StartedIso == b.StartedIso && a.FinishedIso == b.FinishedIso && a.Interruptions == b.Interruptions &&
-		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors)
+		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit
 }
