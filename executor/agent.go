@@ -38,6 +38,8 @@ type Agent struct {
 	// Unavailable says why this candidate cannot run (its program is not on PATH);
 	// the launch path passes over it to the next candidate, and journals why.
 	Unavailable string
+
+	args []string // the preset's extra arguments, for its resume form
 }
 
 // Name is what messages and the journal call the agent: its preset, or its program.
@@ -145,7 +147,7 @@ func names(agents []Agent) []string {
 
 // resolveOne turns one agent spec into a command whose program is looked up on PATH.
 func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
-	a := Agent{Argv: s.Argv, Source: source, Preset: s.Preset}
+	a := Agent{Argv: s.Argv, Source: source, Preset: s.Preset, args: s.Args}
 	if s.Preset != "" {
 		argv, err := ResolvePreset(s.Preset, s.Args)
 		if err != nil {
@@ -204,10 +206,47 @@ func resolveProgram(word, dir string) string {
 // appended as one final argument; {changed} replaced by the changed paths (see
 // ChangedPaths), one argument each. Never a shell.
 func (a Agent) Command(prompt string, changed []string) []string {
+	return expandArgv(a.Argv, prompt, changed)
+}
+
+// ResumeCommand is the argv of a retry that continues session id (DESIGN §16),
+// laid out as Command lays out a fresh try's; nil when the agent is no preset
+// that can resume, or id is empty: the retry is fresh.
+func (a Agent) ResumeCommand(id, prompt string, changed []string) []string {
+	p, ok := LookupPreset(a.Preset)
+	if !ok || len(a.Argv) == 0 {
+		return nil
+	}
+	argv := p.ResumeCommand(id, a.args)
+	if argv == nil {
+		return nil
+	}
+	argv[0] = a.Argv[0] // the program as found on PATH
+	return expandArgv(argv, prompt, changed)
+}
+
+// Limited reads a finished try of this agent as its preset reads a usage limit
+// (Preset.Limited); a command given as a list says nothing of limits.
+func (a Agent) Limited(exit Exit) (Limit, bool) {
+	if p, ok := LookupPreset(a.Preset); ok {
+		return p.Limited(exit)
+	}
+	return Limit{}, false
+}
+
+// Session is the session id the agent's output names (Preset.Session).
+func (a Agent) Session(exit Exit) string {
+	if p, ok := LookupPreset(a.Preset); ok {
+		return p.Session(exit)
+	}
+	return ""
+}
+
+func expandArgv(argv []string, prompt string, changed []string) []string {
 	changed = ChangedPaths(changed)
-	out := make([]string, 0, len(a.Argv)+1)
+	out := make([]string, 0, len(argv)+1)
 	replaced := false
-	for _, w := range a.Argv {
+	for _, w := range argv {
 		switch w {
 		case PromptPlaceholder:
 			out = append(out, prompt)

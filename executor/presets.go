@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -29,26 +31,52 @@ type Preset struct {
 	// ExitTellsNothing marks a CLI that exits 0 on errors (opencode): its output,
 	// the required outputs and the reports decide, never the exit code alone.
 	ExitTellsNothing bool
+	// Resume is the argv of a retry that continues the agent's own session
+	// (DESIGN §16), SessionPlaceholder standing for its id and ArgsPlaceholder,
+	// when present, for the extra arguments (else they follow); nil when the CLI
+	// cannot resume one unattended. ResumeHelp is the help that shows the words
+	// from its subcommand on (codex exec resume --help); nil: Help shows them all.
+	Resume     []string
+	ResumeHelp []string
 
 	judge func(Exit) (failed string, unavailable bool)
+	// limit reads, in the words of a try the preset judged unavailable, when its
+	// limit resets; ok is false when the words are no usage or rate limit.
+	limit func(exit Exit, words string) (reset time.Time, ok bool)
+	// session is the session id the CLI's output names; "" when none.
+	session func(Exit) string
 }
+
+// SessionPlaceholder in a preset's Resume argv is replaced by the session id.
+const SessionPlaceholder = "{session}"
+
+// ArgsPlaceholder in a preset's Resume argv is where the extra arguments go.
+const ArgsPlaceholder = "{args}"
 
 // presets is the table of DESIGN §10, in its order.
 var presets = []Preset{
 	{Name: "claude", Argv: []string{"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"},
-		Help: []string{"claude", "--help"}, judge: judgeClaude},
+		Help: []string{"claude", "--help"}, judge: judgeClaude, limit: claudeLimit, session: jsonSession(`"session_id"`),
+		Resume: []string{"claude", "-p", "--resume", SessionPlaceholder, "--output-format", "json", "--permission-mode", "acceptEdits"}},
+	// codex exec resume takes exec's global flags after it, its sandbox flag only
+	// before it.
 	{Name: "codex", Argv: []string{"codex", "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"},
-		Help: []string{"codex", "exec", "--help"}, judge: judgeCodex},
+		Help: []string{"codex", "exec", "--help"}, judge: judgeCodex, limit: codexLimit, session: codexSession,
+		Resume:     []string{"codex", "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", ArgsPlaceholder, "resume", SessionPlaceholder},
+		ResumeHelp: []string{"codex", "exec", "resume", "--help"}},
 	{Name: "gemini", Argv: []string{"gemini", "--output-format", "json", "--approval-mode", "yolo"}, PromptFlag: "-p",
-		Help: []string{"gemini", "--help"}, judge: judgeGemini},
+		Help: []string{"gemini", "--help"}, judge: judgeGemini, limit: geminiLimit, session: jsonSession(`"session_id"`),
+		Resume: []string{"gemini", "--resume", SessionPlaceholder, "--output-format", "json", "--approval-mode", "yolo"}},
 	{Name: "aider", Argv: []string{"aider", "--yes-always", "--no-auto-commits"}, PromptFlag: "--message",
-		Help: []string{"aider", "--help"}},
+		Help: []string{"aider", "--help"}, limit: genericLimit},
 	{Name: "opencode", Argv: []string{"opencode", "run", "--format", "json"},
-		Help: []string{"opencode", "run", "--help"}, ExitTellsNothing: true, judge: judgeOpencode},
+		Help: []string{"opencode", "run", "--help"}, ExitTellsNothing: true, judge: judgeOpencode,
+		limit: genericLimit, session: jsonSession(`"sessionID"`),
+		Resume: []string{"opencode", "run", "--session", SessionPlaceholder, "--format", "json"}},
 	{Name: "goose", Argv: []string{"goose", "run", "--no-session", "-q"}, PromptFlag: "-t",
-		Help: []string{"goose", "run", "--help"}},
+		Help: []string{"goose", "run", "--help"}, limit: genericLimit},
 	{Name: "openclaw", Argv: []string{"openclaw", "agent"}, PromptFlag: "--message",
-		Help: []string{"openclaw", "agent", "--help"}},
+		Help: []string{"openclaw", "agent", "--help"}, limit: genericLimit},
 }
 
 // Presets returns the preset table, in the order of DESIGN §10.
@@ -72,6 +100,70 @@ func (p Preset) Command(args []string) []string {
 		argv = append(argv, p.PromptFlag)
 	}
 	return argv
+}
+
+// ResumeCommand is the argv prefix of a retry that continues session id, with
+// extra args, laid out as Command lays out a fresh try's; nil when the preset
+// cannot resume.
+func (p Preset) ResumeCommand(id string, args []string) []string {
+	if p.Resume == nil || id == "" {
+		return nil
+	}
+	argv := make([]string, 0, len(p.Resume)+len(args)+1)
+	placed := false
+	for _, w := range p.Resume {
+		switch w {
+		case SessionPlaceholder:
+			argv = append(argv, id)
+		case ArgsPlaceholder:
+			argv = append(argv, args...)
+			placed = true
+		default:
+			argv = append(argv, w)
+		}
+	}
+	if !placed {
+		argv = append(argv, args...)
+	}
+	if p.PromptFlag != "" && !slices.Contains(args, PromptPlaceholder) {
+		argv = append(argv, p.PromptFlag)
+	}
+	return argv
+}
+
+// Limited reads a finished try the way this CLI says it is out of quota, and
+// when that ends (DESIGN §16). It is a limit only when the try could not serve
+// (Judge's unavailable) and the words are a usage or rate limit, not a refused
+// credential.
+func (p Preset) Limited(exit Exit) (Limit, bool) {
+	failed, unavailable := p.Judge(exit)
+	if !unavailable || p.limit == nil || exit.TimedOut {
+		return Limit{}, false
+	}
+	if _, _, start := judgeStart(exit); start {
+		return Limit{}, false
+	}
+	// The CLI's own error, never the work of the try: an agent may well write
+	// "rate limit" or "try again in 5 minutes" into its answer.
+	words := failed + "\n" + stderrText(exit)
+	reset, ok := p.limit(exit, words)
+	if !ok {
+		return Limit{}, false
+	}
+	text := failed
+	if text == "" {
+		text = p.Name + ": " + firstLine(stderrText(exit))
+	}
+	return Limit{Reset: reset, Text: firstChars(text, ErrorChars)}, true
+}
+
+// Session is the session id the try's output names, for a retry that resumes
+// it; "" when the CLI named none or the preset cannot resume.
+func (p Preset) Session(exit Exit) string {
+	if p.session == nil || p.Resume == nil {
+		return ""
+	}
+	return p.session(exit)
 }
 
 // ResolvePreset is the argv prefix of preset name with extra args; an unknown
@@ -131,7 +223,7 @@ func judgeStart(exit Exit) (failed string, unavailable, ok bool) {
 // compiled on first use: every stepseq command links this package.
 var unavailablePatterns = sync.OnceValue(func() []unavailablePattern {
 	return []unavailablePattern{
-		{regexp.MustCompile(`(?i)rate[ _-]?limit|usage[ _-]?limit|too many requests|\b429\b|quota|resource[ _]exhausted|exhausted your capacity|hit your (session |usage |weekly )?limit|limit reached|credit balance is too low|insufficient[ _]quota|overloaded`), "rate or usage limit"},
+		{regexp.MustCompile(`(?i)rate[ _-]?limit|usage[ _-]?limit|too many requests|\b429\b|quota|resource[ _]exhausted|exhausted your capacity|hit your [\w' -]{0,40}limit|out of (usage credits|extra usage)|limit reached|credit balance is too low|insufficient[ _]quota|overloaded`), "rate or usage limit"},
 		{regexp.MustCompile(`(?i)invalid api key|api key not valid|incorrect api key|missing api key|no api key|run /login|please (run )?login|not logged in|log ?in required|unauthori[sz]ed|\b401\b|authentication[ _](failed|error|required)|auth method|oauth token (has )?expired|token could not be refreshed|permission[ _]denied: .*(key|credential)`), "authentication failed"},
 	}
 })
@@ -184,6 +276,105 @@ func judgeClaude(exit Exit) (string, bool) {
 		msg = "is_error: true"
 	}
 	return "claude: " + msg, unavailableReason(msg) != ""
+}
+
+// claudeLegacyLimit is claude 1.x's result for a usage limit, the reset's epoch
+// after the bar (@anthropic-ai/claude-code 1.0.128: "Claude AI usage limit
+// reached|<epoch>"). 2.x says "You've hit your 5-hour limit · resets 3pm
+// (Europe/Paris)" (@anthropic-ai/claude-code-linux-x64 2.1.333), 1.x's newer
+// words "Session limit reached ∙ resets 3pm"; both are read by statedReset.
+var claudeLegacyLimit = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`Claude AI usage limit reached\|(\d{9,13})`)
+})
+
+// claudeRateLimitEvent is a line of claude's stream output (2.x, stream-json or
+// verbose json): rate_limit_info.status "rejected" is a limit, resetsAt its end
+// in epoch seconds; "allowed" and "allowed_warning" are not.
+type claudeRateLimitEvent struct {
+	Type string `json:"type"`
+	Info struct {
+		Status   string  `json:"status"`
+		ResetsAt float64 `json:"resetsAt"`
+	} `json:"rate_limit_info"`
+}
+
+// claudeLimit reads claude's usage limit and its reset: the legacy epoch, the
+// stream's rate_limit_event, else the time its words name.
+func claudeLimit(exit Exit, words string) (time.Time, bool) {
+	if m := claudeLegacyLimit().FindStringSubmatch(words); m != nil {
+		return epoch(m[1]), true
+	}
+	var reset time.Time
+	rejected := false
+	for _, out := range []string{exit.Stdout, stdoutText(exit)} {
+		for _, line := range lines(out) {
+			if t, ok := eventType(line); !ok || t != "rate_limit_event" {
+				continue
+			}
+			var e claudeRateLimitEvent
+			if json.Unmarshal([]byte(line), &e) == nil && e.Info.Status == "rejected" {
+				rejected = true
+				if e.Info.ResetsAt > 0 {
+					reset = time.Unix(int64(e.Info.ResetsAt), 0)
+				}
+			}
+		}
+	}
+	if !rejected && !rateWords(words) {
+		return time.Time{}, false
+	}
+	if reset.IsZero() {
+		reset = statedReset(words, exitTime(exit))
+	}
+	return reset, true
+}
+
+// epoch reads Unix seconds, or milliseconds when it is that long.
+func epoch(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	if n > 1e11 {
+		return time.UnixMilli(n)
+	}
+	return time.Unix(n, 0)
+}
+
+// exitTime is when the try ended, from which a "try again in" counts.
+func exitTime(exit Exit) time.Time {
+	if exit.Ended.IsZero() {
+		return time.Now()
+	}
+	return exit.Ended
+}
+
+// rateWords reports whether a CLI's error is a rate, usage or quota limit.
+func rateWords(words string) bool {
+	return unavailablePatterns()[0].re.MatchString(words)
+}
+
+// genericLimit reads a limit from the CLI's words alone, with the reset they name.
+func genericLimit(exit Exit, words string) (time.Time, bool) {
+	if !rateWords(words) {
+		return time.Time{}, false
+	}
+	return statedReset(words, exitTime(exit)), true
+}
+
+// jsonSession reads the session id from a JSON member key ("session_id" in
+// claude's result and gemini's JSON, "sessionID" in opencode's events): the last
+// one the output names, on stdout, else on stderr (gemini prints its error JSON
+// there).
+func jsonSession(key string) func(Exit) string {
+	re := sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(regexp.QuoteMeta(key) + `\s*:\s*"([A-Za-z0-9_.:-]{1,200})"`)
+	})
+	return func(exit Exit) string {
+		for _, out := range []string{stdoutText(exit), exit.Stdout, stderrText(exit)} {
+			if m := re().FindAllStringSubmatch(out, -1); m != nil {
+				return m[len(m)-1][1]
+			}
+		}
+		return ""
+	}
 }
 
 // scanHead reads the leading members of a JSON object that may be cut short.
@@ -279,6 +470,56 @@ func judgeCodex(exit Exit) (string, bool) {
 	return "codex: " + failed, unavailableReason(failed) != ""
 }
 
+// codexLimit reads codex's usage limit: "You've hit your usage limit. Try
+// again at 3:45 PM." or "… or try again at Dec 3rd, 2026 3:45 PM." in local
+// time (@openai/codex 0.171.0), "Please try again in 1.5s" from the API's rate
+// limit, older codex's "try again in 2 hours 5 minutes".
+func codexLimit(exit Exit, words string) (time.Time, bool) {
+	return genericLimit(exit, words)
+}
+
+// codexSession is the thread id of codex's first event, thread.started: `codex
+// exec resume ID` continues it.
+func codexSession(exit Exit) string {
+	for _, line := range lines(exit.Stdout) {
+		if t, ok := eventType(line); !ok || t != "thread.started" {
+			continue
+		}
+		var e struct {
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.ThreadID != "" {
+			return e.ThreadID
+		}
+	}
+	return ""
+}
+
+// geminiLimit reads gemini's quota errors (@google/gemini-cli 0.61.0): a 429 or
+// RESOURCE_EXHAUSTED, TerminalQuotaError or RetryableQuotaError, with "Please
+// retry in 34.5s", "Suggested retry after 60s", "Your quota will reset after
+// 3h12m5s", or the API's RetryInfo "retryDelay": "34s"; "You have exhausted
+// your daily quota on this model." names no time.
+func geminiLimit(exit Exit, words string) (time.Time, bool) {
+	if !rateWords(words) && !strings.Contains(words, "QuotaError") {
+		return time.Time{}, false
+	}
+	now := exitTime(exit)
+	if t := statedReset(words, now); !t.IsZero() {
+		return t, true
+	}
+	if m := geminiRetryDelay().FindStringSubmatch(words + "\n" + stdoutText(exit)); m != nil {
+		if d, err := time.ParseDuration(m[1]); err == nil && d > 0 {
+			return now.Add(d), true
+		}
+	}
+	return time.Time{}, true
+}
+
+var geminiRetryDelay = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`"retryDelay"\s*:\s*"(\d+(?:\.\d+)?s)"`)
+})
+
 // geminiExits are gemini-cli's exit codes for fatal errors (its FatalError classes).
 var geminiExits = map[int]string{
 	41:  "authentication failed",
@@ -300,8 +541,12 @@ func judgeGemini(exit Exit) (string, bool) {
 		} `json:"error"`
 	}
 	msg := ""
-	if s := stdoutText(exit); json.Unmarshal([]byte(jsonObject(s)), &out) == nil && out.Error != nil {
-		msg = out.Error.Message
+	// The JSON error is on stdout, or on stderr where gemini 0.61 prints it.
+	for _, s := range []string{stdoutText(exit), stderrText(exit)} {
+		if json.Unmarshal([]byte(jsonObject(s)), &out) == nil && out.Error != nil {
+			msg = out.Error.Message
+			break
+		}
 	}
 	if msg == "" && exit.Code != 0 {
 		msg = firstLine(stderrText(exit))
@@ -315,7 +560,8 @@ func judgeGemini(exit Exit) (string, bool) {
 		}
 		return failed, exit.Code == 41 || unavailableReason(msg) != ""
 	case msg != "" && (exit.Code != 0 || out.Error != nil):
-		return "gemini: " + msg, unavailableReason(msg) != ""
+		// A quota error's status (429, RESOURCE_EXHAUSTED) may be beside its message.
+		return "gemini: " + msg, unavailableReason(msg) != "" || exit.Code != 0 && unavailableReason(stderrText(exit)) != ""
 	}
 	return "", false
 }

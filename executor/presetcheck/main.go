@@ -123,7 +123,50 @@ func check(p executor.Preset, pkg, prefix string) result {
 		return r
 	}
 	r.missing, r.checked = compare(p, help)
+	if p.Resume != nil {
+		resumeHelp := ""
+		if p.ResumeHelp != nil {
+			if resumeHelp, err = command(prefix, 2*time.Minute, env, bin, p.ResumeHelp[1:]...); err != nil {
+				r.missing = append(r.missing, fmt.Sprintf("(cannot run %s: %v)", strings.Join(p.ResumeHelp, " "), err))
+				return r
+			}
+		}
+		missing, checked := compareResume(p, help, resumeHelp)
+		r.missing, r.checked = append(r.missing, missing...), r.checked+checked
+	}
 	return r
+}
+
+// compareResume lists the words of the preset's resume form that its help does
+// not show: those before the subcommand ResumeHelp names against the CLI's help,
+// the rest against ResumeHelp's (codex takes its sandbox flag only before
+// `resume`). They are named "resume: WORD".
+func compareResume(p executor.Preset, help, resumeHelp string) (missing []string, checked int) {
+	sub := ""
+	if n := len(p.ResumeHelp); n >= 2 {
+		sub = p.ResumeHelp[n-2]
+	}
+	before, after := p.Resume[1:], []string(nil)
+	if i := slices.Index(before, sub); sub != "" && i >= 0 {
+		before, after = before[:i+1], before[i+1:] // the subcommand is in the help above it
+	}
+	var words []string
+	for _, part := range []struct {
+		words []string
+		help  string
+	}{{before, help}, {after, resumeHelp}} {
+		for _, w := range part.words {
+			if w == executor.SessionPlaceholder || w == executor.ArgsPlaceholder {
+				continue
+			}
+			words = append(words, w)
+			checked++
+			if !inHelp(w, part.help) {
+				missing = append(missing, "resume: "+w)
+			}
+		}
+	}
+	return missing, checked
 }
 
 // compare lists the words of the preset that help does not show: its subcommands,
@@ -135,18 +178,24 @@ func compare(p executor.Preset, help string) (missing []string, checked int) {
 	}
 	for _, w := range words {
 		checked++
-		var re *regexp.Regexp
-		if strings.HasPrefix(w, "-") {
-			re = regexp.MustCompile(`(^|[\s,\[(|])` + regexp.QuoteMeta(w) + `($|[\s,=\])|<])`)
-		} else {
-			// A subcommand or a flag's value: a whole word, often quoted as a choice.
-			re = regexp.MustCompile(`(^|[^\w-])` + regexp.QuoteMeta(w) + `($|[^\w-])`)
-		}
-		if !re.MatchString(help) {
+		if !inHelp(w, help) {
 			missing = append(missing, w)
 		}
 	}
 	return missing, checked
+}
+
+// inHelp reports whether help shows the word: a flag as a flag, a subcommand or
+// a flag's value as a whole word.
+func inHelp(w, help string) bool {
+	var re *regexp.Regexp
+	if strings.HasPrefix(w, "-") {
+		re = regexp.MustCompile(`(^|[\s,\[(|])` + regexp.QuoteMeta(w) + `($|[\s,=\])|<])`)
+	} else {
+		// A subcommand or a flag's value: a whole word, often quoted as a choice.
+		re = regexp.MustCompile(`(^|[^\w-])` + regexp.QuoteMeta(w) + `($|[^\w-])`)
+	}
+	return re.MatchString(help)
 }
 
 // command runs name with args in dir, stdin from /dev/null, and returns its output.
