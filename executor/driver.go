@@ -192,6 +192,11 @@ func (d *driver) readState() {
 // the step's agents that can run.
 func (d *driver) start(l StartAgent) {
 	st := d.m.State()
+	if !l.Resumed {
+		if err := d.rt.WS.SetAsideEarlierRun(l.Step, l.Try); err != nil {
+			d.rt.Logger.Warn("the earlier run's logs stay where they are: this try's output follows theirs", "step", l.Step, "err", err)
+		}
+	}
 	if st.IsPull(l.Step) {
 		// Offered to the MCP worker that asks for it: no process, no fallback.
 		a, err := d.resolve(st, l.Step)

@@ -113,6 +113,11 @@ type StartAgent struct {
 	Prompt string
 	// Changed are the paths whose change started this run (on:, a trigger, a gate).
 	Changed []string
+	// Resumed is an interrupted try started again: its output goes on in the try's
+	// log. Any other start is a new try, whose log is its own: a log of the same
+	// number left by an earlier run of the step (a re-run counts from 1) is set
+	// aside first.
+	Resumed bool
 }
 
 // StopAgent ends the running try's agent group (SIGTERM, grace, SIGKILL).
@@ -314,6 +319,7 @@ type tryRun struct {
 	invalidResults int
 	blockedBy      string
 	changed        []string
+	resumed        bool // an interrupted try run again under its own number
 }
 
 type tryExit struct {
@@ -509,7 +515,7 @@ func (m *Machine) written(err error) {
 	m.journal(Entry{Event: "write", Reason: m.reason, Detail: map[string]any{"status": m.st.Status, "cursor": m.st.CurrentStep}})
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
-		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed})
+		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed})
 		if m.st.UsesReports(r.step) {
 			m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "waiting for the worker to accept")
 		} else {

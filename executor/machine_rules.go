@@ -120,9 +120,12 @@ func (m *Machine) filesChanged(in FilesChanged) {
 		return
 	}
 	m.changed = appendChanged(m.changed, in.Paths)
-	if id, path := OnMatches(m.st, in.Paths, m.notAgentWork); id != "" {
+	if id, matched := OnMatches(m.st, in.Paths, m.notAgentWork); id != "" {
 		m.onHandled = m.now
-		m.rerun(id, "on: "+path+" changed", 1)
+		// The re-run is told the files whose change matched its globs, not the
+		// folders, the state file or other files of the same batch.
+		m.changed = appendChanged(nil, matched)
+		m.rerun(id, "on: "+matched[0]+" changed", 1)
 	}
 }
 
@@ -313,8 +316,10 @@ func (m *Machine) dispatch(d Decision) {
 		m.forced = d.Step
 		m.force = false
 	}
+	prev, ran := m.st.StepRuns[d.Step]
+	resumed := d.Interrupted && ran && prev.Tries > 0
 	try := BeginTry(m.st, d.Step, m.now, d.Interrupted)
-	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.changed}
+	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.changed, resumed: resumed}
 	m.changed = nil
 	m.progress = true
 	m.markDirty("launch")
@@ -497,7 +502,7 @@ func (m *Machine) setPhase(id, phase string) {
 // OnMatches returns the first finished step whose `on` globs match one of paths
 // that keep accepts, and that path: the step a change re-runs, with the steps after
 // it. It returns "" when none does.
-func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) (string, string) {
+func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) (string, []string) {
 	for _, id := range st.StepQueue[:min(st.CurrentStep+1, len(st.StepQueue))] {
 		spec := st.Steps[id]
 		if spec == nil || len(spec.On) == 0 {
@@ -506,19 +511,23 @@ func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) 
 		if run, ok := st.StepRuns[id]; !ok || run.Status != planspec.StatusDone {
 			continue
 		}
+		var matched []string
 		for _, g := range spec.On {
 			lit := literalPrefix(g)
 			for _, p := range paths {
 				if !strings.HasPrefix(p, lit) {
 					continue // cheaper than a match, and most paths differ early
 				}
-				if ok, _ := doublestar.Match(g, p); ok && keep(p) {
-					return id, p
+				if ok, _ := doublestar.Match(g, p); ok && keep(p) && !slices.Contains(matched, p) {
+					matched = append(matched, p)
 				}
 			}
 		}
+		if len(matched) > 0 {
+			return id, matched
+		}
 	}
-	return "", ""
+	return "", nil
 }
 
 // literalPrefix is a glob's part before its first pattern character: every match

@@ -901,3 +901,30 @@ func TestMachine_TimeoutBlockerEndsWithItsTry(t *testing.T) {
 		})
 	}
 }
+
+// An on: re-run is told the files whose change matched its globs: not the folders
+// the change made, the state file or the batch's other files. It is a new run of
+// the step, from try 1, not a resumed try.
+func TestMachine_OnRerunNamesOnlyTheMatchingFiles(t *testing.T) {
+	r := newRig(t, `{"plan":{"steps":{"a":{"title":"A","instruction":"x","on":["notes/**/*.md"]},"b":{"title":"B","instruction":"y"}}},
+		"stepQueue":["a","b"],"currentStep":2,"stepRuns":{
+			"a":{"status":"DONE","tries":2,"lastRunIso":"2026-02-10T11:00:00.000000+00:00","phase":"done"},
+			"b":{"status":"DONE","tries":1,"lastRunIso":"2026-02-10T11:00:00.000000+00:00","phase":"done"}},
+		"stepDelayMinutes":0,"blockers":[],"status":"DONE"}`, true)
+	r.take()
+	paths := []string{"notes", "notes/sub", "notes/sub/a.md", "state.json", "other.txt"}
+	for _, p := range paths {
+		r.p.mtimes[p] = t0 // a person's change: no agent ran then
+	}
+	r.feed(FilesChanged{Paths: paths})
+	s, ok := started(r.take())
+	if !ok || s.Step != "a" || s.Try != 1 {
+		t.Fatalf("start %+v, want a's try 1", s)
+	}
+	if !slices.Equal(s.Changed, []string{"notes/sub/a.md"}) {
+		t.Errorf("changed %q, want only notes/sub/a.md", s.Changed)
+	}
+	if s.Resumed {
+		t.Error("a re-run's first try is a new try, not a resumed one")
+	}
+}

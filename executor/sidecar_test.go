@@ -647,3 +647,44 @@ func TestListPlans_StateRemovedIsQueued(t *testing.T) {
 		t.Errorf("status %s once applied again, want active", got)
 	}
 }
+
+// An on: re-run is a new run of the step, tries from 1 again, and its output goes
+// to a log of its own: the earlier run's log is kept beside it, set aside.
+func TestSidecar_OnRerunHasItsOwnLog(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"out:ran","on":["notes/**/*.md"]`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("DONE", done)
+	waitFor(t, func() bool { return logCount(w, "s1") == 1 })
+	// A person's edit, dated after the agent's run (its own writes trigger
+	// nothing): made aside, then moved in.
+	w.writeFile("aside.md", "edit")
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(w.path("aside.md"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	w.writeFile("notes/sub/.keep", "")
+	if err := os.Rename(w.path("aside.md"), w.path("notes/sub/a.md")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return logCount(w, "s1") == 2 })
+	st := w.waitState("DONE again", done)
+	if r := st.Run("s1"); r.Tries != 1 {
+		t.Errorf("tries %d after the re-run, want 1: a re-run is a new run", r.Tries)
+	}
+	ws := w.chain().WS
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(ws.LogPath("s1", 1))
+		return strings.Contains(string(data), "exit")
+	})
+	data, _ := os.ReadFile(ws.LogPath("s1", 1))
+	if n := strings.Count(string(data), "\nran\n"); n != 1 {
+		t.Errorf("the re-run's log holds the output of %d runs, want 1:\n%s", n, data)
+	}
+	earlier, _ := filepath.Glob(filepath.Join(filepath.Dir(ws.LogPath("s1", 1)), "earlier-*-1.log"))
+	if len(earlier) != 1 {
+		t.Fatalf("earlier logs %v, want the first run's try 1 kept", earlier)
+	}
+	if old, _ := os.ReadFile(earlier[0]); strings.Count(string(old), "\nran\n") != 1 {
+		t.Errorf("the earlier log:\n%s", old)
+	}
+}

@@ -47,6 +47,33 @@ func (w Workspace) LogPath(step string, try int) string {
 	return w.meta("logs", safeName(step), strconv.Itoa(try)+".log")
 }
 
+// SetAsideEarlierRun keeps the logs of an earlier run of step beside the new run's:
+// when try's log exists though the try is new, the step was run again from try 1
+// (an on: change, a trigger), and each of that run's N.log becomes
+// earlier-<UTC time>-N.log, so that N.log and `stepseq logs` are the new run's.
+// Retention prunes them as the step's other logs.
+func (w Workspace) SetAsideEarlierRun(step string, try int) error {
+	if _, err := os.Lstat(w.LogPath(step, try)); err != nil {
+		return nil // the usual case: the try's log is new
+	}
+	dir := filepath.Dir(w.LogPath(step, try))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("set aside earlier logs: %w", err)
+	}
+	stamp := time.Now().UTC().Format(archiveStamp)
+	for _, e := range entries {
+		n := strings.TrimSuffix(e.Name(), ".log")
+		if _, err := strconv.Atoi(n); err != nil || !e.Type().IsRegular() || n == e.Name() {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, "earlier-"+stamp+"-"+e.Name())); err != nil {
+			return fmt.Errorf("set aside earlier logs: %w", err)
+		}
+	}
+	return nil
+}
+
 // safeName makes a step id usable as one path element: separators and other
 // unusual bytes are %-escaped, and a name of dots gets a prefix.
 func safeName(id string) string {

@@ -30,6 +30,9 @@ func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Print a try's output: the latest try of STEP, or --try N",
 		Long: `logs prints the full output of one try of STEP, as the agent wrote it to
 DIR/.stepseq/logs/<step>/<try>.log (default DIR .): the latest try unless --try.
+Tries are those of the step's latest run: a re-run (an on: change, a trigger)
+counts from 1 again, and the earlier run's logs are kept beside as
+earlier-<UTC time>-<try>.log.
 
 -f follows a try that is running: it prints what the agent writes as it writes it,
 and ends when the try ends. A try that has not started yet is waited for.
