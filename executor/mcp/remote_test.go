@@ -65,6 +65,9 @@ func TestHandler_PlanFromHTTPNotAllowed(t *testing.T) {
 	if errs := toStrings(out["errors"]); len(errs) != 1 || !strings.Contains(errs[0], "stepseq.agent: agent [/usr/bin/python3, "+script+"] is not allowed: a plan that arrives over HTTP may name only agent: mcp, a preset") {
 		t.Fatalf("errors = %v", out["errors"])
 	}
+	if _, out := callRaw(t, cs, "plan_validate", map[string]any{"yaml": evil}); out["valid"] == true || out["code"] != CodeNotAllowed {
+		t.Fatalf("plan_validate of a program over HTTP: %v; want not valid, not_allowed", out)
+	}
 	step := "steps:\n  - id: a\n    title: A\n    instruction: do a\n    agent: [python3, " + script + "]\n"
 	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "evil2", "yaml": step}); out["code"] != CodeNotAllowed {
 		t.Fatalf("a step's own program: %v", out)

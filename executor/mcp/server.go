@@ -125,6 +125,7 @@ type PlanVerdict struct {
 	Name   string   `json:"name,omitempty"`
 	Steps  int      `json:"steps,omitempty"`
 	Errors []string `json:"errors,omitempty" jsonschema:"every problem as line:col: message"`
+	Code   string   `json:"code,omitempty" jsonschema:"not_allowed when an agent the plan names may not be named from here; plan_submit would refuse it"`
 }
 
 func validate(yaml string) (*planspec.Plan, PlanVerdict) {
@@ -140,7 +141,13 @@ func validate(yaml string) (*planspec.Plan, PlanVerdict) {
 }
 
 func (t *tools) planValidate(_ context.Context, _ *sdk.CallToolRequest, in PlanInput) (*sdk.CallToolResult, PlanVerdict, error) {
-	_, v := validate(in.YAML)
+	p, v := validate(in.YAML)
+	if v.Valid {
+		// What plan_submit would refuse is said here too, with the same words.
+		if _, refusal := t.admit(p, ""); refusal.Code != "" {
+			v = PlanVerdict{Errors: refusal.Errors, Code: refusal.Code}
+		}
+	}
 	return nil, v, nil
 }
 
@@ -182,7 +189,9 @@ func (t *tools) admit(p *planspec.Plan, rel string) (*sdk.CallToolResult, Submit
 	if errors.Is(err, executor.ErrNotAllowed) {
 		v.Code = CodeNotAllowed
 	}
-	t.opt.Logger.Warn("plan refused; nothing written", "file", rel, "code", v.Code, "err", err)
+	if rel != "" {
+		t.opt.Logger.Warn("plan refused; nothing written", "file", rel, "code", v.Code, "err", err)
+	}
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: v.Code + ": " + err.Error()}}}, v
 }
 

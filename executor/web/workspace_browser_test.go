@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/web"
 	"github.com/stepseq/stepseq/executor/web/webtest"
@@ -19,6 +21,19 @@ import (
 // page is open in Chromium. Creating the gate file turns the step done on the
 // page, and its notification appears, without a reload.
 func TestWorkspace_BrowserSidecar(t *testing.T) {
+	browserSidecar(t, func(h http.Handler) http.Handler { return h }, "/")
+}
+
+// TestWorkspace_BrowserToken: behind a token, the page opened once as
+// /?token= lands on / with its cookie, and its event stream, which the cookie
+// opens, keeps it live.
+func TestWorkspace_BrowserToken(t *testing.T) {
+	const token = "the-browser-token-0123456789"
+	g := listener.NewGuard(token, nil)
+	browserSidecar(t, g.Page, "/?token="+token)
+}
+
+func browserSidecar(t *testing.T, guard func(http.Handler) http.Handler, path string) {
 	browser := webtest.Start(t)
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
@@ -74,14 +89,19 @@ func TestWorkspace_BrowserSidecar(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	h := web.New(src, web.Options{MinInterval: 10 * time.Millisecond})
-	srv := httptest.NewUnstartedServer(h)
+	srv := httptest.NewUnstartedServer(guard(h))
 	srv.Config.RegisterOnShutdown(h.Close)
 	srv.Start()
 	defer srv.Close()
 	defer h.Close()
 
-	page := browser.Open(srv.URL+"/", true)
+	page := browser.Open(srv.URL+path, true)
 	page.WaitLive()
+	var at string
+	page.Eval(`() => location.pathname + location.search`, nil, &at)
+	if at != "/" {
+		t.Errorf("the page is at %q, want / (the token out of the address)", at)
+	}
 	if got := page.Phase("wait"); got != "planned" {
 		t.Fatalf("before the gate the step shows %q, want planned", got)
 	}
