@@ -1,3 +1,5 @@
+//go:build linux
+
 package executor
 
 import (
@@ -25,14 +27,9 @@ import (
 func tmpfsWorkspace(t *testing.T, size string) *testWS {
 	t.Helper()
 	w := newTestWS(t, "")
-	if err := unix.Mount("tmpfs", w.dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
+	if err := mountTmpfs(t, w.dir, "size="+size+",mode=0755"); err != nil {
 		t.Skipf("a full disk needs a tmpfs of its own: mount refused (%v); run as root, or where mounts are allowed", err)
 	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(w.dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", w.dir, err)
-		}
-	})
 	return w
 }
 

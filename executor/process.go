@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -187,39 +184,7 @@ func groupAlive(pgid int) bool {
 	if syscall.Kill(-pgid, 0) != nil {
 		return false // ESRCH: the group is empty
 	}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
-	}
-	for _, e := range procs {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, state, ok := procGroup(pid); ok && g == pgid && state != "Z" && state != "X" {
-			return true
-		}
-	}
-	return false
-}
-
-// procGroup reads a process's group id and state from /proc.
-func procGroup(pid int) (pgid int, state string, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, "", false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, "", false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 { // state, ppid, pgrp
-		return 0, "", false
-	}
-	pgid, err = strconv.Atoi(f[2])
-	return pgid, f[0], err == nil
+	return groupHasLiving(pgid)
 }
 
 func (p *Process) exit(err error, timedOut bool, started time.Time) Exit {
@@ -291,30 +256,6 @@ func (c *capture) String() string {
 	return c.buf.String()
 }
 
-// StartTicks reads a process's start time (clock ticks since boot) from /proc, so a
-// recorded agent is never confused with a later process that reuses its pid.
-func StartTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name may hold spaces and parentheses: fields count from the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	if f[0] == "Z" || f[0] == "X" {
-		return 0, fmt.Errorf("process %d has exited", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
 // Alive reports whether pid is still the process that started at ticks.
 func Alive(pid int, ticks uint64) bool {
 	if pid <= 0 {
@@ -325,8 +266,9 @@ func Alive(pid int, ticks uint64) bool {
 }
 
 // WaitGone blocks until the process pid exits or ctx ends. It works for processes
-// that are not children (an agent left by an earlier stepseq) through a pidfd, so
-// it sleeps in the kernel rather than polling.
+// that are not children (an agent left by an earlier stepseq), through a pidfd on
+// Linux and kqueue's EVFILT_PROC on macOS and the BSDs, so it sleeps in the kernel
+// rather than polling.
 func WaitGone(ctx context.Context, pid int) error {
-	return waitPidfd(ctx, pid)
+	return waitGone(ctx, pid)
 }

@@ -90,7 +90,8 @@ func identOf(fi fs.FileInfo) (fileIdent, bool) {
 	if !ok {
 		return fileIdent{}, false
 	}
-	return fileIdent{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, true
+	mtime, ctime := statTimes(st)
+	return fileIdent{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: mtime, ctime: ctime}, true
 }
 
 // Read parses the file. A missing file returns (nil, fs.ErrNotExist).

@@ -3,46 +3,43 @@ package watcher
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
+	"strconv"
 	"syscall"
 )
 
 var (
-	// ErrWatchLimit means the kernel refused another inotify watch
-	// (fs.inotify.max_user_watches) or instance (fs.inotify.max_user_instances).
-	// The wrapping error says which limit and how to raise it.
-	ErrWatchLimit = errors.New("watcher: inotify limit reached")
+	// ErrWatchLimit means the kernel refused another watch: on Linux an inotify
+	// watch (fs.inotify.max_user_watches) or instance
+	// (fs.inotify.max_user_instances); with kqueue (macOS, the BSDs) a file
+	// descriptor, since kqueue holds one open for each watched directory and each
+	// file in it. The wrapping error says which limit and how to raise it.
+	ErrWatchLimit = errors.New("watcher: watch limit reached")
 
 	// ErrClosed is returned by Update once the Watcher is closed.
 	ErrClosed = errors.New("watcher: closed")
 )
 
-// watchError explains a failed inotify_add_watch on dir.
-func watchError(dir string, err error) error {
-	if errors.Is(err, syscall.ENOSPC) {
-		return fmt.Errorf("watch %s: %w (%w): fs.inotify.max_user_watches (now %s) is used up;"+
-			" raise it with `sysctl fs.inotify.max_user_watches=524288`"+
-			" (persist it in /etc/sysctl.d/), or watch fewer trees",
-			dir, ErrWatchLimit, err, sysctl("max_user_watches"))
+// fileLimitError explains what (a watch, a start) kqueue refused for want of file
+// descriptors: it holds one open for every watched directory and every file in
+// one, so a folder of 10,000 files costs 10,000 of the process's open files. limit
+// is the soft limit on open files (0: unknown).
+func fileLimitError(what string, err error, limit uint64) error {
+	now := "unknown"
+	if limit > 0 {
+		now = strconv.FormatUint(limit, 10)
 	}
-	return fmt.Errorf("watch %s: %w", dir, err)
+	return fmt.Errorf("%s: %w (%w): the open-file limit (ulimit -n, now %s) is used up:"+
+		" kqueue holds a descriptor open for each watched directory and each file in one;"+
+		" raise it (`ulimit -n 65536` in the shell that starts stepseq; macOS: `sudo launchctl limit maxfiles 65536 200000`;"+
+		" FreeBSD: `sysctl kern.maxfiles kern.maxfilesperproc`), or watch fewer and smaller folders",
+		what, ErrWatchLimit, err, now)
 }
 
-// initError explains a failed inotify_init.
-func initError(err error) error {
-	if errors.Is(err, syscall.EMFILE) {
-		return fmt.Errorf("start inotify: %w (%w): fs.inotify.max_user_instances (now %s) or the open-file limit is used up;"+
-			" raise it with `sysctl fs.inotify.max_user_instances=1024`",
-			ErrWatchLimit, err, sysctl("max_user_instances"))
+// openFileLimit is the process's soft limit on open files, 0 when unknown.
+func openFileLimit() uint64 {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil {
+		return 0
 	}
-	return fmt.Errorf("start inotify: %w", err)
-}
-
-func sysctl(name string) string {
-	b, err := os.ReadFile("/proc/sys/fs/inotify/" + name)
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
+	return uint64(rl.Cur)
 }

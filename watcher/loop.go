@@ -1,7 +1,6 @@
 package watcher
 
 import (
-	"fmt"
 	"path"
 	"path/filepath"
 	"slices"
@@ -57,7 +56,7 @@ func (w *Watcher) run() {
 			}
 			w.handleAll(evs)
 		case err := <-ferrs:
-			w.report(fmt.Errorf("inotify: %w", err))
+			w.report(notifierError(err))
 		case <-overflow:
 			if w.fsErrs.overflowed.Swap(false) {
 				w.overflowed()

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"golang.org/x/sys/unix"
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/planspec"
@@ -444,30 +443,6 @@ func TestExamplePlan(t *testing.T) {
 	if len(p.Steps) != 2 || p.Name != "example" {
 		t.Errorf("plan %q with %d steps, want example with 2", p.Name, len(p.Steps))
 	}
-}
-
-// openPTY opens a pseudo-terminal pair, or skips the test where there is none.
-func openPTY(t *testing.T) (master, pts *os.File) {
-	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
-	t.Cleanup(func() { master.Close() })
-	fd := int(master.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		t.Skipf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
-	if err != nil {
-		t.Skipf("ptsname: %v", err)
-	}
-	pts, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("open pts: %v", err)
-	}
-	t.Cleanup(func() { pts.Close() })
-	return master, pts
 }
 
 // TestStatus_Color: status words are coloured on a terminal, unless NO_COLOR is
