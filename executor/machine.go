@@ -423,6 +423,16 @@ func (m *Machine) Blocked() bool {
 	return m.st != nil && !m.Busy() && m.told.Action == Blocked && m.st.Status != planspec.StatusDone
 }
 
+// CannotLaunch is the configuration error that keeps the step due now from
+// starting (no agent command, the plan's agent refused), with nothing in flight;
+// nil when there is none.
+func (m *Machine) CannotLaunch() error {
+	if m.configErr == nil || m.Busy() || m.told.Action != Launch {
+		return nil
+	}
+	return m.configErr
+}
+
 // Settled reports whether a one-shot driver (check, step) is finished: nothing in
 // flight, no delay or re-read to wait for, no write to retry.
 func (m *Machine) Settled() bool {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
 
@@ -23,12 +24,19 @@ const DefaultSettle = 5 * time.Millisecond
 // blocker, so that `watch --exit-when-done` exits 1.
 var ErrPlanBlocked = errors.New("plan is blocked")
 
+// refusedAgent is a plan refused for its agent, a configuration error (exit 2) as
+// an unsafe STEP_AGENT_CMD is.
+type refusedAgent struct{ err error }
+
+func (e *refusedAgent) Error() string   { return e.err.Error() }
+func (e *refusedAgent) Unwrap() []error { return []error{e.err, ErrConfig} }
+
 // SidecarOptions configure a sidecar.
 type SidecarOptions struct {
 	PlansDir     string        // where plan files are dropped; default DIR/plans
 	Settle       time.Duration // watcher coalescing window; 0: DefaultSettle
 	Poll         time.Duration // >0: poll instead of file events
-	ExitWhenDone bool          // Run returns once the plan is DONE (nil) or blocked (ErrPlanBlocked)
+	ExitWhenDone bool          // Run returns once the plan is DONE (nil), blocked (ErrPlanBlocked) or cannot launch (ErrConfig)
 	Metrics      *Metrics      // nil: no metrics
 	Notifier     Notifier      // nil: transitions are journaled only
 	// TriggerQuiet is how long the trigger folder must be still before it is
@@ -49,6 +57,7 @@ type Sidecar struct {
 	lock *Lock
 
 	plansSeen map[string]string // plan file → the content hash last judged
+	refused   error             // with no state: why every plan file in the folder was refused
 	sidecarCalls
 
 	ready  atomic.Bool
@@ -189,6 +198,18 @@ func (s *Sidecar) Run(ctx context.Context) error {
 				why := strings.Join(s.d.m.State().Blockers, "; ")
 				s.Logger.Warn("plan is blocked: exiting", "blockers", why)
 				return fmt.Errorf("%w: %s", ErrPlanBlocked, why)
+			case s.refused != nil && s.d.m.State() == nil:
+				s.Logger.Error("no plan can run: every plan file was refused: exiting", "err", s.refused)
+				if errors.Is(s.refused, planspec.ErrAgentRunsCode) {
+					return &refusedAgent{s.refused} // the plan's agent refused: a configuration error
+				}
+				return s.refused
+			case s.d.m.CannotLaunch() != nil:
+				// This process's environment and flags do not change: the plan
+				// can never go on here, so waiting for it would be forever.
+				err := s.d.m.CannotLaunch()
+				s.Logger.Error("the plan's agent cannot launch: exiting", "err", err)
+				return err
 			}
 		}
 		var began time.Time

@@ -155,6 +155,16 @@ func (s *Sidecar) intakePlans() {
 	if choice.Edit != nil {
 		s.d.feed(PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
 	}
+	s.refused = nil
+	if choice.Apply == nil && m.State() == nil && !slices.ContainsFunc(choice.Updates, func(u PlanUpdate) bool { return u.Status == PlanWaiting }) {
+		// No state and nothing to apply: what the folder holds was refused. With
+		// --exit-when-done that is the end; a plan dropped later is judged too.
+		for _, pf := range files {
+			if pf.Plan == nil {
+				s.refused = errors.Join(s.refused, pf.Err)
+			}
+		}
+	}
 	for _, u := range choice.Updates {
 		if u.Reject {
 			s.Logger.Error("plan rejected; state.json is untouched", "file", u.File.Source, "errors", strings.Join(ErrorLines(u.File.Err), "; "))

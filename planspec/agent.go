@@ -74,6 +74,7 @@ func (d *planDecoder) agent(n *yaml.Node, field string) AgentSpec {
 		argv := d.words(n, field)
 		if err := CheckAgentArgv(argv, nil); err != nil {
 			d.fail(n, field, "%s: %v", lastKey(field), err)
+			d.errs[len(d.errs)-1].Err = err
 		}
 		return AgentSpec{Argv: argv}
 	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str":

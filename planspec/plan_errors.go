@@ -19,13 +19,19 @@ type PlanError struct {
 	Line, Col int    // 1-based
 	Field     string // where in the plan, e.g. steps[2].when
 	Msg       string // what is wrong and what would be right
+	Err       error  // the cause when it has a sentinel of its own (ErrAgentRunsCode), else nil
 }
 
 func (e *PlanError) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
 }
 
-func (e *PlanError) Unwrap() error { return ErrInvalidPlan }
+func (e *PlanError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidPlan, e.Err}
+	}
+	return []error{ErrInvalidPlan}
+}
 
 // maxPlanErrors bounds the report on a file that is not a plan at all.
 const maxPlanErrors = 1000

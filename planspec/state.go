@@ -9,6 +9,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -630,7 +631,7 @@ const maxDurationText = "8760h (365 days)"
 func ParseDuration(s string) (Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		if durationSyntax.MatchString(s) { // well formed: it overflows time.Duration
+		if durationSyntax().MatchString(s) { // well formed: it overflows time.Duration
 			return 0, fmt.Errorf("bad duration %q: longer than the longest span stepseq takes, %s", s, maxDurationText)
 		}
 		return 0, fmt.Errorf("bad duration %q: want a number with a unit, like 90s, 2m or 1h", s)
@@ -644,7 +645,8 @@ func ParseDuration(s string) (Duration, error) {
 	return Duration(d), nil
 }
 
-var durationSyntax = regexp.MustCompile(durationPattern)
+// durationSyntax is compiled on first use: every stepseq command links planspec.
+var durationSyntax = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(durationPattern) })
 
 // StepDelay is stepDelayMinutes as a span, clamped to MaxDuration; clamped says it
 // was, for the reason a delayed step gives.

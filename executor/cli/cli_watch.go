@@ -86,7 +86,10 @@ Every transition of the plan is a notification (dispatching, accepted, milestone
 done, blocked, timeout, the plan's end, a heartbeat): it is appended to
 DIR/.stepseq/notifications.jsonl and delivered, at least once and in order, to the
 plan's notify: sinks and to those of --notify-command and --notify-webhook.
---exit-when-done exits 0 once the plan is DONE and 1 once it is blocked.
+--exit-when-done exits 0 once the plan is DONE and 1 once it is blocked; with no
+plan that can run it exits too: 2 when the agent can never launch here (STEP_AGENT_CMD
+unset and no agent in the plan, the plan's agent refused or not on PATH), 1 when
+every plan in the folder is invalid.
 ` + exitCodesHelp + agentEnvHelp,
 		Example: `  STEP_AGENT_CMD='openclaw agent --message' stepseq watch .
   stepseq watch ./workspace --listen 127.0.0.1:8080 # the live page, /mcp, /healthz, /readyz, /metrics
@@ -190,7 +193,7 @@ plan's notify: sinks and to those of --notify-command and --notify-webhook.
 	cmd.Flags().DurationVar(&settle, "settle", executor.DefaultSettle, "coalescing window for bursts of file events")
 	cmd.Flags().StringVar(&listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. 127.0.0.1:8080 (beyond loopback it needs a token)")
 	door.register(cmd)
-	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked")
+	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked, 2 when its agent can never launch")
 	cmd.Flags().StringArrayVar(&notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
 	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
 	cmd.Flags().StringVar(&retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
