@@ -167,7 +167,13 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 		prog = filepath.Join(dir, prog)
 	}
 	path, err := exec.LookPath(prog)
-	if err != nil {
+	switch {
+	case err != nil && prog != a.Argv[0]:
+		// A relative path is the workspace's, wherever stepseq was started.
+		a.Unavailable = fmt.Sprintf("%s: agent %q not found: a relative path is resolved against the workspace, and %s is not an executable file: give its full path, or one relative to %s",
+			source, a.Argv[0], prog, dir)
+		return a, nil
+	case err != nil:
 		a.Unavailable = fmt.Sprintf("%s: agent %q not found on PATH: install it or give its full path", source, a.Argv[0])
 		return a, nil
 	}

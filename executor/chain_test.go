@@ -259,6 +259,7 @@ func TestCheck_ConfigErrorsTouchNothing(t *testing.T) {
 		{"-c", "python3 -c", "shell"},
 		{"-e", "node -e", "shell"},
 		{"not on PATH", "no-such-agent-xyz", "not found on PATH"},
+		{"a relative path, the workspace's", "./agent.sh", "a relative path is resolved against the workspace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

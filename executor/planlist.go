@@ -156,3 +156,67 @@ const archiveStamp = "20060102T150405.000000Z"
 func timeFromArchiveName(stamp string) (time.Time, error) {
 	return time.Parse(archiveStamp, stamp)
 }
+
+// StrayPlan is a file that looks like a plan where no stepseq reads plans.
+type StrayPlan struct {
+	Path string `json:"path"` // relative to the workspace, slash-separated
+	Fix  string `json:"fix"`  // where it should be, in words
+}
+
+// StrayPlans names the files that look meant as plans but are not read: a YAML plan
+// at the workspace's root or in plan/, one in a subfolder of plans/, and JSON
+// files in plans/. A YAML file outside plans/ counts only when it has a top-level
+// steps key, so that other tools' YAML is left alone.
+func StrayPlans(ws Workspace, plansDir string) []StrayPlan {
+	var out []StrayPlan
+	rel := func(p string) string {
+		if r, err := filepath.Rel(ws.Dir, p); err == nil {
+			return filepath.ToSlash(r)
+		}
+		return p
+	}
+	into := func(name string) string { return rel(filepath.Join(plansDir, name)) }
+	isYAML := func(n string) bool { return strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") }
+	for _, dir := range []string{ws.Dir, filepath.Join(ws.Dir, "plan")} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if e.Type().IsRegular() && isYAML(e.Name()) && looksLikePlan(p) {
+				out = append(out, StrayPlan{Path: rel(p), Fix: "plans are read from " + rel(plansDir) + "/: move it to " + into(e.Name())})
+			}
+		}
+	}
+	entries, _ := os.ReadDir(plansDir)
+	for _, e := range entries {
+		p := filepath.Join(plansDir, e.Name())
+		switch {
+		case e.IsDir() && !strings.HasPrefix(e.Name(), "."):
+			sub, _ := os.ReadDir(p)
+			for _, s := range sub {
+				if s.Type().IsRegular() && isYAML(s.Name()) {
+					out = append(out, StrayPlan{Path: rel(filepath.Join(p, s.Name())),
+						Fix: "subfolders of " + rel(plansDir) + "/ are not read: move it to " + into(s.Name())})
+				}
+			}
+		case e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".json"):
+			name := strings.TrimSuffix(e.Name(), ".json") + ".yaml"
+			out = append(out, StrayPlan{Path: rel(p), Fix: "plans are .yaml or .yml files (JSON is YAML too): rename it " + into(name)})
+		}
+	}
+	return out
+}
+
+// looksLikePlan reports whether a YAML file has a top-level steps key. It reads
+// as plans are read: capped, never blocking on a FIFO.
+func looksLikePlan(path string) bool {
+	data, err := ReadFile(path, PlanCap)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(data)) {
+		if strings.HasPrefix(line, "steps:") {
+			return true
+		}
+	}
+	return false
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -100,7 +102,7 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 		newInitCmd(g, stdout),
 		newLogsCmd(stdout, stderr),
 		newHistoryCmd(stdout),
-		newListCmd(stdout),
+		newListCmd(stdout, stderr),
 		newReportCmd(stdout),
 		newRetryCmd(g, stdout),
 		newMCPCmd(g, stdout),
@@ -203,7 +205,13 @@ func newChainCmd(g *globals, cmd *cobra.Command, drive func(*executor.Chain, con
 		if err := requireFolders(filepath.Dir(statePathArg(args))); err != nil {
 			return err
 		}
-		c, err := newChain(statePathArg(args), g)
+		state := statePathArg(args)
+		if _, err := os.Stat(state); errors.Is(err, fs.ErrNotExist) && isTerminal(g.stderr) {
+			// Exit 0 and nothing on a pipe, as the original; a person is told.
+			fmt.Fprintf(g.stderr, "stepseq: no %s: nothing to do (apply a plan with stepseq apply, or drop one in %s)\n",
+				state, filepath.Join(filepath.Dir(state), "plans"))
+		}
+		c, err := newChain(state, g)
 		if err != nil {
 			return err
 		}

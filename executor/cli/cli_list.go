@@ -21,7 +21,7 @@ var listWords = map[string]string{
 	executor.PlanNew:      "new",
 }
 
-func newListCmd(stdout io.Writer) *cobra.Command {
+func newListCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		ws     workspaceFlags
 		asJSON bool
@@ -54,6 +54,10 @@ validate exits 1 on a rejected plan, for scripts.`,
 			plans, err := executor.ListPlans(wsp, filepath.Join(dir, "plans"), st)
 			if err != nil {
 				return err
+			}
+			stray := executor.StrayPlans(wsp, filepath.Join(dir, "plans"))
+			for _, s := range stray {
+				fmt.Fprintf(stderr, "stepseq: %s is not read: %s\n", s.Path, s.Fix)
 			}
 			if asJSON {
 				if plans == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/web"
+	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
 
@@ -101,6 +102,9 @@ every plan in the folder is invalid.
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
+			if grace < 0 {
+				return usageErr("--grace %s: want 0 or more, like 5s (0: the default, %s)", grace, executor.DefaultGrace)
+			}
 			log := g.logger()
 			rt, policy, err := longRunning(dir, state, retain, log)
 			if err != nil {
@@ -170,7 +174,7 @@ every plan in the folder is invalid.
 				h := web.New(page, web.Options{})
 				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
 				stop, err := serveHealth(cmd.Context(), healthServer{Addr: listen, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
-					Bound: executor.DefaultHealthBound, Token: token, LogErr: log.Error})
+					Bound: executor.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -179,7 +183,8 @@ every plan in the folder is invalid.
 			retention, stopRetention := context.WithCancel(cmd.Context())
 			defer stopRetention()
 			go executor.RunRetention(retention, rt.WS, policy, rt.Now, log)
-			log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "pid", os.Getpid())
+			log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "plans", filepath.Join(rt.WS.Dir, "plans"), "pid", os.Getpid())
+			sayWhatWaits(rt, filepath.Join(rt.WS.Dir, "plans"), log)
 			err = sc.Run(cmd.Context())
 			if errors.Is(err, executor.ErrPlanBlocked) {
 				return &exitError{code: 1, err: err}
@@ -259,6 +264,7 @@ type healthServer struct {
 	Bound    time.Duration // /healthz fails once the loop is stuck in one turn past it
 	Token    string        // "": none
 	LogErr   func(string, ...any)
+	Log      *slog.Logger // says where it listens; nil: nothing
 }
 
 // serveHealth serves hs until stop is called, bounded as listener.Server is.
@@ -286,8 +292,12 @@ func serveHealth(ctx context.Context, hs healthServer) (stop func(), err error) 
 		mux.Handle("/", guard.Page(hs.Page))
 		srv.OnShutdown = hs.Page.Close
 	}
-	if _, err := srv.Listen(hs.Addr); err != nil {
+	addr, err := srv.Listen(hs.Addr)
+	if err != nil {
 		return nil, err
+	}
+	if hs.Log != nil {
+		hs.Log.Info("listening: the live page, /mcp, /healthz, /readyz and /metrics", "addr", addr.String(), "url", "http://"+addr.String()+"/")
 	}
 	return func() {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -353,4 +363,58 @@ func longRunning(dir, state, retain string, log *slog.Logger) (*executor.Runtime
 		return nil, executor.RetentionPolicy{}, err
 	}
 	return rt, policy, nil
+}
+
+// sayWhatWaits tells a sidecar's first user what it waits for, once, at start: where
+// a plan goes when there is none, and that no step can launch when STEP_AGENT_CMD is
+// unset and no plan names an agent.
+func sayWhatWaits(rt *executor.Runtime, plansDir string, log *slog.Logger) {
+	st, stateErr := (&executor.StateFile{Path: rt.WS.State}).Read()
+	var plans []*planspec.Plan
+	entries, _ := os.ReadDir(plansDir)
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		if pf := executor.ReadPlanFile(filepath.Join(plansDir, n), n); pf.Plan != nil {
+			plans = append(plans, pf.Plan)
+		}
+	}
+	for _, s := range executor.StrayPlans(rt.WS, plansDir) {
+		log.Warn("a plan in the wrong place is not read", "file", s.Path, "fix", s.Fix)
+	}
+	if errors.Is(stateErr, fs.ErrNotExist) && len(plans) == 0 {
+		log.Info("no plan yet: drop one in plans/ (stepseq init makes an example) or write state.json", "plans", plansDir, "state", rt.WS.State)
+	}
+	if strings.TrimSpace(rt.Getenv("STEP_AGENT_CMD")) != "" || namesAgent(st, plans) {
+		return
+	}
+	log.Warn("STEP_AGENT_CMD is not set and no plan names an agent: no step can launch until one does (set STEP_AGENT_CMD, or agent: in the plan)")
+}
+
+// namesAgent reports whether the state or a plan names an agent of its own, for the
+// plan or for one of its steps.
+func namesAgent(st *planspec.State, plans []*planspec.Plan) bool {
+	if st != nil {
+		if !st.Settings.Agent.IsZero() {
+			return true
+		}
+		for _, sp := range st.Steps {
+			if !sp.Agent.IsZero() {
+				return true
+			}
+		}
+	}
+	for _, p := range plans {
+		if !p.Agent.IsZero() {
+			return true
+		}
+		for _, s := range p.Steps {
+			if !s.Spec.Agent.IsZero() {
+				return true
+			}
+		}
+	}
+	return false
 }

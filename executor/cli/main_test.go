@@ -544,3 +544,36 @@ func TestInit_WithoutGit(t *testing.T) {
 		}
 	}
 }
+
+// TestCheck_NoStateSaysSoOnATerminal: check without a state file exits 0, as the
+// original; on a terminal it says so in one line, in a pipe nothing.
+func TestCheck_NoStateSaysSoOnATerminal(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	var pipe bytes.Buffer
+	if err := run(t.Context(), []string{"check", state}, io.Discard, &pipe); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	if pipe.Len() != 0 {
+		t.Errorf("check wrote to a pipe: %q", pipe.String())
+	}
+	master, pts := openPTY(t)
+	if err := run(t.Context(), []string{"check", state}, io.Discard, pts); err != nil {
+		t.Fatalf("check on a terminal: %v", err)
+	}
+	if err := master.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Skipf("pty read deadline: %v", err)
+	}
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte("\n")) {
+		n, err := master.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("read terminal: %v; got %q", err, got)
+		}
+	}
+	if want := "stepseq: no " + state + ": nothing to do"; !strings.HasPrefix(string(got), want) || bytes.Count(got, []byte("\n")) != 1 {
+		t.Errorf("terminal got %q, want one line starting %q", got, want)
+	}
+}

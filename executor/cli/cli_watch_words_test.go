@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWatch_SaysWhatItWaitsFor: a sidecar started on an empty folder says where
+// it looks, that no plan is there yet (and which file is one in the wrong place),
+// that no agent is set, and where it listens.
+func TestWatch_SaysWhatItWaitsFor(t *testing.T) {
+	t.Setenv("STEP_AGENT_CMD", "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "myplan.yaml"), []byte("steps:\n  - id: a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"watch", "--listen", "127.0.0.1:0", dir}, io.Discard, &logs) }()
+	want := []string{
+		"plans=" + filepath.Join(dir, "plans"),
+		"no plan yet: drop one in plans/",
+		"STEP_AGENT_CMD is not set and no plan names an agent",
+		"url=http://127.0.0.1:",
+		`msg="a plan in the wrong place is not read" file=myplan.yaml fix="plans are read from plans/: move it to plans/myplan.yaml"`,
+	}
+	waitFor(t, "the start's words", func() bool {
+		for _, w := range want {
+			if !strings.Contains(logs.String(), w) {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if n := strings.Count(logs.String(), "STEP_AGENT_CMD is not set"); n != 1 {
+		t.Errorf("the agent warning came %d times, want once:\n%s", n, logs.String())
+	}
+
+	// A plan that names its agent needs no STEP_AGENT_CMD: no warning.
+	dir = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plan := "agent: claude\nsteps:\n  - id: a\n    title: A\n    instruction: x\n    when: exists(\"never\")\n"
+	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var quiet syncBuffer
+	ctx, cancel = context.WithCancel(t.Context())
+	go func() { done <- run(ctx, []string{"watch", dir}, io.Discard, &quiet) }()
+	waitFor(t, "watching", func() bool { return strings.Contains(quiet.String(), "msg=watching") })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if s := quiet.String(); strings.Contains(s, "STEP_AGENT_CMD is not set") || strings.Contains(s, "no plan yet") {
+		t.Errorf("warned though the plan names its agent:\n%s", s)
+	}
+}
+
+func TestWatch_NegativeGraceIsRefused(t *testing.T) {
+	err := run(t.Context(), []string{"watch", "--grace", "-1s", t.TempDir()}, io.Discard, io.Discard)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "--grace -1s") {
+		t.Fatalf("watch --grace -1s: %v, want a usage error naming --grace", err)
+	}
+}
