@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The prompt is data, never code: the original's rule, made whole. An agent's
@@ -39,33 +40,39 @@ type wrapper struct {
 	positional int
 }
 
-var wrappers = map[string]wrapper{
-	"env":     {valued: []string{"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}},
-	"nice":    {valued: []string{"-n", "--adjustment"}},
-	"nohup":   {},
-	"timeout": {valued: []string{"-s", "--signal", "-k", "--kill-after"}, positional: 1},
-	"stdbuf":  {valued: []string{"-i", "--input", "-o", "--output", "-e", "--error"}},
-	"ionice":  {valued: []string{"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u", "--uid"}},
-	"setsid":  {},
-	"flock":   {valued: []string{"-w", "--timeout", "-E", "--conflict-exit-code", "-c", "--command"}, positional: 1},
-	"busybox": {},
-	"time":    {valued: []string{"-f", "--format", "-o", "--output"}},
-	"command": {},
-	"xargs":   {valued: []string{"-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s"}},
-	"chrt":    {positional: 1},
-	"taskset": {positional: 1},
-	"sudo":    {valued: []string{"-u", "--user", "-g", "--group", "-C", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "-t", "-U"}},
-	"doas":    {valued: []string{"-u", "-C"}},
-	"unshare": {},
-	"chroot":  {positional: 1},
-}
+// wrappers, wrapperCodeFlags and interpreters are built when first asked:
+// package-level maps would be made at init, in every command.
+var wrappers = sync.OnceValue(func() map[string]wrapper {
+	return map[string]wrapper{
+		"env":     {valued: []string{"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}},
+		"nice":    {valued: []string{"-n", "--adjustment"}},
+		"nohup":   {},
+		"timeout": {valued: []string{"-s", "--signal", "-k", "--kill-after"}, positional: 1},
+		"stdbuf":  {valued: []string{"-i", "--input", "-o", "--output", "-e", "--error"}},
+		"ionice":  {valued: []string{"-c", "--class", "-n", "--classdata", "-p", "--pid", "-P", "--pgid", "-u", "--uid"}},
+		"setsid":  {},
+		"flock":   {valued: []string{"-w", "--timeout", "-E", "--conflict-exit-code", "-c", "--command"}, positional: 1},
+		"busybox": {},
+		"time":    {valued: []string{"-f", "--format", "-o", "--output"}},
+		"command": {},
+		"xargs":   {valued: []string{"-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n", "--max-args", "-P", "--max-procs", "-s"}},
+		"chrt":    {positional: 1},
+		"taskset": {positional: 1},
+		"sudo":    {valued: []string{"-u", "--user", "-g", "--group", "-C", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "-t", "-U"}},
+		"doas":    {valued: []string{"-u", "-C"}},
+		"unshare": {},
+		"chroot":  {positional: 1},
+	}
+})
 
 // wrapperCodeFlags are a wrapper's own options that run a word as a command.
-var wrapperCodeFlags = map[string][]string{
-	"env":   {"-S", "--split-string"},
-	"flock": {"-c", "--command"},
-	"sudo":  {"-s", "--shell", "-i", "--login"},
-}
+var wrapperCodeFlags = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"env":   {"-S", "--split-string"},
+		"flock": {"-c", "--command"},
+		"sudo":  {"-s", "--shell", "-i", "--login"},
+	}
+})
 
 // interpreter says how a program takes code in its arguments: by flag (python
 // -c, perl -e, node --eval), or, for awk and sed, as its first operand unless
@@ -77,28 +84,30 @@ type interpreter struct {
 	fileFlag []string // … unless one of these names a script file
 }
 
-var interpreters = map[string]interpreter{
-	"python":    {letters: "c"},
-	"pypy":      {letters: "c"},
-	"perl":      {letters: "eE"},
-	"ruby":      {letters: "e"},
-	"node":      {flags: []string{"--eval", "--print"}, letters: "ep"},
-	"nodejs":    {flags: []string{"--eval", "--print"}, letters: "ep"},
-	"bun":       {flags: []string{"--eval", "--print"}, letters: "ep"},
-	"deno":      {flags: []string{"eval"}},
-	"php":       {letters: "rR"},
-	"lua":       {letters: "e"},
-	"luajit":    {letters: "e"},
-	"r":         {letters: "e"},
-	"rscript":   {letters: "e"},
-	"osascript": {letters: "e"},
-	"awk":       {flags: []string{"--source"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
-	"gawk":      {flags: []string{"--source"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
-	"mawk":      {letters: "e", operand: true, fileFlag: []string{"-f"}},
-	"nawk":      {letters: "e", operand: true, fileFlag: []string{"-f"}},
-	"sed":       {flags: []string{"--expression"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
-	"gsed":      {flags: []string{"--expression"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
-}
+var interpreters = sync.OnceValue(func() map[string]interpreter {
+	return map[string]interpreter{
+		"python":    {letters: "c"},
+		"pypy":      {letters: "c"},
+		"perl":      {letters: "eE"},
+		"ruby":      {letters: "e"},
+		"node":      {flags: []string{"--eval", "--print"}, letters: "ep"},
+		"nodejs":    {flags: []string{"--eval", "--print"}, letters: "ep"},
+		"bun":       {flags: []string{"--eval", "--print"}, letters: "ep"},
+		"deno":      {flags: []string{"eval"}},
+		"php":       {letters: "rR"},
+		"lua":       {letters: "e"},
+		"luajit":    {letters: "e"},
+		"r":         {letters: "e"},
+		"rscript":   {letters: "e"},
+		"osascript": {letters: "e"},
+		"awk":       {flags: []string{"--source"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
+		"gawk":      {flags: []string{"--source"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
+		"mawk":      {letters: "e", operand: true, fileFlag: []string{"-f"}},
+		"nawk":      {letters: "e", operand: true, fileFlag: []string{"-f"}},
+		"sed":       {flags: []string{"--expression"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
+		"gsed":      {flags: []string{"--expression"}, letters: "e", operand: true, fileFlag: []string{"-f", "--file"}},
+	}
+})
 
 // ProgramName is the name the rule knows a program by: its base name, lower
 // case, without a version (python3.12 → python, ksh93 → ksh, lua5.4 → lua).
@@ -168,9 +177,9 @@ func checkProgram(argv []string, resolve func(string) string) error {
 		var next int
 		wrapped := false
 		for _, n := range names {
-			if wr, ok := wrappers[n]; ok {
+			if wr, ok := wrappers()[n]; ok {
 				for _, f := range argv[i+1:] {
-					if flagIs(f, wrapperCodeFlags[n]) {
+					if flagIs(f, wrapperCodeFlags()[n]) {
 						return &AgentCodeError{Reason: fmt.Sprintf("%q %s runs a command line", word, f)}
 					}
 				}
@@ -183,7 +192,7 @@ func checkProgram(argv []string, resolve func(string) string) error {
 			continue
 		}
 		for _, n := range names {
-			if ip, ok := interpreters[n]; ok {
+			if ip, ok := interpreters()[n]; ok {
 				if reason := ip.runsCode(word, argv[i+1:]); reason != "" {
 					return &AgentCodeError{Reason: reason}
 				}
