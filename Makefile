@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 ARTIFACTS := test-artifacts
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build cross test e2e-deps bench lint run fuzz clean presets-check plugin-check chaos
+.PHONY: all build cross test stress testreport e2e-deps bench lint run fuzz clean presets-check plugin-check chaos
 
 all: build
 
@@ -40,10 +40,28 @@ run: build
 	STEP_AGENT_CMD="$(CURDIR)/$(BIN)/demoagent" timeout 120 $(BIN)/stepseq watch --exit-when-done "$$ws" && \
 	$(BIN)/stepseq status "$$ws"
 
-test: e2e-deps
+# go test's whole output, as JSON, is kept in test-artifacts/test.json, so that
+# a failure in CI can be read afterwards; testreport prints each package's
+# result as it comes, then the last lines of every test that failed and the
+# slowest tests, and fails when a test did (as does go test, by pipefail).
+test: e2e-deps testreport
 	$(GO) vet ./...
 	@mkdir -p $(ARTIFACTS)
-	$(GO) test -race -count=1 -artifacts -outputdir $(CURDIR)/$(ARTIFACTS) ./...
+	bash -o pipefail -c '$(GO) test -race -count=1 -json -artifacts -outputdir $(CURDIR)/$(ARTIFACTS) ./... | $(BIN)/testreport -o $(ARTIFACTS)/test.json'
+
+# Before a submission, not part of make test: every package's tests five times
+# under -race beside two CPU-bound processes, which the target starts and stops
+# by their process ids, so that a test that needs an idle machine fails here.
+# The JSON is kept in test-artifacts/stress.json.
+stress: e2e-deps testreport
+	@mkdir -p $(ARTIFACTS)
+	@bash -o pipefail -c 'yes >/dev/null & b1=$$!; yes >/dev/null & b2=$$!; \
+	trap "kill $$b1 $$b2" EXIT; \
+	echo "stress: two CPU burners, pids $$b1 $$b2"; \
+	$(GO) test -race -count=5 -timeout 30m -json ./... | $(BIN)/testreport -o $(ARTIFACTS)/stress.json'
+
+testreport:
+	$(GO) build -o $(BIN)/testreport ./executor/internal/testreport
 
 # What the end-to-end tests need beyond Go, each installed once and said so:
 # Debian's chromium (the live page's browser test), and from the npm registry
