@@ -89,7 +89,10 @@ func measureBurst(b *testing.B, n int) burstRun {
 	if err := <-ready; err != nil {
 		b.Fatal(err)
 	}
-	go func() { done <- burst(filepath.Join(root, "repo"), n) }()
+	go func() {
+		_, err := burst(filepath.Join(root, "repo"), n)
+		done <- err
+	}()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +112,10 @@ func measureBurst(b *testing.B, n int) burstRun {
 	defer w.Close()
 	runtime.GC()
 	cpu0, sys0, sw0 = cpuTime(), sysTime(), contextSwitches()
-	go func() { done <- burst(filepath.Join(root, "repo"), n) }()
+	go func() {
+		_, err := burst(filepath.Join(root, "repo"), n)
+		done <- err
+	}()
 	// The consumer only counts while the CPU is measured: what it does with
 	// the paths is the sidecar's cost, not the watcher's.
 	var got []Batch

@@ -121,7 +121,7 @@ func BenchmarkBurst(b *testing.B) {
 		start := time.Now()
 		done := make(chan error, 1)
 		go func() {
-			err := burst(filepath.Join(root, "repo"), 10_000)
+			_, err := burst(filepath.Join(root, "repo"), 10_000)
 			created = time.Since(start)
 			done <- err
 		}()

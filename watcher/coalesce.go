@@ -40,8 +40,9 @@ type coalescer struct {
 	lead        bool // the pending changes came after a quiet window: due at once
 	acted       bool // an echo came after the last change
 
-	out   Batch // due, waiting for the consumer
-	ready bool
+	out     Batch // due, waiting for the consumer
+	ready   bool
+	overdue bool // pending is due but did not fit in out: due once out is taken
 }
 
 // maxWaitWindows is maxWait in settle windows; minMaxWait its floor, so that
@@ -153,18 +154,29 @@ func (c *coalescer) fire(now time.Time) {
 	c.flush()
 }
 
-// flush merges the pending changes into the due batch.
+// flush merges the pending changes into the due batch. When the consumer has
+// not taken that batch and the merge would take it past the limit, the changes
+// stay pending, due: they follow once it is taken (sent), and reaching the
+// limit meanwhile makes a rescan (add). A consumer that stalls while the
+// changes come with pauses, each a settle window, is held to two batches'
+// worth as one that stalls through a stream is.
 func (c *coalescer) flush() {
 	if len(c.pending) == 0 && !c.rescan {
 		return
 	}
-	c.ready = true
-	if c.rescan || c.out.Rescan {
-		c.out = Batch{Rescan: true}
-	} else {
+	if !c.rescan && !c.out.Rescan {
 		for _, p := range c.out.Paths {
 			delete(c.pending, p) // already in the batch the consumer has not taken
 		}
+		if c.ready && len(c.out.Paths)+len(c.pending) > c.limit {
+			c.overdue = true
+			return
+		}
+	}
+	c.ready, c.overdue = true, false
+	if c.rescan || c.out.Rescan {
+		c.out = Batch{Rescan: true}
+	} else {
 		paths := slices.Grow(c.out.Paths, len(c.pending))
 		for p := range c.pending {
 			paths = append(paths, p)
@@ -187,10 +199,14 @@ func (c *coalescer) drain() {
 // batch returns the due batch, if any.
 func (c *coalescer) batch() (Batch, bool) { return c.out, c.ready }
 
-// sent records that the consumer took the due batch.
+// sent records that the consumer took the due batch; the changes that were
+// due but did not fit in it are due now.
 func (c *coalescer) sent() {
 	c.out = Batch{}
 	c.ready = false
+	if c.overdue {
+		c.flush()
+	}
 }
 
 func (c *coalescer) stop() {
