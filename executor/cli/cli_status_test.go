@@ -72,7 +72,9 @@ const doneState = `{
 }`
 
 // followView is a status --follow on dir, writing to out as a terminal would
-// (tty) or a pipe, with the clock under the test's control.
+// (tty) or a pipe, with the clock under the test's control. The test holds the
+// workspace's lock, as the stepseq running runningState's step does: a step
+// left IN_PROGRESS with no live holder shows as interrupted, not running.
 func followView(t *testing.T, dir string, out *syncBuffer, logs *syncBuffer, tty bool, now func() time.Time) *statusView {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logs, nil))
@@ -81,6 +83,11 @@ func followView(t *testing.T, dir string, out *syncBuffer, logs *syncBuffer, tty
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
+	lock, _, err := executor.TryLock(rt.WS, "watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Unlock() })
 	rt.Now = now
 	return &statusView{rt: rt, state: filepath.Join(dir, "state.json"), plans: filepath.Join(dir, "plans"), out: out,
 		follow: true, tty: tty, tick: 10 * time.Millisecond, log: log}
