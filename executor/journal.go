@@ -2,10 +2,7 @@ package executor
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -23,14 +20,14 @@ type Entry struct {
 }
 
 // Journal is the append-only decision log, .stepseq/journal.jsonl, bounded in size:
-// past Max bytes the file becomes journal.jsonl.1 and a new one starts.
+// past Max bytes the file becomes journal.jsonl.1 and a new one starts. Each
+// record is whole in the file or absent (see LineLog).
 type Journal struct {
 	Path string
 	Max  int64
 
-	mu   sync.Mutex
-	f    *os.File
-	size int64
+	once sync.Once
+	log  LineLog
 }
 
 // Record appends e, stamping its time. A journal that cannot be written never
@@ -47,53 +44,18 @@ func (j *Journal) Record(e Entry) error {
 		return err
 	}
 	line = append(line, '\n')
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.open(); err != nil {
-		return err
-	}
-	max := j.Max
-	if max <= 0 {
-		max = DefaultJournalMax
-	}
-	if j.size+int64(len(line)) > max && j.size > 0 {
-		j.f.Close()
-		j.f = nil
-		if err := os.Rename(j.Path, j.Path+".1"); err != nil {
-			return err
-		}
-		if err := j.open(); err != nil {
-			return err
-		}
-	}
-	n, err := j.f.Write(line)
-	j.size += int64(n)
-	return err
+	return j.lines().Append(line)
 }
 
-func (j *Journal) open() error {
-	if j.f != nil {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(j.Path), 0o755); err != nil {
-		return err
-	}
-	// O_NONBLOCK: a FIFO put in the journal's place fails the open instead of
-	// waiting for a reader.
-	f, err := os.OpenFile(j.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
-	if err != nil {
-		return err
-	}
-	fi, err := f.Stat()
-	if err == nil {
-		err = regular(j.Path, fi)
-	}
-	if err != nil {
-		f.Close()
-		return err
-	}
-	j.f, j.size = f, fi.Size()
-	return nil
+func (j *Journal) lines() *LineLog {
+	j.once.Do(func() {
+		max := j.Max
+		if max <= 0 {
+			max = DefaultJournalMax
+		}
+		j.log.Path, j.log.Max = j.Path, max
+	})
+	return &j.log
 }
 
 // Close closes the journal file.
@@ -101,12 +63,5 @@ func (j *Journal) Close() error {
 	if j == nil {
 		return nil
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.f == nil {
-		return nil
-	}
-	err := j.f.Close()
-	j.f = nil
-	return err
+	return j.lines().Close()
 }

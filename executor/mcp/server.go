@@ -6,7 +6,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -445,9 +445,10 @@ func (t *tools) notifications(_ context.Context, _ *sdk.CallToolRequest, in Noti
 	if err != nil {
 		return nil, out, err
 	}
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
+	for line := range notify.FeedLines(data) {
+		rec, ok := notify.FeedRecord(line)
 		var n map[string]any
-		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &n) != nil {
+		if !ok || json.Unmarshal(rec, &n) != nil {
 			continue
 		}
 		if !since.IsZero() {

@@ -294,3 +294,23 @@ func TestServer_SubmitRefusesNames(t *testing.T) {
 		t.Errorf("plans written: %v", entries)
 	}
 }
+
+// TestServer_NotificationsKeepsGluedReports: a partial report with its retried
+// copy run on after it still gives the report, and a last line still being
+// written is left for the next call.
+func TestServer_NotificationsKeepsGluedReports(t *testing.T) {
+	w := newWorkspace(t)
+	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+	cs := connect(t, srv, "worker")
+	r1 := `{"id":"a1","time":"2026-02-10T21:30:00Z","step":"s1","status":"dispatching"}`
+	r2 := `{"id":"a2","time":"2026-02-10T21:30:01Z","step":"s1","status":"done"}`
+	feed := r1 + "\n" + r2[:30] + r2 + "\n" + `{"id":"a3","time":"2026-02`
+	if err := os.WriteFile(filepath.Join(w.rt.WS.Dir, executor.MetaDir, "notifications.jsonl"), []byte(feed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errText := call(t, cs, "notifications", map[string]any{})
+	got, _ := json.Marshal(out["notifications"])
+	if errText != "" || !strings.Contains(string(got), `"id":"a1"`) || !strings.Contains(string(got), `"id":"a2"`) || strings.Contains(string(got), "a3") {
+		t.Errorf("notifications: %s %s, want a1 and a2", got, errText)
+	}
+}

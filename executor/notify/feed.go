@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 
 	"github.com/stepseq/stepseq/executor"
 )
@@ -25,66 +25,22 @@ const FeedName = "notifications.jsonl"
 // as the journal does.
 const DefaultFeedBytes = executor.DefaultJournalMax
 
-// feed is the always-present sink: an append-only file bounded like the journal.
+// feed is the always-present sink: an append-only file bounded like the journal,
+// each report in it whole or absent.
 type feed struct {
-	path string
-	max  int64
+	lines executor.LineLog
+}
 
-	mu   sync.Mutex
-	f    *os.File
-	size int64
+func newFeed(path string, max int64) *feed {
+	return &feed{lines: executor.LineLog{Path: path, Max: max}}
 }
 
 func (d *feed) deliver(_ context.Context, _ Report, body []byte) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	line := make([]byte, 0, len(body)+1)
-	line = append(append(line, body...), '\n')
-	if err := d.open(); err != nil {
-		return err
-	}
-	if d.size > 0 && d.size+int64(len(line)) > d.max {
-		d.f.Close()
-		d.f = nil
-		if err := os.Rename(d.path, d.path+".1"); err != nil {
-			return err
-		}
-		if err := d.open(); err != nil {
-			return err
-		}
-	}
-	n, err := d.f.Write(line)
-	d.size += int64(n)
-	return err
+	return d.lines.Append(append(append(line, body...), '\n'))
 }
 
-func (d *feed) open() error {
-	if d.f != nil {
-		return nil
-	}
-	f, err := openFile(d.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return err
-	}
-	d.f, d.size = f, info.Size()
-	return nil
-}
-
-func (d *feed) close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.f == nil {
-		return nil
-	}
-	err := d.f.Close()
-	d.f = nil
-	return err
-}
+func (d *feed) close() error { return d.lines.Close() }
 
 // Recent returns the last n reports of the feed in dir (the workspace or its
 // .stepseq folder), oldest first, each ID once. It reads only the end of the feed
@@ -182,8 +138,7 @@ func tail(path string, n int) ([]Report, error) {
 	sc := bufio.NewScanner(bytes.NewReader(buf))
 	sc.Buffer(make([]byte, 0, 64<<10), len(buf)+1)
 	for sc.Scan() {
-		var r Report
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.ID != "" {
+		if r, ok := feedLine(sc.Bytes()); ok {
 			out = append(out, r)
 		}
 	}
@@ -191,6 +146,52 @@ func tail(path string, n int) ([]Report, error) {
 		out = out[len(out)-n:]
 	}
 	return out, nil
+}
+
+// feedLine reads one line of the feed.
+func feedLine(b []byte) (Report, bool) {
+	var r Report
+	whole, ok := FeedRecord(b)
+	if !ok || json.Unmarshal(whole, &r) != nil || r.ID == "" {
+		return Report{}, false
+	}
+	return r, true
+}
+
+// FeedRecord is the report a line of the feed holds, as JSON. A line that does
+// not parse may be a partial report with a whole one run on after it (a feed
+// written before appends were cut back on failure): the whole one is read from
+// where it starts.
+func FeedRecord(line []byte) ([]byte, bool) {
+	if json.Valid(line) {
+		return line, bytes.HasPrefix(bytes.TrimSpace(line), []byte("{"))
+	}
+	for i := 1; i < len(line); i++ {
+		j := bytes.Index(line[i:], []byte(`{"id":`))
+		if j < 0 {
+			break
+		}
+		i += j
+		if json.Valid(line[i:]) {
+			return line[i:], true
+		}
+	}
+	return nil, false
+}
+
+// FeedLines are the whole lines of a feed's content: a last line without its
+// newline is a report still being written (or cut short) and is left out.
+func FeedLines(data []byte) iter.Seq[[]byte] {
+	if i := bytes.LastIndexByte(data, '\n'); i < len(data)-1 {
+		data = data[:i+1]
+	}
+	return func(yield func([]byte) bool) {
+		for line := range bytes.SplitSeq(data, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) > 0 && !yield(line) {
+				return
+			}
+		}
+	}
 }
 
 // metaDir is the .stepseq folder of dir, which names either it or its workspace.

@@ -106,3 +106,40 @@ func TestRecent_RefusesOddFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestRecent_TornAndGluedLines: a feed whose writer failed mid-append before
+// appends were cut back (a partial report with its retried copy run on after it)
+// and a last line still being written: every whole report is read, none twice.
+func TestRecent_TornAndGluedLines(t *testing.T) {
+	meta := filepath.Join(t.TempDir(), ".stepseq")
+	if err := os.Mkdir(meta, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r1 := `{"id":"a1","time":"2026-02-10T21:30:00Z","step":"s1","status":"dispatching"}`
+	r2 := `{"id":"a2","time":"2026-02-10T21:30:01Z","step":"s1","status":"done"}`
+	content := r1 + "\n" + r2[:30] + r2 + "\n" + `{"id":"a3","time":"2026-02`
+	if err := os.WriteFile(filepath.Join(meta, FeedName), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Recent(meta, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	if strings.Join(ids, ",") != "a1,a2" {
+		t.Errorf("Recent: %v, want a1,a2", ids)
+	}
+	var lines []string
+	for line := range FeedLines([]byte(content)) {
+		rec, ok := FeedRecord(line)
+		if ok {
+			lines = append(lines, string(rec))
+		}
+	}
+	if strings.Join(lines, "\n") != r1+"\n"+r2 {
+		t.Errorf("FeedLines and FeedRecord: %q", lines)
+	}
+}

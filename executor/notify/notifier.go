@@ -133,7 +133,7 @@ func New(cfg Config) (*Notifier, error) {
 	}
 	meta := metaDir(cfg.Dir)
 	n := &Notifier{cfg: cfg, log: log.With("component", "notify"), m: newSeries(cfg.Registerer)}
-	n.feed = &feed{path: filepath.Join(meta, FeedName), max: cfg.FeedBytes}
+	n.feed = newFeed(filepath.Join(meta, FeedName), cfg.FeedBytes)
 	n.sinks = append(n.sinks, &sink{id: KindFile, name: KindFile, kind: KindFile, d: n.feed, wake: make(chan struct{}, 1)})
 	seen := map[string]bool{KindFile: true}
 	for _, sc := range cfg.Sinks {
