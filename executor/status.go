@@ -28,10 +28,14 @@ type Report struct {
 // StepReport is one step's line. Missing values are null rather than absent, so
 // that every step has the same keys.
 type StepReport struct {
-	ID         string  `json:"id"`
-	Title      string  `json:"title"`
-	Status     string  `json:"status"`
-	Tries      int     `json:"tries"`
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status string `json:"status"`
+	Tries  int    `json:"tries"`
+	// MaxTries is how many tries the step gets before it blocks the plan: the
+	// step's retries, else the plan's maxRetries, else STEP_MAX_RETRIES (3), plus
+	// any granted by stepseq retry. The count of tries, as the original counts it.
+	MaxTries   int     `json:"maxTries"`
 	LastRunIso *string `json:"lastRunIso"`
 	// DurationMs is the last try's run time: from the agent's start to its end, or
 	// to now while it runs.
@@ -95,7 +99,8 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
-		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id), Errors: []planspec.TryError{}}
+		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id), Errors: []planspec.TryError{},
+			MaxTries: RetryLimit(st, id, maxRetries)}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}

@@ -355,10 +355,10 @@ func TestDescribe(t *testing.T) {
 	want := Report{
 		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
 		Steps: []StepReport{
-			{ID: "a", Title: "A", Status: "DONE", Tries: 2, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
+			{ID: "a", Title: "A", Status: "DONE", Tries: 2, MaxTries: 3, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
 				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},
-			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, Logs: []TryLogPath{}, Phase: "interrupted", Errors: []planspec.TryError{}},
-			{ID: "c", Title: "C", Status: "DONE", Skipped: true, Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},
+			{ID: "b", Title: "B", Status: "IN_PROGRESS", Tries: 1, MaxTries: 3, Logs: []TryLogPath{}, Phase: "interrupted", Errors: []planspec.TryError{}},
+			{ID: "c", Title: "C", Status: "DONE", Skipped: true, MaxTries: 3, Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},
 		},
 		WaitingFor: Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"},
 	}

@@ -592,7 +592,8 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 		if s.Error != nil {
 			errText = firstLine(*s.Error, 60)
 		}
-		cells = [...]string{s.ID, clip(s.Title, 40), status, strconv.Itoa(s.Tries), lastRun, duration, errText}
+		tries := strconv.Itoa(s.Tries) + " of " + strconv.Itoa(s.MaxTries)
+		cells = [...]string{s.ID, clip(s.Title, 40), status, tries, lastRun, duration, errText}
 		return cells[:]
 	}, 2, color)
 

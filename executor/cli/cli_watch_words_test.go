@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,25 @@ func TestWatch_NegativeGraceIsRefused(t *testing.T) {
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "--grace -1s") {
 		t.Fatalf("watch --grace -1s: %v, want a usage error naming --grace", err)
+	}
+}
+
+func TestBuildVersion(t *testing.T) {
+	stamped := &debug.BuildInfo{Main: debug.Module{Path: "github.com/stepseq/stepseq", Version: "v1.2.3"}}
+	devel := &debug.BuildInfo{Main: debug.Module{Path: "github.com/stepseq/stepseq", Version: "(devel)"}}
+	for _, c := range []struct {
+		set  string
+		info *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"v0.9.0-3-gabc", stamped, true, "v0.9.0-3-gabc"}, // make build's -ldflags win
+		{"dev", stamped, true, "v1.2.3"},                   // go install …@v1.2.3
+		{"dev", devel, true, "dev"},
+		{"dev", nil, false, "dev"},
+	} {
+		if got := buildVersion(c.set, c.info, c.ok); got != c.want {
+			t.Errorf("buildVersion(%q, %v) = %q, want %q", c.set, c.info, got, c.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 )
@@ -20,7 +21,8 @@ const oneStop = 500 * time.Millisecond
 // version is what `stepseq version` prints. The first SIGINT or SIGTERM starts
 // a graceful stop; a second one, once the stop is under way, exits at once.
 func Main(v string) int {
-	version = v
+	info, ok := debug.ReadBuildInfo()
+	version = buildVersion(v, info, ok)
 	ctx, cancel := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
@@ -75,3 +77,17 @@ func (e *exitError) Error() string {
 }
 
 func (e *exitError) Unwrap() error { return e.err }
+
+// buildVersion is the version stepseq says: the one the build set (make build, from
+// git describe), else the module version the Go tool stamped (go install
+// github.com/stepseq/stepseq@v1.2.3, or a pseudo-version built from the commit of a
+// checkout), else "dev".
+func buildVersion(set string, info *debug.BuildInfo, ok bool) string {
+	if set != "" && set != "dev" {
+		return set
+	}
+	if ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}
