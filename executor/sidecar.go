@@ -58,6 +58,8 @@ type Sidecar struct {
 
 	plansSeen map[string]string // plan file → the content hash last judged
 	refused   error             // with no state: why every plan file in the folder was refused
+
+	watchLimited atomic.Bool // a watch limit leaves part of the workspace polled
 	sidecarCalls
 
 	ready  atomic.Bool
@@ -124,7 +126,8 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.d.notifier = opt.Notifier
 	s.initCalls()
 	s.d.onChange = opt.OnChange
-	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher")}
+	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher"),
+		OnLimit: func(err error) { s.watchLimited.Store(err != nil) }}
 	// The first watch set comes from the state as it is, so that nothing written
 	// between now and the first pass is missed.
 	var conds *Conditions
@@ -142,8 +145,9 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	return s, nil
 }
 
-// Ready reports whether the first pass is done and the watches are set.
-func (s *Sidecar) Ready() bool { return s.ready.Load() }
+// Ready reports whether the first pass is done and the watches are set: not while
+// an inotify limit leaves part of the workspace polled (fs.inotify.max_user_watches).
+func (s *Sidecar) Ready() bool { return s.ready.Load() && !s.watchLimited.Load() }
 
 // Alive reports whether the loop and the watcher are running.
 func (s *Sidecar) Alive() bool { return s.alive.Load() }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -686,5 +687,22 @@ func TestSidecar_OnRerunHasItsOwnLog(t *testing.T) {
 	}
 	if old, _ := os.ReadFile(earlier[0]); strings.Count(string(old), "\nran\n") != 1 {
 		t.Errorf("the earlier log:\n%s", old)
+	}
+}
+
+// TestSidecar_NotReadyWhileWatchLimited: while the watcher says a watch limit
+// leaves part of the workspace polled, the sidecar is not ready (/readyz fails),
+// and it is again once every watch is armed.
+func TestSidecar_NotReadyWhileWatchLimited(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"write:a"`))
+	run := w.startSidecar(SidecarOptions{})
+	limit := run.d.wcfg.OnLimit
+	limit(fmt.Errorf("watch /ws/src: %w", watcher.ErrWatchLimit))
+	if run.Ready() {
+		t.Error("ready with a watch limit hit")
+	}
+	limit(nil)
+	if !run.Ready() {
+		t.Error("not ready once every watch is armed again")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,13 +71,46 @@ func TestWatcher_WatchLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Past the limit the watcher starts all the same, says so, polls, and
+		// arms everything once the limit is raised.
 		w, err := New(Config{Root: root, Trees: []string{"src"}})
-		if err == nil {
-			w.Close()
-			t.Fatal("New succeeded with 7 directories to watch and a limit of 4")
+		if err != nil {
+			t.Fatalf("New: %v, want a watcher that polls what it cannot watch", err)
 		}
-		if !errors.Is(err, ErrWatchLimit) || !strings.Contains(err.Error(), "sysctl fs.inotify.max_user_watches=524288") {
-			t.Fatalf("New: %v, want ErrWatchLimit with advice", err)
+		defer w.Close()
+		select {
+		case err := <-w.Errors():
+			if !errors.Is(err, ErrWatchLimit) || !strings.Contains(err.Error(), "sysctl fs.inotify.max_user_watches=524288") {
+				t.Fatalf("error %v, want ErrWatchLimit with advice", err)
+			}
+		case <-time.After(deadline):
+			t.Fatal("no ErrWatchLimit on Errors")
+		}
+		if !w.Stats().Limited {
+			t.Fatal("Stats().Limited is false past the limit")
+		}
+		if err := os.WriteFile(root+"/src/e/x.txt", nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		timeout := time.After(deadline)
+		for seen := false; !seen; {
+			select {
+			case b := <-w.Batches():
+				seen = slices.Contains(b.Paths, "src/e/x.txt") || b.Rescan
+			case <-timeout:
+				t.Fatal("a file in a folder past the limit was never delivered")
+			}
+		}
+		if err := os.WriteFile("/proc/sys/user/max_inotify_watches", []byte("100"), 0); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(2 * limitRetryMax); w.Stats().Limited; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("raising the limit did not arm the watches again")
+			}
+		}
+		if err := os.WriteFile("/proc/sys/user/max_inotify_watches", []byte("4"), 0); err != nil {
+			t.Fatal(err)
 		}
 	})
 	t.Run("running", func(t *testing.T) {

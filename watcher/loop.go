@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"errors"
 	"path"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ func (w *Watcher) run() {
 	defer close(w.errs)
 	defer close(w.batches)
 	defer w.co.stop()
+	defer w.stopLimit()
 
 	var events <-chan []event
 	var ferrs <-chan error
@@ -41,6 +43,7 @@ func (w *Watcher) run() {
 			events = w.drain(events)
 			w.co.flushLead()
 		}
+		limitTick, limitRetry := w.limitChans()
 		var out chan<- Batch
 		b, ready := w.co.batch()
 		if ready {
@@ -71,13 +74,23 @@ func (w *Watcher) run() {
 			w.delivered.Add(1)
 			w.echoesDelivered()
 		case u := <-w.updates:
+			var err error
 			if u.delta {
-				u.reply <- w.adjust(u.added, u.removed)
+				err = w.adjust(u.added, u.removed)
 			} else {
-				u.reply <- w.update(u.scope)
+				err = w.update(u.scope)
 			}
+			if errors.Is(err, ErrWatchLimit) {
+				w.limitHit(err) // the caller's scope is in place, polled where unwatched
+				err = nil
+			}
+			u.reply <- err
 		case <-tick:
 			w.pollOnce()
+		case <-limitTick:
+			w.pollLimited()
+		case <-limitRetry:
+			w.retryArm()
 		}
 		w.countWatches()
 	}
@@ -271,8 +284,18 @@ func (w *Watcher) note(rel string) {
 	}
 }
 
-// report hands a non-fatal error to the consumer without ever blocking.
+// report hands a non-fatal error to the consumer without ever blocking. A watch
+// limit is reported once, when it is first hit (see limitHit).
 func (w *Watcher) report(err error) {
+	if errors.Is(err, ErrWatchLimit) && w.set != nil {
+		w.limitHit(err)
+		return
+	}
+	w.send(err)
+}
+
+// send delivers err on Errors, or drops it when nobody reads.
+func (w *Watcher) send(err error) {
 	select {
 	case w.errs <- err:
 	default:

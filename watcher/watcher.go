@@ -41,6 +41,10 @@ type Config struct {
 	Poll time.Duration
 	// Logger receives debug records; nil discards them.
 	Logger *slog.Logger
+	// OnLimit, when set, is called from the watcher's goroutine with the
+	// ErrWatchLimit that leaves part of the scope unwatched (polled meanwhile),
+	// and with nil once every watch is armed again.
+	OnLimit func(err error)
 }
 
 // Batch is a set of paths that may have changed.
@@ -61,6 +65,7 @@ type Stats struct {
 	Events    uint64 // file events received (when polling: changes found)
 	Overflows uint64 // lost or dropped changes (the kernel's event queue overflowed, or a batch outgrew its limit while the consumer lagged), each answered with a rescan
 	Batches   uint64 // batches delivered
+	Limited   bool   // a watch limit leaves part of the scope unwatched: it is polled, and arming retried
 }
 
 // Watcher delivers batches of changed paths under one workspace directory.
@@ -76,6 +81,12 @@ type Watcher struct {
 	co        *coalescer
 	now       time.Time       // when the slice of events being handled came; zero outside one
 	hold      <-chan struct{} // tests: the loop reads nothing until it is closed
+
+	limited     *limitState // while a watch limit keeps part of the scope unwatched
+	onLimit     func(error)
+	limitPoll   time.Duration // 0: DefaultLimitPoll
+	retryFirst  time.Duration // 0: limitRetryFirst
+	newNotifier func() (notifier, error)
 
 	batches chan Batch
 	errs    chan error
@@ -93,6 +104,7 @@ type Watcher struct {
 	events    atomic.Uint64
 	overflows atomic.Uint64
 	delivered atomic.Uint64
+	isLimited atomic.Bool
 }
 
 type update struct {
@@ -107,12 +119,18 @@ type update struct {
 type tuning struct {
 	limit int             // paths per batch before it becomes a rescan
 	hold  <-chan struct{} // when set, the loop starts reading once it is closed
+	// notifier replaces the kernel's, to refuse watches as a limit would.
+	notifier   func() (notifier, error)
+	limitPoll  time.Duration
+	retryFirst time.Duration
 }
 
 // New arms the watches and starts delivering batches; changes made after it
 // returns are reported (what was there before is the caller's to read). It
-// fails when the root is missing or an inotify limit is reached
-// (ErrWatchLimit). Close releases everything.
+// fails when the root is missing or no inotify instance can be had. A watch limit
+// reached (ErrWatchLimit) is not fatal: it is reported on Errors, the scope is
+// polled meanwhile, and arming is retried until it succeeds. Close releases
+// everything.
 func New(cfg Config) (*Watcher, error) {
 	return start(cfg, tuning{limit: maxPending})
 }
@@ -151,15 +169,22 @@ func start(cfg Config, tu tuning) (*Watcher, error) {
 		pollEvery: cfg.Poll,
 		co:        newCoalescer(cfg.Settle, tu.limit),
 		hold:      tu.hold,
-		batches:   make(chan Batch),
-		errs:      make(chan error, 16),
-		updates:   make(chan update),
-		done:      make(chan struct{}),
+
+		onLimit:     cfg.OnLimit,
+		limitPoll:   tu.limitPoll,
+		retryFirst:  tu.retryFirst,
+		newNotifier: tu.notifier,
+		batches:     make(chan Batch),
+		errs:        make(chan error, 16),
+		updates:     make(chan update),
+		done:        make(chan struct{}),
 	}
 	if cfg.Poll > 0 {
 		w.poll = &poller{root: root, scope: sc}
 		w.poll.scan(nil)
-	} else if err := w.arm(); err != nil {
+	} else if err := w.arm(); errors.Is(err, ErrWatchLimit) && w.fsw != nil {
+		w.limitHit(err)
+	} else if err != nil {
 		return nil, err
 	}
 	w.wg.Add(1)
@@ -168,7 +193,11 @@ func start(cfg Config, tu tuning) (*Watcher, error) {
 }
 
 func (w *Watcher) arm() error {
-	fsw, err := newNotifier()
+	mk := w.newNotifier
+	if mk == nil {
+		mk = newNotifier
+	}
+	fsw, err := mk()
 	if err != nil {
 		return initError(err)
 	}
@@ -176,8 +205,13 @@ func (w *Watcher) arm() error {
 	w.fsErrs = pumpErrors(fsw.Errors())
 	w.set = newWatchSet(fsw, w.root, w.scope, w.report)
 	if _, err := w.set.reconcile(nil); err != nil {
+		if errors.Is(err, ErrWatchLimit) {
+			w.countWatches()
+			return err // what is armed stays: the rest is polled until it can be
+		}
 		fsw.Close()
 		<-w.fsErrs.done
+		w.fsw = nil
 		return err
 	}
 	w.countWatches()
@@ -294,6 +328,7 @@ func (w *Watcher) Stats() Stats {
 		Events:    w.events.Load(),
 		Overflows: w.overflows.Load(),
 		Batches:   w.delivered.Load(),
+		Limited:   w.isLimited.Load(),
 	}
 }
 
