@@ -268,10 +268,24 @@ func (r Report) Problems() []string {
 	}
 	for _, a := range r.Artifacts {
 		if err := checkPath(a); err != nil {
-			out = append(out, fmt.Sprintf("artifact %q: %v", a, err))
+			out = append(out, fmt.Sprintf("artifact %q: %v", clip(a, 80), err))
 		}
 	}
+	// Any channel, the same cap as a report file: kept in stepRuns[id].reports, a
+	// report of a megabyte would make a state too large to read back.
+	if n := r.size(); n > MaxReportSize {
+		out = append(out, fmt.Sprintf("%d KiB is over the %d KiB cap for a report: a report is a few lines; point at files for the rest", n>>10, MaxReportSize>>10))
+	}
 	return out
+}
+
+// size is about what the report weighs in a state: its text, paths and result.
+func (r Report) size() int {
+	n := len(r.Status) + len(r.Summary) + len(r.Evidence) + len(r.Risk) + len(r.Next) + len(r.Result)
+	for _, a := range r.Artifacts {
+		n += len(a)
+	}
+	return n
 }
 
 var fieldHint = map[string]string{

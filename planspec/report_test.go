@@ -23,3 +23,16 @@ func TestParseReport_NotUTF8(t *testing.T) {
 		t.Errorf("problems: %q", p)
 	}
 }
+
+// TestReport_ProblemsCap: a report given through any channel (MCP, the command
+// line) is held to the cap a report file has, with that reason.
+func TestReport_ProblemsCap(t *testing.T) {
+	rep := Report{Status: "accepted", Summary: strings.Repeat("a", 1<<20), Evidence: "e", Risk: "none", Next: "n"}
+	if p := rep.Problems(); len(p) != 1 || !strings.Contains(p[0], "1024 KiB is over the 64 KiB cap for a report") {
+		t.Errorf("problems: %.200q", p)
+	}
+	rep.Summary = strings.Repeat("a", 60<<10)
+	if p := rep.Problems(); len(p) != 0 {
+		t.Errorf("a report under the cap: %.200q", p)
+	}
+}

@@ -314,3 +314,19 @@ func TestServer_NotificationsKeepsGluedReports(t *testing.T) {
 		t.Errorf("notifications: %s %s, want a1 and a2", got, errText)
 	}
 }
+
+// TestServer_ReportOverTheCap: a step_report of a megabyte is refused with the
+// cap as its reason, as a report file of that size is.
+func TestServer_ReportOverTheCap(t *testing.T) {
+	w := newWorkspace(t)
+	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+	cs := connect(t, srv, "worker")
+	call(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan})
+	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	r := report(cur["step"].(map[string]any)["token"].(string), "accepted", nil)
+	r["summary"] = strings.Repeat("a", 1<<20)
+	out, errText := call(t, cs, "step_report", r)
+	if out["accepted"] != false || !strings.Contains(strings.Join(toStrings(out["reasons"]), "\n"), "over the 64 KiB cap for a report") {
+		t.Errorf("step_report of 1 MiB: %.300v %s", out, errText)
+	}
+}
