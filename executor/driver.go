@@ -50,6 +50,7 @@ type driver struct {
 	draining bool
 
 	active    *activeTry
+	fellBack  []Limit        // the limits of the try handed to its next agent
 	held      *activeTry     // an exited try whose group is left while the machine awaits its outputs
 	ending    sync.WaitGroup // held groups being stopped
 	timer     *time.Timer
@@ -75,7 +76,8 @@ type activeTry struct {
 	launch  StartAgent
 	agents  []Agent // the step's candidates; agents[idx] runs
 	idx     int
-	stopped bool // the machine stopped it: no fallback
+	stopped bool    // the machine stopped it: no fallback
+	limits  []Limit // what the try's limited agents said so far
 }
 
 func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg MachineConfig) *driver {
@@ -191,6 +193,8 @@ func (d *driver) readState() {
 // start launches a try the state file on disk already records, with the first of
 // the step's agents that can run.
 func (d *driver) start(l StartAgent) {
+	d.fellBack = nil
+	d.fellBack = nil
 	st := d.m.State()
 	if !l.Resumed {
 		if err := d.rt.WS.SetAsideEarlierRun(l.Step, l.Try); err != nil {
@@ -226,8 +230,16 @@ func (d *driver) start(l StartAgent) {
 func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 	st := d.m.State()
 	agent := agents[idx]
+	prompt := WithReportHint(l.Prompt, reportsSetting(st, l.Step))
+	argv := agent.Command(prompt, l.Changed)
+	if l.Resume.ID != "" && l.Resume.Agent == agent.Name() {
+		// resume: true, and this agent named its session: the retry goes on in it.
+		if resumed := agent.ResumeCommand(l.Resume.ID, prompt, l.Changed); resumed != nil {
+			argv = resumed
+		}
+	}
 	spec := Spec{
-		Argv:      agent.Command(WithReportHint(l.Prompt, reportsSetting(st, l.Step)), l.Changed),
+		Argv:      argv,
 		Dir:       d.rt.WS.Dir,
 		Env:       AgentEnv(d.rt.Environ, l.Step, l.Try, d.rt.WS, l.Changed),
 		Timeout:   StepTimeout(st, l.Step),
@@ -249,7 +261,8 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
-	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx}
+	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack}
+	d.fellBack = nil
 	pid, ticks := run.Ident()
 	if d.lock != nil && pid > 0 {
 		d.lock.SetAgent(&AgentHandle{Step: l.Step, Try: l.Try, PID: pid, StartTicks: ticks})
@@ -299,10 +312,16 @@ func (d *driver) finish(exit Exit) {
 		d.lock.SetAgent(nil)
 	}
 	d.rt.record(Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
-	failed, unavailable := a.agents[a.idx].Judge(exit)
+	agent := a.agents[a.idx]
+	failed, unavailable := agent.Judge(exit)
+	limit, limited := agent.Limited(exit)
+	if limited {
+		a.limits = append(a.limits, limit)
+	}
 	if unavailable && !a.stopped {
 		if next := NextAgent(a.agents, a.idx); next >= 0 {
 			a.run.EndGroup()
+			d.fellBack = a.limits // the same try: its limits go on to the next agent
 			d.fallback(a.launch, a.agents, a.idx, next, failed)
 			return
 		}
@@ -310,7 +329,14 @@ func (d *driver) finish(exit Exit) {
 	d.drainReports(a.step)
 	d.endHeld()
 	d.held = a
-	d.feed(AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed})
+	in := AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed}
+	if limited && !a.stopped {
+		in.Limits = a.limits // the last agent too is out of quota: every limited one counts
+	}
+	if id := agent.Session(exit); id != "" {
+		in.Session = planspec.AgentSession{Agent: agent.Name(), ID: id}
+	}
+	d.feed(in)
 }
 
 // releaseHeld stops the group of an exited try once the machine no longer waits

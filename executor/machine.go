@@ -40,6 +40,12 @@ type AgentExited struct {
 	Try         int
 	Exit        Exit
 	AgentFailed string
+	// Limits, when the try's last agent was out of quota, are what every
+	// limited agent of the try said (DESIGN §16): the same try waits and runs
+	// again instead of failing.
+	Limits []Limit
+	// Session is the session the agent's output named, for resume: true.
+	Session planspec.AgentSession
 }
 
 // ReportIn is a worker's report through any channel. Try 0 means the current try.
@@ -118,6 +124,9 @@ type StartAgent struct {
 	// number left by an earlier run of the step (a re-run counts from 1) is set
 	// aside first.
 	Resumed bool
+	// Resume is the agent session a retry with resume: true continues; zero: a
+	// fresh start.
+	Resume planspec.AgentSession
 }
 
 // StopAgent ends the running try's agent group (SIGTERM, grace, SIGKILL).
@@ -186,8 +195,10 @@ type Notification struct {
 	Try    int       `json:"try,omitempty"`
 	Who    string    `json:"who"` // stepseq, or the worker
 	Status string    `json:"status"`
-	Output string    `json:"output"`
-	Next   string    `json:"next"`
+	// Event says what happened beyond the seed's status words (DESIGN §8).
+	Event  string `json:"event,omitempty"`
+	Output string `json:"output"`
+	Next   string `json:"next"`
 }
 
 // CondSet evaluates a state's conditions: *Conditions, or a fake in tests.
@@ -268,7 +279,8 @@ type Machine struct {
 	removed   *planspec.State // the state held when its file was removed, until taken
 	inherited bool            // waiting for an agent a previous stepseq left
 	delayAt   time.Time
-	force     bool // RunCurrent: the runner's step is due
+	limitAt   time.Time // a step waits out a usage limit until then
+	force     bool      // RunCurrent: the runner's step is due
 	forced    string
 	stopping  bool
 
@@ -320,6 +332,7 @@ type tryRun struct {
 	blockedBy      string
 	changed        []string
 	resumed        bool // an interrupted try run again under its own number
+	resume         planspec.AgentSession
 }
 
 type tryExit struct {
@@ -331,6 +344,8 @@ type tryExit struct {
 	deadline    time.Time
 	stop        string
 	done        bool
+	limits      []Limit
+	session     planspec.AgentSession
 }
 
 // NewMachine returns a machine with no state: feed it a StateRead.
@@ -525,7 +540,7 @@ func (m *Machine) written(err error) {
 	m.journal(Entry{Event: "write", Reason: m.reason, Detail: map[string]any{"status": m.st.Status, "cursor": m.st.CurrentStep}})
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
-		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed})
+		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume})
 		if m.st.UsesReports(r.step) {
 			m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "waiting for the worker to accept")
 		} else {
@@ -631,6 +646,7 @@ func (m *Machine) nextTimer() time.Time {
 		}
 	}
 	add(m.delayAt)
+	add(m.limitAt)
 	add(m.badAt)
 	if m.writeErr != nil {
 		add(m.writeAt)
@@ -662,7 +678,7 @@ func (m *Machine) timerFired() {
 
 func (m *Machine) shutdown() {
 	m.stopping = true
-	m.delayAt = time.Time{}
+	m.delayAt, m.limitAt = time.Time{}, time.Time{}
 	if r := m.run; r != nil {
 		if !r.launched {
 			m.run = nil

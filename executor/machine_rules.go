@@ -218,6 +218,7 @@ func (m *Machine) retry(id, from string) {
 // advance lets the core decide, and acts on the decision until it must wait.
 func (m *Machine) advance() {
 	m.dropPastDelay()
+	m.limitAt = time.Time{} // the decision below sets it again while the wait holds
 	if m.st == nil || m.bad != nil || m.conds == nil && m.cfg.Probe != nil || m.Busy() || m.stopping || m.inherited {
 		return
 	}
@@ -263,6 +264,8 @@ func (m *Machine) advance() {
 		m.dispatch(d)
 	case Delayed:
 		m.delayAt = d.At
+	case LimitWaiting:
+		m.limitAt = d.At
 	case Running:
 		m.inherited = true
 		m.emit(WaitInherited{Step: d.Step})
@@ -317,9 +320,12 @@ func (m *Machine) dispatch(d Decision) {
 		m.force = false
 	}
 	prev, ran := m.st.StepRuns[d.Step]
-	resumed := d.Interrupted && ran && prev.Tries > 0
+	// An interrupted try, or one a usage limit held, runs again under its own
+	// number: its output goes on in the same log.
+	resumed := ran && prev.Tries > 0 && d.Interrupted || ran && prev.Phase == planspec.PhaseWaiting
+	resume := m.resumes(d.Step)
 	try := BeginTry(m.st, d.Step, m.now, d.Interrupted)
-	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.changed, resumed: resumed}
+	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.changed, resumed: resumed, resume: resume}
 	m.changed = nil
 	m.progress = true
 	m.markDirty("launch")
@@ -342,7 +348,8 @@ func (m *Machine) agentExited(in AgentExited) {
 		m.log(slog.LevelWarn, "agent stopped by shutdown; the step will be retried", "step", r.step, "try", r.try)
 		return
 	}
-	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed}
+	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed,
+		limits: in.Limits, session: in.Session}
 	if r.blockedBy == "report" {
 		m.pending.blocked = workerBlocker(m.st, r.step)
 	}
@@ -360,6 +367,10 @@ func (m *Machine) judge(t *tryExit) {
 	if spec == nil {
 		m.log(slog.LevelWarn, "step removed from the plan while it ran; result dropped", "step", t.step)
 		m.journal(Entry{Event: "dropped", Step: t.step, Try: t.try, Reason: "step removed from the plan while it ran"})
+		return
+	}
+	m.keepSession(t)
+	if m.holdForLimit(t) {
 		return
 	}
 	exit := t.exit
@@ -387,6 +398,7 @@ func (m *Machine) checkAwaiting() {
 
 // conclude records the verdict of a finished try.
 func (m *Machine) conclude(t *tryExit) {
+	m.liftLimit(t)
 	v := m.verdict(t)
 	Record(m.st, t.step, t.exit, v, m.now)
 	run := m.st.Run(t.step)

@@ -28,6 +28,7 @@ type fakeRecord struct {
 	Stdin string            `json:"stdin"`
 	Fd0   string            `json:"fd0"`
 	Env   map[string]string `json:"env"`
+	Start time.Time         `json:"start"`
 }
 
 // fakeBin makes a folder holding a fake CLI under each name and makes it the whole
@@ -47,6 +48,23 @@ func fakeBin(t *testing.T, names ...string) string {
 	}
 	t.Setenv("PATH", bin)
 	return bin
+}
+
+// fakeAnswer is one answer of a fake CLI.
+type fakeAnswer struct {
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	Exit   int    `json:"exit"`
+}
+
+// fakeScripts sets how the fake CLI called name answers its runs, one after the
+// other, the last one for every run past them.
+func fakeScripts(t *testing.T, bin, name string, runs ...fakeAnswer) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"runs": runs})
+	if err := os.WriteFile(filepath.Join(bin, name+".script"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fakeScript sets what the fake CLI called name prints and how it exits.

@@ -24,9 +24,12 @@ const (
 	Blocked
 	// Running: an agent started earlier for the step is still alive.
 	Running
+	// LimitWaiting: every agent of the step's try was out of quota; the same try
+	// runs again at Decision.At, when the limit resets (DESIGN §16).
+	LimitWaiting
 )
 
-var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running"}
+var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting"}
 
 func (a Action) String() string { return actionNames[a] }
 
@@ -120,6 +123,9 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 				reason += fmt.Sprintf(" (%v)", err)
 			}
 			return Decision{Action: Gated, Step: id, Reason: reason}, changed
+		}
+		if at, ok := limitUntil(run); ok && f.Now.Before(at) {
+			return Decision{Action: LimitWaiting, Step: id, At: at, Reason: "usage limit: " + run.Agent.Limit.Error}, changed
 		}
 		if at, ok := readyAt(st, id); ok && !interrupted && f.Now.Before(at) {
 			return Decision{Action: Delayed, Step: id, At: at, Reason: st.StepDelayReason()}, changed
@@ -273,7 +279,13 @@ func BeginTry(st *planspec.State, id string, now time.Time, interrupted bool) in
 	if run.Agent != nil {
 		granted, errs = run.Agent.Granted, run.Agent.Errors
 	}
-	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs}
+	var session planspec.AgentSession
+	var limit planspec.LimitHold
+	if run.Agent != nil {
+		session, limit = run.Agent.Session, run.Agent.Limit
+	}
+	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs,
+		Session: session, Limit: limit}
 	clearBlocker(st, id)
 	return tries
 }

@@ -64,7 +64,7 @@ type TryLogPath struct {
 // the state, in words.
 type Waiting struct {
 	// Action is the decision's name as the journal writes it: idle (DONE), launch,
-	// gated, delayed, blocked or running; "invalid" when a condition the core
+	// gated, delayed, blocked, running or waiting (a usage limit); "invalid" when a condition the core
 	// evaluates or one of the step it stops at does not compile, or an `on` glob
 	// leaves the workspace; "cannot-launch" when the step is due but its agent
 	// cannot start (LaunchError says why).
@@ -195,6 +195,10 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	switch d.Action {
 	case Idle:
 		w.Reason = "plan DONE"
+	case LimitWaiting:
+		run := clone.Run(d.Step)
+		w.Reason = fmt.Sprintf("waiting for a usage limit to reset until %s, then try %d runs again: %s", ClockTime(d.At, now), run.Tries+1, run.Agent.Limit.Error)
+		w.At = planspec.FormatISO(d.At)
 	case Delayed:
 		w.Reason = "waiting for stepDelayMinutes until " + ClockTime(d.At, now)
 		if _, clamped := clone.StepDelay(); clamped {

@@ -69,7 +69,7 @@ type phaseKey struct{ Class, Label string }
 
 // knownPhases are the phases in the order a step goes through them, with the
 // CSS class that colours each.
-var knownPhases = []string{PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseReviewing, PhaseDone, PhaseBlocked}
+var knownPhases = []string{PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseReviewing, PhaseDone, PhaseBlocked, PhaseWaiting}
 
 func newPage(v View, now time.Time, logBytes int) page {
 	p := page{

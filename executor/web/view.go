@@ -27,6 +27,8 @@ const (
 	PhaseBlocked     = "blocked"
 	PhaseReviewing   = "reviewing"
 	PhaseDone        = "done"
+	// PhaseWaiting: the step's agents are out of quota until a reset (DESIGN §16).
+	PhaseWaiting = "waiting"
 )
 
 // View is one picture of a workspace: its plan, the plan's steps and the

@@ -1,0 +1,131 @@
+package executor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// heard collects the notifications the sidecar sends.
+type heard struct {
+	mu    sync.Mutex
+	notes []Notification
+}
+
+func (h *heard) Notify(n Notification) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.notes = append(h.notes, n)
+}
+
+func (h *heard) events(event string) []Notification {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Notification
+	for _, n := range h.notes {
+		if n.Event == event {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// A claude that answers its first run with the 1.x usage-limit result, a reset a
+// few seconds ahead, and then works: the sidecar runs the same try again after
+// the reset and not before, spends no try, and the user hears of the wait at both
+// ends. status shows the step waiting until then. The delay from the stated reset
+// to the agent's start is logged: the figure of DESIGN §16 (≤ 1 s).
+func TestSidecar_LimitWaitsForTheReset(t *testing.T) {
+	bin := fakeBin(t, "claude")
+	reset := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	fakeScripts(t, bin, "claude",
+		fakeAnswer{Stdout: claudeJSON(true, fmt.Sprintf("Claude AI usage limit reached|%d", reset.Unix())), Exit: 1},
+		fakeAnswer{Stdout: claudeJSON(false, "done")})
+	w := newTestWS(t, plan(`"stepseq":{"agent":"claude"}`, `"instruction":"do s1"`))
+	h := &heard{}
+	w.startSidecar(SidecarOptions{Notifier: h})
+	st := w.waitState("waiting for the limit", func(st *planspec.State) bool { return st.Run("s1").Phase == planspec.PhaseWaiting })
+	run := st.Run("s1")
+	if run.Status != planspec.StatusPending || run.Tries != 0 || run.Agent.Limit.UntilIso != planspec.FormatISO(reset) || !run.Agent.Limit.Stated {
+		t.Fatalf("held run: %s tries %d limit %+v", run.Status, run.Tries, run.Agent.Limit)
+	}
+	rt := w.chain().Runtime
+	rep, err := Describe(rt, st, time.Now(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Steps[0].Phase != planspec.PhaseWaiting || rep.WaitingFor.Action != "waiting" || rep.WaitingFor.At != planspec.FormatISO(reset) {
+		t.Errorf("status: phase %s, waiting for %+v", rep.Steps[0].Phase, rep.WaitingFor)
+	}
+	st = w.waitState("done after the reset", done)
+	runs := fakeRuns(t, bin, "claude")
+	if len(runs) != 2 || runs[1].Env["STEPSEQ_TRY"] != "1" || st.Run("s1").Tries != 1 {
+		t.Fatalf("claude ran %d times, tries %d", len(runs), st.Run("s1").Tries)
+	}
+	late := runs[1].Start.Sub(reset)
+	if late < 0 {
+		t.Fatalf("the try ran again %v before the reset", -late)
+	}
+	t.Logf("re-run started %v after the stated reset", late)
+	waitFor(t, func() bool { return len(h.events(EventWaitingLimit)) == 2 })
+	n := h.events(EventWaitingLimit)
+	if !strings.Contains(n[0].Output, "waiting until") || !strings.Contains(n[1].Output, "usage limit over") || n[0].Status != planspec.ReportMilestone {
+		t.Errorf("the user heard %+v", n)
+	}
+	if run := st.Run("s1"); run.Agent.Limit != (planspec.LimitHold{}) || run.Phase != planspec.PhaseDone {
+		t.Errorf("done run: phase %s limit %+v", run.Phase, run.Agent.Limit)
+	}
+}
+
+// resume: true: a claude retry continues the session its first try named, with
+// the troubleshoot prompt; a codex that named no thread retries afresh, and so
+// does a plain argv agent.
+func TestSidecar_ResumedRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name, agent string
+		first       string
+		want        []string // the retry's argv after the program
+	}{
+		{"claude resumes its session", "claude", claudeJSON(true, "Error: the tool failed"),
+			[]string{"-p", "--resume", "s1", "--output-format", "json", "--permission-mode", "acceptEdits"}},
+		{"codex resumes its thread", "codex", `{"type":"thread.started","thread_id":"019a8f3e-7c1d"}` + "\n" + `{"type":"turn.failed","error":{"message":"stream disconnected"}}` + "\n",
+			[]string{"exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", "resume", "019a8f3e-7c1d"}},
+		{"codex without a thread id retries afresh", "codex", `{"type":"turn.failed","error":{"message":"stream disconnected"}}` + "\n",
+			[]string{"exec", "--json", "--skip-git-repo-check", "-s", "workspace-write"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := fakeBin(t, tc.agent)
+			fakeScripts(t, bin, tc.agent, fakeAnswer{Stdout: tc.first, Exit: 1}, fakeAnswer{Stdout: claudeJSON(false, "done")})
+			w := newTestWS(t, plan(fmt.Sprintf(`"stepseq":{"agent":%q,"resume":true}`, tc.agent), `"instruction":"do s1"`))
+			w.startSidecar(SidecarOptions{})
+			w.waitState("done", done)
+			runs := fakeRuns(t, bin, tc.agent)
+			if len(runs) != 2 {
+				t.Fatalf("%s ran %d times", tc.agent, len(runs))
+			}
+			argv := runs[1].Argv
+			prompt := argv[len(argv)-1]
+			if got := argv[1 : len(argv)-1]; !slices.Equal(got, tc.want) || !strings.HasPrefix(prompt, "Step s1 failed (tries: 1)") {
+				t.Errorf("retry argv %q", argv)
+			}
+		})
+	}
+}
+
+// A plain argv agent never resumes, resume: true or not.
+func TestSidecar_PlainAgentRetriesAfresh(t *testing.T) {
+	bin := fakeBin(t, "myagent")
+	fakeScripts(t, bin, "myagent", fakeAnswer{Stdout: claudeJSON(true, "x"), Exit: 1}, fakeAnswer{})
+	w := newTestWS(t, plan(`"stepseq":{"agent":["myagent","--go"],"resume":true}`, `"instruction":"do s1"`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("done", done)
+	runs := fakeRuns(t, bin, "myagent")
+	if len(runs) != 2 || !slices.Equal(runs[1].Argv[1:2], []string{"--go"}) || len(runs[1].Argv) != 3 {
+		t.Fatalf("runs %+v", runs)
+	}
+}
