@@ -129,3 +129,34 @@ func TestSidecar_PlainAgentRetriesAfresh(t *testing.T) {
 		t.Fatalf("runs %+v", runs)
 	}
 }
+
+// stepseq check under a heartbeat, on a step waiting out a usage limit: it runs
+// nothing, keeps the wait, and exits at once; once the reset has passed, the
+// next check runs the same try.
+func TestCheck_LeavesALimitWaitAlone(t *testing.T) {
+	bin := fakeBin(t, "claude")
+	fakeScripts(t, bin, "claude", fakeAnswer{Stdout: claudeJSON(false, "done")})
+	held := func(until time.Time) string {
+		since := planspec.FormatISO(time.Now().Add(-time.Minute))
+		return strings.Replace(plan(`"stepseq":{"agent":"claude"}`, `"instruction":"do s1"`), `"stepRuns":{}`,
+			`"stepRuns":{"s1":{"status":"PENDING","tries":0,"lastRunIso":"`+since+`","phase":"waiting","stepseq":{"startedIso":"`+since+`",`+
+				`"limit":{"sinceIso":"`+since+`","untilIso":"`+planspec.FormatISO(until)+`","stated":true,"waits":1,"agent":"claude","error":"claude: You've hit your 5-hour limit"}}}}`, 1)
+	}
+	w := newTestWS(t, held(time.Now().Add(time.Hour)))
+	if err := w.check(); err != nil { // a check that waited for the reset would hang here
+		t.Fatal(err)
+	}
+	if runs := fakeRuns(t, bin, "claude"); len(runs) != 0 {
+		t.Fatalf("check ran the agent during the wait: %d runs", len(runs))
+	}
+	if run := w.read().Run("s1"); run.Phase != planspec.PhaseWaiting || run.Tries != 0 || run.Agent.Limit.UntilIso == "" {
+		t.Fatalf("after check: phase %s tries %d limit %+v", run.Phase, run.Tries, run.Agent.Limit)
+	}
+	w.write(held(time.Now().Add(-time.Second)))
+	if err := w.check(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.read(); st.Status != planspec.StatusDone || st.Run("s1").Tries != 1 || len(fakeRuns(t, bin, "claude")) != 1 {
+		t.Fatalf("check after the reset: %s, tries %d", st.Status, st.Run("s1").Tries)
+	}
+}

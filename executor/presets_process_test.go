@@ -33,7 +33,7 @@ type fakeRecord struct {
 
 // fakeBin makes a folder holding a fake CLI under each name and makes it the whole
 // PATH, so that only those CLIs exist.
-func fakeBin(t *testing.T, names ...string) string {
+func fakeBin(t testing.TB, names ...string) string {
 	t.Helper()
 	bin := t.TempDir()
 	prog, err := os.ReadFile(fakeCLIPath)
@@ -59,7 +59,7 @@ type fakeAnswer struct {
 
 // fakeScripts sets how the fake CLI called name answers its runs, one after the
 // other, the last one for every run past them.
-func fakeScripts(t *testing.T, bin, name string, runs ...fakeAnswer) {
+func fakeScripts(t testing.TB, bin, name string, runs ...fakeAnswer) {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"runs": runs})
 	if err := os.WriteFile(filepath.Join(bin, name+".script"), b, 0o644); err != nil {
@@ -77,7 +77,7 @@ func fakeScript(t *testing.T, bin, name, stdout, stderr string, exit int) {
 }
 
 // fakeRuns reads every run of the fake CLI called name.
-func fakeRuns(t *testing.T, bin, name string) []fakeRecord {
+func fakeRuns(t testing.TB, bin, name string) []fakeRecord {
 	t.Helper()
 	f, err := os.Open(filepath.Join(bin, name+".record"))
 	if os.IsNotExist(err) {
