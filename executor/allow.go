@@ -115,7 +115,8 @@ const (
 // CheckPlanAgents applies DESIGN §15 to every agent a plan may run: the one
 // rule of what a shell would do (planspec.CheckAgentArgv, each program
 // resolved from dir), and who may choose a program. A plan from HTTP may name
-// agent: mcp, a preset, or an argv the allow list holds; with an allow list,
+// agent: mcp, a preset (without arguments of its own), or an argv the allow
+// list holds; with an allow list,
 // every plan from any source is bounded by it, STEP_AGENT_CMD too where the
 // plan names no agent. The error is a *ConfigError for the shell rule and a
 // *NotAllowedError for the rest.
@@ -139,7 +140,29 @@ func CheckPlanAgents(p *planspec.Plan, from AgentSource, allow *AllowList, geten
 			}
 		}
 	}
+	// A notify: command runs a program too, with each report on its stdin.
+	for i, sink := range p.Notify {
+		if len(sink.Command) == 0 || from == FromWorkspace && allow == nil {
+			continue
+		}
+		if allow == nil || !allow.PermitsCommand(sink.Command, dir) {
+			why := "a plan that arrives over HTTP may notify webhooks only, or commands that --allow-agent lists"
+			if allow != nil {
+				why = "this stepseq runs only the programs --allow-agent names (" + allow.Describe() + ")"
+			}
+			return &NotAllowedError{Msg: fmt.Sprintf("stepseq.notify[%d].command: [%s] is not allowed: %s", i, strings.Join(sink.Command, ", "), why)}
+		}
+	}
 	return nil
+}
+
+// PermitsCommand reports whether the list allows a command (a plan's notify:
+// command) to run; a nil list allows every one.
+func (l *AllowList) PermitsCommand(argv []string, dir string) bool {
+	if l == nil {
+		return true
+	}
+	return len(argv) > 0 && !planspec.IsPull(planspec.AgentSpec{Argv: argv}) && l.permits(planspec.AgentSpec{Argv: argv}, dir)
 }
 
 func checkAgent(s planspec.AgentSpec, source string, from AgentSource, allow *AllowList, dir string) error {
@@ -156,12 +179,20 @@ func checkAgent(s planspec.AgentSpec, source string, from AgentSource, allow *Al
 	case from == FromHTTP && source != "STEP_AGENT_CMD" && s.Preset == "" && !planspec.IsPull(s):
 		return &NotAllowedError{Msg: fmt.Sprintf("%s: agent %s is not allowed: a plan that arrives over HTTP may name only agent: mcp, a preset (%s), or a command that --allow-agent lists",
 			source, describeSpec(s), strings.Join(planspec.AgentPresets, ", "))}
+	case from == FromHTTP && s.Preset != "" && len(s.Args) > 0:
+		// A preset's arguments can change what its CLI runs (a settings file
+		// with hooks, a config override): over HTTP, only the preset's own.
+		return &NotAllowedError{Msg: fmt.Sprintf("%s: agent %s is not allowed: a plan that arrives over HTTP may name a preset without arguments (they can change what its CLI runs), unless --allow-agent lists the preset",
+			source, describeSpec(s))}
 	}
 	return nil
 }
 
 // describeSpec is an agent spec as a plan would write it.
 func describeSpec(s planspec.AgentSpec) string {
+	if s.Preset != "" && len(s.Args) > 0 {
+		return fmt.Sprintf("{preset: %s, args: [%s]}", s.Preset, strings.Join(s.Args, ", "))
+	}
 	if s.Preset != "" {
 		return s.Preset
 	}

@@ -238,8 +238,12 @@ func flagSinks(cmds, hooks []string) ([]notify.SinkConfig, error) {
 // every report given up journaled.
 func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg *metrics.Registry) notify.Config {
 	journal, log := rt.Journal, rt.Logger
+	var allowCommand func([]string) bool
+	if allow := rt.Allow; allow != nil {
+		allowCommand = func(argv []string) bool { return allow.PermitsCommand(argv, rt.WS.Dir) }
+	}
 	return notify.Config{
-		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg,
+		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg, AllowPlanCommand: allowCommand,
 		OnGiveUp: func(sink string, r notify.Report, err error) {
 			e := executor.Entry{Event: "notify-give-up", Step: r.Step, Try: r.Try, Reason: err.Error(),
 				Detail: map[string]any{"sink": sink}}

@@ -71,6 +71,7 @@ func TestScripts(t *testing.T) {
 //	write:PATH      write PATH (parents made), naming the step and try
 //	prompt:PATH     write the whole prompt to PATH
 //	out:TEXT        print TEXT to stdout
+//	env:NAME        print NAME=its value, or NAME unset
 //	err:TEXT        print TEXT to stderr
 //	fail-before:N   exit 1, saying so on stderr, while STEPSEQ_TRY < N
 //	exit:N          exit with status N after everything else
@@ -99,6 +100,12 @@ func fakeAgent() {
 			writeFile(val, os.Args[len(os.Args)-1]+"\n")
 		case "out":
 			fmt.Println(val)
+		case "env":
+			if v, ok := os.LookupEnv(val); ok {
+				fmt.Printf("%s=%s\n", val, v)
+			} else {
+				fmt.Printf("%s unset\n", val)
+			}
 		case "err":
 			fmt.Fprintln(os.Stderr, val)
 		case "fail-before":

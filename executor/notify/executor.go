@@ -162,7 +162,16 @@ func (f *Follower) follow() {
 
 func (f *Follower) config() Config {
 	cfg := f.cfg
-	cfg.Sinks = append(slices.Clone(f.cfg.Sinks), PlanSinks(f.plan)...)
+	cfg.Sinks = slices.Clone(f.cfg.Sinks)
+	for _, s := range PlanSinks(f.plan) {
+		if len(s.Command) > 0 && cfg.AllowPlanCommand != nil && !cfg.AllowPlanCommand(s.Command) {
+			if cfg.Logger != nil {
+				cfg.Logger.Warn("a plan's notify command is not allowed by --allow-agent; it is left out", "command", s.Command[0])
+			}
+			continue
+		}
+		cfg.Sinks = append(cfg.Sinks, s)
+	}
 	return cfg
 }
 

@@ -69,3 +69,19 @@ func TestFollower_PlanSinks(t *testing.T) {
 		t.Errorf("the report is %+v", r)
 	}
 }
+
+// TestFollower_AllowPlanCommand: with --allow-agent, a plan's notify command
+// the list does not hold is left out of the sinks; webhooks and the command
+// line's own sinks stay.
+func TestFollower_AllowPlanCommand(t *testing.T) {
+	f := &Follower{cfg: Config{Sinks: []SinkConfig{{Command: []string{"operator-cmd"}}},
+		AllowPlanCommand: func(argv []string) bool { return argv[0] == "listed" }},
+		plan: []planspec.NotifySink{{Command: []string{"evil"}}, {Command: []string{"listed"}}, {Webhook: "https://ntfy.sh/x"}}}
+	var got []string
+	for _, s := range f.config().Sinks {
+		got = append(got, strings.Join(s.Command, " ")+s.Webhook)
+	}
+	if want := "operator-cmd listed https://ntfy.sh/x"; strings.Join(got, " ") != want {
+		t.Fatalf("sinks = %q, want %q", got, want)
+	}
+}

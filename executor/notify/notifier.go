@@ -61,11 +61,14 @@ type Config struct {
 	// its retries ran out, or the outbox cap dropped it (err wraps ErrDropped). sink
 	// is the sink's name as logs show it ("webhook https://host", "command argv0",
 	// "file"); a webhook's path and query, which may hold a secret, are left out.
-	OnGiveUp       func(sink string, r Report, err error)
-	Registerer     *metrics.Registry // nil: no metrics registered
-	SegmentBytes   int64             // DefaultSegmentBytes
-	MaxOutboxBytes int64             // DefaultMaxOutboxBytes
-	FeedBytes      int64             // DefaultFeedBytes
+	OnGiveUp   func(sink string, r Report, err error)
+	Registerer *metrics.Registry // nil: no metrics registered
+	// AllowPlanCommand, when not nil, says whether a plan's notify: command
+	// may run (--allow-agent); one it refuses is left out, and logged.
+	AllowPlanCommand func(argv []string) bool
+	SegmentBytes     int64 // DefaultSegmentBytes
+	MaxOutboxBytes   int64 // DefaultMaxOutboxBytes
+	FeedBytes        int64 // DefaultFeedBytes
 }
 
 // Notifier delivers reports from its outbox to its sinks. Its methods are safe
