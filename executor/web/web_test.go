@@ -73,6 +73,18 @@ func TestHandler_InProgressWithoutReportsReadsRunning(t *testing.T) {
 	}
 }
 
+// A step waiting out a usage limit shows as waiting, in its own colour, with
+// the time in what the plan waits for.
+func TestHandler_LimitWaitShowsWaiting(t *testing.T) {
+	v := sampleView()
+	v.Steps[2].Phase = PhaseWaiting
+	v.Waiting = "waiting for a usage limit to reset until 15:00:00, then try 2 runs again"
+	body := get(t, New(newFakeSource(v), Options{}), http.MethodGet, "/").Body.String()
+	if !strings.Contains(body, `data-step="paper" data-phase="waiting"`) || !strings.Contains(body, "ph-waiting") || !strings.Contains(body, "until 15:00:00") {
+		t.Error("a step held by a usage limit is not shown waiting with its time")
+	}
+}
+
 func TestHandler_HostileInputEscaped(t *testing.T) {
 	evil := []string{
 		`<script>alert(1)</script>`,
