@@ -82,3 +82,33 @@ func TestJournal_FailedRecordIsAbsent(t *testing.T) {
 		t.Errorf("journal holds %q, want the launch alone", data)
 	}
 }
+
+// TestLineLog_FullDiskMidAppend fills a disk of its own so that a line's first
+// bytes fit and the rest do not: the write is cut short by the kernel, and the
+// file keeps only whole lines; once there is room, the retried line is whole.
+func TestLineLog_FullDiskMidAppend(t *testing.T) {
+	w := tmpfsWorkspace(t, "256k")
+	path := w.path("feed.jsonl")
+	l := &LineLog{Path: path}
+	defer l.Close()
+	// The file ends 100 bytes short of a page: what follows fits that far.
+	first := []byte(strings.Repeat("a", 4096-100-1) + "\n")
+	if err := l.Append(first); err != nil {
+		t.Fatal(err)
+	}
+	free := fillDisk(t, w.dir)
+	line := []byte(`{"n":2,"pad":"` + strings.Repeat("x", 400) + `"}` + "\n")
+	if err := l.Append(line); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != string(first) {
+		t.Fatalf("after the failed append the file is %d bytes, want the %d of the first line", len(data), len(first))
+	}
+	free()
+	if err := l.Append(line); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != string(first)+string(line) {
+		t.Fatalf("after the retry the file is %d bytes, want both lines whole", len(data))
+	}
+}
