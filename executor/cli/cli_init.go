@@ -51,6 +51,7 @@ func newInitCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var (
 		force    bool
 		gitHooks bool
+		claude   bool
 		step     string
 	)
 	cmd := &cobra.Command{
@@ -66,8 +67,14 @@ project's). It never replaces an example.yaml that differs from its own unless -
 <hook>.local and runs first. The step is git config stepseq.step (--step sets it),
 "outline" when unset: the example plan's first step. The hooks never block git:
 without state.json they do nothing, without stepseq on PATH they say so in one line.
+
+--claude registers stepseq's MCP server for Claude Code in DIR/.mcp.json, the
+project's file: "stepseq mcp", run from PATH in DIR. The file's other servers and
+keys are kept; a "stepseq" server that is not stepseq's own is replaced only with
+--force. Claude Code asks once to approve a project's server.
 ` + exitCodesHelp,
 		Example: `  stepseq init
+  stepseq init --claude               # and register stepseq mcp in ./.mcp.json
   stepseq init ./workspace --git-hooks --step build
   stepseq init --step ""              # turn the hooks off`,
 		Args:              cobra.MaximumNArgs(1),
@@ -77,14 +84,15 @@ without state.json they do nothing, without stepseq on PATH they say so in one l
 			if len(args) > 0 {
 				dir = args[0]
 			}
-			in := initRun{dir: dir, out: stdout, stderr: g.stderr, force: force}
+			in := initRun{dir: dir, out: stdout, stderr: g.stderr, force: force, claude: claude}
 			if cmd.Flags().Changed("step") {
 				in.step = &step
 			}
 			return in.run(gitHooks)
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "replace an example.yaml that differs from stepseq's")
+	cmd.Flags().BoolVar(&force, "force", false, "replace an example.yaml, or a stepseq server in .mcp.json, that differs from stepseq's")
+	cmd.Flags().BoolVar(&claude, "claude", false, "register stepseq's MCP server (stepseq mcp) for Claude Code in DIR/.mcp.json")
 	cmd.Flags().BoolVar(&gitHooks, "git-hooks", false, "install post-commit, post-checkout and post-merge hooks in the repository holding DIR")
 	cmd.Flags().StringVar(&step, "step", "", `the step the git hooks re-run (git config stepseq.step); "" turns them off`)
 	return cmd
@@ -97,6 +105,7 @@ type initRun struct {
 	out    io.Writer
 	stderr io.Writer
 	force  bool
+	claude bool    // --claude: DIR/.mcp.json too
 	step   *string // nil: --step not given
 }
 
@@ -115,6 +124,13 @@ func (in *initRun) run(gitHooks bool) error {
 		return err
 	case !bytes.Equal(current, example) && !in.force:
 		return &exitError{code: 1, err: fmt.Errorf("%s exists and is not stepseq's example: left as it is (give --force to replace it)", examplePath)}
+	}
+
+	var claudeJSON []byte
+	if in.claude {
+		if claudeJSON, err = claudeConfig(in.claudePath(), in.force); err != nil {
+			return err
+		}
 	}
 
 	var git string
@@ -143,6 +159,11 @@ func (in *initRun) run(gitHooks bool) error {
 	}
 	if err := in.ignoreMeta(); err != nil {
 		return err
+	}
+	if claudeJSON != nil {
+		if err := in.writeClaude(in.claudePath(), claudeJSON); err != nil {
+			return err
+		}
 	}
 	for _, h := range hooks {
 		if err := h.Install(in.out); err != nil {
