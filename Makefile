@@ -110,6 +110,15 @@ chaos:
 presets-check:
 	$(GO) run ./executor/presetcheck
 
+# The Claude Code marketplace and plugin against the real Claude Code CLI (the
+# native binary the npm registry serves, installed once, at a pinned version, into
+# the user's cache folder): claude plugin validate --strict on the marketplace and
+# on examples/claude-plugin, then the plugin installed with the README's two
+# commands and stepseq init --claude, each asked through claude mcp list whether
+# stepseq mcp connects. Needs Node.js and npm for the first run.
+plugin-check: build
+	$(GO) run ./executor/plugincheck -stepseq $(BIN)/stepseq
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseState -fuzztime 20s ./planspec
 	$(GO) test -run '^$$' -fuzz FuzzParsePlan -fuzztime 20s ./planspec

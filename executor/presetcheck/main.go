@@ -7,8 +7,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -24,6 +22,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/internal/npmcli"
 )
 
 // npmPackages are the presets whose CLI the npm registry serves.
@@ -108,25 +107,24 @@ func check(p executor.Preset, pkg, prefix string) result {
 		r.skipped = err.Error()
 		return r
 	}
-	// pkg@latest: a bare name could be read as a folder of the working directory.
-	if msg, err := command(prefix, 10*time.Minute, nil, "npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", pkg+"@latest"); err != nil {
-		r.skipped = fmt.Sprintf("cannot install %s: %v: %s", pkg, err, lastLine(msg))
+	if msg, err := npmcli.Install(prefix, pkg+"@latest"); err != nil {
+		r.skipped = fmt.Sprintf("cannot install %s: %v: %s", pkg, err, npmcli.LastLine(msg))
 		return r
 	}
 	r.version = pkg + " " + version(prefix, pkg)
 	bin := filepath.Join(prefix, "node_modules", ".bin", p.Argv[0])
 	// A home of its own: a CLI may write its settings on first run.
 	env := append(os.Environ(), "HOME="+filepath.Join(prefix, "home"), "NO_COLOR=1", "CI=1")
-	help, err := command(prefix, 2*time.Minute, env, bin, p.Help[1:]...)
+	help, err := npmcli.Run(prefix, 2*time.Minute, env, bin, p.Help[1:]...)
 	if err != nil {
-		r.skipped = fmt.Sprintf("%s: cannot run %s: %v: %s", r.version, strings.Join(p.Help, " "), err, lastLine(help))
+		r.skipped = fmt.Sprintf("%s: cannot run %s: %v: %s", r.version, strings.Join(p.Help, " "), err, npmcli.LastLine(help))
 		return r
 	}
 	r.missing, r.checked = compare(p, help)
 	if p.Resume != nil {
 		resumeHelp := ""
 		if p.ResumeHelp != nil {
-			if resumeHelp, err = command(prefix, 2*time.Minute, env, bin, p.ResumeHelp[1:]...); err != nil {
+			if resumeHelp, err = npmcli.Run(prefix, 2*time.Minute, env, bin, p.ResumeHelp[1:]...); err != nil {
 				r.missing = append(r.missing, fmt.Sprintf("(cannot run %s: %v)", strings.Join(p.ResumeHelp, " "), err))
 				return r
 			}
@@ -198,20 +196,6 @@ func inHelp(w, help string) bool {
 	return re.MatchString(help)
 }
 
-// command runs name with args in dir, stdin from /dev/null, and returns its output.
-func command(dir string, timeout time.Duration, env []string, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	var b bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &b, &b
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	return b.String(), err
-}
-
 func version(prefix, pkg string) string {
 	b, err := os.ReadFile(filepath.Join(prefix, "node_modules", pkg, "package.json"))
 	if err != nil {
@@ -224,9 +208,4 @@ func version(prefix, pkg string) string {
 		return "?"
 	}
 	return m.Version
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }
