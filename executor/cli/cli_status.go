@@ -582,7 +582,7 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 			}
 		}
 		status := s.Status
-		if status == planspec.StatusInProgress || s.Phase == planspec.PhaseBlocked {
+		if status == planspec.StatusInProgress || s.Phase == planspec.PhaseBlocked || s.Phase == planspec.PhaseWaiting {
 			status = s.Phase // never "in progress" before the worker said so
 		}
 		if s.Skipped {
