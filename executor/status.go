@@ -23,6 +23,29 @@ type Report struct {
 	Steps      []StepReport `json:"steps"`
 	Blockers   []string     `json:"blockers"`
 	WaitingFor Waiting      `json:"waitingFor"`
+	// Runner is the live stepseq holding the workspace (a sidecar, a check);
+	// nil when none does, and nothing moves the plan until one runs.
+	Runner *Runner `json:"runner"`
+}
+
+// Runner is the stepseq process that holds a workspace's lock.
+type Runner struct {
+	PID   int    `json:"pid"`
+	Kind  string `json:"kind"` // watch (a sidecar), check, step or mcp
+	Since string `json:"since"`
+}
+
+// liveRunner reads the workspace lock's holder without taking the lock, and
+// returns it when that process lives.
+func liveRunner(ws Workspace) *Runner {
+	h := readHolder(ws)
+	if h.PID <= 0 {
+		return nil
+	}
+	if err := unix.Kill(h.PID, 0); err != nil && !errors.Is(err, unix.EPERM) {
+		return nil
+	}
+	return &Runner{PID: h.PID, Kind: h.Kind, Since: h.Since}
 }
 
 // StepReport is one step's line. Missing values are null rather than absent, so
@@ -133,6 +156,7 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 		}
 		r.Steps = append(r.Steps, s)
 	}
+	r.Runner = liveRunner(rt.WS)
 	var err error
 	r.WaitingFor, err = waitsOn(rt, st, now, maxRetries, scratch)
 	return r, err

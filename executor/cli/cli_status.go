@@ -605,6 +605,14 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	}
 	b.WriteString("\n")
 	switch {
+	case r.Runner != nil && r.Runner.Kind == "watch":
+		fmt.Fprintf(b, "sidecar: live (pid %d)\n", r.Runner.PID)
+	case r.Runner != nil:
+		fmt.Fprintf(b, "runner: stepseq %s (pid %d)\n", r.Runner.Kind, r.Runner.PID)
+	case r.Status != planspec.StatusDone:
+		b.WriteString("sidecar: none: nothing moves the plan until stepseq watch (or stepseq check) runs\n")
+	}
+	switch {
 	case r.WaitingFor.Action == executor.Idle.String():
 		fmt.Fprintf(b, "now: %s\n", r.WaitingFor.Reason)
 	case r.WaitingFor.Step != "" && !strings.HasPrefix(r.WaitingFor.Reason, r.WaitingFor.Step+": "):

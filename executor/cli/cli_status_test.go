@@ -126,13 +126,16 @@ func TestStatusView_Follow(t *testing.T) {
 	if !strings.Contains(text, "running ") {
 		t.Fatalf("no running duration in %q", text)
 	}
+	if !strings.Contains(text, "sidecar: live (pid ") {
+		t.Errorf("the stepseq holding the workspace is not named: %q", text)
+	}
 	first := strings.Index(text, "plan ")
 	if strings.Contains(text[:first], "\x1b[") {
 		t.Fatalf("the first report starts with a cursor move: %q", text)
 	}
-	// Each redraw moves up over the whole last report: its 6 lines.
-	if !strings.Contains(text, "\x1b[6F\x1b[J") {
-		t.Fatalf("the redraw does not go up over the 6 lines of the report: %q", text)
+	// Each redraw moves up over the whole last report: its 7 lines.
+	if !strings.Contains(text, "\x1b[7F\x1b[J") {
+		t.Fatalf("the redraw does not go up over the 7 lines of the report: %q", text)
 	}
 
 	replaceFile(t, filepath.Join(dir, "state.json"), doneState)
