@@ -87,7 +87,7 @@ func TestBuildVersion(t *testing.T) {
 		want string
 	}{
 		{"v0.9.0-3-gabc", stamped, true, "v0.9.0-3-gabc"}, // make build's -ldflags win
-		{"dev", stamped, true, "v1.2.3"},                   // go install …@v1.2.3
+		{"dev", stamped, true, "v1.2.3"},                  // go install …@v1.2.3
 		{"dev", devel, true, "dev"},
 		{"dev", nil, false, "dev"},
 	} {
