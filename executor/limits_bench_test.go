@@ -64,6 +64,7 @@ func BenchmarkLimitWaitIdle(b *testing.B) {
 	held := plan(`"stepseq":{"agent":"claude"}`, `"instruction":"do s1"`)
 	held = strings.Replace(held, `"stepRuns":{}`, `"stepRuns":{"s1":{"status":"PENDING","tries":0,"lastRunIso":"`+since+`","phase":"waiting",`+
 		`"stepseq":{"startedIso":"`+since+`","finishedIso":"`+since+`","limit":{"sinceIso":"`+since+`","untilIso":"`+until+`","stated":true,"waits":1,"agent":"claude","error":"claude: You've hit your 5-hour limit"}}}}`, 1)
+	var most, start int64
 	for b.Loop() {
 		dir := b.TempDir()
 		bin := fakeBin(b, "claude")
@@ -88,9 +89,10 @@ func BenchmarkLimitWaitIdle(b *testing.B) {
 		if runs := fakeRuns(b, bin, "claude"); len(runs) != 0 {
 			b.Fatalf("the agent ran %d times during the wait", len(runs))
 		}
-		b.ReportMetric(float64(after-before), "wakeups-per-10s")
-		b.ReportMetric(float64(before), "wakeups-to-start") // the counter counts: starting takes many
+		most, start = max(most, after-before), before
 	}
+	b.ReportMetric(float64(most), "max-wakeups-per-10s") // the worst round
+	b.ReportMetric(float64(start), "wakeups-to-start")   // the counter counts: starting takes many
 }
 
 // wakeups counts the context switches of every thread of process pid.
