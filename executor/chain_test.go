@@ -457,29 +457,43 @@ func TestCheck_InterruptedStepIsRetriedWithoutSpendingATry(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or 10 s pass.
+// effectWait bounds the tests' waits for an effect of the code: a journal
+// record, a state, a condition. A passing test never waits it out, so it is
+// generous: on two cores shared with other builds, what takes milliseconds
+// alone (a drain of ten thousand triggers under -race) can take many seconds.
+const effectWait = time.Minute
+
+// waitFor polls cond until it holds or effectWait passes.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
+			t.Fatalf("condition not met within %s", effectWait)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 }
 
 func TestCheck_AwaitOutputs(t *testing.T) {
-	// The agent exits at once; its output lands later, as an async agent CLI does.
-	w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["late.txt"],"awaitOutputs":"1m"`))
+	// The agent exits at once; its output lands later, as an async agent CLI
+	// does. The window is far longer than the test waits: the output is seen
+	// when it comes, not found when the window closes (it was, when it came
+	// between the look at the agent's exit and the watch on it).
+	w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["late.txt"],"awaitOutputs":"1h"`))
 	done := make(chan error, 1)
 	go func() { done <- w.check() }()
 	w.waitJournal(`"event":"exit"`)
 	if err := os.WriteFile(w.path("late.txt"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("check still waits a minute after the awaited output came")
 	}
 	if r := w.read().Run("s1"); r.Status != "DONE" || r.Tries != 1 {
 		t.Errorf("run = %s tries %d", r.Status, r.Tries)

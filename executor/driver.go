@@ -431,6 +431,12 @@ func (d *driver) setWatch(e SetWatch) {
 	}
 	d.watched = [2][]string{paths, trees}
 	d.watchedOK = true
+	if !d.m.cfg.Persistent {
+		// A one-shot driver watches a path only once it waits for it (an
+		// awaited output): one that came between the machine's look and now
+		// sent no event, so the machine looks again, the watch armed.
+		d.feed(FilesChanged{})
+	}
 }
 
 // watchEntry journals a new watch set: whole the first time, then what changed,

@@ -52,8 +52,8 @@ func (r *sidecarRun) stop(t *testing.T) {
 		if err != nil {
 			t.Errorf("sidecar: %v", err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("sidecar did not stop")
+	case <-time.After(effectWait):
+		t.Fatalf("sidecar did not stop within %s", effectWait)
 	}
 }
 
@@ -61,7 +61,7 @@ func (r *sidecarRun) stop(t *testing.T) {
 func (w *testWS) waitState(what string, cond func(st *planspec.State) bool) *planspec.State {
 	w.t.Helper()
 	var last *planspec.State
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for time.Now().Before(deadline) {
 		if st, err := (&StateFile{Path: w.state}).Read(); err == nil {
 			last = st
@@ -104,7 +104,7 @@ func (w *testWS) journal() []Entry {
 // waitJournal waits for the journal to hold text, and shows it on failure.
 func (w *testWS) waitJournal(text string) {
 	w.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
 		if strings.Contains(string(data), text) {

@@ -85,6 +85,12 @@ func TestSidecar_TriggerBurstQueuedBeforeStart(t *testing.T) {
 	}
 	queueBurst(t, w.chain().WS, "s1", burstSize)
 	run := w.startSidecar(SidecarOptions{})
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+			t.Logf("%d triggers left in the folder; the journal:\n%s", countDir(t, w.path(".stepseq/triggers")), data)
+		}
+	})
 	waitFor(t, func() bool {
 		for _, e := range w.journalSince("ready") {
 			if e.Event == "launch" && e.Step == "s2" {
