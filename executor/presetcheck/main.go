@@ -148,7 +148,6 @@ func compareResume(p executor.Preset, help, resumeHelp string) (missing []string
 	if i := slices.Index(before, sub); sub != "" && i >= 0 {
 		before, after = before[:i+1], before[i+1:] // the subcommand is in the help above it
 	}
-	var words []string
 	for _, part := range []struct {
 		words []string
 		help  string
@@ -157,7 +156,6 @@ func compareResume(p executor.Preset, help, resumeHelp string) (missing []string
 			if w == executor.SessionPlaceholder || w == executor.ArgsPlaceholder {
 				continue
 			}
-			words = append(words, w)
 			checked++
 			if !inHelp(w, part.help) {
 				missing = append(missing, "resume: "+w)
