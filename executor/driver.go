@@ -76,8 +76,18 @@ type activeTry struct {
 	launch  StartAgent
 	agents  []Agent // the step's candidates; agents[idx] runs
 	idx     int
-	stopped bool    // the machine stopped it: no fallback
-	limits  []Limit // what the try's limited agents said so far
+	stopped bool     // the machine stopped it: no fallback
+	limits  []Limit  // what the try's limited agents said so far
+	tryLock *heldTry // the try lock; nil for a pulled step
+}
+
+// tryStartedIso is the agent.startedIso of step id's try: it binds a try lock's
+// record to that try.
+func tryStartedIso(st *planspec.State, id string) string {
+	if run := st.StepRuns[id]; run != nil && run.Agent != nil {
+		return run.Agent.StartedIso
+	}
+	return ""
 }
 
 func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg MachineConfig) *driver {
@@ -172,7 +182,7 @@ func (d *driver) perform(e Effect) {
 	case ReportVerdict:
 		d.reportVerdict(e)
 	case WaitInherited:
-		d.waitInherited()
+		d.waitInherited(e.Step)
 	}
 }
 
@@ -248,12 +258,30 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		HoldGroup: st.Steps[l.Step].AwaitOutputs > 0,
 	}
 	launcher := d.launcher
+	var held *heldTry
 	if st.IsPull(l.Step) {
 		launcher = d.pull
+	} else {
+		// The record of the agent is made, and locked, before it can run: the
+		// agent inherits the lock, so the record lives as long as it does.
+		h, err := takeTryLock(d.rt.WS.TryLockPath(l.Step), tryRecord{Step: l.Step, Try: l.Try, Started: tryStartedIso(st, l.Step)})
+		if err != nil {
+			d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+			return
+		}
+		held = h
+		spec.Files = []*os.File{h.f}
 	}
-	run, err := launcher.Launch(TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try),
-		Prompt: l.Prompt, RequiredOutputs: slices.Clone(st.Steps[l.Step].RequiredOutputs), Result: slices.Clone(st.Steps[l.Step].Result)})
+	ts := TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try),
+		Prompt: l.Prompt, RequiredOutputs: slices.Clone(st.Steps[l.Step].RequiredOutputs), Result: slices.Clone(st.Steps[l.Step].Result),
+		OnStart: held.started,
+		OnShortage: func(err error) {
+			d.rt.Logger.Warn("agent could not start for want of resources: starting it again after a pause; the try is not spent", "step", l.Step, "try", l.Try, "err", err)
+			d.rt.record(Entry{Event: "launch-deferred", Step: l.Step, Try: l.Try, Reason: err.Error()})
+		}}
+	run, err := launcher.Launch(ts)
 	if err != nil {
+		held.ended(startFailure(err), false)
 		if next := NextAgent(agents, idx); next >= 0 {
 			d.fallback(l, agents, idx, next, err.Error())
 			return
@@ -261,7 +289,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
-	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack}
+	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack, tryLock: held}
 	d.fellBack = nil
 	pid, ticks := run.Ident()
 	if d.lock != nil && pid > 0 {
@@ -305,6 +333,7 @@ func (d *driver) exits() <-chan Exit {
 func (d *driver) finish(exit Exit) {
 	a := d.active
 	d.active = nil
+	a.tryLock.ended(exit, a.stopped)
 	if err := a.run.Finish(exit); err != nil {
 		d.rt.Logger.Warn("agent log", "step", a.step, "err", err)
 	}
@@ -486,18 +515,20 @@ func (d *driver) closeWatcher() {
 	}
 }
 
-// waitInherited waits, without polling, for an agent a previous stepseq left.
-func (d *driver) waitInherited() {
-	if d.inherited != nil || d.lock == nil || d.lock.Previous == nil || !d.m.cfg.Persistent {
+// waitInherited waits, without polling, for an agent a previous stepseq left: it
+// takes the step's try lock, which the kernel grants once the agent and every
+// child that inherited the lock are gone.
+func (d *driver) waitInherited(step string) {
+	if d.inherited != nil || !d.m.cfg.Persistent {
 		return
 	}
 	ch := make(chan struct{})
 	d.inherited = ch
-	pid := d.lock.Previous.PID
-	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "pid", pid, "step", d.lock.Previous.Step)
+	path := d.rt.WS.TryLockPath(step)
+	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
 	ctx := d.ctx
 	go func() {
-		_ = WaitGone(ctx, pid)
+		waitTry(ctx, path)
 		close(ch)
 	}()
 }
@@ -639,7 +670,9 @@ func (d *driver) ModTime(rel string) (time.Time, bool) {
 	return fi.ModTime(), true
 }
 
-func (d *driver) Alive(id string) bool { return d.lock != nil && d.lock.AgentAlive(id) }
+func (d *driver) Orphan(id string, try int, started string) TryState {
+	return probeTry(d.rt.WS.TryLockPath(id), id, try, started)
+}
 
 func (d *driver) CanLaunch(st *planspec.State, id string) error {
 	_, err := d.resolve(st, id)

@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv("STEPSEQ_TEST_SIDECAR"); path != "" {
 		os.Exit(sidecarProcess(path))
 	}
+	if path := os.Getenv("STEPSEQ_TEST_CHECK"); path != "" {
+		os.Exit(checkProcess(path))
+	}
 	dir, err := os.MkdirTemp("", "stepseq-fakeagent")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

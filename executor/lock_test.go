@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -131,4 +132,31 @@ func holding(t *testing.T, pid int, path string) string {
 		}
 	}
 	return ""
+}
+
+// A holder killed midway through an atomic write leaves its temporary file; the
+// next holder removes it, and nothing else.
+func TestTryLock_RemovesStrayTemps(t *testing.T) {
+	w := newTestWS(t, "")
+	ws := w.chain().WS
+	stray := []string{".state.json5577006791947779410", ".stepseq/plans/.a.json8674665223082153551", ".stepseq/history/.20261201T101010Z-a.json42"}
+	kept := []string{"state.json", ".state.jsonx", ".stepseq/plans/a.json", ".stepseq/plans/.notes", "other.json123", ".stepseq/history/20261201T101010Z-a.json"}
+	for _, p := range append(slices.Clone(stray), kept...) {
+		w.writeFile(p, "{}")
+	}
+	lock, _, err := TryLock(ws, "check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	for _, p := range stray {
+		if _, err := os.Stat(w.path(p)); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+	}
+	for _, p := range kept {
+		if _, err := os.Stat(w.path(p)); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
 }

@@ -216,8 +216,10 @@ type Probe interface {
 	Missing(paths []string) []string
 	// ModTime is a changed file's modification time; false for a folder or none.
 	ModTime(rel string) (time.Time, bool)
-	// Alive reports whether the agent an earlier stepseq recorded for step id runs.
-	Alive(id string) bool
+	// Orphan is what step id's try lock says of its try that started at started
+	// (agent.startedIso): whether its agent still runs, and how it ended when an
+	// earlier stepseq reaped it but died before recording the verdict.
+	Orphan(id string, try int, started string) TryState
 	// CanLaunch says why step id's agent cannot start (a configuration error), or nil.
 	CanLaunch(st *planspec.State, id string) error
 	// LastOutput is when the running agent last wrote a byte; zero when never.

@@ -16,7 +16,7 @@ type clockProbe struct{}
 func (clockProbe) Conditions(*planspec.State) (CondSet, error)            { return noConds{}, nil }
 func (clockProbe) Missing([]string) []string                              { return nil }
 func (clockProbe) ModTime(string) (time.Time, bool)                       { return time.Time{}, false }
-func (clockProbe) Alive(string) bool                                      { return false }
+func (clockProbe) Orphan(string, int, string) TryState                    { return TryState{} }
 func (clockProbe) CanLaunch(*planspec.State, string) error                { return nil }
 func (clockProbe) LastOutput() time.Time                                  { return time.Time{} }
 func (clockProbe) WatchSet(*planspec.State, CondSet) ([]string, []string) { return nil, nil }

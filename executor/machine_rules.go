@@ -234,6 +234,9 @@ func (m *Machine) advance() {
 			return
 		}
 	} else {
+		if m.judgeOrphan() {
+			return
+		}
 		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond})
 	}
 	if m.cfg.StampHeartbeat {
@@ -290,7 +293,7 @@ func (m *Machine) dropPastDelay() {
 }
 
 func (m *Machine) alive(id string) bool {
-	return m.cfg.Probe != nil && m.cfg.Probe.Alive(id)
+	return m.cfg.Probe != nil && m.orphan(id).Alive
 }
 
 func (m *Machine) cond(id, kind string) (bool, error) {

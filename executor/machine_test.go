@@ -38,7 +38,7 @@ func (p *fakeProbe) Missing(paths []string) []string {
 	return out
 }
 func (p *fakeProbe) ModTime(rel string) (time.Time, bool) { t, ok := p.mtimes[rel]; return t, ok }
-func (p *fakeProbe) Alive(string) bool                    { return false }
+func (p *fakeProbe) Orphan(string, int, string) TryState  { return TryState{} }
 func (p *fakeProbe) CanLaunch(*planspec.State, string) error {
 	return p.launchErr
 }
@@ -677,6 +677,14 @@ func TestChoosePlans(t *testing.T) {
 			seen:   map[string]string{"/ws/plans/a.yaml": "h1"},
 			recs:   map[string]PlanRecord{"a": {Status: PlanFinished, AppliedHash: "h1"}},
 			active: ActivePlan{Missing: true}},
+		// A stepseq killed after it wrote the state and before the plan's record.
+		{name: "the state is the plan applied: its record is missing", files: []PlanFile{valid("a", "h1")},
+			active: ActivePlan{Present: true, Source: "plans/a.yaml", Hash: "h1", Done: true}, updates: []string{"a:finished"}},
+		{name: "the state is the plan applied: its record is an older content's", files: []PlanFile{valid("a", "h2")},
+			recs:   map[string]PlanRecord{"a": {Status: PlanFinished, AppliedHash: "h1"}},
+			active: ActivePlan{Present: true, Source: "plans/a.yaml", Hash: "h2", Done: true}, updates: []string{"a:finished"}},
+		{name: "the state is the plan in progress: its record is missing", files: []PlanFile{valid("a", "h1")},
+			active: ActivePlan{Present: true, Source: "plans/a.yaml", Hash: "h1"}, updates: []string{"a:active"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -699,6 +707,9 @@ func TestChoosePlans(t *testing.T) {
 			var ups []string
 			for _, u := range got.Updates {
 				ups = append(ups, fmt.Sprintf("%s:%s", u.File.Name, u.Status))
+				if c.active.Present && c.active.Source == u.File.Source && c.active.Hash == u.File.Hash && u.Applied != u.File.Hash {
+					t.Errorf("%s's record would say applied %q; the state holds %q", u.File.Name, u.Applied, u.File.Hash)
+				}
 			}
 			if !slices.Equal(ups, c.updates) {
 				t.Errorf("updates %v, want %v", ups, c.updates)

@@ -155,6 +155,11 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 	if pf = r.AdmitPlan(pf, FromWorkspace); pf.Plan == nil {
 		return nil, "", pf.Err
 	}
+	st := pf.Plan.State(pf.Source, pf.Hash)
+	if size := len(st.Marshal()); size > planStateCap {
+		return nil, "", fmt.Errorf("%s: %w: its state.json would start at %s, over the %s a plan may take (a quarter of the %s state cap, the rest kept for its runs): split the plan",
+			pf.Source, ErrStateTooBig, mib(size), mib(planStateCap), mib(stateWriteCap))
+	}
 	archived := ""
 	data, err := ReadFile(sf.Path, StateCap)
 	switch {
@@ -184,7 +189,6 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 			return nil, "", err
 		}
 	}
-	st := pf.Plan.State(pf.Source, pf.Hash)
 	if err := sf.Write(st); err != nil {
 		return nil, archived, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -41,6 +42,9 @@ type Spec struct {
 	// its own: a step that awaits its outputs (awaitOutputs) lets a background job
 	// the agent started finish them. EndGroup stops the group when the wait ends.
 	HoldGroup bool
+	// Files are inherited by the agent from fd 3 on: the try lock, held by the
+	// agent and its children however stepseq ends.
+	Files []*os.File
 }
 
 // Process is a running agent in its own process group.
@@ -79,6 +83,7 @@ func Start(spec Spec) (*Process, error) {
 	cmd.Env = spec.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = spec.PipeGrace
+	cmd.ExtraFiles = spec.Files
 	log := spec.Log
 	if log == nil {
 		log = io.Discard

@@ -164,7 +164,7 @@ func TestReadFile_Caps(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Size != StateCap.Bytes+1 {
 		t.Fatalf("err = %v, want a CapError at one byte over", err)
 	}
-	if want := path + ": 16777217 bytes is over the 16 MiB cap for a state file"; !strings.HasPrefix(err.Error(), want) {
+	if want := path + ": 67108865 bytes is over the 64 MiB cap for a state file"; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("err = %q, want %q", err, want)
 	}
 }

@@ -58,6 +58,9 @@ type Sidecar struct {
 
 	plansSeen map[string]string // plan file → the content hash last judged
 	refused   error             // with no state: why every plan file in the folder was refused
+	// plansTooBig are the plan contents refused at intake for their state's size
+	// (path and hash), judged invalid until the file changes.
+	plansTooBig map[[2]string]error
 
 	watchLimited atomic.Bool // a watch limit leaves part of the workspace polled
 	sidecarCalls
@@ -115,7 +118,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 		return nil, err
 	}
 	rt.Lock = lock
-	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, trigTimer: time.NewTimer(time.Hour)}
+	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, plansTooBig: map[[2]string]error{}, trigTimer: time.NewTimer(time.Hour)}
 	s.trigTimer.Stop()
 	s.planTimer = time.NewTimer(time.Hour)
 	s.planTimer.Stop()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -17,27 +16,38 @@ import (
 // sidecarProcess runs a sidecar on statePath until killed: the test binary as a
 // separate process, so that tests can kill -9 it.
 func sidecarProcess(statePath string) int {
+	return helperProcess(statePath, func(rt *Runtime) error {
+		sc, err := NewSidecar(rt, SidecarOptions{})
+		if err != nil {
+			return err
+		}
+		return sc.Run(context.Background())
+	})
+}
+
+// helperProcess runs a driver on statePath's workspace in this process, which a
+// test started from its own binary.
+func helperProcess(statePath string, run func(rt *Runtime) error) int {
 	rt, err := NewRuntime(statePath, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	sc, err := NewSidecar(rt, SidecarOptions{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if err := sc.Run(context.Background()); err != nil {
+	if err := run(rt); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
 }
 
-func (w *testWS) startSidecarProcess() *exec.Cmd {
+func (w *testWS) startSidecarProcess() *exec.Cmd { return w.startProcess("STEPSEQ_TEST_SIDECAR") }
+
+// startProcess starts the test binary as the helper that env names, on the
+// workspace.
+func (w *testWS) startProcess(env string) *exec.Cmd {
 	w.t.Helper()
 	cmd := exec.Command(testBinary(w.t))
-	cmd.Env = append(os.Environ(), "STEPSEQ_TEST_SIDECAR="+w.state, "STEP_AGENT_CMD="+w.env["STEP_AGENT_CMD"])
+	cmd.Env = append(os.Environ(), env+"="+w.state, "STEP_AGENT_CMD="+w.env["STEP_AGENT_CMD"])
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
@@ -51,7 +61,8 @@ func (w *testWS) startSidecarProcess() *exec.Cmd {
 
 // TestSidecar_KillNineMidStep kills the sidecar while its agent runs: the state is
 // valid, the restarted sidecar waits for the live agent instead of launching a
-// second one, then retries the step without spending a try.
+// second one, then judges the step by what the agent left: its required output,
+// written since the try began, says done, so the step is not run again.
 func TestSidecar_KillNineMidStep(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"pidfile:agent.pid waitfor:release write:out","requiredOutputs":["out"]`, `"instruction":"write:two"`))
 	first := w.startSidecarProcess()
@@ -69,19 +80,20 @@ func TestSidecar_KillNineMidStep(t *testing.T) {
 
 	w.startSidecarProcess()
 	// The restarted sidecar must wait for the agent from before, not launch another.
-	waitFor(t, func() bool {
+	w.waitJournal(`"action":"running"`)
+	if n := logCount(w, "s1"); n != 1 {
 		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
-		return strings.Contains(string(data), `"action":"running"`)
-	})
-	if logCount(w, "s1") != 1 {
-		t.Fatalf("a second agent was launched for s1 while the first lived")
+		t.Fatalf("%d launches of s1 while the first agent lived:\n%s", n, data)
 	}
-	// Let the old agent finish; the step is then retried as interrupted.
 	w.writeFile("release", "")
 	st := w.waitState("DONE", done)
-	if r := st.Run("s1"); r.Tries != 1 || r.Agent == nil || r.Agent.Interruptions != 1 {
-		t.Errorf("s1 = tries %d %+v, want 1 try and 1 interruption", r.Tries, r.Agent)
+	if r := st.Run("s1"); r.Tries != 1 || r.Agent == nil || r.Agent.Interruptions != 0 {
+		t.Errorf("s1 = tries %d %+v, want 1 try and no interruption", r.Tries, r.Agent)
 	}
+	if n := logCount(w, "s1"); n != 1 {
+		t.Errorf("s1 launched %d times; its orphan's output said done", n)
+	}
+	w.waitJournal(`"event":"orphan","step":"s1","try":1,"reason":"judged done by its required outputs`)
 }
 
 // TestSidecar_NoLeaks runs a whole plan and checks every goroutine ended.

@@ -53,12 +53,20 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 	for i := range files {
 		pf := files[i]
 		rec := recs[pf.Name]
+		// The state holding this very content is this plan applied, whatever
+		// its record says: a stepseq killed between the state's write and the
+		// record's left no record, or an older one.
+		inState := pf.Plan != nil && active.Present && active.Source == pf.Source && active.Hash == pf.Hash
+		applied := rec.AppliedHash
+		if inState {
+			applied = pf.Hash
+		}
 		if h, ok := seen[pf.Path]; !ok || h != pf.Hash { // a refused file has no hash, and is judged too
 			status := PlanWaiting
 			switch {
 			case pf.Plan == nil:
 				status = PlanInvalid
-			case active.Present && active.Source == pf.Source && active.Hash == pf.Hash:
+			case inState:
 				// The running plan's own content, back after an edit: its record
 				// says so, not the verdict on the edit.
 				status = PlanActive
@@ -68,7 +76,7 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 			case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
 				status = rec.Status
 			}
-			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: status, Applied: rec.AppliedHash, Reject: pf.Plan == nil})
+			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: status, Applied: applied, Reject: pf.Plan == nil})
 		}
 		if pf.Plan == nil {
 			continue
@@ -82,7 +90,7 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 				out.Edit = &p
 				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanActive, Applied: pf.Hash})
 			}
-		case rec.AppliedHash == pf.Hash && !gone:
+		case applied == pf.Hash && !gone:
 			// Applied before: a restart never applies the same content twice.
 			if isActive && rec.Status == PlanActive {
 				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanFinished, Applied: rec.AppliedHash})
@@ -134,6 +142,9 @@ func (s *Sidecar) intakePlans() {
 		if pf.Plan == nil && s.beingWritten(path) {
 			continue // judged once its writer is done: cp makes an empty file first
 		}
+		if err, ok := s.plansTooBig[[2]string{pf.Path, pf.Hash}]; ok {
+			pf.Plan, pf.Err = nil, err
+		}
 		files = append(files, pf)
 		if rec, ok := s.WS.ReadPlanRecord(pf.Name); ok {
 			recs[pf.Name] = rec
@@ -182,6 +193,16 @@ func (s *Sidecar) intakePlans() {
 		}
 	}
 	st, archived, err := s.ApplyPlan(s.d.sf, *choice.Apply, true)
+	if errors.Is(err, ErrStateTooBig) {
+		// Refused for good, with the figure: the file is judged again when it changes.
+		pf := *choice.Apply
+		pf.Plan, pf.Err = nil, err
+		s.plansTooBig[[2]string{pf.Path, pf.Hash}] = err
+		s.Logger.Error("plan rejected; state.json is untouched", "file", pf.Source, "errors", err.Error())
+		s.record(Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": ErrorLines(err)}})
+		s.setRecord(pf, PlanInvalid, "")
+		return
+	}
 	if err != nil {
 		s.Logger.Error("applying plan", "file", choice.Apply.Source, "err", err)
 		return

@@ -207,6 +207,13 @@ func (f *StateFile) replace(pieces [][]byte) error {
 	if fi, err := os.Lstat(f.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("write %s: %w: point stepseq at the real file", f.Path, ErrSymlink)
 	}
+	size := 0
+	for _, p := range pieces {
+		size += len(p)
+	}
+	if size > stateWriteCap {
+		return fmt.Errorf("write %s: %w", f.Path, stateTooBig(size))
+	}
 	dir := filepath.Dir(f.Path)
 	f.written = fileIdent{}
 	stamp := time.Now().Add(-stampAge).Truncate(time.Microsecond)
@@ -222,10 +229,6 @@ func (f *StateFile) replace(pieces [][]byte) error {
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
 	f.last, f.unsynced = pieces, true
-	size := 0
-	for _, p := range pieces {
-		size += len(p)
-	}
 	// Trusted only where the file system kept the stamp to the microsecond.
 	if fi, err := os.Lstat(f.Path); err == nil && fi.ModTime().Equal(stamp) && fi.Size() == int64(size) {
 		f.written, _ = identOf(fi)
@@ -263,4 +266,26 @@ func syncDir(dir string) error {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// ErrStateTooBig is matched by a state refused for its size: over what stepseq
+// reads back (planspec.MaxStateSize), or a plan's fresh state over
+// planspec.MaxPlanState at intake.
+var ErrStateTooBig = errors.New("state too big")
+
+// stateWriteCap and planStateCap are planspec.MaxStateSize and
+// planspec.MaxPlanState; tests lower them.
+var stateWriteCap, planStateCap = planspec.MaxStateSize, planspec.MaxPlanState
+
+func stateTooBig(size int) error {
+	return fmt.Errorf("%w: it would be %s, over the %s that stepseq reads back: the state is kept as it was; split the plan",
+		ErrStateTooBig, mib(size), mib(stateWriteCap))
+}
+
+// mib says a size in MiB, to a tenth when it is not whole.
+func mib(n int) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }

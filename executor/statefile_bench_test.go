@@ -34,7 +34,7 @@ func hugeState(tb testing.TB, size int, cut bool) string {
 
 // BenchmarkStateFile_ReadBroken is a state.json that is not a state: how long it
 // takes to be reported as broken, and what that costs in memory (bytes allocated
-// over the file's size). 50 MB is over StateCap; the last case is the worst one
+// over the file's size). 80 MB is over StateCap; the last case is the worst one
 // the cap lets through.
 func BenchmarkStateFile_ReadBroken(b *testing.B) {
 	for _, c := range []struct {
@@ -42,9 +42,9 @@ func BenchmarkStateFile_ReadBroken(b *testing.B) {
 		size int
 		cut  bool
 	}{
-		{"50MB-cut-off", 50 << 20, true},
-		{"50MB-bad-field", 50 << 20, false},
-		{"16MiB-bad-field", 16<<20 - 4<<10, false},
+		{"80MB-cut-off", 80 << 20, true},
+		{"80MB-bad-field", 80 << 20, false},
+		{"64MiB-bad-field", 64<<20 - 4<<10, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			sf := &StateFile{Path: hugeState(b, c.size, c.cut)}

@@ -278,13 +278,17 @@ func withMissing(rt *Runtime, st *planspec.State, w Waiting) Waiting {
 
 // stillRunning reports whether an IN_PROGRESS step has something working on it. A
 // run stepseq did not launch (no agent record: the original's runner) is taken at
-// its word. Otherwise it is the agent recorded in the workspace lock, or a live
+// its word. Otherwise it is the agent holding the step's try lock, the agent
+// recorded in the workspace lock, or a live
 // stepseq holding the lock that has not recorded its agent yet or waits for the
 // agent's outputs. It only reads the lock file: taking the lock, even briefly,
 // would turn a sidecar starting at that moment away.
 func stillRunning(ws Workspace, id string, run *planspec.StepRun) bool {
 	if run.Agent == nil || run.Agent.StartedIso == "" {
 		return true
+	}
+	if probeTry(ws.TryLockPath(id), id, run.Tries, run.Agent.StartedIso).Alive {
+		return true // the try lock the agent holds, whoever launched it
 	}
 	h := readHolder(ws)
 	if h.PID <= 0 {

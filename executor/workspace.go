@@ -119,13 +119,12 @@ type AgentHandle struct {
 
 // Lock is a held workspace lock: flock(2) on .stepseq/lock, released by the kernel
 // when the holder dies, so a crash never leaves the workspace locked. The file also
-// says who holds it and which agent runs; that record needs no fsync, since no
-// process outlives a machine crash.
+// says who holds it and which agent runs, for status; that record needs no
+// fsync, since no process outlives a machine crash. The record that a later
+// holder trusts is the step's try lock (TryLockPath), which the agent holds.
 type Lock struct {
 	f      *os.File
 	holder Holder
-	// Previous is the agent a holder that died left running, if any.
-	Previous *AgentHandle
 }
 
 // deadHolderWait bounds how long TryLock waits for a lock whose recorded holder
@@ -166,11 +165,46 @@ func TryLock(w Workspace, kind string) (*Lock, *Holder, error) {
 		}
 		time.Sleep(pause)
 	}
-	prev := readHolder(w)
-	l := &Lock{f: f, Previous: prev.Agent,
+	l := &Lock{f: f,
 		holder: Holder{PID: os.Getpid(), Kind: kind, Since: time.Now().UTC().Format(time.RFC3339)}}
 	l.save()
+	w.removeStrayTemps()
 	return l, nil, nil
+}
+
+// removeStrayTemps removes the temporary files that a stepseq killed midway
+// through an atomic write left: beside the state file, and under .stepseq/plans
+// and .stepseq/history. Only the lock holder writes those, so none is in use.
+func (w Workspace) removeStrayTemps() {
+	sweep := func(dir string, stray func(name string) bool) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			if e.Type().IsRegular() && stray(e.Name()) {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	state := "." + filepath.Base(w.State)
+	sweep(w.Dir, func(name string) bool { return tempOf(name, state) })
+	json := func(name string) bool {
+		i := strings.LastIndex(name, ".json")
+		return strings.HasPrefix(name, ".") && i > 0 && tempOf(name, name[:i+len(".json")])
+	}
+	sweep(w.PlansDir(), json)
+	sweep(w.HistoryDir(), json)
+}
+
+// tempOf reports whether name is a temporary file of an atomic write of the file
+// whose name, dot-prefixed, is prefix: the prefix then digits.
+func tempOf(name, prefix string) bool {
+	digits, ok := strings.CutPrefix(name, prefix)
+	if !ok || digits == "" {
+		return false
+	}
+	return strings.Trim(digits, "0123456789") == ""
 }
 
 // holderAlive reports whether the process a holder record names still runs. A
@@ -213,14 +247,6 @@ func (l *Lock) SetAgent(a *AgentHandle) {
 	}
 	l.holder.Agent = a
 	l.save()
-}
-
-// AgentAlive reports whether the agent a dead holder left for step id still runs.
-func (l *Lock) AgentAlive(id string) bool {
-	if l == nil || l.Previous == nil || l.Previous.Step != id {
-		return false
-	}
-	return Alive(l.Previous.PID, l.Previous.StartTicks)
 }
 
 // Unlock releases the lock. The file stays: it is the lock's identity.

@@ -22,7 +22,13 @@ const (
 )
 
 // MaxStateSize caps what ParseState reads: a state file is a few kilobytes per step.
-const MaxStateSize = 16 << 20
+// stepseq never writes a state over it, and refuses at intake a plan whose fresh
+// state is over MaxPlanState, leaving the rest for the runs the plan records.
+const MaxStateSize = 64 << 20
+
+// MaxPlanState caps the fresh state of a plan taken in: a quarter of MaxStateSize,
+// so that its runs (each step's stdout, errors and reports) fit beside it.
+const MaxPlanState = MaxStateSize / 4
 
 // ErrInvalidState is matched by every error ParseState returns for content that is
 // not a valid state file.

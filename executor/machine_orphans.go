@@ -1,0 +1,108 @@
+package executor
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// TryState is what a step's try lock says of one try, for a stepseq that did not
+// launch it.
+type TryState struct {
+	// Alive: the lock is held (the agent or a child of it runs), or the recorded
+	// agent process still runs.
+	Alive bool
+	// Recorded: the record is this try's: its agent was started, or about to be.
+	Recorded bool
+	// Exited, Code, Signal, TimedOut and Stopped are the end its stepseq reaped.
+	Exited   bool
+	Code     int
+	Signal   string
+	TimedOut bool
+	Stopped  bool
+	// Began is when the try's record was made, on the clock of file times: an
+	// output modified after it is the try's work.
+	Began time.Time
+	// PID is the agent's pid, 0 when it was not recorded.
+	PID int
+}
+
+// orphan asks the probe about step id's try as state.json records it.
+func (m *Machine) orphan(id string) TryState {
+	run := m.st.StepRuns[id]
+	if run == nil || run.Agent == nil || run.Agent.StartedIso == "" {
+		return TryState{}
+	}
+	return m.cfg.Probe.Orphan(id, run.Tries, run.Agent.StartedIso)
+}
+
+// judgeOrphan judges the try at the cursor that state.json holds IN_PROGRESS and
+// whose agent no live stepseq saw end, by what the agent left: its exit, when the
+// stepseq that reaped it died before recording the verdict; else a done report it
+// made; else its required outputs, every one modified since the try began, with
+// its check holding. It reports whether it judged (a verdict, or outputs awaited);
+// when nothing says done, the core relaunches the step as interrupted.
+func (m *Machine) judgeOrphan() bool {
+	st := m.st
+	if m.cfg.Probe == nil || m.run != nil || st.Status == planspec.StatusDone || st.CurrentStep >= len(st.StepQueue) {
+		return false
+	}
+	id := st.StepQueue[st.CurrentStep]
+	run, spec := st.StepRuns[id], st.Steps[id]
+	if spec == nil || run == nil || run.Status != planspec.StatusInProgress || run.Agent == nil || run.Agent.StartedIso == "" {
+		return false
+	}
+	ts := m.orphan(id)
+	if ts.Alive {
+		return false // the core waits for it
+	}
+	started, _ := planspec.ParseISO(run.Agent.StartedIso)
+	t := &tryExit{step: id, try: run.Tries, exit: Exit{Started: started, Ended: m.now}}
+	_, t.done = lastDone(run, run.Tries)
+	var why string
+	switch {
+	case ts.Exited && (ts.Stopped || ts.Signal != ""):
+		return false // stopped by stepseq, or killed: an interruption, no verdict of its own
+	case ts.Exited:
+		t.exit.Code, t.exit.TimedOut = ts.Code, ts.TimedOut
+		if ts.Code != 0 {
+			t.exit.Stderr = fmt.Sprintf("exit status %d while no stepseq watched it (its output: stepseq logs %s --try %d)", ts.Code, id, run.Tries)
+		}
+		m.journal(Entry{Event: "orphan", Step: id, Try: run.Tries, Reason: "judged by its exit, recorded by the stepseq that reaped it",
+			Detail: map[string]any{"code": ts.Code}})
+		m.log(slog.LevelInfo, "an agent from before the restart ended; judging it by its recorded exit", "step", id, "try", run.Tries, "code", ts.Code)
+		m.judge(t)
+		return true
+	case t.done:
+		why = "its done report"
+	case ts.Recorded && m.freshOutputs(spec, ts.Began):
+		why = "its required outputs, all written since the try began"
+	default:
+		return false
+	}
+	if v := m.verdict(t); !v.OK {
+		m.journal(Entry{Event: "orphan", Step: id, Try: run.Tries, Reason: why + " said done, but the verification fails: the step runs again", Detail: map[string]any{"error": v.Error}})
+		return false
+	}
+	m.journal(Entry{Event: "orphan", Step: id, Try: run.Tries, Reason: "judged done by " + why})
+	m.log(slog.LevelInfo, "an agent from before the restart finished its work; judged by what it left", "step", id, "try", run.Tries, "by", why)
+	m.conclude(t)
+	return true
+}
+
+// freshOutputs reports whether the step names required outputs and every one is
+// a file modified after began.
+func (m *Machine) freshOutputs(spec *planspec.StepSpec, began time.Time) bool {
+	if len(spec.RequiredOutputs) == 0 || began.IsZero() {
+		return false
+	}
+	for _, p := range spec.RequiredOutputs {
+		mod, ok := m.cfg.Probe.ModTime(p)
+		if !ok || !mod.After(began) {
+			return false
+		}
+	}
+	return true
+}
