@@ -258,7 +258,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		HoldGroup: st.Steps[l.Step].AwaitOutputs > 0,
 	}
 	launcher := d.launcher
-	var held *heldTry
+	var tl *heldTry
 	if st.IsPull(l.Step) {
 		launcher = d.pull
 	} else {
@@ -269,19 +269,19 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 			d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 			return
 		}
-		held = h
+		tl = h
 		spec.Files = []*os.File{h.f}
 	}
 	ts := TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try),
 		Prompt: l.Prompt, RequiredOutputs: slices.Clone(st.Steps[l.Step].RequiredOutputs), Result: slices.Clone(st.Steps[l.Step].Result),
-		OnStart: held.started,
+		OnStart: tl.started,
 		OnShortage: func(err error) {
 			d.rt.Logger.Warn("agent could not start for want of resources: starting it again after a pause; the try is not spent", "step", l.Step, "try", l.Try, "err", err)
 			d.rt.record(Entry{Event: "launch-deferred", Step: l.Step, Try: l.Try, Reason: err.Error()})
 		}}
 	run, err := launcher.Launch(ts)
 	if err != nil {
-		held.ended(startFailure(err), false)
+		tl.ended(startFailure(err), false)
 		if next := NextAgent(agents, idx); next >= 0 {
 			d.fallback(l, agents, idx, next, err.Error())
 			return
@@ -289,7 +289,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
-	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack, tryLock: held}
+	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack, tryLock: tl}
 	d.fellBack = nil
 	pid, ticks := run.Ident()
 	if d.lock != nil && pid > 0 {

@@ -58,6 +58,7 @@ type Process struct {
 	stop   chan struct{}
 	once   sync.Once
 	ended  sync.Once // the group's sweep, run once
+	marks  []string  // the try's variables, which its descendants carry
 	done   chan Exit
 	stdout capture
 	stderr capture
@@ -93,8 +94,10 @@ func Start(spec Spec) (*Process, error) {
 	// stepseq's own stdin is.
 	cmd.Stdout = &tee{capture: &p.stdout, log: log}
 	cmd.Stderr = &tee{capture: &p.stderr, log: log}
+	p.marks = tryMarks(spec.Env)
+	becomeSubreaper()
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := startChild(cmd); err != nil {
 		return nil, fmt.Errorf("start agent %s: %w", spec.Argv[0], err)
 	}
 	p.cmd = cmd
@@ -119,7 +122,11 @@ func (p *Process) EndGroup() { p.ended.Do(p.sweep) }
 
 func (p *Process) wait(timeout time.Duration, started time.Time) {
 	exited := make(chan error, 1)
-	go func() { exited <- p.cmd.Wait() }()
+	go func() {
+		err := p.cmd.Wait()
+		forgetChild(p.PID)
+		exited <- err
+	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var kill <-chan time.Time
@@ -156,11 +163,17 @@ func (p *Process) terminate() <-chan time.Time {
 }
 
 // sweep ends what is left of the agent's process group once the agent has
-// exited: a background child it left, however it treats SIGTERM, does not outlive
-// its step. Anything left gets SIGTERM, then SIGKILL after the grace period. The
+// exited, and what it started outside the group: a background child it left,
+// however it treats SIGTERM and in whatever session, does not outlive its step. Anything left gets SIGTERM, then SIGKILL after the grace period. The
 // group's id stays reserved while any member lives, so the signal cannot reach a
 // stranger that reused the agent's pid.
 func (p *Process) sweep() {
+	p.sweepGroup()
+	// What left the group and lost its parent is stepseq's (see reaper_linux.go).
+	endReparented(p.PID, p.marks, p.grace)
+}
+
+func (p *Process) sweepGroup() {
 	if !groupAlive(p.PID) {
 		return
 	}

@@ -80,6 +80,14 @@ func fakeAgent(args []string) int {
 			cmd := exec.Command(self, "pidfile:"+arg+".pid waitfor:"+arg+".go write:"+arg+" sleep:120s")
 			_ = cmd.Start()
 			waitForFile(arg + ".pid")
+		case "daemon":
+			// A child in a session of its own (setsid), which ignores SIGTERM and
+			// outlives the agent; its pid in PATH.
+			self, _ := os.Executable()
+			cmd := exec.Command(self, "ignoreterm pidfile:"+arg+" sleep:120s")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			_ = cmd.Start()
+			waitForFile(arg)
 		case "ignoreterm":
 			ignoreTerm()
 		case "envfile":
