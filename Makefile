@@ -95,11 +95,17 @@ bench:
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
 
-# The chaos test, not part of `make test`: several hundred random kill -9 of the
-# built `stepseq watch` over long plans, each restarted at once, with a reader
-# polling state.json. Torn reads, steps run again after DONE, tries counted for
-# interruptions and lock refusals must all be 0. STEPSEQ_CHAOS_KILLS (default 400)
-# and STEPSEQ_CHAOS_STEPS (default 300) size it.
+# The chaos tests, not part of `make test`: random kill -9 of the built stepseq
+# over long plans, each restarted at once, with a reader polling state.json and
+# agents that see a twin of their step (a flock held while they run). TestChaos
+# kills `watch` at random, twice in a row and 0-3 ms after a try's record;
+# TestChaosCheck drives plans by `check` heartbeats killed mid-step;
+# TestChaosIntake kills the sidecar while it takes plans in. Overlaps, torn
+# reads, steps run again after DONE, finished orphans run again, tries counted
+# for interruptions, lock refusals, plans applied or run twice and temporary
+# files left must all be 0. STEPSEQ_CHAOS_KILLS (default 400),
+# STEPSEQ_CHAOS_STEPS (300), STEPSEQ_CHAOS_CHECK_KILLS (100),
+# STEPSEQ_CHAOS_CHECK_STEPS (40) and STEPSEQ_CHAOS_INTAKE_KILLS (200) size them.
 chaos:
 	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor
 

@@ -24,6 +24,7 @@ import (
 //	late:PATH       leave a background job in the group that writes PATH once
 //	                PATH.go exists, then lingers; its pid in PATH.pid
 //	straggler:PATH  leave a child in the group that ignores SIGTERM; its pid in PATH
+//	twin:DIR        flock DIR/<step>.lock while running; a twin found holding it goes to DIR/overlaps
 //	daemon:PATH     leave a child in a session of its own (setsid) that ignores SIGTERM; its pid in PATH
 //	envfile:PATH    write the STEPSEQ_* variables to PATH
 //	argsfile:PATH   write the argv, one per line, to PATH

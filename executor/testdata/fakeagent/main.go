@@ -80,6 +80,22 @@ func fakeAgent(args []string) int {
 			cmd := exec.Command(self, "pidfile:"+arg+".pid waitfor:"+arg+".go write:"+arg+" sleep:120s")
 			_ = cmd.Start()
 			waitForFile(arg + ".pid")
+		case "twin":
+			// Hold a non-blocking flock on DIR/<step>.lock while running: a twin
+			// of this step alive at the same time finds it taken, and appends
+			// "STEP TRY PID NS" to DIR/overlaps. The lock is held until exit.
+			_ = os.MkdirAll(arg, 0o755)
+			step := os.Getenv("STEPSEQ_STEP")
+			f, err := os.OpenFile(filepath.Join(arg, step+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+			if err == nil {
+				if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+					if o, err := os.OpenFile(filepath.Join(arg, "overlaps"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+						fmt.Fprintf(o, "%s %s %d %d\n", step, os.Getenv("STEPSEQ_TRY"), os.Getpid(), time.Now().UnixNano())
+						_ = o.Close()
+					}
+				}
+				defer f.Close()
+			}
 		case "daemon":
 			// A child in a session of its own (setsid), which ignores SIGTERM and
 			// outlives the agent; its pid in PATH.
