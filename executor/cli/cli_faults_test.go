@@ -22,13 +22,13 @@ func TestCLI_StateFileNotAFile(t *testing.T) {
 	}{
 		{"fifo", "state.json: not a regular file (a FIFO)", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
 		{"directory", "state.json is a folder, not a state file", func(p string) error { return os.Mkdir(p, 0o755) }},
-		{"huge", "state.json: 50 MiB is over the 16 MiB cap for a state file", func(p string) error {
+		{"huge", "state.json: 80 MiB is over the 64 MiB cap for a state file", func(p string) error {
 			f, err := os.Create(p)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			return f.Truncate(50 << 20)
+			return f.Truncate(80 << 20)
 		}},
 	}
 	t.Setenv("STEP_AGENT_CMD", "true")
