@@ -71,27 +71,38 @@ func TestSidecar_CrashesInARow(t *testing.T) {
 // dead one left and launches nothing; once it ended, a check judges it by the
 // output it left and does not run it again.
 func TestCheck_KilledMidStepThenHeartbeats(t *testing.T) {
-	w := newTestWS(t, plan("", `"instruction":"pidfile:agent.pid waitfor:release write:out","requiredOutputs":["out"]`, `"instruction":"write:two"`))
+	w := newTestWS(t, plan("", `"instruction":"count:starts pidfile:agent.pid waitfor:release write:out","requiredOutputs":["out"]`, `"instruction":"write:two"`))
+	starts := func() int { return strings.Count(readFileString(w.path("starts")), "\n") }
 	first := w.startCheckProcess()
-	agent := w.waitPID("agent.pid")
+	w.waitPID("agent.pid")
 	kill9(t, first)
 	for range 3 {
 		if err := w.check(); err != nil {
 			t.Fatal(err)
 		}
-		if n := logCount(w, "s1"); n != 1 {
-			t.Fatalf("a heartbeat launched s1 again while its agent ran (%d launches)", n)
+		if n := starts(); n != 1 {
+			t.Fatalf("a heartbeat launched s1 again while its agent ran (%d starts)", n)
 		}
 	}
+	st := w.read()
+	path, started := w.chain().WS.TryLockPath("s1"), st.Run("s1").Agent.StartedIso
 	w.writeFile("release", "")
-	waitFor(t, func() bool { return !processExists(agent) })
+	// The agent's threads close its descriptors, the lock among them, a moment
+	// after its leader shows it ended: the lock says when it is gone.
+	waitFor(t, func() bool { return !probeTry(path, "s1", 1, started).Alive })
 	if err := w.check(); err != nil {
 		t.Fatal(err)
 	}
-	st := w.read()
-	if !done(st) || logCount(w, "s1") != 1 || st.Run("s1").Tries != 1 {
-		t.Errorf("after the agent ended: done %v, %d launches of s1, %d tries; want DONE, 1, 1", done(st), logCount(w, "s1"), st.Run("s1").Tries)
+	st = w.read()
+	if !done(st) || starts() != 1 || st.Run("s1").Tries != 1 {
+		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+		t.Errorf("after the agent ended: done %v, %d starts of s1, %d tries; want DONE, 1, 1\n%s", done(st), starts(), st.Run("s1").Tries, data)
 	}
+}
+
+func readFileString(path string) string {
+	data, _ := os.ReadFile(path)
+	return string(data)
 }
 
 // inProgress is a state whose one step was marked IN_PROGRESS (try 1) by a
