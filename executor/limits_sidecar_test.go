@@ -160,3 +160,40 @@ func TestCheck_LeavesALimitWaitAlone(t *testing.T) {
 		t.Fatalf("check after the reset: %s, tries %d", st.Status, st.Run("s1").Tries)
 	}
 }
+
+// The fallbacks run first; when every agent of the try is limited, the wait ends
+// at the earliest reset any of them named (codex's "try again in 2s", before
+// claude's hour), and the same try starts again with the first agent.
+func TestSidecar_LimitWaitsForTheEarliestAgent(t *testing.T) {
+	bin := fakeBin(t, "claude", "codex")
+	later := time.Now().Add(time.Hour).Unix()
+	fakeScripts(t, bin, "claude", fakeAnswer{Stdout: claudeJSON(true, fmt.Sprintf("Claude AI usage limit reached|%d", later)), Exit: 1})
+	fakeScripts(t, bin, "codex",
+		fakeAnswer{Stdout: `{"type":"turn.failed","error":{"message":"Rate limit reached for gpt-5. Please try again in 2s."}}` + "\n", Exit: 1},
+		fakeAnswer{Stdout: `{"type":"turn.completed","usage":{}}` + "\n"})
+	w := newTestWS(t, plan(`"stepseq":{"agent":"claude","fallback":["codex"]}`, `"instruction":"do s1"`))
+	w.startSidecar(SidecarOptions{})
+	st := w.waitState("waiting", func(st *planspec.State) bool { return st.Run("s1").Phase == planspec.PhaseWaiting })
+	until, err := planspec.ParseISO(st.Run("s1").Agent.Limit.UntilIso)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := fakeRuns(t, bin, "codex")[0].Start
+	if d := until.Sub(first); d < 2*time.Second || d > time.Minute || !st.Run("s1").Agent.Limit.Stated {
+		t.Fatalf("the wait ends %v after codex's answer (stated %v): want codex's 2s, not claude's hour", d, st.Run("s1").Agent.Limit.Stated)
+	}
+	st = w.waitState("done", done)
+	c, x := fakeRuns(t, bin, "claude"), fakeRuns(t, bin, "codex")
+	if len(c) != 2 || len(x) != 2 || x[1].Start.Before(until) || st.Run("s1").Tries != 1 || x[1].Env["STEPSEQ_TRY"] != "1" {
+		t.Fatalf("claude ran %d, codex %d times; tries %d", len(c), len(x), st.Run("s1").Tries)
+	}
+	fallbacks := 0
+	for _, e := range w.journal() {
+		if e.Event == "fallback" {
+			fallbacks++
+		}
+	}
+	if fallbacks != 2 {
+		t.Errorf("%d fallbacks journaled, want one per round", fallbacks)
+	}
+}
