@@ -237,7 +237,7 @@ func (m *Machine) advance() {
 		if m.judgeOrphan() {
 			return
 		}
-		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond})
+		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped})
 	}
 	if m.cfg.StampHeartbeat {
 		// Every check sets lastHeartbeatIso, as the original's does: the first
@@ -280,7 +280,7 @@ func (m *Machine) advance() {
 	case Idle:
 		if !m.planDone {
 			m.planDone = true
-			m.notify("", 0, "stepseq", "plan_done", fmt.Sprintf("all %d steps done", len(m.st.StepQueue)), "none")
+			m.notify("", 0, "stepseq", "plan_done", "all "+countOf(len(m.st.StepQueue), "step")+" done", "none")
 		}
 	}
 }
@@ -552,4 +552,23 @@ func literalPrefix(glob string) string {
 		return glob[:i]
 	}
 	return glob
+}
+
+// skipped tells the user of a step the core marked DONE by its skip: a step's end
+// like any other, never silent.
+func (m *Machine) skipped(id string) {
+	why := "skipped: its skip condition holds"
+	if sp := m.st.Steps[id]; sp != nil && sp.Skip != "" {
+		why = "skipped: skip: " + sp.Skip + " is true"
+	}
+	m.journal(Entry{Event: "skipped", Step: id, Reason: why})
+	m.notifyEvent(id, m.st.Run(id).Tries, planspec.PhaseDone, "skipped", why, m.nextStep(id))
+}
+
+// countOf is n and the noun, plural unless n is 1: "1 step", "3 steps".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -939,3 +939,34 @@ func TestMachine_OnRerunNamesOnlyTheMatchingFiles(t *testing.T) {
 		t.Error("a re-run's first try is a new try, not a resumed one")
 	}
 }
+
+// A step DONE by its skip is told as any step's end: a notification, done with the
+// event skipped, and a journal record.
+func TestMachine_SkippedStepIsNotified(t *testing.T) {
+	r := &rig{t: t, p: &fakeProbe{missing: map[string]bool{}, mtimes: map[string]time.Time{}}, now: t0}
+	r.m = NewMachine(MachineConfig{Driver: "test", MaxRetries: 3, Persistent: true, Probe: &skipProbe{r.p}})
+	r.feed(StateRead{State: parse(t, `{"plan":{"steps":{"a":{"title":"A","instruction":"x","skip":"true"},"b":{"title":"B","instruction":"y"}}},
+		"stepQueue":["a","b"],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"}`)})
+	var got []Notification
+	for _, e := range r.take() {
+		if n, ok := e.(Notify); ok && n.Note.Step == "a" {
+			got = append(got, n.Note)
+		}
+	}
+	if len(got) != 1 || got[0].Status != planspec.PhaseDone || got[0].Event != "skipped" || !strings.Contains(got[0].Output, "skip: true") || got[0].Next != "step b" {
+		t.Fatalf("a's notifications %+v, want one: done, event skipped", got)
+	}
+	if !r.run("a").Skipped {
+		t.Error("a is not marked skipped")
+	}
+}
+
+// skipProbe's conditions hold: every when, and a's skip.
+type skipProbe struct{ *fakeProbe }
+
+func (p *skipProbe) Conditions(*planspec.State) (CondSet, error) { return skipConds{}, nil }
+
+type skipConds struct{}
+
+func (skipConds) Cond(id, kind string) (bool, error) { return kind == "when" || id == "a", nil }
+func (skipConds) Check(string) func() (bool, error)  { return nil }

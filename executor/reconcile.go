@@ -57,6 +57,9 @@ type Facts struct {
 	Alive func(id string) bool
 	// Cond evaluates the step's "when" or "skip" expression. Nil means none is set.
 	Cond func(id, kind string) (bool, error)
+	// Skipped, when set, hears each step the pass marks DONE by its skip, so
+	// that the user is told of it as of any other step's end.
+	Skipped func(id string)
 }
 
 // Reconcile applies the check contract to st in memory: it advances the cursor past
@@ -115,6 +118,9 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			run.Skipped = true
 			run.LastRunIso = planspec.FormatISO(f.Now)
 			changed = true
+			if f.Skipped != nil {
+				f.Skipped(id)
+			}
 			continue
 		}
 		if ok, err := cond(f, id, "when"); err != nil || !ok {

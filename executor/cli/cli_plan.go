@@ -29,7 +29,7 @@ of steps. It changes nothing.
 			for _, path := range args {
 				pf := executor.ReadPlanFile(path, path)
 				if pf.Plan != nil {
-					fmt.Fprintf(stdout, "%s: ok (%d steps)\n", path, len(pf.Plan.Steps))
+					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, plural(len(pf.Plan.Steps), "step"))
 					continue
 				}
 				bad++
@@ -89,7 +89,7 @@ replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
 			if archived != "" {
 				fmt.Fprintf(stdout, "archived the previous state to %s\n", archived)
 			}
-			fmt.Fprintf(stdout, "wrote %s: plan %s, %d steps\n", rt.WS.State, st.Settings.Name, len(st.StepQueue))
+			fmt.Fprintf(stdout, "wrote %s: plan %s, %s\n", rt.WS.State, st.Settings.Name, plural(len(st.StepQueue), "step"))
 			return nil
 		},
 	}

@@ -552,11 +552,11 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	fmt.Fprintf(b, "plan %s: %s", name, paint(r.Status, color))
 	switch n := len(r.Steps); {
 	case r.Status == planspec.StatusDone:
-		fmt.Fprintf(b, ", %d steps\n", n)
+		fmt.Fprintf(b, ", %s\n", plural(n, "step"))
 	case r.Cursor < n:
 		fmt.Fprintf(b, ", step %d of %d (%s)\n", r.Cursor+1, n, r.Steps[r.Cursor].ID)
 	default:
-		fmt.Fprintf(b, ", all %d steps passed\n", n)
+		fmt.Fprintf(b, ", all %s passed\n", plural(n, "step"))
 	}
 	b.WriteString("\n")
 

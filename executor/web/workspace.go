@@ -104,6 +104,9 @@ func (w *Workspace) View() View {
 	r, err := executor.Describe(w.rt, st, time.Now(), w.maxRetries)
 	w.mu.Unlock()
 	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
+	if r.Status != planspec.StatusDone && r.WaitingFor.Action == executor.Blocked.String() {
+		v.Status = PlanBlocked // the badge says what a person must know: the plan waits on them
+	}
 	v.Waiting = r.WaitingFor.Reason
 	if err != nil {
 		v.Waiting = err.Error()

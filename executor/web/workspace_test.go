@@ -57,3 +57,23 @@ func TestWorkspace_View(t *testing.T) {
 		t.Errorf("edges %v, want %v", v.Edges, want)
 	}
 }
+
+// A plan held by a blocker shows a BLOCKED badge, not the IN_PROGRESS its state
+// file says.
+func TestWorkspace_BlockedPlanBadge(t *testing.T) {
+	dir := t.TempDir()
+	state := `{"plan": {"steps": {"a": {"title": "A", "instruction": "do a"}}}, "stepQueue": ["a"], "currentStep": 0,
+  "stepRuns": {"a": {"status": "FAILED", "tries": 3, "error": "boom"}},
+  "stepDelayMinutes": 0, "blockers": ["a: max retries (3) exceeded"], "artifacts": [], "status": "IN_PROGRESS"}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if v := NewWorkspace(rt, 3, 13).View(); v.Status != PlanBlocked {
+		t.Errorf("badge %q, want %s", v.Status, PlanBlocked)
+	}
+}
