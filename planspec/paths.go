@@ -39,7 +39,7 @@ func checkID(what, id string) error {
 	case strings.Trim(id, ".") == "":
 		return fmt.Errorf("%s %q: cannot be only dots; want letters, digits, \".\", \"_\" or \"-\", like \"build\"", what, clip(id, 40))
 	case !isID(id):
-		msg := fmt.Sprintf("%s %q: want only letters, digits, \".\", \"_\" or \"-\"", what, clip(id, 40))
+		msg := fmt.Sprintf("%s %q: want only ASCII letters and digits, \".\", \"_\" or \"-\"", what, clip(id, 40))
 		if s := suggestID(id); s != "" {
 			msg += fmt.Sprintf(", like %q", s)
 		}

@@ -1,6 +1,7 @@
 package planspec
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -94,6 +95,11 @@ func (d *planDecoder) decode(data []byte) *Plan {
 	doc, err := readDocument(data)
 	if err != nil {
 		line, col, msg := yamlErrorPos(err)
+		if i := bytes.IndexByte(data, '\t'); i >= 0 && strings.Contains(msg, "cannot start any token") {
+			// YAML refuses tabs for indentation, and says so in words that do not name them.
+			tl, tc := lineCol(data, i)
+			line, col, msg = tl, tc, msg+": a tab; indent YAML with spaces"
+		}
 		d.failAt(line, col, "", msg)
 		return nil
 	}

@@ -72,7 +72,7 @@ func lineFormat(errs []error) string {
 func suggest(word string, candidates []string) string {
 	best, bestDist := "", len(word)/3+1
 	for _, c := range candidates {
-		if strings.EqualFold(c, word) {
+		if strings.EqualFold(c, word) || isPlural(strings.ToLower(c), strings.ToLower(word)) {
 			return c
 		}
 		if d := editDistance(strings.ToLower(word), strings.ToLower(c)); d < bestDist {
@@ -80,6 +80,13 @@ func suggest(word string, candidates []string) string {
 		}
 	}
 	return best
+}
+
+// isPlural reports whether plural is word's English plural (maxRetry, maxRetries;
+// requiredOutput, requiredOutputs): a key written in the singular is a typo that
+// edit distance alone can miss.
+func isPlural(plural, word string) bool {
+	return plural == word+"s" || strings.HasSuffix(word, "y") && plural == word[:len(word)-1]+"ies"
 }
 
 // editDistance is the optimal string alignment distance (Levenshtein with

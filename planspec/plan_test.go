@@ -227,7 +227,7 @@ func TestSuggest(t *testing.T) {
 		{"instructions", "instruction"},
 		{"requiredOutput", "requiredOutputs"},
 		{"awaitOutput", "awaitOutputs"},
-		{"retry", ""},
+		{"retry", "retries"}, // the singular of a key is its typo
 		{"frobnicate", ""},
 		{"x", ""},
 	} {

@@ -124,10 +124,15 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 			c.Example = "  source <(stepseq completion bash)\n  stepseq completion zsh > \"${fpath[1]}/_stepseq\""
 		}
 	}
-	// Wrong arguments are usage errors (exit 2), as flag errors are.
+	// Wrong arguments are usage errors (exit 2), as flag errors are; a typo of
+	// a command gets the command it is close to.
+	root.SuggestionsMinimumDistance = 2
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
+			if s := root.SuggestionsFor(args[0]); len(s) > 0 {
+				return usageErr("unknown command %q: did you mean %s? (stepseq --help lists them all)", args[0], strings.Join(s, " or "))
+			}
 			return usageErr("unknown command %q: see stepseq --help", args[0])
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -53,7 +54,10 @@ that step and try. watch --listen serves the same tools at /mcp.
 			var loop chan error
 			switch {
 			case errors.Is(err, executor.ErrLocked):
-				log.Info("another stepseq holds the workspace: acting through its files", "dir", rt.WS.Dir, "holder", err)
+				// Beside a sidecar is how mcp is meant to run: the lock's advice to
+				// stop its holder is for a second sidecar, not for this.
+				holder, _, _ := strings.Cut(err.Error(), "; stop it first")
+				log.Info("another stepseq holds the workspace: acting through its files", "dir", rt.WS.Dir, "holder", holder)
 				opt.Engine = mcp.FilesEngine(rt.WS)
 			case err != nil:
 				return err

@@ -92,7 +92,7 @@ needs its evidence and artifacts).
 			case err != nil:
 				return err
 			}
-			_, err = fmt.Fprintf(stdout, "%s accepted for step %s\n", rep.Status, step)
+			_, err = fmt.Fprintf(stdout, "%s report taken for step %s\n", rep.Status, step)
 			return err
 		},
 	}
