@@ -17,7 +17,7 @@ import (
 // file in the plans folder, what the sidecar last decided about it, and, for a
 // rejected plan, why.
 type PlanListing struct {
-	Name   string   `json:"name"`
+	Name   string   `json:"name"`   // the plan's name: (default the file's name), as status and history say it
 	File   string   `json:"file"`   // relative to the workspace, slash-separated
 	Status string   `json:"status"` // active, waiting, invalid, finished, or new (not judged yet)
 	Errors []string `json:"errors,omitempty"`
@@ -52,6 +52,12 @@ func ListPlans(ws Workspace, plansDir string, st *planspec.State) ([]PlanListing
 		}
 		l := PlanListing{Name: planspec.PlanName(n), File: source}
 		rec, ok := ws.ReadPlanRecord(l.Name)
+		// The plan is named as status and history name it: by its name:, which
+		// defaults to the file's name.
+		pf := ReadPlanFile(path, source)
+		if pf.Plan != nil && pf.Plan.Name != "" {
+			l.Name = pf.Plan.Name
+		}
 		switch {
 		case ok:
 			l.Status, l.Errors, l.JudgedAt = rec.Status, rec.Errors, rec.JudgedAt
@@ -61,7 +67,7 @@ func ListPlans(ws Workspace, plansDir string, st *planspec.State) ([]PlanListing
 			}
 		default:
 			l.Status = PlanNew
-			if pf := ReadPlanFile(path, source); pf.Plan == nil {
+			if pf.Plan == nil {
 				l.Status, l.Errors = PlanInvalid, ErrorLines(pf.Err)
 			}
 		}

@@ -205,7 +205,9 @@ func (v *statusView) rejected(st *planspec.State) []executor.PlanListing {
 	}
 	out := []executor.PlanListing{}
 	for _, p := range all {
-		if p.Status == executor.PlanInvalid {
+		// A rejected edit of the active plan is listed active, with its errors:
+		// status names it as list does.
+		if p.Status == executor.PlanInvalid || len(p.Errors) > 0 {
 			out = append(out, p)
 		}
 	}

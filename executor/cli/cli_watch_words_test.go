@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -94,5 +96,48 @@ func TestBuildVersion(t *testing.T) {
 		if got := buildVersion(c.set, c.info, c.ok); got != c.want {
 			t.Errorf("buildVersion(%q, %v) = %q, want %q", c.set, c.info, got, c.want)
 		}
+	}
+}
+
+// A rejected edit of the active plan is in status's rejected plans, as list shows
+// it: the plan runs on, its edit's errors named.
+func TestStatus_NamesARejectedEditOfTheActivePlan(t *testing.T) {
+	t.Setenv("STEP_AGENT_CMD", "")
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "plans", "p.yaml")
+	if err := os.MkdirAll(filepath.Dir(plan), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(text string) {
+		if err := os.WriteFile(plan, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("steps:\n  - id: a\n    title: A\n    instruction: x\n    when: exists(\"never\")\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"watch", dir}, io.Discard, io.Discard) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the plan applied", func() bool { _, err := os.Stat(filepath.Join(dir, "state.json")); return err == nil })
+	write("steps:\n  - id: a\n    titel: A\n")
+	var out bytes.Buffer
+	waitFor(t, "the edit judged", func() bool {
+		out.Reset()
+		_ = run(t.Context(), []string{"list", "--json", dir}, &out, io.Discard)
+		return strings.Contains(out.String(), `"errorCount"`)
+	})
+	out.Reset()
+	_ = run(t.Context(), []string{"status", "--json", dir}, &out, io.Discard)
+	var st struct {
+		RejectedPlans []struct {
+			File   string   `json:"file"`
+			Errors []string `json:"errors"`
+		} `json:"rejectedPlans"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out.String())
+	}
+	if len(st.RejectedPlans) != 1 || st.RejectedPlans[0].File != "plans/p.yaml" || len(st.RejectedPlans[0].Errors) == 0 {
+		t.Errorf("rejectedPlans %+v, want plans/p.yaml with its errors", st.RejectedPlans)
 	}
 }
