@@ -580,13 +580,16 @@ func TestSidecar_StateRemovedRunsThePlanAgainAsNew(t *testing.T) {
 	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instruction: count:a.count waitfor:go-a\n  - id: b\n    title: B\n    instruction: write:b.txt\n")
 	w.startSidecar(SidecarOptions{})
 	w.waitState("a running", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
-	waitFor(t, func() bool { return w.exists("a.count") })
+	// The agent's line, not the file: the agent opens the file, then writes,
+	// and stopped between the two it leaves the file empty.
+	lines := func() int { data, _ := os.ReadFile(w.path("a.count")); return strings.Count(string(data), "\n") }
+	waitFor(t, func() bool { return lines() == 1 })
 	if err := os.Remove(w.state); err != nil {
 		t.Fatal(err)
 	}
 	w.waitJournal(`"event":"state-removed"`)
 	// The plan runs again: a second agent for a, try 1 of a new run.
-	waitFor(t, func() bool { data, _ := os.ReadFile(w.path("a.count")); return strings.Count(string(data), "\n") == 2 })
+	waitFor(t, func() bool { return lines() == 2 })
 	st := w.waitState("a running again", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
 	if r := st.Run("a"); r.Tries != 1 || st.Settings.Source != "plans/p.yaml" {
 		t.Errorf("a: tries %d, source %q; want try 1 of a new run of plans/p.yaml", r.Tries, st.Settings.Source)
