@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/fsnotify/fsnotify"
@@ -644,7 +645,7 @@ func writeRows(b *bytes.Buffer, n int, row func(r int) []string, col int, color 
 			widths = make([]int, len(cells))
 		}
 		for i, cell := range cells {
-			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+			widths[i] = max(widths[i], displayWidth(cell))
 		}
 	}
 	for r := range n {
@@ -657,7 +658,7 @@ func writeRows(b *bytes.Buffer, n int, row func(r int) []string, col int, color 
 			}
 			b.WriteString(text)
 			if i < len(cells)-1 {
-				for range widths[i] - utf8.RuneCountInString(cell) + 2 {
+				for range widths[i] - displayWidth(cell) + 2 {
 					b.WriteByte(' ')
 				}
 			}
@@ -665,6 +666,42 @@ func writeRows(b *bytes.Buffer, n int, row func(r int) []string, col int, color 
 		b.Truncate(start + len(bytes.TrimRight(b.Bytes()[start:], " ")))
 		b.WriteString("\n")
 	}
+}
+
+// displayWidth is how many terminal columns s takes: East Asian wide characters
+// and emoji take two, combining marks and joiners none, the others one.
+func displayWidth(s string) int {
+	n := 0
+	for _, r := range s {
+		switch {
+		case unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Me, r) || r == 0x200D || r >= 0xFE00 && r <= 0xFE0F:
+		case wide(r):
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// wide reports whether r takes two columns: the East Asian wide and full-width
+// blocks and the emoji planes.
+func wide(r rune) bool {
+	switch {
+	case r < 0x1100:
+		return false
+	case r <= 0x115F, // Hangul Jamo
+		r >= 0x2E80 && r <= 0xA4CF && r != 0x303F,              // CJK radicals … Yi
+		r >= 0xAC00 && r <= 0xD7A3,                             // Hangul syllables
+		r >= 0xF900 && r <= 0xFAFF,                             // CJK compatibility ideographs
+		r >= 0xFE30 && r <= 0xFE4F,                             // CJK compatibility forms
+		r >= 0xFF00 && r <= 0xFF60, r >= 0xFFE0 && r <= 0xFFE6, // full-width forms
+		r >= 0x1F300 && r <= 0x1F64F, r >= 0x1F900 && r <= 0x1F9FF, // emoji
+		r >= 0x1F680 && r <= 0x1F6FF, // transport and map symbols
+		r >= 0x20000 && r <= 0x3FFFD: // CJK extensions
+		return true
+	}
+	return false
 }
 
 // paint colours the status word at the start of s.

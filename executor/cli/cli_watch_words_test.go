@@ -141,3 +141,34 @@ func TestStatus_NamesARejectedEditOfTheActivePlan(t *testing.T) {
 		t.Errorf("rejectedPlans %+v, want plans/p.yaml with its errors", st.RejectedPlans)
 	}
 }
+
+// The status table's columns line up whatever the titles are written in: a CJK
+// character or an emoji takes two columns of a terminal.
+func TestStatus_WideTitlesKeepTheColumns(t *testing.T) {
+	dir := t.TempDir()
+	js := `{"plan": {"steps": {"a": {"title": "研究する", "instruction": "x"}, "b": {"title": "Ship 🚀", "instruction": "y"}, "c": {"title": "plain", "instruction": "z"}}},
+		"stepQueue": ["a", "b", "c"], "currentStep": 0, "stepRuns": {}, "stepDelayMinutes": 0, "blockers": [], "status": "IN_PROGRESS"}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_ = run(t.Context(), []string{"status", dir}, &out, io.Discard)
+	col := -1
+	for line := range strings.Lines(out.String()) {
+		i := strings.Index(line, "PENDING")
+		if i < 0 {
+			continue
+		}
+		at := displayWidth(line[:i])
+		if col >= 0 && at != col {
+			t.Errorf("the STATUS column starts at %d here, %d above:\n%s", at, col, out.String())
+		}
+		col = at
+	}
+	if col < 0 {
+		t.Fatalf("no rows:\n%s", out.String())
+	}
+	if got := displayWidth("研究する🚀é"); got != 11 {
+		t.Errorf("displayWidth = %d, want 11", got)
+	}
+}
