@@ -44,19 +44,28 @@ func endReparented(group int, marks []string, grace time.Duration) {
 		}
 		signalAll(live, syscall.SIGTERM)
 		deadline := time.Now().Add(grace)
-		for wait := time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 50*time.Millisecond) {
-			time.Sleep(wait) // they are children: reaped below as they end
-			reapStrays(self, group)
-			if !anyAlive(live) {
-				break
-			}
+		for wait := time.Millisecond; time.Now().Before(deadline) && anyAlive(live); wait = min(2*wait, 50*time.Millisecond) {
+			time.Sleep(wait) // they are children, but one may ignore SIGTERM: no blocking wait
 		}
 		signalAll(live, syscall.SIGKILL)
-		for wait, end := time.Millisecond, time.Now().Add(time.Second); anyAlive(live) && time.Now().Before(end); wait = min(2*wait, 50*time.Millisecond) {
-			time.Sleep(wait)
-			reapStrays(self, group)
-		}
+		reap(live)
 		reapStrays(self, group)
+	}
+}
+
+// reap collects the processes killed, a second at most (a machine under load):
+// a leader's zombie can be collected only once its other threads are gone too.
+func reap(pids []int) {
+	end := time.Now().Add(time.Second)
+	for _, pid := range pids {
+		for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+			var ws syscall.WaitStatus
+			n, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			if n == pid || err != nil || time.Now().After(end) {
+				break
+			}
+			time.Sleep(wait)
+		}
 	}
 }
 
