@@ -558,6 +558,9 @@ func TestMachine_BlockedReportHoldsThePlanUntilRetry(t *testing.T) {
 	if !ok || s.Try != 2 || !strings.Contains(s.Prompt, "next: put a token in .env") || !strings.HasPrefix(s.Prompt, "Step a failed (tries: 1).") {
 		t.Fatalf("retry start %+v", s)
 	}
+	if n := strings.Count(s.Prompt, "put a token in .env"); n != 1 {
+		t.Errorf("the blocker's next is %d times in the retry prompt, want once: %q", n, s.Prompt)
+	}
 	if len(r.m.State().Blockers) != 0 {
 		t.Errorf("blockers %q after retry", r.m.State().Blockers)
 	}

@@ -131,7 +131,8 @@ func Retry(st *planspec.State, id string, limit int) error {
 	if run.Error != nil && *run.Error != "" && !strings.Contains(why, *run.Error) {
 		why = *run.Error + "; " + why
 	}
-	if next := blockerNext(run); next != "" {
+	// A worker's blocker line names its next already: the prompt says it once.
+	if next := blockerNext(run); next != "" && !strings.Contains(why, "next: "+oneLine(next)) {
 		why += "; next: " + next
 	}
 	run.Error = &why
