@@ -248,6 +248,15 @@ func (r *Runtime) AdmitPlan(pf PlanFile, from AgentSource) PlanFile {
 	}
 	if err := CheckPlanAgents(pf.Plan, from, r.Allow, r.Getenv, r.WS.Dir); err != nil {
 		pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", pf.Source, err)
+		return pf
 	}
+	// A run starts on checked params: a plan dropped in plans/ on its defaults,
+	// so one with a required param is refused with that reason.
+	params, err := pf.Plan.ResolveParams(pf.Params)
+	if err != nil {
+		pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", pf.Source, err)
+		return pf
+	}
+	pf.resolved = params
 	return pf
 }

@@ -94,6 +94,7 @@ func (c *Conditions) env(id string) *planspec.Env {
 		Runs:       c.st.StepRuns,
 		Step:       id,
 		Vars:       c.st.Settings.Vars,
+		Params:     c.st.Settings.Params,
 		Getenv:     c.rt.Getenv,
 	}
 }
@@ -110,6 +111,12 @@ func tryStarted(run *planspec.StepRun) time.Time {
 	}
 	t, _ := planspec.ParseISO(ref)
 	return t
+}
+
+// Render renders step id's title and instruction from their templates (DESIGN
+// §13) with what its conditions see.
+func (c *Conditions) Render(id string) (title, instruction string, err error) {
+	return planspec.RenderStep(c.st.Steps[id], c.env(id))
 }
 
 // Cond evaluates step id's "when" (true when unset) or "skip" (false when unset).

@@ -229,15 +229,18 @@ func (m *Machine) advance() {
 	var changed bool
 	if m.force {
 		var ok bool
-		if d, ok = runnerDecision(m.st, m.now); !ok {
+		if d, ok, changed = runnerDecision(m.st, m.now, m.render); !ok {
 			m.force = false
+			if changed {
+				m.markDirty("runner: a template failed: " + *m.st.Run(m.st.StepQueue[m.st.CurrentStep]).Error)
+			}
 			return
 		}
 	} else {
 		if m.judgeOrphan() {
 			return
 		}
-		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped})
+		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped, Render: m.render})
 	}
 	if m.cfg.StampHeartbeat {
 		// Every check sets lastHeartbeatIso, as the original's does: the first
@@ -301,6 +304,18 @@ func (m *Machine) cond(id, kind string) (bool, error) {
 		return kind == "when", nil
 	}
 	return m.conds.Cond(id, kind)
+}
+
+// render renders step id's templates when its try starts, with what its
+// conditions see; without a workspace (no Probe), with the state alone.
+func (m *Machine) render(id string) (title, instruction string, err error) {
+	if r, ok := m.conds.(interface {
+		Render(id string) (string, string, error)
+	}); ok {
+		return r.Render(id)
+	}
+	return planspec.RenderStep(m.st.Steps[id], &planspec.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
+		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params})
 }
 
 // dispatch marks the try in the state and asks for the write that records it; the

@@ -29,6 +29,11 @@ type PlanFile struct {
 	Hash   string
 	Plan   *planspec.Plan // nil when invalid
 	Err    error          // why it is invalid
+	// Params are the params a run of it is given (apply --param); nil: the
+	// defaults, as for a plan dropped in plans/.
+	Params map[string]any
+
+	resolved map[string]any // Params checked against the plan's, defaults filled in
 }
 
 // ReadPlanFile reads and parses a plan file named outright (on the command line),
@@ -156,6 +161,7 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 		return nil, "", pf.Err
 	}
 	st := pf.Plan.State(pf.Source, pf.Hash)
+	st.Settings.Params = pf.resolved
 	if size := len(st.Marshal()); size > planStateCap {
 		return nil, "", fmt.Errorf("%s: %w: its state.json would start at %s, over the %s a plan may take (a quarter of the %s state cap, the rest kept for its runs): split the plan",
 			pf.Source, ErrStateTooBig, mib(size), mib(planStateCap), mib(stateWriteCap))
@@ -226,9 +232,9 @@ func MergePlan(st *planspec.State, p *planspec.Plan, hash string) {
 	}
 	st.StepQueue = queue
 	st.StepDelayMinutes = fresh.StepDelayMinutes
-	source := st.Settings.Source
+	source, params := st.Settings.Source, st.Settings.Params
 	st.Settings = fresh.Settings
-	st.Settings.Source = source
+	st.Settings.Source, st.Settings.Params = source, params
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
 	}

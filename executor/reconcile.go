@@ -60,6 +60,9 @@ type Facts struct {
 	// Skipped, when set, hears each step the pass marks DONE by its skip, so
 	// that the user is told of it as of any other step's end.
 	Skipped func(id string)
+	// Render renders step id's title and instruction templates (DESIGN §13)
+	// when its try starts. Nil means templates are not rendered.
+	Render func(id string) (title, instruction string, err error)
 }
 
 // Reconcile applies the check contract to st in memory: it advances the cursor past
@@ -135,6 +138,14 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 		}
 		if at, ok := readyAt(st, id); ok && !interrupted && f.Now.Before(at) {
 			return Decision{Action: Delayed, Step: id, At: at, Reason: st.StepDelayReason()}, changed
+		}
+		if rendered, ok := renderTry(st, id, f.Now, f.Render); !ok {
+			// The try failed before anything was launched; the retry rule
+			// above decides what comes next.
+			changed = true
+			continue
+		} else if rendered != spec {
+			spec, changed = rendered, true
 		}
 		return Decision{Action: Launch, Step: id, Prompt: Prompt(id, spec, run), Interrupted: interrupted,
 			Reason: launchReason(run, interrupted)}, changed
@@ -296,16 +307,50 @@ func BeginTry(st *planspec.State, id string, now time.Time, interrupted bool) in
 	return tries
 }
 
+// renderTry renders step id's templates as its try starts (DESIGN §13): the
+// rendered spec replaces the one in st (specs are replaced, never edited in
+// place), so that state.json holds the plain prompt. A template that fails to
+// evaluate fails the try with the reason: ok is false and nothing may launch.
+func renderTry(st *planspec.State, id string, now time.Time, render func(string) (string, string, error)) (spec *planspec.StepSpec, ok bool) {
+	spec = st.Steps[id]
+	if render == nil || spec == nil || spec.InstructionTemplate == "" && spec.TitleTemplate == "" {
+		return spec, true
+	}
+	title, instruction, err := render(id)
+	if err != nil {
+		run := st.Run(id)
+		msg := err.Error()
+		run.Status, run.Phase, run.Error = planspec.StatusFailed, "", &msg
+		run.Tries++
+		run.LastRunIso = planspec.FormatISO(now)
+		return spec, false
+	}
+	if title == spec.Title && instruction == spec.Instruction {
+		return spec, true
+	}
+	rendered := *spec
+	rendered.Title, rendered.Instruction = title, instruction
+	st.Steps[id] = &rendered
+	return &rendered, true
+}
+
 // runnerDecision is the original runner's choice: the step at the cursor, whatever
 // its status, after stepDelayMinutes for a retry.
-func runnerDecision(st *planspec.State, now time.Time) (Decision, bool) {
+// A template of the step that fails to evaluate fails its try (changed) and
+// nothing runs.
+func runnerDecision(st *planspec.State, now time.Time, render func(string) (string, string, error)) (d Decision, ok, changed bool) {
 	if st.CurrentStep >= len(st.StepQueue) {
-		return Decision{}, false
+		return Decision{}, false, false
 	}
 	id := st.StepQueue[st.CurrentStep]
 	run := st.Run(id)
 	if at, ok := readyAt(st, id); ok && now.Before(at) {
-		return Decision{Action: Delayed, Step: id, At: at, Reason: "runner: stepDelayMinutes"}, true
+		return Decision{Action: Delayed, Step: id, At: at, Reason: "runner: stepDelayMinutes"}, true, false
 	}
-	return Decision{Action: Launch, Step: id, Prompt: Prompt(id, st.Steps[id], run), Reason: "runner: current step"}, true
+	before := st.Steps[id]
+	spec, ok := renderTry(st, id, now, render)
+	if !ok {
+		return Decision{}, false, true
+	}
+	return Decision{Action: Launch, Step: id, Prompt: Prompt(id, spec, run), Reason: "runner: current step"}, true, spec != before
 }

@@ -26,6 +26,8 @@ type Report struct {
 	// Runner is the live stepseq holding the workspace (a sidecar, a check);
 	// nil when none does, and nothing moves the plan until one runs.
 	Runner *Runner `json:"runner"`
+	// Params are the run's params (DESIGN §13); absent for a plan without them.
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // Runner is the stepseq process that holds a workspace's lock.
@@ -118,7 +120,7 @@ func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries in
 // describe is Describe with the reconcile core run on scratch(st).
 func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Report, error) {
 	r := Report{
-		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep,
+		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep, Params: st.Settings.Params,
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {

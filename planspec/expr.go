@@ -44,10 +44,12 @@ type Condition struct {
 	prog    *vm.Program
 	progErr error
 
-	paths []string // literal path arguments, in order of appearance
-	globs []string // literal glob patterns
-	steps []string // step ids named as steps.ID or steps["ID"]
-	vars  []string // var names named as vars.NAME or vars["NAME"]
+	paths  []string // literal path arguments, in order of appearance
+	globs  []string // literal glob patterns
+	steps  []string // step ids named as steps.ID or steps["ID"]
+	vars   []string // var names named as vars.NAME or vars["NAME"]
+	params []string // param names named as params.NAME or params["NAME"]
+	value  bool     // a template's expression: any value, not a boolean
 
 	usesFS    bool // calls a function that reads the workspace
 	usesSteps bool
@@ -70,6 +72,8 @@ type Env struct {
 	Step string
 	// Vars are the plan's vars.
 	Vars map[string]any
+	// Params are the run's params (DESIGN §13).
+	Params map[string]any
 	// Getenv reads the environment for env(name).
 	Getenv func(string) string
 }
@@ -156,6 +160,24 @@ func (c *Condition) Eval(env *Env) (bool, error) {
 		return false, redactEnv(err, ev.envGave)
 	}
 	return b, nil
+}
+
+// evalValue evaluates a template's expression.
+func (c *Condition) evalValue(env *Env) (any, error) {
+	if c.usesFS && env.Root == nil {
+		return nil, &ConditionError{Source: c.src, Msg: ErrNoRoot.Error(), Err: ErrNoRoot}
+	}
+	prog, err := c.program()
+	if err != nil {
+		return nil, err
+	}
+	ev := getEvaluation(c, env)
+	defer putEvaluation(ev)
+	out, err := ev.vm.Run(prog, ev)
+	if err != nil {
+		return nil, redactEnv(runtimeError(c.src, err), ev.envGave)
+	}
+	return out, nil
 }
 
 func runtimeError(src string, err error) error {

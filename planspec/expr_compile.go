@@ -28,19 +28,23 @@ var pathFuncs = map[string]bool{
 // for "did you mean" hints.
 var conditionNames = []string{
 	"exists", "glob", "globCount", "size", "lines", "mtime", "age", "fresh", "read", "json",
-	"env", "now", "steps", "step", "vars",
+	"env", "now", "steps", "step", "vars", "params",
 }
 
 // newConditionConfig is expr.Compile's configuration for conditions: the typed
-// environment, a boolean result and a node budget.
-func newConditionConfig() *conf.Config {
+// environment, a boolean result and a node budget. A template's expressions
+// (value) give any value.
+func newConditionConfig(value bool) *conf.Config {
 	cfg := conf.CreateNew()
-	for _, opt := range []expr.Option{
+	opts := []expr.Option{
 		expr.Env(evaluation{}),
-		expr.AsBool(),
 		expr.MaxNodes(maxConditionNodes),
 		expr.Patch(lenOfGlob{}),
-	} {
+	}
+	if !value {
+		opts = append(opts, expr.AsBool())
+	}
+	for _, opt := range opts {
 		opt(cfg)
 	}
 	return cfg
@@ -51,20 +55,28 @@ func newConditionConfig() *conf.Config {
 // apart from its cache of types, so one compilation at a time uses it. A channel
 // rather than a sync.Pool, which the garbage collector empties: validating a big
 // plan collects garbage often, and each refill would cost a rebuild.
-var configs = make(chan *conf.Config, 16)
+var configs, valueConfigs = make(chan *conf.Config, 16), make(chan *conf.Config, 4)
 
-func getConfig() *conf.Config {
+func getConfig(value bool) *conf.Config {
+	pool := configs
+	if value {
+		pool = valueConfigs
+	}
 	select {
-	case cfg := <-configs:
+	case cfg := <-pool:
 		return cfg
 	default:
-		return newConditionConfig()
+		return newConditionConfig(value)
 	}
 }
 
-func putConfig(cfg *conf.Config) {
+func putConfig(cfg *conf.Config, value bool) {
+	pool := configs
+	if value {
+		pool = valueConfigs
+	}
 	select {
-	case configs <- cfg:
+	case pool <- cfg:
 	default:
 	}
 }
@@ -97,6 +109,12 @@ func (lenOfGlob) Visit(node *ast.Node) {
 // constants. It also inspects the checked tree for path arguments and step
 // references.
 func parseCondition(src string) (c *Condition, err error) {
+	return parseExpr(src, false)
+}
+
+// parseExpr parses a condition, or with value a template's expression, which may
+// give any value.
+func parseExpr(src string, value bool) (c *Condition, err error) {
 	switch {
 	case strings.TrimSpace(src) == "":
 		return nil, &ConditionError{Source: src, Msg: `empty condition: want an expression that gives true or false, like exists("out.md")`}
@@ -105,7 +123,7 @@ func parseCondition(src string) (c *Condition, err error) {
 	case !utf8.ValidString(src):
 		return nil, &ConditionError{Source: src, Msg: "not valid UTF-8"}
 	}
-	err = withConfig(src, func(cfg *conf.Config) error {
+	err = withConfig(src, value, func(cfg *conf.Config) error {
 		tree, err := checker.ParseCheck(src, cfg)
 		if err != nil {
 			return compileError(src, err)
@@ -117,7 +135,7 @@ func parseCondition(src string) (c *Condition, err error) {
 			}
 			return compileError(src, err)
 		}
-		c = &Condition{src: src, tree: tree}
+		c = &Condition{src: src, tree: tree, value: value}
 		return c.inspect(&tree.Node)
 	})
 	if err != nil {
@@ -130,7 +148,7 @@ func parseCondition(src string) (c *Condition, err error) {
 // generated once.
 func (c *Condition) program() (*vm.Program, error) {
 	c.once.Do(func() {
-		c.progErr = withConfig(c.src, func(cfg *conf.Config) error {
+		c.progErr = withConfig(c.src, c.value, func(cfg *conf.Config) error {
 			prog, err := compiler.Compile(c.tree, cfg)
 			if err != nil {
 				return compileError(c.src, err)
@@ -146,14 +164,14 @@ func (c *Condition) program() (*vm.Program, error) {
 // withConfig runs fn with a pooled configuration. A condition is user input: a
 // panic deep in expr must reject it, never take the sidecar down, and the config
 // that saw the panic is dropped rather than reused.
-func withConfig(src string, fn func(*conf.Config) error) (err error) {
-	cfg := getConfig()
+func withConfig(src string, value bool, fn func(*conf.Config) error) (err error) {
+	cfg := getConfig(value)
 	defer func() {
 		if r := recover(); r != nil {
 			err = &ConditionError{Source: src, Msg: fmt.Sprintf("cannot compile: %v", r)}
 			return
 		}
-		putConfig(cfg)
+		putConfig(cfg, value)
 	}()
 	return fn(cfg)
 }
@@ -197,6 +215,8 @@ func (v *inspector) Visit(node *ast.Node) {
 			c.steps = append(c.steps, prop.Value)
 		case id.Value == "vars" && !slices.Contains(c.vars, prop.Value):
 			c.vars = append(c.vars, prop.Value)
+		case id.Value == "params" && !slices.Contains(c.params, prop.Value):
+			c.params = append(c.params, prop.Value)
 		}
 	case *ast.CallNode:
 		fn, ok := n.Callee.(*ast.IdentifierNode)

@@ -39,6 +39,7 @@ type evaluation struct {
 	Steps  map[string]runView             `expr:"steps"`
 	Step   runView                        `expr:"step"`
 	Vars   map[string]any                 `expr:"vars"`
+	Params map[string]any                 `expr:"params"`
 
 	env     *Env
 	stats   []statEntry // what this evaluation already asked the file system
@@ -91,7 +92,7 @@ var evaluations = sync.Pool{New: func() any {
 func getEvaluation(c *Condition, env *Env) *evaluation {
 	ev := evaluations.Get().(*evaluation)
 	ev.env = env
-	ev.Vars = env.Vars
+	ev.Vars, ev.Params = env.Vars, env.Params
 	if c.usesSteps {
 		for id, r := range env.Runs {
 			ev.Steps[id] = viewOf(r)
@@ -104,7 +105,7 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 }
 
 func putEvaluation(ev *evaluation) {
-	ev.env, ev.Vars, ev.Step = nil, nil, runView{}
+	ev.env, ev.Vars, ev.Params, ev.Step = nil, nil, nil, runView{}
 	clear(ev.Steps)
 	clear(ev.stats)
 	ev.stats = ev.stats[:0]

@@ -27,6 +27,7 @@ type Plan struct {
 	MaxRetries *int // nil: STEP_MAX_RETRIES, else 3
 	Timeout    Duration
 	Vars       map[string]any
+	Params     []Param // DESIGN §13; a run's values are Settings.Params
 	// Reports, the report timeouts and the heartbeat are DESIGN §7 and §8.
 	Reports          string
 	LaunchTimeout    Duration
@@ -99,6 +100,12 @@ func (p *Plan) State(source, hash string) *State {
 		spec.Agent = spec.Agent.Clone()
 		spec.Fallback = slices.Clone(spec.Fallback)
 		spec.Result = slices.Clone(spec.Result)
+		if HasTemplate(spec.Instruction) {
+			spec.InstructionTemplate = spec.Instruction
+		}
+		if HasTemplate(spec.Title) {
+			spec.TitleTemplate = spec.Title
+		}
 		if spec.Retries != nil {
 			n := *spec.Retries
 			spec.Retries = &n

@@ -67,6 +67,8 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 			if vars, ok := d.value(v, key, 0); ok {
 				p.Vars = vars.(map[string]any)
 			}
+		case "params":
+			p.Params = d.params(v, key)
 		case "steps":
 			steps = v
 		default:
@@ -95,7 +97,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		p.Steps = append(p.Steps, st)
 	}
 	d.compileConditions()
-	d.checkRefs(first, p.Vars)
+	d.checkRefs(first, p.Vars, p.ParamNames())
 	return p
 }
 
@@ -146,8 +148,10 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 			idNode = v
 		case "title":
 			sp.Title = d.text(v, f, `a short line, like "Write the paper"`)
+			d.template(v, f, sp.Title)
 		case "instruction":
 			sp.Instruction = d.text(v, f, "the prompt the agent gets")
+			d.template(v, f, sp.Instruction)
 		case "requiredOutputs":
 			sp.RequiredOutputs, _ = d.strList(v, f, checkPath)
 		case "when":
@@ -255,13 +259,19 @@ func (d *planDecoder) compileConditions() {
 	for i, pc := range d.conds {
 		if errs[i] != nil {
 			d.conditionError(pc.node, pc.field, errs[i])
-		} else if len(results[i].steps) > 0 || len(results[i].vars) > 0 {
+		} else if c := results[i]; len(c.steps) > 0 || len(c.vars) > 0 || len(c.params) > 0 {
 			d.refs = append(d.refs, stepRef{node: pc.node, field: pc.field, key: lastKey(pc.field), cond: results[i]})
 		}
 	}
 }
 
 func (d *planDecoder) conditionError(n *yaml.Node, field string, err error) {
+	d.exprError(n, field, err, "expression")
+}
+
+// exprError reports the error of a condition or a template (what) at n,
+// located in the file when the text is written on one line as it is.
+func (d *planDecoder) exprError(n *yaml.Node, field string, err error, what string) {
 	var ce *ConditionError
 	if !errors.As(err, &ce) {
 		d.fail(n, field, "%s: %v", lastKey(field), err)
@@ -279,13 +289,33 @@ func (d *planDecoder) conditionError(n *yaml.Node, field string, err error) {
 		}
 		col += ce.Column - 1
 	default:
-		msg += fmt.Sprintf(" (at %d:%d in the expression)", ce.Line, ce.Column)
+		msg += fmt.Sprintf(" (at %d:%d in the %s)", ce.Line, ce.Column, what)
 	}
 	d.failAt(line, col, field, msg)
 }
 
-// checkRefs reports conditions that name steps or vars the plan does not have.
-func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any) {
+// template compiles a text that holds ${EXPR}: one that does not compile is a
+// located error; the names its expressions read are checked with the
+// conditions'.
+func (d *planDecoder) template(n *yaml.Node, field, src string) {
+	if !HasTemplate(src) {
+		return
+	}
+	t, err := CompileTemplate(src)
+	if err != nil {
+		d.exprError(n, field, err, "template")
+		return
+	}
+	steps, vars, params := t.names()
+	if len(steps)+len(vars)+len(params) > 0 {
+		c := &Condition{src: src, steps: steps, vars: vars, params: params}
+		d.refs = append(d.refs, stepRef{node: n, field: field, key: lastKey(field), cond: c})
+	}
+}
+
+// checkRefs reports conditions and templates that name steps, vars or params the
+// plan does not have.
+func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any, params []string) {
 	known := make([]string, 0, len(ids))
 	for id := range ids {
 		known = append(known, id)
@@ -296,6 +326,16 @@ func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any) {
 			if msg := undeclaredVar(name, vars); msg != "" {
 				d.fail(r.node, r.field, "%s: %s", r.key, msg)
 			}
+		}
+		for _, name := range r.cond.params {
+			if slices.Contains(params, name) {
+				continue
+			}
+			msg := fmt.Sprintf("%s: no param %q: the plan's params do not declare it (params: {%s: {type: string}})", r.key, name, name)
+			if s := suggest(name, params); s != "" {
+				msg = fmt.Sprintf("%s: no param %q: did you mean %q?", r.key, name, s)
+			}
+			d.fail(r.node, r.field, "%s", msg)
 		}
 		for _, id := range r.cond.steps {
 			if _, ok := ids[id]; ok {

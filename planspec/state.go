@@ -83,6 +83,11 @@ type StepSpec struct {
 	// retry continues the agent's own session; nil takes the plan's.
 	LimitWait Duration
 	Resume    *bool
+	// InstructionTemplate and TitleTemplate are the instruction and title as
+	// the plan wrote them, with ${EXPR} in them (DESIGN §13): Instruction and
+	// Title hold their rendering once a try starts.
+	InstructionTemplate string
+	TitleTemplate       string
 
 	raw object
 }
@@ -168,6 +173,8 @@ type Settings struct {
 	MaxRetries *int
 	Timeout    Duration
 	Vars       map[string]any
+	// Params are the run's params, checked against the plan's (DESIGN §13).
+	Params map[string]any
 	// Reports, LaunchTimeout, MilestoneTimeout and IdleTimeout are the plan's
 	// defaults for its steps (DESIGN §7).
 	Reports          string
@@ -537,6 +544,8 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "onInvalid", sp.OnInvalid, sp.OnInvalid != "")
 	setOrDel(&o, "limitWait", sp.LimitWait, sp.LimitWait > 0)
 	setOrDel(&o, "resume", sp.Resume, sp.Resume != nil)
+	setOrDel(&o, "instructionTemplate", sp.InstructionTemplate, sp.InstructionTemplate != "")
+	setOrDel(&o, "titleTemplate", sp.TitleTemplate, sp.TitleTemplate != "")
 	return o
 }
 
@@ -574,6 +583,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "maxRetries", st.MaxRetries, st.MaxRetries != nil)
 	setOrDel(&o, "timeout", st.Timeout, st.Timeout > 0)
 	setOrDel(&o, "vars", st.Vars, len(st.Vars) > 0)
+	setOrDel(&o, "params", st.Params, len(st.Params) > 0)
 	setOrDel(&o, "reports", st.Reports, st.Reports != "")
 	setOrDel(&o, "launchTimeout", st.LaunchTimeout, st.LaunchTimeout > 0)
 	setOrDel(&o, "milestoneTimeout", st.MilestoneTimeout, st.MilestoneTimeout > 0)

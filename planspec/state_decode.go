@@ -226,6 +226,8 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	p := key + "."
 	sp.Title, _ = d.optStr(o, p, "title")
 	sp.Instruction, _ = d.optStr(o, p, "instruction")
+	sp.InstructionTemplate, _ = d.optStr(o, p, "instructionTemplate")
+	sp.TitleTemplate, _ = d.optStr(o, p, "titleTemplate")
 	if r, ok := o.vals["requiredOutputs"]; ok {
 		sp.RequiredOutputs = d.strList(p+"requiredOutputs", r)
 	}
@@ -360,6 +362,11 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	if r, ok := o.vals["vars"]; ok && !isNull(r) {
 		if err := json.Unmarshal(r, &st.Vars); err != nil {
 			d.fail(p+"vars", "want an object, got %s", describe(r))
+		}
+	}
+	if r, ok := o.vals["params"]; ok && !isNull(r) {
+		if err := json.Unmarshal(r, &st.Params); err != nil {
+			d.fail(p+"params", "want an object, got %s", describe(r))
 		}
 	}
 	st.Reports = d.reportsMode(o, p)

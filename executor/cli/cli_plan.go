@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/planspec"
@@ -45,8 +48,10 @@ of steps. It changes nothing.
 
 func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var (
-		force bool
-		ws    workspaceFlags
+		force      bool
+		ws         workspaceFlags
+		params     []string
+		paramsFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply PLAN [DIR]",
@@ -57,7 +62,8 @@ itself. A state whose plan is still IN_PROGRESS is kept unless --force; a state 
 replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
 ` + exitCodesHelp,
 		Example: `  stepseq apply plans/research.yaml
-  stepseq apply research.yaml ./workspace --force`,
+  stepseq apply research.yaml ./workspace --force
+  stepseq apply plans/review.yaml --param max_rounds=3 --params params.yaml`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args[1:])
@@ -69,11 +75,16 @@ replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
 					}
 				}
 			}
+			given, err := readParams(paramsFile, params)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
 			pf := executor.ReadPlanFile(args[0], source)
 			if pf.Plan == nil {
 				printPlanErrors(g.stderr, args[0], pf)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan; %s is untouched", args[0], state)}
 			}
+			pf.Params = given
 			if err := requireFolders(filepath.Dir(state)); err != nil {
 				return err
 			}
@@ -95,7 +106,44 @@ replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace a state whose plan is still in progress (it is archived)")
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
+	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")
 	return cmd
+}
+
+// paramsCap caps a --params file: params are a few values.
+var paramsCap = executor.Cap{Bytes: 1 << 20, What: "a params file", Hint: "params are a few values; keep long texts in files the steps read"}
+
+// readParams gathers the params apply is given: those of file, then each
+// NAME=VALUE, its value read as YAML (3 is a number, "3" a string).
+func readParams(file string, kv []string) (map[string]any, error) {
+	given := map[string]any{}
+	if file != "" {
+		data, err := executor.ReadFile(file, paramsCap)
+		if err != nil {
+			return nil, fmt.Errorf("--params: %w", err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("--params %s: want a JSON or YAML mapping of names to values: %v", file, err)
+		}
+		maps.Copy(given, m)
+	}
+	for _, p := range kv {
+		name, value, ok := strings.Cut(p, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--param %q: want NAME=VALUE, like --param max_rounds=3", p)
+		}
+		var v any
+		if err := yaml.Unmarshal([]byte(value), &v); err != nil {
+			return nil, fmt.Errorf("--param %s: the value is read as YAML: %v (quote it for a string)", name, err)
+		}
+		if v == nil && strings.TrimSpace(value) == "" {
+			v = ""
+		}
+		given[name] = v
+	}
+	return given, nil
 }
 
 func newSchemaCmd(stdout io.Writer) *cobra.Command {

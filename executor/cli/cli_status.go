@@ -10,9 +10,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -560,6 +562,14 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 		fmt.Fprintf(b, ", step %d of %d (%s)\n", r.Cursor+1, n, r.Steps[r.Cursor].ID)
 	default:
 		fmt.Fprintf(b, ", all %s passed\n", plural(n, "step"))
+	}
+	if len(r.Params) > 0 {
+		b.WriteString("params:")
+		for _, k := range slices.Sorted(maps.Keys(r.Params)) {
+			v, _ := json.Marshal(r.Params[k])
+			fmt.Fprintf(b, " %s=%s", k, v)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 
