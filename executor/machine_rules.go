@@ -340,9 +340,14 @@ func (m *Machine) dispatch(d Decision) {
 	prev, ran := m.st.StepRuns[d.Step]
 	// An interrupted try, or one a usage limit held, runs again under its own
 	// number: its output goes on in the same log.
-	resumed := ran && prev.Tries > 0 && d.Interrupted || ran && prev.Phase == planspec.PhaseWaiting
+	resumed := ran && prev.Tries > 0 && (d.Interrupted || d.Reoffer) || ran && prev.Phase == planspec.PhaseWaiting
 	resume := m.resumes(d.Step)
-	try := BeginTry(m.st, d.Step, m.now, d.Interrupted)
+	var try int
+	if d.Reoffer {
+		try = ReofferTry(m.st, d.Step, m.now)
+	} else {
+		try = BeginTry(m.st, d.Step, m.now, d.Interrupted)
+	}
 	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.changed, resumed: resumed, resume: resume}
 	m.changed = nil
 	m.progress = true
@@ -360,6 +365,11 @@ func (m *Machine) agentExited(in AgentExited) {
 	m.agentRuns = append(m.agentRuns, [2]time.Time{in.Exit.Started, in.Exit.Ended})
 	if len(m.agentRuns) > 32 {
 		m.agentRuns = m.agentRuns[1:]
+	}
+	if m.stopping && m.st.IsPull(r.step) {
+		// No process of a pulled try ran here: it is offered again on the next start.
+		m.journal(Entry{Event: "withdrawn", Step: r.step, Try: r.try, Reason: "stepseq stopped; the pulled try is offered again on the next start, under its own number"})
+		return
 	}
 	if m.stopping {
 		m.journal(Entry{Event: "interrupted", Step: r.step, Try: r.try, Reason: "stepseq stopped; the step is retried on the next start"})

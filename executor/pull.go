@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,11 +47,83 @@ type PullLauncher struct {
 	current *pullRun
 }
 
-// NewPullLauncher returns a launcher whose tokens are signed with a key of its own.
-func NewPullLauncher() *PullLauncher {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key) // never fails (crypto/rand)
+// NewPullLauncher returns a launcher whose tokens are signed with key (see
+// PullKey).
+func NewPullLauncher(key []byte) *PullLauncher {
 	return &PullLauncher{key: key}
+}
+
+// pullKeyRel is where the workspace keeps the key that signs its tokens, so that
+// a token outlives the process that issued it (a client that restarts `stepseq
+// mcp` between calls).
+var pullKeyRel = filepath.Join(MetaDir, "pull.key")
+
+// pullKeyCap bounds the key file: 64 hex digits and a newline.
+var pullKeyCap = Cap{Bytes: 4 << 10, What: "a token key",
+	Hint: "it holds 64 hex digits; remove it and stepseq makes a new one (tokens issued before are then refused)"}
+
+// PullKey returns the workspace's token key, making it the first time: written
+// whole with mode 0600 under a temporary name, then linked into place, so that a
+// reader never sees half a key and two processes making it at once agree on the
+// one that was linked first. It is read as any workspace file is, and refused when
+// others may read it.
+func PullKey(ws Workspace) ([]byte, error) {
+	root, err := os.OpenRoot(ws.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("token key: %w", err)
+	}
+	defer root.Close()
+	path := filepath.Join(ws.Dir, pullKeyRel)
+	key, err := readPullKey(root, path)
+	if !errors.Is(err, os.ErrNotExist) {
+		return key, err
+	}
+	if err := root.MkdirAll(MetaDir, 0o755); err != nil {
+		return nil, fmt.Errorf("token key: %w", err)
+	}
+	key = make([]byte, 32)
+	_, _ = rand.Read(key) // never fails (crypto/rand)
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	tmp := pullKeyRel + "." + hex.EncodeToString(nonce[:]) + ".tmp"
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("token key: %w", err)
+	}
+	defer root.Remove(tmp)
+	_, err = f.WriteString(hex.EncodeToString(key) + "\n")
+	if err == nil {
+		err = f.Chmod(0o600) // whatever the umask left
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("token key %s: %w", path, err)
+	}
+	if err := root.Link(tmp, pullKeyRel); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("token key %s: %w", path, err)
+	}
+	// Linked, or another process linked its own first: the file is the key.
+	return readPullKey(root, path)
+}
+
+func readPullKey(root *os.Root, path string) ([]byte, error) {
+	data, fi, err := readFileIn(root, pullKeyRel, pullKeyCap)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("token key %s: mode %04o lets others read it; run chmod 600 %s, or remove it to make a new key", path, fi.Mode().Perm(), path)
+	}
+	key, err := hex.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("token key %s: not 64 hex digits; remove it and stepseq makes a new one (tokens issued before are then refused)", path)
+	}
+	return key, nil
 }
 
 // Launch registers the try's offer.
@@ -70,16 +145,18 @@ func (p *PullLauncher) Launch(t TrySpec) (Started, error) {
 }
 
 // Take hands the current offer to client. A try already taken by another client
-// is not offered twice; the same client gets it again (a worker that lost its
-// answer). ok is false when nothing is offered, with why.
-func (p *PullLauncher) Take(client string) (o Offer, ok bool, why string) {
+// whose session lives (live; nil: every claim lives) is not offered twice; the
+// same client gets it again (a worker that lost its answer), and so does any
+// client once the claim's session is gone, with the same token. ok is false when
+// nothing is offered, with why.
+func (p *PullLauncher) Take(client string, live func(client string) bool) (o Offer, ok bool, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.current
 	switch {
 	case r == nil:
 		return Offer{}, false, ""
-	case r.client != "" && r.client != client:
+	case r.client != "" && r.client != client && (live == nil || live(r.client)):
 		return Offer{}, false, fmt.Sprintf("step %s try %d is taken by another worker (%s)", r.offer.Step, r.offer.Try, r.client)
 	}
 	r.client = client

@@ -41,7 +41,7 @@ func take(t *testing.T, sc *sidecarRun, client string) Offer {
 	t.Helper()
 	var o Offer
 	waitFor(t, func() bool {
-		got, ok, _, err := sc.Current(context.Background(), client)
+		got, ok, _, err := sc.Current(context.Background(), client, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestSidecar_PullResult(t *testing.T) {
 	if o.Step != "fetch" || o.Try != 1 || !strings.Contains(o.Prompt, "Find the page") || len(o.Result) == 0 || o.Token == "" {
 		t.Fatalf("offer = %+v", o)
 	}
-	if _, ok, why, _ := sc.Current(ctx, "worker-b"); ok || !strings.Contains(why, "taken by another worker") {
+	if _, ok, why, _ := sc.Current(ctx, "worker-b", nil); ok || !strings.Contains(why, "taken by another worker") {
 		t.Errorf("second client: ok=%v why=%q", ok, why)
 	}
 	id, try, err := sc.VerifyToken(o.Token)

@@ -43,6 +43,10 @@ type Decision struct {
 	// Interrupted: the step's previous agent vanished without reporting; the new try
 	// does not count toward the retry limit.
 	Interrupted bool
+	// Reoffer: the step's try is pulled (agent: mcp) and was on offer when stepseq
+	// stopped. No process of it ran here, so nothing was interrupted: the same
+	// try is offered again, with the same prompt and token, and no try is spent.
+	Reoffer bool
 }
 
 // Facts are what the world says during a pass: the time, whether an earlier agent
@@ -82,7 +86,7 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 		id := st.StepQueue[st.CurrentStep]
 		spec := st.Steps[id]
 		run := st.Run(id)
-		interrupted := false
+		interrupted, reoffer := false, false
 		switch run.Status {
 		case planspec.StatusDone:
 			st.CurrentStep++
@@ -105,7 +109,9 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			// stepseq's record of a try that never got its verdict: its agent was
 			// running, or had exited 0 and its outputs were awaited, when stepseq
 			// stopped.
-			if run.Agent != nil && run.Agent.StartedIso != "" {
+			if run.Agent != nil && run.Agent.StartedIso != "" && st.IsPull(id) {
+				reoffer = true
+			} else if run.Agent != nil && run.Agent.StartedIso != "" {
 				if f.Alive != nil && f.Alive(id) {
 					return Decision{Action: Running, Step: id, Reason: "agent from an earlier run is still alive"}, changed
 				}
@@ -135,6 +141,10 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 		}
 		if at, ok := limitUntil(run); ok && f.Now.Before(at) {
 			return Decision{Action: LimitWaiting, Step: id, At: at, Reason: "usage limit: " + run.Agent.Limit.Error}, changed
+		}
+		if reoffer {
+			return Decision{Action: Launch, Step: id, Prompt: reofferPrompt(id, spec, run), Reoffer: true,
+				Reason: fmt.Sprintf("try %d offered again: stepseq stopped while it was pulled", run.Tries)}, changed
 		}
 		if at, ok := readyAt(st, id); ok && !interrupted && f.Now.Before(at) {
 			return Decision{Action: Delayed, Step: id, At: at, Reason: st.StepDelayReason()}, changed
@@ -241,6 +251,20 @@ func Prompt(id string, spec *planspec.StepSpec, run *planspec.StepRun) string {
 	return instruction
 }
 
+// reofferPrompt is the prompt the pulled try on offer was given: the troubleshoot
+// prompt when the try before it failed (BeginTry cleared its error from the step's
+// record; the try's errors keep it), else the instruction.
+func reofferPrompt(id string, spec *planspec.StepSpec, run *planspec.StepRun) string {
+	prev := *run
+	prev.Tries, prev.Error = run.Tries-1, nil
+	if run.Agent != nil {
+		if n := len(run.Agent.Errors); n > 0 && run.Agent.Errors[n-1].Try == prev.Tries {
+			prev.Error = &run.Agent.Errors[n-1].Error
+		}
+	}
+	return Prompt(id, spec, &prev)
+}
+
 // readyAt is when step id may start under stepDelayMinutes: that long after its own
 // last run for a retry, or after the previous step's last run for any step after the
 // first. Measuring from the recorded times, rather than sleeping, lets a heartbeat
@@ -274,15 +298,37 @@ func readyAt(st *planspec.State, id string) (time.Time, bool) {
 // does: IN_PROGRESS, tries+1, lastRunIso now. A relaunch after an interruption keeps
 // the count, so interruptions never exhaust the retry limit.
 func BeginTry(st *planspec.State, id string, now time.Time, interrupted bool) int {
+	return beginTry(st, id, now, interrupted, interrupted)
+}
+
+// ReofferTry records a pulled try offered again after a restart (Decision.Reoffer):
+// the same try, no interruption counted, and the worker's reports standing: a try
+// it accepted stays in progress, a blocked one blocked. A done that stepseq had
+// not verified yet is asked for again (in progress): its verification was lost.
+func ReofferTry(st *planspec.State, id string, now time.Time) int {
+	phase := st.Run(id).Phase
+	try := beginTry(st, id, now, true, false)
+	switch phase {
+	case planspec.PhaseInProgress, planspec.PhaseBlocked:
+		st.Run(id).Phase = phase
+	case planspec.PhaseReviewing:
+		st.Run(id).Phase = planspec.PhaseInProgress
+	}
+	return try
+}
+
+func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bool) int {
 	run := st.Run(id)
 	tries := run.Tries + 1
 	interruptions := 0
 	if run.Agent != nil {
 		interruptions = run.Agent.Interruptions
 	}
-	if interrupted && run.Tries > 0 {
+	if same && run.Tries > 0 {
 		tries = run.Tries
-		interruptions++
+		if interrupted {
+			interruptions++
+		}
 	}
 	run.Status = planspec.StatusInProgress
 	run.Phase = planspec.PhaseDispatching

@@ -223,3 +223,40 @@ func TestPrompt_Troubleshoot(t *testing.T) {
 		t.Errorf("prompt =\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestReconcile_PulledTryOfferedAgain: a pulled try that was on offer when
+// stepseq stopped was not interrupted (no process of it ran): it is offered
+// again under its own number, with the prompt it had (the troubleshoot prompt of
+// the try before), the worker's accepted standing, and no interruption counted.
+func TestReconcile_PulledTryOfferedAgain(t *testing.T) {
+	p, err := planspec.ParsePlan(strings.NewReader("agent: mcp\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.State("plans/p.yaml", "h")
+	run := st.Run("a")
+	run.Status, run.Tries, run.Error = planspec.StatusFailed, 1, new("exit 3")
+	run.Agent = &planspec.AgentRecord{StartedIso: "2026-02-10T21:00:00+00:00", Errors: []planspec.TryError{{Try: 1, Error: "exit 3"}}}
+	d, _ := Reconcile(st, Facts{Now: t0, MaxRetries: 3})
+	if d.Action != Launch || d.Reoffer {
+		t.Fatalf("decision = %+v, want a new try", d)
+	}
+	want := d.Prompt
+	if BeginTry(st, "a", t0, false) != 2 {
+		t.Fatal("want try 2")
+	}
+	run.Phase = planspec.PhaseInProgress // the worker accepted; then stepseq stopped
+	d, _ = Reconcile(st, Facts{Now: t0.Add(time.Hour), MaxRetries: 3, Alive: func(string) bool { return false }})
+	if d.Action != Launch || !d.Reoffer || d.Interrupted {
+		t.Fatalf("decision = %+v, want the try offered again", d)
+	}
+	if d.Prompt != want || !strings.Contains(want, "exit 3") {
+		t.Errorf("prompt = %q, want the try's own %q", d.Prompt, want)
+	}
+	if got := ReofferTry(st, "a", t0.Add(time.Hour)); got != 2 {
+		t.Errorf("try = %d, want 2", got)
+	}
+	if run := st.Run("a"); run.Agent.Interruptions != 0 || run.Error != nil || run.Phase != planspec.PhaseInProgress {
+		t.Errorf("after the offer: interruptions %d, error %v, phase %s; want 0, none, in_progress", run.Agent.Interruptions, run.Error, run.Phase)
+	}
+}

@@ -110,6 +110,10 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, err := PullKey(rt.WS)
+	if err != nil {
+		return nil, err
+	}
 	lock, holder, err := TryLock(rt.WS, "watch")
 	if errors.Is(err, ErrLocked) {
 		return nil, fmt.Errorf("%w: %s %d holds %s; stop it first (one sidecar per workspace)", ErrLocked, holder.Kind, holder.PID, rt.WS.LockPath())
@@ -127,7 +131,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.d.plans = opt.PlansDir
 	s.d.metrics = opt.Metrics
 	s.d.notifier = opt.Notifier
-	s.initCalls()
+	s.initCalls(key)
 	s.d.onChange = opt.OnChange
 	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher"),
 		OnLimit: func(err error) { s.watchLimited.Store(err != nil) }}

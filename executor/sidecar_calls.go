@@ -24,10 +24,10 @@ type sidecarCalls struct {
 	seq     uint64
 }
 
-func (s *Sidecar) initCalls() {
+func (s *Sidecar) initCalls(key []byte) {
 	s.calls = make(chan func())
 	s.stopped = make(chan struct{})
-	s.d.pull = NewPullLauncher()
+	s.d.pull = NewPullLauncher(key)
 }
 
 // endCalls refuses the calls that come once the loop is over.
@@ -91,11 +91,12 @@ func (s *Sidecar) View(ctx context.Context, fn func(st *planspec.State)) error {
 	return s.do(ctx, func() { fn(s.d.m.State()) })
 }
 
-// Current hands the pulled try on offer to client (step_current). When there is
-// none, why says what the plan does instead.
-func (s *Sidecar) Current(ctx context.Context, client string) (o Offer, ok bool, why string, err error) {
+// Current hands the pulled try on offer to client (step_current); a claim by a
+// client that live says is gone no longer holds it (see PullLauncher.Take). When
+// there is none, why says what the plan does instead.
+func (s *Sidecar) Current(ctx context.Context, client string, live func(string) bool) (o Offer, ok bool, why string, err error) {
 	err = s.do(ctx, func() {
-		if o, ok, why = s.d.pull.Take(client); ok || why != "" {
+		if o, ok, why = s.d.pull.Take(client, live); ok || why != "" {
 			return
 		}
 		why = s.idleReason()

@@ -150,7 +150,7 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 				ms := d.Milliseconds()
 				s.DurationMs, s.Running = &ms, running
 			}
-			if run.Status == planspec.StatusInProgress && !stillRunning(rt.WS, id, run) {
+			if run.Status == planspec.StatusInProgress && !st.IsPull(id) && !stillRunning(rt.WS, id, run) {
 				// Its agent is gone (a Ctrl-C, a crash): nothing runs, and the
 				// next pass starts the try again without spending one.
 				s.DurationMs, s.Running, s.Phase = nil, false, PhaseInterrupted
@@ -234,10 +234,14 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	case Launch:
 		run := clone.Run(d.Step)
 		try := run.Tries + 1
-		if d.Interrupted {
+		switch {
+		case d.Reoffer:
+			try = run.Tries
+			w.Reason = fmt.Sprintf("pulled: try %d is offered again to the next worker that calls step_current", run.Tries)
+		case d.Interrupted:
 			try = run.Tries
 			w.Reason = fmt.Sprintf("interrupted: the agent of try %d is gone; the next check or sidecar pass starts it again", run.Tries)
-		} else {
+		default:
 			w.Reason = fmt.Sprintf("due: the next check or sidecar pass starts try %d", try)
 		}
 		if _, err := rt.resolveAgent(clone, d.Step); err != nil {

@@ -58,7 +58,9 @@ that step and try. watch --listen serves the same tools at /mcp.
 				// stop its holder is for a second sidecar, not for this.
 				holder, _, _ := strings.Cut(err.Error(), "; stop it first")
 				log.Info("another stepseq holds the workspace: acting through its files", "dir", rt.WS.Dir, "holder", holder)
-				opt.Engine = mcp.FilesEngine(rt.WS)
+				if opt.Engine, err = mcp.FilesEngine(rt.WS); err != nil {
+					return err
+				}
 			case err != nil:
 				return err
 			default:

@@ -24,7 +24,9 @@ type Engine interface {
 	// change it nor keep it.
 	View(ctx context.Context, fn func(st *planspec.State)) error
 	// Current hands the pulled try on offer to client, or says why there is none.
-	Current(ctx context.Context, client string) (o executor.Offer, ok bool, why string, err error)
+	// A try another client claimed stays its own while live says that client's
+	// session lives.
+	Current(ctx context.Context, client string, live func(client string) bool) (o executor.Offer, ok bool, why string, err error)
 	// Verify returns the step and try a token names.
 	Verify(token string) (string, int, error)
 	// Report judges a worker's report for a try.
@@ -42,8 +44,8 @@ func (e sidecarEngine) View(ctx context.Context, fn func(*planspec.State)) error
 	return e.sc.View(ctx, fn)
 }
 
-func (e sidecarEngine) Current(ctx context.Context, client string) (executor.Offer, bool, string, error) {
-	return e.sc.Current(ctx, client)
+func (e sidecarEngine) Current(ctx context.Context, client string, live func(string) bool) (executor.Offer, bool, string, error) {
+	return e.sc.Current(ctx, client, live)
 }
 
 func (e sidecarEngine) Verify(token string) (string, int, error) { return e.sc.VerifyToken(token) }
@@ -59,9 +61,14 @@ func (e sidecarEngine) Trigger(ctx context.Context, step string) error {
 
 // FilesEngine acts through the workspace as any agent does: it reads state.json,
 // drops reports in the step's report folder and waits for the verdict file, and
-// queues triggers. The sidecar that holds the workspace does the rest.
-func FilesEngine(ws executor.Workspace) Engine {
-	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(), taken: map[string]string{}}
+// queues triggers. The sidecar that holds the workspace does the rest. Its tokens
+// are signed with the workspace's key, as the sidecar's are.
+func FilesEngine(ws executor.Workspace) (Engine, error) {
+	key, err := executor.PullKey(ws)
+	if err != nil {
+		return nil, err
+	}
+	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(key), taken: map[string]string{}}, nil
 }
 
 type filesEngine struct {
@@ -97,7 +104,7 @@ func (e *filesEngine) snapshot() (*planspec.State, error) {
 
 // Current offers the step at the cursor when it is a pulled step that the sidecar
 // has dispatched.
-func (e *filesEngine) Current(_ context.Context, client string) (executor.Offer, bool, string, error) {
+func (e *filesEngine) Current(_ context.Context, client string, live func(string) bool) (executor.Offer, bool, string, error) {
 	st, err := e.snapshot()
 	if err != nil || st == nil {
 		if st == nil && err == nil {
@@ -127,7 +134,7 @@ func (e *filesEngine) Current(_ context.Context, client string) (executor.Offer,
 	key := id + "/" + strconv.Itoa(run.Tries)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if c, ok := e.taken[key]; ok && c != client {
+	if c, ok := e.taken[key]; ok && c != client && (live == nil || live(c)) {
 		return executor.Offer{}, false, fmt.Sprintf("step %s try %d is taken by another worker (%s)", id, run.Tries, c), nil
 	}
 	e.taken[key] = client

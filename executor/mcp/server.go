@@ -72,7 +72,7 @@ func NewServer(opt Options) *sdk.Server {
 			"(steps whose agent is mcp), report accepted, then milestones, then done (with the result the step's schema asks for) " +
 			"through step_report with the token step_current gave.",
 	})
-	t := &tools{opt: opt}
+	t := &tools{opt: opt, srv: s}
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, invalid)."}, t.planSubmit)
 	s.AddTool(&sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json).",
@@ -112,7 +112,10 @@ func Serve(ctx context.Context, opt Options) error {
 	return NewServer(opt).Run(ctx, &sdk.StdioTransport{})
 }
 
-type tools struct{ opt Options }
+type tools struct {
+	opt Options
+	srv *sdk.Server
+}
 
 // PlanInput is a plan to check.
 type PlanInput struct {
@@ -483,21 +486,37 @@ type Offer struct {
 }
 
 func clientID(req *sdk.CallToolRequest) string {
-	id := ""
-	if req != nil && req.Session != nil {
-		id = req.Session.ID()
-		if id == "" {
-			id = fmt.Sprintf("%p", req.Session)
-		}
-		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
-			id = p.ClientInfo.Name + " " + id
-		}
+	if req == nil || req.Session == nil {
+		return ""
+	}
+	return sessionClient(req.Session)
+}
+
+// sessionClient names the client of a session: its name and the session.
+func sessionClient(ss *sdk.ServerSession) string {
+	id := ss.ID()
+	if id == "" {
+		id = fmt.Sprintf("%p", ss)
+	}
+	if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+		id = p.ClientInfo.Name + " " + id
 	}
 	return id
 }
 
+// live says whether the session a client name came from is still held: a claim
+// on a try lasts while it is (closed, or expired after SessionIdle, it is gone).
+func (t *tools) live(client string) bool {
+	for ss := range t.srv.Sessions() {
+		if sessionClient(ss) == client {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, _ Empty) (*sdk.CallToolResult, CurrentOutput, error) {
-	o, ok, why, err := t.opt.Engine.Current(ctx, clientID(req))
+	o, ok, why, err := t.opt.Engine.Current(ctx, clientID(req), t.live)
 	if err != nil || !ok {
 		return nil, CurrentOutput{Why: why}, err
 	}
@@ -529,10 +548,26 @@ type ReportVerdict struct {
 	Step     string   `json:"step"`
 	Try      int      `json:"try"`
 	Reasons  []string `json:"reasons,omitempty" jsonschema:"why it was refused: each schema error as instance path: message"`
+	Code     string   `json:"code,omitempty" jsonschema:"stale when the token is for a try that is over, or is no token of this workspace: call step_current for the current one"`
+}
+
+// CodeStale is the refusal of a report whose token names a try that is over, or
+// that this workspace did not issue (DESIGN §9).
+const CodeStale = "stale"
+
+// staleRefusal is a refused report's answer when its token is stale: an error
+// result that carries the code, for the agent to branch on.
+func staleRefusal(v ReportVerdict) (*sdk.CallToolResult, ReportVerdict, error) {
+	v.Accepted, v.Code = false, CodeStale
+	return &sdk.CallToolResult{IsError: true, StructuredContent: v,
+		Content: []sdk.Content{&sdk.TextContent{Text: CodeStale + ": " + strings.Join(v.Reasons, "; ")}}}, v, nil
 }
 
 func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in ReportInput) (*sdk.CallToolResult, ReportVerdict, error) {
 	step, try, err := t.opt.Engine.Verify(in.Token)
+	if errors.Is(err, executor.ErrStaleToken) {
+		return staleRefusal(ReportVerdict{Reasons: []string{strings.TrimPrefix(err.Error(), executor.ErrStaleToken.Error()+": ")}})
+	}
 	if err != nil {
 		return nil, ReportVerdict{}, err
 	}
@@ -545,6 +580,9 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 	}
 	v := ReportVerdict{Step: step, Try: try}
 	v.Accepted, v.Reasons, err = t.opt.Engine.Report(ctx, step, try, rep)
+	if err == nil && !v.Accepted && slices.ContainsFunc(v.Reasons, func(r string) bool { return strings.HasPrefix(r, "stale: ") }) {
+		return staleRefusal(v)
+	}
 	return nil, v, err
 }
 

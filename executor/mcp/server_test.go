@@ -173,8 +173,8 @@ func drive(t *testing.T, cs *sdk.ClientSession) {
 	waitTool(t, cs, "status", map[string]any{}, func(o map[string]any) bool {
 		return o["steps"].([]any)[0].(map[string]any)["status"] == "DONE"
 	})
-	if out, _ := call(t, cs, "step_report", report(token, "milestone", nil)); out["accepted"] != false {
-		t.Errorf("stale token accepted: %v", out)
+	if res, out := callRaw(t, cs, "step_report", report(token, "milestone", nil)); !res.IsError || out["code"] != CodeStale {
+		t.Errorf("stale token: want an error with code %s, got %v", CodeStale, out)
 	}
 	next := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)
 	token = next["token"].(string)
@@ -226,7 +226,11 @@ func TestServer_PullPlanThroughFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	srv := NewServer(Options{Runtime: rt, Engine: FilesEngine(rt.WS)})
+	eng, err := FilesEngine(rt.WS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(Options{Runtime: rt, Engine: eng})
 	t.Cleanup(func() {
 		if t.Failed() {
 			j, _ := os.ReadFile(rt.WS.JournalPath())

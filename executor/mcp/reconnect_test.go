@@ -1,0 +1,200 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// reconnectPlan is three pulled steps.
+const reconnectPlan = `agent: mcp
+steps:
+  - id: find
+    title: Find
+    instruction: Find the page
+  - id: read
+    title: Read
+    instruction: Read the page
+  - id: sum
+    title: Sum
+    instruction: Sum it up
+`
+
+// reconnectWait bounds each wait of a client that starts stepseq for every call,
+// on a loaded machine.
+const reconnectWait = 2 * time.Minute
+
+// callOnce starts `stepseq mcp DIR`, calls one tool and stops it, as a client does
+// that restarts its servers between calls.
+func callOnce(t *testing.T, dir, name string, args any) (*sdk.CallToolResult, map[string]any) {
+	t.Helper()
+	cmd := exec.Command(stepseqBinary(t), "mcp", dir)
+	cmd.Stderr = &testLog{t: t}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "reconnecting", Version: "1"}, nil).
+		Connect(context.Background(), &sdk.CommandTransport{Command: cmd, TerminateDuration: 30 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, out := callRaw(t, cs, name, args)
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	return res, out
+}
+
+// TestBinary_PullClientReconnectsBetweenCalls: a worker that restarts `stepseq
+// mcp` before every call finishes a plan of three pulled steps with one try each.
+// Each restart ends the server's process with the try on offer; the next process
+// offers the same try again, with the same prompt and the same token, and takes
+// the report made with a token an earlier process issued. A token of a try that
+// is over is refused as stale.
+func TestBinary_PullClientReconnectsBetweenCalls(t *testing.T) {
+	dir := t.TempDir()
+	if res, out := callOnce(t, dir, "plan_submit", map[string]any{"name": "pull", "yaml": reconnectPlan}); res.IsError || out["status"] != "active" {
+		t.Fatalf("plan_submit: %v %v", out, res.Content)
+	}
+	fi, err := os.Stat(filepath.Join(dir, ".stepseq", "pull.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token key mode %04o, want 0600", fi.Mode().Perm())
+	}
+	// current asks fresh processes until one offers a step other than done.
+	current := func(done map[string]bool) map[string]any {
+		t.Helper()
+		deadline := time.Now().Add(reconnectWait)
+		for {
+			res, out := callOnce(t, dir, "step_current", map[string]any{})
+			if res.IsError {
+				t.Fatalf("step_current: %v", res.Content)
+			}
+			if step, ok := out["step"].(map[string]any); ok && !done[step["id"].(string)] {
+				return step
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no new step offered within %s; last %v", reconnectWait, out)
+			}
+		}
+	}
+	done := map[string]bool{}
+	var stale string
+	for _, id := range []string{"find", "read", "sum"} {
+		step := current(done)
+		if step["id"] != id || step["try"] != 1.0 {
+			t.Fatalf("offered %v, want step %s try 1", step, id)
+		}
+		again := current(done)
+		if again["id"] != id || again["try"] != 1.0 || again["prompt"] != step["prompt"] || again["token"] != step["token"] {
+			t.Fatalf("after a restart: %v, want the same offer %v", again, step)
+		}
+		if strings.Contains(again["prompt"].(string), "Interrupted") {
+			t.Errorf("prompt after a restart: %q", again["prompt"])
+		}
+		token := step["token"].(string) // issued two processes ago
+		for _, status := range []string{"accepted", "done"} {
+			if res, out := callOnce(t, dir, "step_report", report(token, status, nil)); res.IsError || out["accepted"] != true {
+				t.Fatalf("step %s %s: %v %v", id, status, out, res.Content)
+			}
+		}
+		done[id] = true
+		if stale != "" {
+			if res, out := callOnce(t, dir, "step_report", report(stale, "milestone", nil)); !res.IsError || out["code"] != CodeStale {
+				t.Errorf("a token of a finished step: %v %v, want refused with code %s", out, res.Content, CodeStale)
+			}
+		}
+		stale = token
+	}
+	deadline := time.Now().Add(reconnectWait)
+	for {
+		if _, out := callOnce(t, dir, "status", map[string]any{}); out["status"] == planspec.StatusDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan is not DONE within %s", reconnectWait)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st planspec.State
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range st.StepQueue {
+		run := st.StepRuns[id]
+		if run.Tries != 1 || run.Error != nil || run.Agent != nil && run.Agent.Interruptions != 0 {
+			t.Errorf("step %s: tries %d, error %v, agent %+v; want one try, no error, no interruption", id, run.Tries, run.Error, run.Agent)
+		}
+	}
+	if j, _ := os.ReadFile(filepath.Join(dir, ".stepseq", "journal.jsonl")); strings.Contains(string(j), `"event":"interrupted"`) {
+		t.Errorf("journal says interrupted:\n%s", j)
+	}
+}
+
+// TestServer_GoneSessionDoesNotHoldTheTry: a worker that claimed a try and whose
+// session is gone (closed over HTTP, or its connection ended) holds it no longer:
+// the next worker's step_current gets the same try, with the same prompt and
+// token, and that token's report is taken. No try is spent.
+func TestServer_GoneSessionDoesNotHoldTheTry(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		connect func(t *testing.T, w *workspace) func(name string) *sdk.ClientSession
+	}{
+		{"in-process", func(t *testing.T, w *workspace) func(string) *sdk.ClientSession {
+			srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+			return func(name string) *sdk.ClientSession { return connect(t, srv, name) }
+		}},
+		{"http", func(t *testing.T, w *workspace) func(string) *sdk.ClientSession {
+			srv := httptest.NewServer(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}))
+			t.Cleanup(srv.Close)
+			return func(name string) *sdk.ClientSession {
+				cs, err := sdk.NewClient(&sdk.Implementation{Name: name, Version: "1"}, nil).
+					Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cs.Close() })
+				return cs
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorkspace(t)
+			open := tc.connect(t, w)
+			a := open("worker")
+			call(t, a, "plan_submit", map[string]any{"name": "pull", "yaml": reconnectPlan})
+			first := waitTool(t, a, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b := open("worker")
+			again := waitTool(t, b, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)
+			for _, k := range []string{"id", "try", "prompt", "token"} {
+				if again[k] != first[k] {
+					t.Errorf("%s: %v after the session ended, want %v", k, again[k], first[k])
+				}
+			}
+			for _, status := range []string{"accepted", "done"} {
+				if out, errText := call(t, b, "step_report", report(first["token"].(string), status, nil)); out["accepted"] != true {
+					t.Fatalf("%s with the first session's token: %v %s", status, out, errText)
+				}
+			}
+			waitTool(t, b, "status", map[string]any{}, func(o map[string]any) bool {
+				s := o["steps"].([]any)[0].(map[string]any)
+				return s["status"] == planspec.StatusDone && s["tries"] == 1.0
+			})
+		})
+	}
+}
