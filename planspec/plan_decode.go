@@ -99,6 +99,10 @@ func (d *planDecoder) decode(data []byte) *Plan {
 			// YAML refuses tabs for indentation, and says so in words that do not name them.
 			tl, tc := lineCol(data, i)
 			line, col, msg = tl, tc, msg+": a tab; indent YAML with spaces"
+		} else if at := unclosedFlow(data); at >= 0 && strings.Contains(msg, "did not find expected") {
+			// yaml.v3 locates an unclosed [ or { at the document's start.
+			line, col = lineCol(data, at)
+			msg += fmt.Sprintf(": the %q here is never closed", data[at])
 		}
 		d.failAt(line, col, "", msg)
 		return nil
@@ -348,4 +352,38 @@ func (d *planDecoder) notify(n *yaml.Node, field string) []NotifySink {
 		out = append(out, sink)
 	}
 	return out
+}
+
+// unclosedFlow is the offset of the outermost [ or { that no ] or } closes,
+// skipping quoted text and comments; -1 when every one is closed. It counts
+// rather than keeps a stack: a hostile plan may nest a million deep.
+func unclosedFlow(data []byte) int {
+	depth, outer := 0, -1
+	var quote byte
+	comment := false
+	for i, c := range data {
+		switch {
+		case comment:
+			comment = c != '\n'
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case (c == '"' || c == '\'') && (i == 0 || strings.IndexByte(" \t\n:[{,-", data[i-1]) >= 0):
+			quote = c // a quoted scalar; an apostrophe inside a word is text
+		case c == '#' && (i == 0 || data[i-1] == ' ' || data[i-1] == '\n'):
+			comment = true
+		case c == '[' || c == '{':
+			if depth == 0 {
+				outer = i
+			}
+			depth++
+		case (c == ']' || c == '}') && depth > 0:
+			depth--
+		}
+	}
+	if depth == 0 {
+		return -1
+	}
+	return outer
 }
