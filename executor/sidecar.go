@@ -65,9 +65,11 @@ type Sidecar struct {
 	watchLimited atomic.Bool // a watch limit leaves part of the workspace polled
 	sidecarCalls
 
-	ready  atomic.Bool
-	alive  atomic.Bool
-	passes atomic.Uint64
+	ready atomic.Bool
+	// starting: the start's drain of the triggers queued before it is not back yet.
+	starting bool
+	alive    atomic.Bool
+	passes   atomic.Uint64
 
 	// The trigger folder is drained off the loop once it has been quiet for
 	// opt.TriggerQuiet (at most TriggerHold after its first change), so that a burst
@@ -195,9 +197,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	// The triggers queued before the start are a burst already over.
 	s.trigTimer.Stop()
 	s.trigFirst = time.Time{}
+	// Ready once that drain is back (drained): a trigger written after ready is
+	// never taken by the start's drain, which would split a burst that began
+	// after the start into the start's part and the rest.
+	s.starting = true
 	s.startDrain()
-	s.ready.Store(true)
-	s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
 	for {
 		if s.opt.ExitWhenDone && s.drain == nil && s.trigFirst.IsZero() {
 			// Triggers not yet drained may re-run a step: the plan is not over.
@@ -360,6 +364,11 @@ func (s *Sidecar) startDrain() {
 // drained hands the machine what a drain read, as one input.
 func (s *Sidecar) drained(r drained) {
 	s.drain = nil
+	if s.starting {
+		s.starting = false
+		s.ready.Store(true)
+		s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
+	}
 	for _, err := range r.errs {
 		s.Logger.Warn("ignored a trigger", "err", err)
 	}
