@@ -10,7 +10,10 @@ import (
 // says so, and blocks each attempt until gate is closed, when there is a gate.
 type fakeSink struct {
 	gate chan struct{}
-	fail func(Report) error
+	// entered, if set, is told each report's id as a delivery of it begins
+	// (before the gate): the report is in flight.
+	entered chan string
+	fail    func(Report) error
 
 	mu        sync.Mutex
 	attempts  []time.Time
@@ -18,6 +21,12 @@ type fakeSink struct {
 }
 
 func (f *fakeSink) deliver(ctx context.Context, r Report, _ []byte) error {
+	if f.entered != nil {
+		select {
+		case f.entered <- r.ID:
+		default:
+		}
+	}
 	if f.gate != nil {
 		select {
 		case <-f.gate:

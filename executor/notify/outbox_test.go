@@ -25,7 +25,7 @@ func segments(t *testing.T, ws string) []string {
 // lost, through OnGiveUp, then gets the rest in order.
 func TestOutbox_CapDropsOldest(t *testing.T) {
 	ws := t.TempDir()
-	fake := &fakeSink{gate: make(chan struct{})}
+	fake := &fakeSink{gate: make(chan struct{}), entered: make(chan string, 1)}
 	var mu sync.Mutex
 	var dropped []error
 	const segBytes, maxBytes = 4 << 10, 16 << 10
@@ -36,7 +36,18 @@ func TestOutbox_CapDropsOldest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeNotifier(t, n)
-	ids := emitN(t, n, 500, "s")
+	// The first report is in flight (its delivery holds at the gate) before the
+	// flood: the cap drops the oldest reports waiting, never the one in flight.
+	ids := emitN(t, n, 1, "s")
+	select {
+	case id := <-fake.entered:
+		if id != ids[0] {
+			t.Fatalf("first in flight %s, want %s", id, ids[0])
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the first report's delivery did not begin within a minute")
+	}
+	ids = append(ids, emitN(t, n, 499, "s")...)
 	for range 100 {
 		if got := n.OutboxBytes(); got > maxBytes+segBytes {
 			t.Fatalf("outbox %d bytes, cap %d", got, maxBytes+segBytes)
