@@ -1,9 +1,7 @@
 package executor
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,16 +10,6 @@ import (
 
 	"github.com/stepseq/stepseq/planspec"
 )
-
-// ErrConfig is matched by configuration errors: a missing or unsafe agent command, a
-// bad STEP_MAX_RETRIES. Commands exit 2 on them, before touching the state.
-var ErrConfig = errors.New("executor: configuration error")
-
-// ConfigError is a configuration problem with the fix in its message.
-type ConfigError struct{ Msg string }
-
-func (e *ConfigError) Error() string { return e.Msg }
-func (e *ConfigError) Unwrap() error { return ErrConfig }
 
 // PromptPlaceholder in an agent argv is replaced by the prompt.
 const PromptPlaceholder = "{prompt}"
@@ -297,22 +285,4 @@ func MaxRetriesFromEnv(getenv func(string) string) (int, error) {
 		return 0, &ConfigError{Msg: fmt.Sprintf("STEP_MAX_RETRIES=%q: want a whole number ≥ 0, like 3", v)}
 	}
 	return n, nil
-}
-
-// JudgeTry judges a finished try of agent a outside the state machine, as the
-// machine does: the agent's own reading of its exit first (claude's is_error,
-// opencode's error events fail the try with the CLI's message), then the exit,
-// the required outputs and the check. Whether to fall back instead is the
-// caller's: see Agent.Judge and NextAgent.
-func JudgeTry(a Agent, spec *planspec.StepSpec, exit Exit, root *os.Root, check func() (bool, error)) Verdict {
-	if failed, _ := a.Judge(exit); failed != "" && !exit.TimedOut {
-		return Verdict{Error: firstChars(failed, ErrorChars)}
-	}
-	if v, ended := exitVerdict(exit); ended {
-		return v
-	}
-	if missing := MissingOutputs(spec, root); len(missing) > 0 {
-		return Verdict{Error: "Missing required outputs: " + strings.Join(missing, ", "), MissingOutputs: missing}
-	}
-	return checkVerdict(spec, check)
 }

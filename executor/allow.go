@@ -257,6 +257,6 @@ func (r *Runtime) AdmitPlan(pf PlanFile, from AgentSource) PlanFile {
 		pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", pf.Source, err)
 		return pf
 	}
-	pf.resolved = params
+	pf.Resolved = params
 	return pf
 }

@@ -138,17 +138,6 @@ func (c *Chain) handOff(h *Holder) error {
 	return nil
 }
 
-// Trigger asks the sidecar to run a reconcile pass, and with Step set to re-run that
-// step and the ones after it.
-type Trigger struct {
-	Step string `json:"step,omitempty"`
-	From string `json:"from"` // check, trigger, hook, retry, mcp
-	At   string `json:"at"`
-	// Retry asks for a new try of a blocked or failed step (`stepseq retry`),
-	// where Step alone re-runs a step and the ones after it.
-	Retry bool `json:"retry,omitempty"`
-}
-
 // WriteTrigger queues t under .stepseq/triggers/, atomically: the sidecar never
 // sees half a trigger.
 func WriteTrigger(ws Workspace, t Trigger) error {

@@ -86,10 +86,10 @@ func (c *Conditions) Err() error {
 	return nil
 }
 
-func (c *Conditions) env(id string) *planspec.Env {
+func (c *Conditions) env(now time.Time, id string) *planspec.Env {
 	return &planspec.Env{
 		Root:       c.rt.Root(),
-		Now:        c.rt.now(),
+		Now:        now,
 		TryStarted: tryStarted(c.st.StepRuns[id]),
 		Runs:       c.st.StepRuns,
 		Step:       id,
@@ -114,13 +114,14 @@ func tryStarted(run *planspec.StepRun) time.Time {
 }
 
 // Render renders step id's title and instruction from their templates (DESIGN
-// §13) with what its conditions see.
-func (c *Conditions) Render(id string) (title, instruction string, err error) {
-	return planspec.RenderStep(c.st.Steps[id], c.env(id))
+// §13) with what its conditions see as of now.
+func (c *Conditions) Render(now time.Time, id string) (title, instruction string, err error) {
+	return planspec.RenderStep(c.st.Steps[id], c.env(now, id))
 }
 
-// Cond evaluates step id's "when" (true when unset) or "skip" (false when unset).
-func (c *Conditions) Cond(id, kind string) (bool, error) {
+// Cond evaluates step id's "when" (true when unset) or "skip" (false when unset)
+// as of now.
+func (c *Conditions) Cond(now time.Time, id, kind string) (bool, error) {
 	if c == nil {
 		return kind == "when", nil
 	}
@@ -134,11 +135,12 @@ func (c *Conditions) Cond(id, kind string) (bool, error) {
 	if cond == nil {
 		return kind == planspec.CondWhen, nil
 	}
-	return cond.Eval(c.env(id))
+	return cond.Eval(c.env(now, id))
 }
 
-// Check returns step id's check as a function for Judge, or nil when it has none.
-func (c *Conditions) Check(id string) func() (bool, error) {
+// Check returns step id's check as of now as a function for Judge, or nil when
+// it has none.
+func (c *Conditions) Check(now time.Time, id string) func() (bool, error) {
 	if c == nil {
 		return nil
 	}
@@ -149,7 +151,7 @@ func (c *Conditions) Check(id string) func() (bool, error) {
 	if cond == nil {
 		return nil
 	}
-	return func() (bool, error) { return cond.Eval(c.env(id)) }
+	return func() (bool, error) { return cond.Eval(c.env(now, id)) }
 }
 
 // Compiled exposes the compiled conditions, for deriving what to watch; nil for

@@ -307,7 +307,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 func (d *driver) fallback(l StartAgent, agents []Agent, from, to int, reason string) {
 	d.rt.record(FallbackEntry(l.Step, l.Try, agents[from], agents[to], reason))
 	d.rt.Logger.Warn("agent unavailable: the same try goes to the next agent", "step", l.Step, "try", l.Try,
-		"from", agents[from].Name(), "to", agents[to].Name(), "why", firstChars(reason, 120))
+		"from", agents[from].Name(), "to", agents[to].Name(), "why", FirstChars(reason, 120))
 	d.launchAgent(l, agents, to)
 }
 
@@ -455,12 +455,12 @@ func (d *driver) setWatch(e SetWatch) {
 		}
 		d.w = w
 	}
-	if d.m.cfg.Persistent {
+	if d.m.Config().Persistent {
 		d.rt.record(watchEntry(d.watched, e, delta))
 	}
 	d.watched = [2][]string{paths, trees}
 	d.watchedOK = true
-	if !d.m.cfg.Persistent {
+	if !d.m.Config().Persistent {
 		// A one-shot driver watches a path only once it waits for it (an
 		// awaited output): one that came between the machine's look and now
 		// sent no event, so the machine looks again, the watch armed.
@@ -519,7 +519,7 @@ func (d *driver) closeWatcher() {
 // takes the step's try lock, which the kernel grants once the agent and every
 // child that inherited the lock are gone.
 func (d *driver) waitInherited(step string) {
-	if d.inherited != nil || !d.m.cfg.Persistent {
+	if d.inherited != nil || !d.m.Config().Persistent {
 		return
 	}
 	ch := make(chan struct{})
@@ -682,7 +682,7 @@ func (d *driver) CanLaunch(st *planspec.State, id string) error {
 func (d *driver) resolve(st *planspec.State, id string) (Agent, error) {
 	if st.IsPull(id) {
 		if d.pull == nil {
-			return Agent{}, &ConfigError{Msg: fmt.Sprintf("step %s has agent: mcp: it is pulled by an MCP worker; run `stepseq watch` or `stepseq mcp` on this workspace, not %s", id, d.m.cfg.Driver)}
+			return Agent{}, &ConfigError{Msg: fmt.Sprintf("step %s has agent: mcp: it is pulled by an MCP worker; run `stepseq watch` or `stepseq mcp` on this workspace, not %s", id, d.m.Config().Driver)}
 		}
 		return Agent{Argv: []string{planspec.AgentMCP}, Source: "mcp"}, nil
 	}

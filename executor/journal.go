@@ -9,16 +9,6 @@ import (
 // DefaultJournalMax is the size at which the journal rotates to journal.jsonl.1.
 const DefaultJournalMax = 8 << 20
 
-// Entry is one self-describing journal record: what happened, why, to which step.
-type Entry struct {
-	Time   string         `json:"time"`
-	Event  string         `json:"event"` // e.g. decide, launch, exit, write, trigger, plan
-	Step   string         `json:"step,omitempty"`
-	Try    int            `json:"try,omitempty"`
-	Reason string         `json:"reason,omitempty"`
-	Detail map[string]any `json:"detail,omitempty"`
-}
-
 // Journal is the append-only decision log, .stepseq/journal.jsonl, bounded in size:
 // past Max bytes the file becomes journal.jsonl.1 and a new one starts. Each
 // record is whole in the file or absent (see LineLog).

@@ -13,13 +13,6 @@ import (
 // ends (presets.go, beside its other readings); what they share is here: reading
 // a reset written as a clock time or as a wait.
 
-// Limit is an agent's word that it is out of quota.
-type Limit struct {
-	// Reset is when the CLI said the limit ends; zero when it named no time.
-	Reset time.Time
-	Text  string // the CLI's words
-}
-
 // limitPatterns are compiled on first use: every stepseq command links this package.
 var limitPatterns = sync.OnceValue(func() struct {
 	in, part, at *regexp.Regexp
@@ -125,16 +118,4 @@ func statedReset(text string, now time.Time) time.Time {
 		return t
 	}
 	return time.Time{}
-}
-
-// Limit backoff when no agent named its reset (DESIGN §16): 1 minute, doubling,
-// at most 30 minutes a wait.
-const (
-	LimitBackoffMin = time.Minute
-	LimitBackoffMax = 30 * time.Minute
-)
-
-// limitBackoff is the wait after the n-th limited answer in a row (n ≥ 1).
-func limitBackoff(n int) time.Duration {
-	return min(LimitBackoffMin<<min(max(n-1, 0), 10), LimitBackoffMax)
 }

@@ -159,14 +159,3 @@ func TestAgent_ResumeCommand(t *testing.T) {
 		t.Error("a plain argv agent resumed")
 	}
 }
-
-func TestLimitBackoff(t *testing.T) {
-	var got []time.Duration
-	for n := 1; n <= 8; n++ {
-		got = append(got, limitBackoff(n))
-	}
-	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute, 30 * time.Minute}
-	if !slices.Equal(got, want) {
-		t.Errorf("backoff %v, want %v", got, want)
-	}
-}

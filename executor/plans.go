@@ -21,21 +21,6 @@ import (
 // IN_PROGRESS and force was not given. Its text reaches the user as it is.
 var ErrPlanActive = errors.New("a plan is still in progress")
 
-// PlanFile is a plan file read and judged.
-type PlanFile struct {
-	Path   string // absolute
-	Source string // relative to the workspace, slash-separated: what state.json records
-	Name   string // the record's name: the file name without .yaml / .plan.yaml
-	Hash   string
-	Plan   *planspec.Plan // nil when invalid
-	Err    error          // why it is invalid
-	// Params are the params a run of it is given (apply --param); nil: the
-	// defaults, as for a plan dropped in plans/.
-	Params map[string]any
-
-	resolved map[string]any // Params checked against the plan's, defaults filled in
-}
-
 // ReadPlanFile reads and parses a plan file named outright (on the command line),
 // refusing anything but a regular file, and one over PlanCap, before reading it.
 func ReadPlanFile(path, source string) PlanFile {
@@ -85,26 +70,6 @@ func ErrorLines(err error) []string {
 	}
 	return strings.Split(strings.TrimSpace(err.Error()), "\n")
 }
-
-// PlanRecord is .stepseq/plans/<name>.json: the verdict on a plan file's latest
-// content, for the agent that dropped it, and the hash last applied, so that a
-// restart never applies the same content twice.
-type PlanRecord struct {
-	File        string   `json:"file"`
-	Hash        string   `json:"hash"`
-	Status      string   `json:"status"` // invalid, waiting, active, finished
-	Errors      []string `json:"errors,omitempty"`
-	AppliedHash string   `json:"appliedHash,omitempty"`
-	JudgedAt    string   `json:"judgedAt"`
-}
-
-// Plan record statuses.
-const (
-	PlanInvalid  = "invalid"
-	PlanWaiting  = "waiting"
-	PlanActive   = "active"
-	PlanFinished = "finished"
-)
 
 func (w Workspace) planRecordPath(name string) string {
 	return filepath.Join(w.PlansDir(), name+".json")
@@ -161,7 +126,7 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 		return nil, "", pf.Err
 	}
 	st := pf.Plan.State(pf.Source, pf.Hash)
-	st.Settings.Params = pf.resolved
+	st.Settings.Params = pf.Resolved
 	if size := len(st.Marshal()); size > planStateCap {
 		return nil, "", fmt.Errorf("%s: %w: its state.json would start at %s, over the %s a plan may take (a quarter of the %s state cap, the rest kept for its runs): split the plan",
 			pf.Source, ErrStateTooBig, mib(size), mib(planStateCap), mib(stateWriteCap))
@@ -204,38 +169,4 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 	}
 	r.record(Entry{Event: "plan", Reason: "applied", Detail: detail})
 	return st, archived, nil
-}
-
-// MergePlan takes a valid edit of the running plan: steps not yet started get the
-// new definitions and order; steps started or finished stay as they ran, in place,
-// so the cursor keeps pointing at the same step.
-func MergePlan(st *planspec.State, p *planspec.Plan, hash string) {
-	defer st.TouchAll()
-	fresh := p.State(st.Settings.Source, hash)
-	started := map[string]bool{}
-	var queue []string
-	for i, id := range st.StepQueue {
-		run, ok := st.StepRuns[id]
-		if i < st.CurrentStep || (ok && (run.Tries > 0 || run.Status != planspec.StatusPending)) {
-			started[id] = true
-			queue = append(queue, id)
-			continue
-		}
-		delete(st.Steps, id)
-		delete(st.StepRuns, id)
-	}
-	for _, id := range fresh.StepQueue {
-		if !started[id] {
-			st.Steps[id] = fresh.Steps[id]
-			queue = append(queue, id)
-		}
-	}
-	st.StepQueue = queue
-	st.StepDelayMinutes = fresh.StepDelayMinutes
-	source, params := st.Settings.Source, st.Settings.Params
-	st.Settings = fresh.Settings
-	st.Settings.Source, st.Settings.Params = source, params
-	if st.CurrentStep < len(queue) {
-		st.Status = planspec.StatusInProgress
-	}
 }

@@ -154,7 +154,7 @@ func (p Preset) Limited(exit Exit) (Limit, bool) {
 	if text == "" {
 		text = p.Name + ": " + firstLine(stderrText(exit))
 	}
-	return Limit{Reset: reset, Text: firstChars(text, ErrorChars)}, true
+	return Limit{Reset: reset, Text: FirstChars(text, ErrorChars)}, true
 }
 
 // Session is the session id the try's output names, for a retry that resumes
@@ -681,5 +681,5 @@ func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	return firstChars(strings.TrimSpace(s), ErrorChars)
+	return FirstChars(strings.TrimSpace(s), ErrorChars)
 }

@@ -302,7 +302,7 @@ func TestFallback_RateLimit(t *testing.T) {
 	if a.Preset != "codex" {
 		t.Fatalf("the try ended with %s", a.Name())
 	}
-	if v := JudgeTry(a, st.Steps["s"], exit, nil, nil); !v.OK {
+	if v := judgeExit(a, exit); !v.OK {
 		t.Errorf("verdict %+v", v)
 	}
 	c, x := fakeRuns(t, bin, "claude"), fakeRuns(t, bin, "codex")
@@ -329,7 +329,7 @@ func TestFallback_Exhausted(t *testing.T) {
 	j := &Journal{Path: filepath.Join(ws.Dir, "journal.jsonl")}
 	defer j.Close()
 	a, exit := runTry(t, agents, ws, "s", 1, "do s", j)
-	v := JudgeTry(a, st.Steps["s"], exit, nil, nil)
+	v := judgeExit(a, exit)
 	if a.Preset != "gemini" || v.OK || v.Error != "gemini: authentication failed (exit 41): Please set an Auth method" {
 		t.Errorf("ended with %s: %+v", a.Name(), v)
 	}
@@ -355,7 +355,7 @@ func TestClaude_IsErrorFailsTheTry(t *testing.T) {
 	if exit.Code != 0 {
 		t.Fatalf("exit %d", exit.Code)
 	}
-	v := JudgeTry(a, st.Steps["s"], exit, nil, nil)
+	v := judgeExit(a, exit)
 	if a.Preset != "claude" || v.OK || v.Error != "claude: Edit failed: permission denied for paper.md" {
 		t.Errorf("%s: %+v", a.Name(), v)
 	}

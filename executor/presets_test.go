@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -203,19 +204,29 @@ func TestAgent_JudgeCommand(t *testing.T) {
 	}
 }
 
-func TestJudgeTry(t *testing.T) {
+// judgeExit judges the end of agent a's try as the machine does: the agent's own
+// reading of its output, then the exit (core.JudgeExit). A try that ended well
+// is OK here; its outputs and check are the machine's to verify.
+func judgeExit(a Agent, exit Exit) Verdict {
+	failed, _ := a.Judge(exit)
+	if v, ended := core.JudgeExit(failed, exit); ended {
+		return v
+	}
+	return Verdict{OK: true}
+}
+
+func TestJudgeExit(t *testing.T) {
 	claude := Agent{Preset: "claude"}
-	spec := &planspec.StepSpec{}
-	if v := JudgeTry(claude, spec, Exit{Stdout: claudeJSON(true, "could not edit")}, nil, nil); v.OK || v.Error != "claude: could not edit" {
+	if v := judgeExit(claude, Exit{Stdout: claudeJSON(true, "could not edit")}); v.OK || v.Error != "claude: could not edit" {
 		t.Errorf("is_error on exit 0: %+v", v)
 	}
-	if v := JudgeTry(claude, spec, Exit{Stdout: claudeJSON(false, "ok")}, nil, nil); !v.OK {
+	if v := judgeExit(claude, Exit{Stdout: claudeJSON(false, "ok")}); !v.OK {
 		t.Errorf("success: %+v", v)
 	}
-	if v := JudgeTry(claude, spec, Exit{Code: 1, Stderr: "boom"}, nil, nil); v.OK || v.Error != "boom" {
+	if v := judgeExit(claude, Exit{Code: 1, Stderr: "boom"}); v.OK || v.Error != "boom" {
 		t.Errorf("plain failure keeps stderr: %+v", v)
 	}
-	if v := JudgeTry(claude, spec, Exit{TimedOut: true, Stdout: claudeJSON(true, "x")}, nil, nil); v.Error != "Timeout" {
+	if v := judgeExit(claude, Exit{TimedOut: true, Stdout: claudeJSON(true, "x")}); v.Error != "Timeout" {
 		t.Errorf("timeout: %+v", v)
 	}
 }

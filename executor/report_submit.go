@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/renameio/v2"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -45,14 +45,16 @@ const verdictNudge = 250 * time.Millisecond
 // the report in the step's folder atomically, and waits up to wait for the verdict
 // of the stepseq running the step. try 0 means the current one.
 func SubmitReport(ctx context.Context, ws Workspace, step string, try int, rep planspec.Report, wait time.Duration) error {
-	reasons := rep.Problems()
 	st, err := (&StateFile{Path: ws.State}).Read()
 	if err != nil {
 		return err
 	}
-	reasons = append(reasons, reportAgainstState(st, step, &try, rep)...)
-	if len(reasons) > 0 {
+	running := core.RunningTry(st, step)
+	if reasons := core.AdmitReport(st, step, try, running, rep); len(reasons) > 0 {
 		return &RefusedError{Reasons: reasons}
+	}
+	if try == 0 {
+		try = running
 	}
 	data, err := json.Marshal(rep) // JSON keeps every field as it was given
 	if err != nil {
@@ -116,27 +118,4 @@ func SubmitReport(ctx context.Context, ws Workspace, step string, try int, rep p
 		case <-w.Errors():
 		}
 	}
-}
-
-// reportAgainstState is what the state alone says against the report: the step and
-// try it names, and whether the step's phase takes it. It sets *try to the current
-// try when it is 0.
-func reportAgainstState(st *planspec.State, step string, try *int, rep planspec.Report) []string {
-	if st.Steps[step] == nil {
-		return []string{fmt.Sprintf("no step %q in the plan (steps: %s)", step, strings.Join(st.StepQueue, ", "))}
-	}
-	run := st.StepRuns[step]
-	if run == nil || run.Status != planspec.StatusInProgress {
-		return []string{fmt.Sprintf("stale: step %s has no try running now", step)}
-	}
-	if *try == 0 {
-		*try = run.Tries
-	}
-	if *try != run.Tries {
-		return []string{fmt.Sprintf("stale: try %d of step %s is over; the current try is %d", *try, step, run.Tries)}
-	}
-	if t, ok := transitions[rep.Status]; ok && run.Phase != "" && !slices.Contains(t.from, run.Phase) {
-		return []string{transitionRefusal(rep.Status, run.Phase)}
-	}
-	return nil
 }

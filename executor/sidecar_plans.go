@@ -12,115 +12,6 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// ActivePlan is what the state says of the plan it runs, as plan intake needs it.
-type ActivePlan struct {
-	Present bool   // a valid state exists
-	Source  string // the plan file it came from; "" for a hand-written state
-	Hash    string // the content applied
-	Done    bool   // the plan is DONE
-	// Missing is true when there is no state file at all: the run of a plan whose
-	// record still says active went with it, and the plan is applied again as new.
-	Missing bool
-}
-
-// PlanUpdate is one plan record to write.
-type PlanUpdate struct {
-	File    PlanFile
-	Status  string
-	Applied string // "" keeps the record's applied hash
-	Reject  bool   // newly judged invalid: say so in the log and the journal
-}
-
-// PlanIntake is what to do with the plan files in the folder.
-type PlanIntake struct {
-	Updates []PlanUpdate
-	Edit    *PlanFile // a valid edit of the active plan
-	Apply   *PlanFile // the plan to apply now
-	// Finish names the previous plan whose record still says active.
-	Finish string
-}
-
-// ChoosePlans decides plan intake without I/O: the first valid plan file not applied
-// before becomes the state when no plan is in progress and no try is in flight;
-// others wait their turn in file-name order; a valid edit of the active plan is
-// taken for the steps not started; an invalid file is recorded and leaves the state
-// alone. files are sorted by path; recs are the plan records by name; seen maps a
-// path to the content hash already judged.
-func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]string, active ActivePlan, busy bool) PlanIntake {
-	var out PlanIntake
-	var next *PlanFile
-	nextGone := false
-	for i := range files {
-		pf := files[i]
-		rec := recs[pf.Name]
-		// The state holding this very content is this plan applied, whatever
-		// its record says: a stepseq killed between the state's write and the
-		// record's left no record, or an older one.
-		inState := pf.Plan != nil && active.Present && active.Source == pf.Source && active.Hash == pf.Hash
-		applied := rec.AppliedHash
-		if inState {
-			applied = pf.Hash
-		}
-		if h, ok := seen[pf.Path]; !ok || h != pf.Hash { // a refused file has no hash, and is judged too
-			status := PlanWaiting
-			switch {
-			case pf.Plan == nil:
-				status = PlanInvalid
-			case inState:
-				// The running plan's own content, back after an edit: its record
-				// says so, not the verdict on the edit.
-				status = PlanActive
-				if active.Done {
-					status = PlanFinished
-				}
-			case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
-				status = rec.Status
-			}
-			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: status, Applied: applied, Reject: pf.Plan == nil})
-		}
-		if pf.Plan == nil {
-			continue
-		}
-		isActive := active.Present && active.Source == pf.Source
-		gone := active.Missing && rec.Status == PlanActive && rec.AppliedHash == pf.Hash
-		switch {
-		case isActive && !active.Done:
-			if active.Hash != pf.Hash {
-				p := pf
-				out.Edit = &p
-				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanActive, Applied: pf.Hash})
-			}
-		case applied == pf.Hash && !gone:
-			// Applied before: a restart never applies the same content twice.
-			if isActive && rec.Status == PlanActive {
-				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanFinished, Applied: rec.AppliedHash})
-			}
-		case next == nil:
-			p := pf
-			next, nextGone = &p, gone
-		default:
-			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanWaiting, Applied: rec.AppliedHash})
-		}
-	}
-	if next == nil {
-		return out
-	}
-	if active.Present && !active.Done || busy {
-		if !nextGone { // a gone plan's record stays active until it is applied again
-			out.Updates = append(out.Updates, PlanUpdate{File: *next, Status: PlanWaiting})
-		}
-		return out
-	}
-	out.Apply = next
-	if active.Present && active.Source != "" {
-		name := planspec.PlanName(active.Source)
-		if rec, ok := recs[name]; ok && rec.Status == PlanActive {
-			out.Finish = name
-		}
-	}
-	return out
-}
-
 // intakePlans reads the plan files, lets ChoosePlans decide, and carries it out.
 func (s *Sidecar) intakePlans() {
 	entries, err := os.ReadDir(s.opt.PlansDir)
@@ -154,12 +45,12 @@ func (s *Sidecar) intakePlans() {
 	m := s.d.m
 	var active ActivePlan
 	switch st := m.State(); {
-	case st != nil && m.bad == nil:
+	case st != nil && m.StateInvalid() == nil:
 		active = ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
-	case st == nil && m.bad == nil:
+	case st == nil && m.StateInvalid() == nil:
 		active.Missing = true
 	}
-	choice := ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.bad != nil)
+	choice := ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.StateInvalid() != nil)
 	for _, pf := range files {
 		s.plansSeen[pf.Path] = pf.Hash
 	}
@@ -252,6 +143,6 @@ func (s *Sidecar) beingWritten(path string) bool {
 	if age >= planSettle {
 		return false
 	}
-	s.planTimer.Reset(planSettle - age + mtimeSlack)
+	s.planTimer.Reset(planSettle - age + MtimeSlack)
 	return true
 }

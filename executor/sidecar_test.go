@@ -319,7 +319,7 @@ func TestSidecar_Triggers(t *testing.T) {
 	// A person's edit under notes/, made later than the agent's own writes, re-runs
 	// s1 and the steps after it.
 	finished, _ := planspec.ParseISO(w.read().Run("s2").LastRunIso)
-	waitFor(t, func() bool { return time.Since(finished) > 5*mtimeSlack })
+	waitFor(t, func() bool { return time.Since(finished) > 5*MtimeSlack })
 	w.writeFile("notes/deep/idea.md", "x")
 	w.waitState("re-run done", func(st *planspec.State) bool {
 		return done(st) && st.Run("s1").Agent != nil && st.Run("s2").Agent != nil && logCount(w, "s1") == 2 && logCount(w, "s2") == 2

@@ -210,7 +210,7 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	if err != nil {
 		return invalid, err
 	}
-	d, _ := Reconcile(clone, Facts{Now: now, MaxRetries: maxRetries, Cond: conds.Cond})
+	d, _ := Reconcile(clone, Facts{Now: now, MaxRetries: maxRetries, Cond: func(id, kind string) (bool, error) { return conds.Cond(now, id, kind) }})
 	if d.Step != "" {
 		conds.compileStep(d.Step) // its check too: a pass would judge the try with it
 	}

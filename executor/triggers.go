@@ -8,8 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/stepseq/stepseq/planspec"
 )
 
 // DrainTriggers reads and removes the queued triggers, oldest first. A file that
@@ -50,119 +48,6 @@ func DrainTriggers(ws Workspace) ([]Trigger, []error) {
 		out = append(out, t)
 	}
 	return out, errs
-}
-
-// Rerun resets step id and every step after it to run again: PENDING, no tries,
-// their blockers gone, the cursor on id (never past an earlier step still to run)
-// and the plan IN_PROGRESS.
-func Rerun(st *planspec.State, id string) error {
-	at := slices.Index(st.StepQueue, id)
-	if at < 0 {
-		return fmt.Errorf("no step %q in stepQueue (steps: %s)", id, strings.Join(st.StepQueue, ", "))
-	}
-	for _, later := range st.StepQueue[at:] {
-		run := st.Run(later)
-		run.Status = planspec.StatusPending
-		run.Tries = 0
-		run.Error = nil
-		run.Stdout = nil
-		run.Skipped = false
-		run.Agent = nil
-		run.Phase = planspec.PhasePlanned
-		run.Reports = nil
-		run.Result = nil
-		clearBlocker(st, later)
-	}
-	st.CurrentStep = min(st.CurrentStep, at)
-	st.Status = planspec.StatusInProgress
-	return nil
-}
-
-// TriggerBurst is what a batch of queued triggers asks for, coalesced: the
-// retries in order, and one re-run from the earliest step any trigger names.
-type TriggerBurst struct {
-	Retries []Trigger
-	Rerun   string   // "" when no trigger asks for a re-run
-	Count   int      // the re-run triggers it stands for
-	Unknown []string // steps named that the plan does not have
-}
-
-// CoalesceTriggers decides what the triggers ts ask of st without changing it: a
-// burst of re-runs is one re-run from the earliest step named (it re-runs the
-// ones after it too), so ten thousand triggers are one re-run and one write.
-// A trigger with no step (a handed-over check) asks for a pass only.
-func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
-	var b TriggerBurst
-	earliest := -1
-	for _, t := range ts {
-		switch at := slices.Index(st.StepQueue, t.Step); {
-		case t.Step == "":
-		case t.Retry:
-			b.Retries = append(b.Retries, t)
-		case at < 0:
-			if !slices.Contains(b.Unknown, t.Step) {
-				b.Unknown = append(b.Unknown, t.Step)
-			}
-		default:
-			b.Count++
-			if earliest < 0 || at < earliest {
-				earliest = at
-			}
-		}
-	}
-	if earliest >= 0 {
-		b.Rerun = st.StepQueue[earliest]
-	}
-	return b
-}
-
-// Retry gives a blocked or failed step a new try, as `stepseq retry` asks: the
-// blocker's text and its next go into the error, so the troubleshoot prompt carries
-// them, and a step out of tries is granted one more.
-func Retry(st *planspec.State, id string, limit int) error {
-	if !slices.Contains(st.StepQueue, id) {
-		return fmt.Errorf("no step %q in stepQueue (steps: %s)", id, strings.Join(st.StepQueue, ", "))
-	}
-	run := st.Run(id)
-	if run.Status != planspec.StatusFailed && run.Phase != planspec.PhaseBlocked {
-		return fmt.Errorf("step %s is %s, not blocked or failed: `stepseq trigger %s` re-runs a finished step", id, strings.ToLower(run.Status), id)
-	}
-	why := workerBlocker(st, id)
-	if run.Error != nil && *run.Error != "" && !strings.Contains(why, *run.Error) {
-		why = *run.Error + "; " + why
-	}
-	// A worker's blocker line names its next already: the prompt says it once.
-	if next := blockerNext(run); next != "" && !strings.Contains(why, "next: "+oneLine(next)) {
-		why += "; next: " + next
-	}
-	run.Error = &why
-	if run.Tries == 0 {
-		run.Tries = 1 // the troubleshoot prompt needs a try to name
-	}
-	run.Status = planspec.StatusFailed
-	run.Phase = planspec.PhasePlanned
-	if run.Tries >= limit {
-		if run.Agent == nil {
-			run.Agent = &planspec.AgentRecord{}
-		}
-		run.Agent.Granted += run.Tries - limit + 1
-	}
-	clearBlocker(st, id)
-	if at := slices.Index(st.StepQueue, id); at < st.CurrentStep {
-		st.CurrentStep = at
-	}
-	st.Status = planspec.StatusInProgress
-	return nil
-}
-
-// blockerNext is the next of the worker's last blocked report.
-func blockerNext(run *planspec.StepRun) string {
-	for i := len(run.Reports) - 1; i >= 0; i-- {
-		if r := run.Reports[i]; r.Status == planspec.ReportBlocked {
-			return r.Next
-		}
-	}
-	return ""
 }
 
 // QueueTrigger asks for step id to re-run, with or without a live sidecar: the

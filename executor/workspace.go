@@ -12,11 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"golang.org/x/sys/unix"
 )
 
 // MetaDir is stepseq's folder beside the state file.
-const MetaDir = ".stepseq"
+const MetaDir = core.MetaDir
 
 // Workspace is the folder holding a state file, and stepseq's files beside it.
 type Workspace struct {

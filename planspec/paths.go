@@ -124,3 +124,10 @@ func relativeHint(p string) string {
 	}
 	return p
 }
+
+// MatchGlob reports whether path matches glob, a pattern checked when the plan
+// was read (`on:`): ** crosses folders.
+func MatchGlob(glob, path string) bool {
+	ok, _ := doublestar.Match(glob, path)
+	return ok
+}

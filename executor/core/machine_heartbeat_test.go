@@ -1,4 +1,4 @@
-package executor
+package core
 
 import (
 	"strings"
@@ -20,12 +20,12 @@ func (clockProbe) Orphan(string, int, string) TryState                    { retu
 func (clockProbe) CanLaunch(*planspec.State, string) error                { return nil }
 func (clockProbe) LastOutput() time.Time                                  { return time.Time{} }
 func (clockProbe) WatchSet(*planspec.State, CondSet) ([]string, []string) { return nil, nil }
-func (clockProbe) ReportsDir(id string) string                            { return ReportsRel(id) }
+func (clockProbe) ReportsDir(id string) string                            { return reportsRel(id) }
 
 type noConds struct{}
 
-func (noConds) Cond(_, kind string) (bool, error) { return kind == "when", nil }
-func (noConds) Check(string) func() (bool, error) { return nil }
+func (noConds) Cond(_ time.Time, _, kind string) (bool, error) { return kind == "when", nil }
+func (noConds) Check(time.Time, string) func() (bool, error)   { return nil }
 
 // clockDriver carries out a machine's effects on an injected clock: writes
 // succeed, the timer is remembered, notifications are kept.

@@ -1,4 +1,4 @@
-package executor
+package core
 
 import (
 	"slices"
@@ -244,4 +244,15 @@ func failedWith(run *planspec.StepRun, n int) string {
 		return *e
 	}
 	return ""
+}
+
+func TestLimitBackoff(t *testing.T) {
+	var got []time.Duration
+	for n := 1; n <= 8; n++ {
+		got = append(got, limitBackoff(n))
+	}
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute, 30 * time.Minute}
+	if !slices.Equal(got, want) {
+		t.Errorf("backoff %v, want %v", got, want)
+	}
 }

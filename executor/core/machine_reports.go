@@ -1,4 +1,4 @@
-package executor
+package core
 
 import (
 	"fmt"
@@ -31,33 +31,29 @@ const reportSlack = 20 * time.Millisecond
 // report judges a worker's report and, when it is accepted, moves the try.
 func (m *Machine) report(in ReportIn) {
 	rep := in.Report
-	reasons := rep.Problems()
 	r := m.run
 	var run *planspec.StepRun
+	var reasons []string
 	switch {
 	case m.st == nil || m.bad != nil:
-		reasons = append(reasons, "no valid state: nothing is running")
-	case m.st.Steps[in.Step] == nil:
-		reasons = append(reasons, fmt.Sprintf("no step %q in the plan", in.Step))
-	case r == nil || r.step != in.Step || !r.launched:
-		reasons = append(reasons, fmt.Sprintf("stale: step %s has no try running now", in.Step))
-	case in.Try != 0 && in.Try != r.try:
-		reasons = append(reasons, fmt.Sprintf("stale: try %d of step %s is over; the current try is %d", in.Try, in.Step, r.try))
-	case in.Try == 0 && !in.Written.IsZero() && in.Written.Before(r.dispatched.Add(-reportSlack)):
-		reasons = append(reasons, fmt.Sprintf("stale: written before try %d of step %s started", r.try, in.Step))
+		reasons = append(rep.Problems(), "no valid state: nothing is running")
 	default:
-		run = m.st.Run(in.Step)
-	}
-	if run != nil && slices.Contains([]string{planspec.ReportAccepted, planspec.ReportMilestone, planspec.ReportBlocked, planspec.ReportDone}, rep.Status) {
-		t := transitions[rep.Status]
-		phase := run.Phase
-		if !slices.Contains(t.from, phase) {
-			reasons = append(reasons, transitionRefusal(rep.Status, phase))
+		running := 0
+		if r != nil && r.step == in.Step && r.launched {
+			running = r.try
 		}
-		if rep.Status == planspec.ReportDone && len(rep.Artifacts) > 0 && m.cfg.Probe != nil {
-			if gone := m.cfg.Probe.Missing(rep.Artifacts); len(gone) > 0 {
-				reasons = append(reasons, "artifacts not found in the workspace: "+strings.Join(gone, ", "))
-			}
+		reasons = AdmitReport(m.st, in.Step, in.Try, running, rep)
+		switch {
+		case running == 0 || in.Try != 0 && in.Try != running || m.st.Steps[in.Step] == nil:
+		case in.Try == 0 && !in.Written.IsZero() && in.Written.Before(r.dispatched.Add(-reportSlack)):
+			reasons = append(reasons, fmt.Sprintf("stale: written before try %d of step %s started", r.try, in.Step))
+		default:
+			run = m.st.Run(in.Step) // the running try's: its evidence is checked too
+		}
+	}
+	if run != nil && rep.Status == planspec.ReportDone && len(rep.Artifacts) > 0 && m.cfg.Probe != nil {
+		if gone := m.cfg.Probe.Missing(rep.Artifacts); len(gone) > 0 {
+			reasons = append(reasons, "artifacts not found in the workspace: "+strings.Join(gone, ", "))
 		}
 	}
 	if len(reasons) == 0 && rep.Status == planspec.ReportDone {
@@ -94,7 +90,7 @@ func (m *Machine) report(in ReportIn) {
 	m.markDirty("report " + rep.Status)
 	m.journal(Entry{Event: "report", Step: in.Step, Try: r.try, Reason: rep.Status, Detail: map[string]any{
 		"via": in.Via, "summary": rep.Summary, "evidence": rep.Evidence, "risk": rep.Risk, "next": rep.Next, "phase": to}})
-	m.log(slog.LevelInfo, "report", "step", in.Step, "try", r.try, "status", rep.Status, "phase", to, "summary", firstChars(rep.Summary, 120))
+	m.log(slog.LevelInfo, "report", "step", in.Step, "try", r.try, "status", rep.Status, "phase", to, "summary", FirstChars(rep.Summary, 120))
 	// The state records the report before its sender hears it was taken: the
 	// sender's next report is checked against the file.
 	m.flush()
@@ -104,6 +100,41 @@ func (m *Machine) report(in ReportIn) {
 		status = planspec.PhaseInProgress
 	}
 	m.notify(in.Step, r.try, "worker", status, rep.Summary+" — "+rep.Evidence, rep.Next)
+}
+
+// AdmitReport is the report admission rule every channel applies (DESIGN §7):
+// every reason a worker's report for try of step (0: the current one) may not
+// move the step's phase now, nil when it may. running is the try that runs, 0
+// when none does: the machine knows it; a face beside a sidecar reads it from
+// the state (RunningTry).
+func AdmitReport(st *planspec.State, step string, try, running int, rep planspec.Report) []string {
+	reasons := rep.Problems()
+	switch {
+	case st.Steps[step] == nil:
+		return append(reasons, fmt.Sprintf("no step %q in the plan (steps: %s)", step, strings.Join(st.StepQueue, ", ")))
+	case running == 0:
+		return append(reasons, fmt.Sprintf("stale: step %s has no try running now", step))
+	case try != 0 && try != running:
+		return append(reasons, fmt.Sprintf("stale: try %d of step %s is over; the current try is %d", try, step, running))
+	}
+	if t, ok := transitions[rep.Status]; ok {
+		phase := ""
+		if run := st.StepRuns[step]; run != nil {
+			phase = run.Phase
+		}
+		if !slices.Contains(t.from, phase) {
+			reasons = append(reasons, transitionRefusal(rep.Status, phase))
+		}
+	}
+	return reasons
+}
+
+// RunningTry is step id's try that the state says runs, 0 when none does.
+func RunningTry(st *planspec.State, id string) int {
+	if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress {
+		return run.Tries
+	}
+	return 0
 }
 
 func transitionRefusal(status, phase string) string {

@@ -1,4 +1,4 @@
-package executor
+package core
 
 import (
 	"log/slog"
@@ -201,10 +201,12 @@ type Notification struct {
 	Next   string `json:"next"`
 }
 
-// CondSet evaluates a state's conditions: *Conditions, or a fake in tests.
+// CondSet evaluates a state's conditions: *Conditions, or a fake in tests. now
+// is the time of the input being handled: a condition sees that time, not the
+// wall clock.
 type CondSet interface {
-	Cond(id, kind string) (bool, error)
-	Check(id string) func() (bool, error)
+	Cond(now time.Time, id, kind string) (bool, error)
+	Check(now time.Time, id string) func() (bool, error)
 }
 
 // Probe is what the machine may ask of the world. Every answer is a read; none
@@ -354,6 +356,13 @@ type tryExit struct {
 func NewMachine(cfg MachineConfig) *Machine {
 	return &Machine{cfg: cfg}
 }
+
+// Config is what the machine was told at its start.
+func (m *Machine) Config() MachineConfig { return m.cfg }
+
+// StateInvalid is why the state file does not parse, nil when it does: the
+// machine never writes over it.
+func (m *Machine) StateInvalid() error { return m.bad }
 
 // State is the machine's state; nil before a valid one was read.
 func (m *Machine) State() *planspec.State { return m.st }

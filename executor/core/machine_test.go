@@ -1,4 +1,4 @@
-package executor
+package core
 
 import (
 	"errors"
@@ -24,8 +24,8 @@ type fakeProbe struct {
 
 type fakeConds struct{ check func() (bool, error) }
 
-func (c fakeConds) Cond(id, kind string) (bool, error) { return kind == "when", nil }
-func (c fakeConds) Check(string) func() (bool, error)  { return c.check }
+func (c fakeConds) Cond(_ time.Time, id, kind string) (bool, error) { return kind == "when", nil }
+func (c fakeConds) Check(time.Time, string) func() (bool, error)    { return c.check }
 
 func (p *fakeProbe) Conditions(*planspec.State) (CondSet, error) { return fakeConds{}, nil }
 func (p *fakeProbe) Missing(paths []string) []string {
@@ -46,7 +46,7 @@ func (p *fakeProbe) LastOutput() time.Time { return p.lastOut }
 func (p *fakeProbe) WatchSet(*planspec.State, CondSet) ([]string, []string) {
 	return []string{"state.json"}, nil
 }
-func (p *fakeProbe) ReportsDir(id string) string { return ReportsRel(id) }
+func (p *fakeProbe) ReportsDir(id string) string { return reportsRel(id) }
 
 type rig struct {
 	t         *testing.T
@@ -724,8 +724,8 @@ func TestChoosePlans(t *testing.T) {
 // gatedConds keeps every gate shut: each decision runs the whole core and waits.
 type gatedConds struct{}
 
-func (gatedConds) Cond(id, kind string) (bool, error) { return false, nil }
-func (gatedConds) Check(string) func() (bool, error)  { return nil }
+func (gatedConds) Cond(_ time.Time, id, kind string) (bool, error) { return false, nil }
+func (gatedConds) Check(time.Time, string) func() (bool, error)    { return nil }
 
 type gatedProbe struct{ fakeProbe }
 
@@ -849,7 +849,7 @@ func TestMachine_WatchDeltas(t *testing.T) {
 		}
 		return paths, added, removed
 	}
-	ra, rb := ReportsRel("a"), ReportsRel("b")
+	ra, rb := reportsRel("a"), reportsRel("b")
 	r := newRig(t, planAB(""), true)
 	var first []SetWatch
 	for _, e := range r.take() {
@@ -971,5 +971,11 @@ func (p *skipProbe) Conditions(*planspec.State) (CondSet, error) { return skipCo
 
 type skipConds struct{}
 
-func (skipConds) Cond(id, kind string) (bool, error) { return kind == "when" || id == "a", nil }
-func (skipConds) Check(string) func() (bool, error)  { return nil }
+func (skipConds) Cond(_ time.Time, id, kind string) (bool, error) {
+	return kind == "when" || id == "a", nil
+}
+func (skipConds) Check(time.Time, string) func() (bool, error) { return nil }
+
+// reportsRel is step id's report folder as the driver names it, for ids that
+// need no escaping.
+func reportsRel(id string) string { return MetaDir + "/reports/" + id }

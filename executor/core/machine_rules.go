@@ -1,4 +1,4 @@
-package executor
+package core
 
 import (
 	"errors"
@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -142,9 +140,9 @@ func appendChanged(list, paths []string) []string {
 	return list
 }
 
-// mtimeSlack covers file times taken from the kernel's coarse clock, which lags
+// MtimeSlack covers file times taken from the kernel's coarse clock, which lags
 // the wall clock by up to a scheduler tick.
-const mtimeSlack = 20 * time.Millisecond
+const MtimeSlack = 20 * time.Millisecond
 
 // notAgentWork reports whether a changed path is a person's change: not made by an
 // agent and not acted on by an earlier pass. A file last modified while an agent
@@ -155,7 +153,7 @@ func (m *Machine) notAgentWork(p string) bool {
 		return false
 	}
 	for _, r := range m.agentRuns {
-		if !mod.Before(r[0].Add(-mtimeSlack)) && !mod.After(r[1].Add(mtimeSlack)) {
+		if !mod.Before(r[0].Add(-MtimeSlack)) && !mod.After(r[1].Add(MtimeSlack)) {
 			return false
 		}
 	}
@@ -303,16 +301,16 @@ func (m *Machine) cond(id, kind string) (bool, error) {
 	if m.conds == nil {
 		return kind == "when", nil
 	}
-	return m.conds.Cond(id, kind)
+	return m.conds.Cond(m.now, id, kind)
 }
 
 // render renders step id's templates when its try starts, with what its
 // conditions see; without a workspace (no Probe), with the state alone.
 func (m *Machine) render(id string) (title, instruction string, err error) {
 	if r, ok := m.conds.(interface {
-		Render(id string) (string, string, error)
+		Render(now time.Time, id string) (string, string, error)
 	}); ok {
-		return r.Render(id)
+		return r.Render(m.now, id)
 	}
 	return planspec.RenderStep(m.st.Steps[id], &planspec.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
 		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params})
@@ -461,8 +459,8 @@ func (m *Machine) conclude(t *tryExit) {
 		m.log(slog.LevelInfo, "step done", "step", t.step, "try", run.Tries)
 		m.notify(t.step, run.Tries, "stepseq", planspec.PhaseDone, "verified: outputs and checks hold", m.nextStep(t.step))
 	} else {
-		m.log(slog.LevelWarn, "step failed", "step", t.step, "try", run.Tries, "error", firstChars(v.Error, 120))
-		m.notify(t.step, run.Tries, "stepseq", "failed", firstChars(v.Error, ErrorChars), "retry by the usual rules")
+		m.log(slog.LevelWarn, "step failed", "step", t.step, "try", run.Tries, "error", FirstChars(v.Error, 120))
+		m.notify(t.step, run.Tries, "stepseq", "failed", FirstChars(v.Error, ErrorChars), "retry by the usual rules")
 	}
 	m.markDirty("verdict")
 }
@@ -487,10 +485,7 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 	if t.blocked != "" {
 		return Verdict{Error: t.blocked}
 	}
-	if t.agentFailed != "" && !exit.TimedOut {
-		return Verdict{Error: firstChars(t.agentFailed, ErrorChars)}
-	}
-	if v, ended := exitVerdict(exit); ended {
+	if v, ended := JudgeExit(t.agentFailed, exit); ended {
 		return v
 	}
 	if m.st.ReportsMode(t.step) == planspec.ReportsRequired && !t.done {
@@ -509,7 +504,7 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		}
 	}
 	if len(reasons) == 0 && m.conds != nil {
-		if v := checkVerdict(spec, m.conds.Check(t.step)); !v.OK {
+		if v := checkVerdict(spec, m.conds.Check(m.now, t.step)); !v.OK {
 			reasons = append(reasons, v.Error)
 		}
 	}
@@ -558,7 +553,7 @@ func OnMatches(st *planspec.State, paths []string, keep func(path string) bool) 
 				if !strings.HasPrefix(p, lit) {
 					continue // cheaper than a match, and most paths differ early
 				}
-				if ok, _ := doublestar.Match(g, p); ok && keep(p) && !slices.Contains(matched, p) {
+				if planspec.MatchGlob(g, p) && keep(p) && !slices.Contains(matched, p) {
 					matched = append(matched, p)
 				}
 			}

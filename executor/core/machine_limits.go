@@ -1,4 +1,4 @@
-package executor
+package core
 
 import (
 	"fmt"
@@ -75,7 +75,7 @@ func (m *Machine) holdForLimit(t *tryExit) bool {
 	}
 	wait := LimitWait(m.st, t.step)
 	deadline := since.Add(wait)
-	text := firstChars(t.limits[len(t.limits)-1].Text, ErrorChars)
+	text := FirstChars(t.limits[len(t.limits)-1].Text, ErrorChars)
 	switch {
 	case !m.now.Before(deadline):
 		t.agentFailed = fmt.Sprintf("%s (usage limit: still limited after limitWait %s)", text, wait)

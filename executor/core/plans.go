@@ -1,0 +1,185 @@
+package core
+
+import "github.com/stepseq/stepseq/planspec"
+
+// MergePlan takes a valid edit of the running plan: steps not yet started get the
+// new definitions and order; steps started or finished stay as they ran, in place,
+// so the cursor keeps pointing at the same step.
+func MergePlan(st *planspec.State, p *planspec.Plan, hash string) {
+	defer st.TouchAll()
+	fresh := p.State(st.Settings.Source, hash)
+	started := map[string]bool{}
+	var queue []string
+	for i, id := range st.StepQueue {
+		run, ok := st.StepRuns[id]
+		if i < st.CurrentStep || (ok && (run.Tries > 0 || run.Status != planspec.StatusPending)) {
+			started[id] = true
+			queue = append(queue, id)
+			continue
+		}
+		delete(st.Steps, id)
+		delete(st.StepRuns, id)
+	}
+	for _, id := range fresh.StepQueue {
+		if !started[id] {
+			st.Steps[id] = fresh.Steps[id]
+			queue = append(queue, id)
+		}
+	}
+	st.StepQueue = queue
+	st.StepDelayMinutes = fresh.StepDelayMinutes
+	source, params := st.Settings.Source, st.Settings.Params
+	st.Settings = fresh.Settings
+	st.Settings.Source, st.Settings.Params = source, params
+	if st.CurrentStep < len(queue) {
+		st.Status = planspec.StatusInProgress
+	}
+}
+
+// MetaDir is stepseq's folder beside the state file.
+const MetaDir = ".stepseq"
+
+// PlanFile is a plan file read and judged.
+type PlanFile struct {
+	Path   string // absolute
+	Source string // relative to the workspace, slash-separated: what state.json records
+	Name   string // the record's name: the file name without .yaml / .plan.yaml
+	Hash   string
+	Plan   *planspec.Plan // nil when invalid
+	Err    error          // why it is invalid
+	// Params are the params a run of it is given (apply --param); nil: the
+	// defaults, as for a plan dropped in plans/.
+	Params map[string]any
+
+	// Resolved are Params checked against the plan's, defaults filled in.
+	Resolved map[string]any
+}
+
+// PlanRecord is .stepseq/plans/<name>.json: the verdict on a plan file's latest
+// content, for the agent that dropped it, and the hash last applied, so that a
+// restart never applies the same content twice.
+type PlanRecord struct {
+	File        string   `json:"file"`
+	Hash        string   `json:"hash"`
+	Status      string   `json:"status"` // invalid, waiting, active, finished
+	Errors      []string `json:"errors,omitempty"`
+	AppliedHash string   `json:"appliedHash,omitempty"`
+	JudgedAt    string   `json:"judgedAt"`
+}
+
+// Plan record statuses.
+const (
+	PlanInvalid  = "invalid"
+	PlanWaiting  = "waiting"
+	PlanActive   = "active"
+	PlanFinished = "finished"
+)
+
+// ActivePlan is what the state says of the plan it runs, as plan intake needs it.
+type ActivePlan struct {
+	Present bool   // a valid state exists
+	Source  string // the plan file it came from; "" for a hand-written state
+	Hash    string // the content applied
+	Done    bool   // the plan is DONE
+	// Missing is true when there is no state file at all: the run of a plan whose
+	// record still says active went with it, and the plan is applied again as new.
+	Missing bool
+}
+
+// PlanUpdate is one plan record to write.
+type PlanUpdate struct {
+	File    PlanFile
+	Status  string
+	Applied string // "" keeps the record's applied hash
+	Reject  bool   // newly judged invalid: say so in the log and the journal
+}
+
+// PlanIntake is what to do with the plan files in the folder.
+type PlanIntake struct {
+	Updates []PlanUpdate
+	Edit    *PlanFile // a valid edit of the active plan
+	Apply   *PlanFile // the plan to apply now
+	// Finish names the previous plan whose record still says active.
+	Finish string
+}
+
+// ChoosePlans decides plan intake without I/O: the first valid plan file not applied
+// before becomes the state when no plan is in progress and no try is in flight;
+// others wait their turn in file-name order; a valid edit of the active plan is
+// taken for the steps not started; an invalid file is recorded and leaves the state
+// alone. files are sorted by path; recs are the plan records by name; seen maps a
+// path to the content hash already judged.
+func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]string, active ActivePlan, busy bool) PlanIntake {
+	var out PlanIntake
+	var next *PlanFile
+	nextGone := false
+	for i := range files {
+		pf := files[i]
+		rec := recs[pf.Name]
+		// The state holding this very content is this plan applied, whatever
+		// its record says: a stepseq killed between the state's write and the
+		// record's left no record, or an older one.
+		inState := pf.Plan != nil && active.Present && active.Source == pf.Source && active.Hash == pf.Hash
+		applied := rec.AppliedHash
+		if inState {
+			applied = pf.Hash
+		}
+		if h, ok := seen[pf.Path]; !ok || h != pf.Hash { // a refused file has no hash, and is judged too
+			status := PlanWaiting
+			switch {
+			case pf.Plan == nil:
+				status = PlanInvalid
+			case inState:
+				// The running plan's own content, back after an edit: its record
+				// says so, not the verdict on the edit.
+				status = PlanActive
+				if active.Done {
+					status = PlanFinished
+				}
+			case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
+				status = rec.Status
+			}
+			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: status, Applied: applied, Reject: pf.Plan == nil})
+		}
+		if pf.Plan == nil {
+			continue
+		}
+		isActive := active.Present && active.Source == pf.Source
+		gone := active.Missing && rec.Status == PlanActive && rec.AppliedHash == pf.Hash
+		switch {
+		case isActive && !active.Done:
+			if active.Hash != pf.Hash {
+				p := pf
+				out.Edit = &p
+				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanActive, Applied: pf.Hash})
+			}
+		case applied == pf.Hash && !gone:
+			// Applied before: a restart never applies the same content twice.
+			if isActive && rec.Status == PlanActive {
+				out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanFinished, Applied: rec.AppliedHash})
+			}
+		case next == nil:
+			p := pf
+			next, nextGone = &p, gone
+		default:
+			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanWaiting, Applied: rec.AppliedHash})
+		}
+	}
+	if next == nil {
+		return out
+	}
+	if active.Present && !active.Done || busy {
+		if !nextGone { // a gone plan's record stays active until it is applied again
+			out.Updates = append(out.Updates, PlanUpdate{File: *next, Status: PlanWaiting})
+		}
+		return out
+	}
+	out.Apply = next
+	if active.Present && active.Source != "" {
+		name := planspec.PlanName(active.Source)
+		if rec, ok := recs[name]; ok && rec.Status == PlanActive {
+			out.Finish = name
+		}
+	}
+	return out
+}
