@@ -526,7 +526,11 @@ func (sp *StepSpec) object() object {
 	o.vals = maps.Clone(o.vals)
 	o.set("title", sp.Title)
 	o.set("instruction", sp.Instruction)
-	setOrDel(&o, "requiredOutputs", sp.RequiredOutputs, len(sp.RequiredOutputs) > 0 || o.has("requiredOutputs"))
+	outputsKey := "requiredOutputs" // or the spelling the step was read with
+	if !o.has(outputsKey) && o.has("required_outputs") {
+		outputsKey = "required_outputs"
+	}
+	setOrDel(&o, outputsKey, sp.RequiredOutputs, len(sp.RequiredOutputs) > 0 || o.has(outputsKey))
 	setOrDel(&o, "when", sp.When, sp.When != "")
 	setOrDel(&o, "skip", sp.Skip, sp.Skip != "")
 	setOrDel(&o, "check", sp.Check, sp.Check != "")

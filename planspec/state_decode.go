@@ -228,8 +228,13 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	sp.Instruction, _ = d.optStr(o, p, "instruction")
 	sp.InstructionTemplate, _ = d.optStr(o, p, "instructionTemplate")
 	sp.TitleTemplate, _ = d.optStr(o, p, "titleTemplate")
-	if r, ok := o.vals["requiredOutputs"]; ok {
-		sp.RequiredOutputs = d.strList(p+"requiredOutputs", r)
+	// The original's runner reads required_outputs too, when requiredOutputs is
+	// not there: a step so written has outputs to check all the same.
+	for _, k := range []string{"requiredOutputs", "required_outputs"} {
+		if r, ok := o.vals[k]; ok {
+			sp.RequiredOutputs = d.strList(p+k, r)
+			break
+		}
 	}
 	sp.When, _ = d.optStr(o, p, "when")
 	sp.Skip, _ = d.optStr(o, p, "skip")

@@ -70,3 +70,37 @@ func TestParseState_NULStepID(t *testing.T) {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }
+
+// TestParseState_RequiredOutputsSnakeCase: the original's runner reads a step's
+// required_outputs when requiredOutputs is absent, so stepseq does too: such a
+// step is not DONE without its outputs. The state is written back with the
+// spelling it was read with, and requiredOutputs wins when both are there.
+func TestParseState_RequiredOutputsSnakeCase(t *testing.T) {
+	const js = `{"plan":{"steps":{"a":{"title":"A","instruction":"do a","required_outputs":["out/a.md"]},
+ "b":{"title":"B","instruction":"do b","requiredOutputs":["b.md"],"required_outputs":["other.md"]}}},
+ "stepQueue":["a","b"],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"}`
+	st, err := ParseState(strings.NewReader(js), "state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Steps["a"].RequiredOutputs; len(got) != 1 || got[0] != "out/a.md" {
+		t.Errorf("a's required_outputs read as %q", got)
+	}
+	if got := st.Steps["b"].RequiredOutputs; len(got) != 1 || got[0] != "b.md" {
+		t.Errorf("b's outputs read as %q, want requiredOutputs' [b.md]", got)
+	}
+	out := string(st.Marshal())
+	if !strings.Contains(out, `"required_outputs": [`) && !strings.Contains(out, `"required_outputs":[`) {
+		t.Errorf("a's spelling lost on write:\n%s", out)
+	}
+	back, err := ParseState(strings.NewReader(out), "state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Steps["a"].RequiredOutputs; len(got) != 1 || got[0] != "out/a.md" {
+		t.Errorf("after a round trip a's outputs are %q", got)
+	}
+	if strings.Count(out, "requiredOutputs") != 1 {
+		t.Errorf("requiredOutputs added to a step that had required_outputs:\n%s", out)
+	}
+}
