@@ -105,8 +105,17 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	if opt.TriggerQuiet <= 0 {
 		opt.TriggerQuiet = DefaultTriggerQuiet
 	}
-	if opt.PlansDir == "" {
+	switch {
+	case opt.PlansDir == "":
 		opt.PlansDir = filepath.Join(rt.WS.Dir, "plans")
+	case !filepath.IsAbs(opt.PlansDir):
+		// Relative to the working directory, as given on the command line; the
+		// watch set is relative to the workspace.
+		abs, err := filepath.Abs(opt.PlansDir)
+		if err != nil {
+			return nil, fmt.Errorf("plans folder %s: %w", opt.PlansDir, err)
+		}
+		opt.PlansDir = abs
 	}
 	maxRetries, err := MaxRetriesFromEnv(rt.Getenv)
 	if err != nil {

@@ -179,6 +179,17 @@ func TestSidecar_TornStateIsNeverOverwritten(t *testing.T) {
 	}
 }
 
+// A plans folder given relative to the working directory, as `stepseq mcp ws`
+// gives ws/plans, is that folder: a plan dropped there once the sidecar runs is
+// taken (the folder was watched as ws/ws/plans, and nothing ran).
+func TestSidecar_RelativePlansDir(t *testing.T) {
+	w := newTestWS(t, "")
+	t.Chdir(filepath.Dir(w.dir))
+	w.startSidecar(SidecarOptions{PlansDir: filepath.Join(filepath.Base(w.dir), "plans")})
+	w.writeFile("plans/rel.yaml", "steps:\n  - id: one\n    title: One\n    instruction: write:one.txt\n    requiredOutputs: [one.txt]\n")
+	w.waitState("rel DONE", func(st *planspec.State) bool { return st.Settings.Name == "rel" && done(st) })
+}
+
 func TestSidecar_PlanDropped(t *testing.T) {
 	w := newTestWS(t, "")
 	// Both are there when the sidecar starts: they are taken in file-name order.

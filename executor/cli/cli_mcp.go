@@ -49,7 +49,7 @@ that step and try. watch --listen serves the same tools at /mcp.
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			opt := mcp.Options{Runtime: rt, PlansDir: filepath.Join(dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
+			opt := mcp.Options{Runtime: rt, PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
 			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir})
 			var loop chan error
 			switch {
