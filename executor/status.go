@@ -88,8 +88,9 @@ type TryLogPath struct {
 // Waiting is what the plan waits for: the reconcile core's decision on a copy of
 // the state, in words.
 type Waiting struct {
-	// Action is the decision's name as the journal writes it: idle (DONE), launch,
-	// gated, delayed, blocked, running or waiting (a usage limit); "invalid" when a condition the core
+	// Action is the decision's name as the journal writes it: idle (DONE, or no
+	// plan yet), launch, gated, delayed, blocked, running or waiting (a usage
+	// limit); "invalid" when a condition the core
 	// evaluates or one of the step it stops at does not compile, or an `on` glob
 	// leaves the workspace; "cannot-launch" when the step is due but its agent
 	// cannot start (LaunchError says why).

@@ -76,7 +76,7 @@ func NewServer(opt Options) *sdk.Server {
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
 	sdk.AddTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, invalid)."}, t.planSubmit)
 	s.AddTool(&sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json).",
-		InputSchema: &jsonschema.Schema{Type: "object"}, OutputSchema: statusSchema()}, t.status)
+		InputSchema: &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}, OutputSchema: statusSchema()}, t.status)
 	sdk.AddTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
 	sdk.AddTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
 	sdk.AddTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)
@@ -287,11 +287,13 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallTo
 			detach(&r)
 		}
 	})
-	if err == nil && !found {
-		err = errors.New("no state.json yet: submit a plan with plan_submit")
-	}
 	if err != nil {
 		return toolError(err), nil
+	}
+	if !found {
+		// No plan yet is an answer: nothing runs, and what to do about it.
+		r = executor.Report{State: t.opt.Runtime.WS.State, Steps: []executor.StepReport{}, Blockers: []string{},
+			WaitingFor: executor.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
 	}
 	// The report itself, not its encoding: each json.RawMessage in the answer is
 	// compacted again at every level of the response's encoding.
@@ -357,10 +359,10 @@ type LogsInput struct {
 
 // LogsOutput is a log's tail.
 type LogsOutput struct {
-	Step      string `json:"step"`
-	Try       int    `json:"try"`
-	Lines     []string
-	Truncated bool `json:"truncated" jsonschema:"earlier lines were left out"`
+	Step      string   `json:"step"`
+	Try       int      `json:"try"`
+	Lines     []string `json:"lines" jsonschema:"the log's last lines, oldest first"`
+	Truncated bool     `json:"truncated" jsonschema:"earlier lines were left out"`
 }
 
 // maxLogRead caps what logs reads of a log's end.

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,8 +206,8 @@ func TestServer_PullPlanInProcess(t *testing.T) {
 	if out, _ := call(t, cs, "notifications", map[string]any{}); out == nil {
 		t.Error("notifications: no answer")
 	}
-	if out, _ := call(t, cs, "logs", map[string]any{"step": "fetch"}); out["try"] != 1.0 {
-		t.Errorf("logs: %v", out)
+	if out, _ := call(t, cs, "logs", map[string]any{"step": "fetch"}); out["try"] != 1.0 || out["lines"] == nil || out["Lines"] != nil {
+		t.Errorf("logs: %v, want its lines under \"lines\"", out)
 	}
 	if _, errText := call(t, cs, "retry", map[string]any{"step": "nope"}); !strings.Contains(errText, `no step "nope"`) {
 		t.Errorf("retry of an unknown step: %q", errText)
@@ -216,6 +217,31 @@ func TestServer_PullPlanInProcess(t *testing.T) {
 	}
 	if _, errText := call(t, cs, "step_report", report("forged.1.abc", "done", nil)); !strings.Contains(errText, "step_current") {
 		t.Errorf("forged token: %q", errText)
+	}
+}
+
+// status on a workspace with no plan yet answers, it does not fail: no step,
+// no blocker, and what to do. So do logs, with their lines under "lines".
+func TestServer_StatusWithoutAPlan(t *testing.T) {
+	w := newWorkspace(t)
+	cs := connect(t, NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}), "status")
+	out, errText := call(t, cs, "status", map[string]any{})
+	if errText != "" {
+		t.Fatalf("status without a plan is an error: %s", errText)
+	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if in, _ := json.Marshal(tool.InputSchema); tool.Name == "status" && !strings.Contains(string(in), `"additionalProperties":false`) {
+			t.Errorf("status's input schema %s takes any argument", in)
+		}
+	}
+	steps, _ := out["steps"].([]any)
+	waiting, _ := out["waitingFor"].(map[string]any)
+	if out["steps"] == nil || len(steps) != 0 || !strings.Contains(fmt.Sprint(waiting["reason"]), "plan_submit") {
+		t.Errorf("status without a plan = %v", out)
 	}
 }
 
