@@ -91,7 +91,7 @@ e2e-deps:
 # micro-benchmarks of planspec run for the usual second.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./executor/notify ./executor/web ./watcher
-	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp ./executor/listener
+	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp ./executor/listener ./executor/core
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
 
