@@ -119,6 +119,12 @@ func (c *Conditions) Render(now time.Time, id string) (title, instruction string
 	return planspec.RenderStep(c.st.Steps[id], c.env(now, id))
 }
 
+// Summary evaluates the plan's summary expressions (DESIGN §13) with what a
+// condition sees as of now.
+func (c *Conditions) Summary(now time.Time, summary map[string]string) map[string]any {
+	return planspec.EvalSummary(summary, c.env(now, ""))
+}
+
 // Cond evaluates step id's "when" (true when unset) or "skip" (false when unset)
 // as of now.
 func (c *Conditions) Cond(now time.Time, id, kind string) (bool, error) {

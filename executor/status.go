@@ -28,6 +28,9 @@ type Report struct {
 	Runner *Runner `json:"runner"`
 	// Params are the run's params (DESIGN §13); absent for a plan without them.
 	Params map[string]any `json:"params,omitempty"`
+	// Summary is what the plan's summary gave when it ended; absent before, and
+	// for a plan without one.
+	Summary map[string]any `json:"summary,omitempty"`
 }
 
 // Runner is the stepseq process that holds a workspace's lock.
@@ -121,7 +124,7 @@ func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries in
 // describe is Describe with the reconcile core run on scratch(st).
 func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Report, error) {
 	r := Report{
-		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep, Params: st.Settings.Params,
+		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep, Params: st.Settings.Params, Summary: st.Settings.SummaryValues,
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {

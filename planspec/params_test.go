@@ -108,3 +108,24 @@ func TestParsePlan_ParamsErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestParsePlan_Summary(t *testing.T) {
+	p := mustParse(t, paramsPlan+"summary:\n  target: params.target\n  tries: steps.review.tries\n")
+	st := p.State("plans/p.yaml", "h")
+	got := EvalSummary(st.Settings.Summary, &Env{Params: map[string]any{"target": "src"},
+		Runs: map[string]*StepRun{"review": {Status: StatusDone, Tries: 2}}})
+	if diff := cmp.Diff(map[string]any{"target": "src", "tries": 2}, got); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"summary: [a]\n", "plans/p.yaml:11:10: summary: want a mapping of names to expressions"},
+		{"summary: {a: 'steps.nope.tries'}\n", `plans/p.yaml:11:14: a: no step "nope" in this plan`},
+		{"summary: {a: 'params.nope'}\n", `plans/p.yaml:11:14: a: no param "nope"`},
+		{"summary: {a: '1 +'}\n", "plans/p.yaml:11:17: a: unexpected token EOF"},
+	} {
+		_, err := ParsePlan(strings.NewReader(paramsPlan+tc.src), "plans/p.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v\nwant %q", tc.src, err, tc.want)
+		}
+	}
+}

@@ -27,7 +27,8 @@ type Plan struct {
 	MaxRetries *int // nil: STEP_MAX_RETRIES, else 3
 	Timeout    Duration
 	Vars       map[string]any
-	Params     []Param // DESIGN §13; a run's values are Settings.Params
+	Params     []Param           // DESIGN §13; a run's values are Settings.Params
+	Summary    map[string]string // name → expression, evaluated when the plan ends
 	// Reports, the report timeouts and the heartbeat are DESIGN §7 and §8.
 	Reports          string
 	LaunchTimeout    Duration
@@ -124,6 +125,7 @@ func (p *Plan) State(source, hash string) *State {
 		Fallback: slices.Clone(p.Fallback),
 		Timeout:  p.Timeout,
 		Vars:     maps.Clone(p.Vars),
+		Summary:  maps.Clone(p.Summary),
 		Source:   filepath.ToSlash(source),
 		Hash:     hash,
 

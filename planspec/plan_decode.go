@@ -11,7 +11,7 @@ import (
 
 // The keys of a plan and of a step, in the order the docs list them.
 var (
-	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params",
+	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params", "summary",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",

@@ -69,6 +69,8 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 			}
 		case "params":
 			p.Params = d.params(v, key)
+		case "summary":
+			p.Summary = d.summary(v, key)
 		case "steps":
 			steps = v
 		default:

@@ -135,6 +135,8 @@ func Schema() []byte {
 			"maxRetries": count("Tries every step gets before it blocks the plan, the first included (1: no retry), as STEP_MAX_RETRIES counts them; default: STEP_MAX_RETRIES, else 3."),
 			"timeout":    duration("Default timeout of one try of a step; default 1h."),
 			"vars":       {Type: "object", Description: "Values visible to conditions as vars.NAME."},
+			"summary": {Type: "object",
+				Description: "Name → expression, evaluated when the plan ends (done or blocked) with what a condition sees plus params; kept in state.json under stepseq.summaryValues and shown by stepseq status."},
 			"params": {Type: "object",
 				Description: "The run's parameters: name → JSON Schema (draft 2020-12) with an optional default; given by stepseq apply --param NAME=VALUE or --params FILE, read by expressions and ${…} templates as params.NAME. One without a default is required."},
 			"steps": {Type: "array", MinItems: ptr(1), Items: step,

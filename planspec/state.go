@@ -175,6 +175,10 @@ type Settings struct {
 	Vars       map[string]any
 	// Params are the run's params, checked against the plan's (DESIGN §13).
 	Params map[string]any
+	// Summary are the plan's summary expressions by name, SummaryValues what
+	// they gave when the plan last ended (done or blocked).
+	Summary       map[string]string
+	SummaryValues map[string]any
 	// Reports, LaunchTimeout, MilestoneTimeout and IdleTimeout are the plan's
 	// defaults for its steps (DESIGN §7).
 	Reports          string
@@ -588,6 +592,8 @@ func (st *Settings) object() object {
 	setOrDel(&o, "timeout", st.Timeout, st.Timeout > 0)
 	setOrDel(&o, "vars", st.Vars, len(st.Vars) > 0)
 	setOrDel(&o, "params", st.Params, len(st.Params) > 0)
+	setOrDel(&o, "summary", st.Summary, len(st.Summary) > 0)
+	setOrDel(&o, "summaryValues", st.SummaryValues, st.SummaryValues != nil)
 	setOrDel(&o, "reports", st.Reports, st.Reports != "")
 	setOrDel(&o, "launchTimeout", st.LaunchTimeout, st.LaunchTimeout > 0)
 	setOrDel(&o, "milestoneTimeout", st.MilestoneTimeout, st.MilestoneTimeout > 0)

@@ -369,6 +369,16 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 			d.fail(p+"vars", "want an object, got %s", describe(r))
 		}
 	}
+	if r, ok := o.vals["summary"]; ok && !isNull(r) {
+		if err := json.Unmarshal(r, &st.Summary); err != nil {
+			d.fail(p+"summary", "want an object of names to expressions, got %s", describe(r))
+		}
+	}
+	if r, ok := o.vals["summaryValues"]; ok && !isNull(r) {
+		if err := json.Unmarshal(r, &st.SummaryValues); err != nil {
+			d.fail(p+"summaryValues", "want an object, got %s", describe(r))
+		}
+	}
 	if r, ok := o.vals["params"]; ok && !isNull(r) {
 		if err := json.Unmarshal(r, &st.Params); err != nil {
 			d.fail(p+"params", "want an object, got %s", describe(r))

@@ -547,6 +547,19 @@ func (v *statusView) newNotes(data []byte, st *planspec.State, show func([]byte,
 	return false, err
 }
 
+// writeValues writes a line "what: k=v …" of values in JSON, none when empty.
+func writeValues(b *bytes.Buffer, what string, values map[string]any) {
+	if len(values) == 0 {
+		return
+	}
+	b.WriteString(what + ":")
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		v, _ := json.Marshal(values[k])
+		fmt.Fprintf(b, " %s=%s", k, v)
+	}
+	b.WriteString("\n")
+}
+
 // writeText writes the report as a table for people; times are shown relative
 // to now, the time the report was made.
 func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
@@ -563,14 +576,8 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	default:
 		fmt.Fprintf(b, ", all %s passed\n", plural(n, "step"))
 	}
-	if len(r.Params) > 0 {
-		b.WriteString("params:")
-		for _, k := range slices.Sorted(maps.Keys(r.Params)) {
-			v, _ := json.Marshal(r.Params[k])
-			fmt.Fprintf(b, " %s=%s", k, v)
-		}
-		b.WriteString("\n")
-	}
+	writeValues(b, "params", r.Params)
+	writeValues(b, "summary", r.Summary)
 	b.WriteString("\n")
 
 	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}

@@ -240,6 +240,7 @@ func (m *Machine) advance() {
 		}
 		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped, Render: m.render})
 	}
+	changed = m.summarize(d) || changed
 	if m.cfg.StampHeartbeat {
 		// Every check sets lastHeartbeatIso, as the original's does: the first
 		// decision is written whatever it is; later ones go with the next write.
@@ -302,6 +303,33 @@ func (m *Machine) cond(id, kind string) (bool, error) {
 		return kind == "when", nil
 	}
 	return m.conds.Cond(m.now, id, kind)
+}
+
+// summarize keeps what the plan's summary gives once the plan ends, done or
+// blocked, and forgets it when a step launches again. It reports whether the
+// state changed.
+func (m *Machine) summarize(d Decision) bool {
+	st := m.st
+	if len(st.Settings.Summary) == 0 {
+		return false
+	}
+	ended := d.Action == Blocked || d.Action == Idle && st.Status == planspec.StatusDone
+	switch {
+	case d.Action == Launch && st.Settings.SummaryValues != nil:
+		st.Settings.SummaryValues = nil
+		return true
+	case !ended || st.Settings.SummaryValues != nil:
+		return false
+	}
+	if s, ok := m.conds.(interface {
+		Summary(now time.Time, summary map[string]string) map[string]any
+	}); ok {
+		st.Settings.SummaryValues = s.Summary(m.now, st.Settings.Summary)
+	} else {
+		st.Settings.SummaryValues = planspec.EvalSummary(st.Settings.Summary, &planspec.Env{Now: m.now, Runs: st.StepRuns,
+			Vars: st.Settings.Vars, Params: st.Settings.Params})
+	}
+	return true
 }
 
 // render renders step id's templates when its try starts, with what its
