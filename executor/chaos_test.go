@@ -211,15 +211,7 @@ func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 	}
 	defer logf.Close()
 	start := func() (*exec.Cmd, chan error) {
-		cmd := exec.Command(bin, "watch", "--exit-when-done", "--grace", "300ms", dir)
-		cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+fakeAgentPath)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		return cmd, exited
+		return startChaosWatch(t, bin, logf, "--exit-when-done", "--grace", "300ms", dir)
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	cmd, exited := start()
@@ -460,17 +452,7 @@ func TestChaosIntake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	start := func() (*exec.Cmd, chan error) {
-		cmd := exec.Command(bin, "watch", "--grace", "300ms", dir)
-		cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+fakeAgentPath)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		return cmd, exited
-	}
+	start := func() (*exec.Cmd, chan error) { return startChaosWatch(t, bin, logf, "--grace", "300ms", dir) }
 	cmd, exited := start()
 	kills := 0
 	began := time.Now()
@@ -551,4 +533,19 @@ func TestChaosIntake(t *testing.T) {
 func readAll(path string) string {
 	data, _ := os.ReadFile(path)
 	return string(data)
+}
+
+// startChaosWatch starts `stepseq watch ARGS…` with the fake agent, its output
+// into logf; the channel gets its Wait.
+func startChaosWatch(t *testing.T, bin string, logf *os.File, args ...string) (*exec.Cmd, chan error) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"watch"}, args...)...)
+	cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+fakeAgentPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return cmd, exited
 }
