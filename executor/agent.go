@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -65,7 +66,7 @@ func ResolveAgents(st *planspec.State, id string, getenv func(string) string, di
 		if len(agents) > 1 {
 			msg += fmt.Sprintf(", nor is any fallback (%s)", strings.Join(names(agents[1:]), ", "))
 		}
-		return nil, &ConfigError{Msg: msg}
+		return nil, &core.ConfigError{Msg: msg}
 	}
 	return agents, nil
 }
@@ -85,7 +86,7 @@ func candidates(st *planspec.State, id string, getenv func(string) string) ([]pl
 	default:
 		primary.Argv = strings.Fields(getenv("STEP_AGENT_CMD"))
 		if len(primary.Argv) == 0 {
-			return nil, nil, &ConfigError{Msg: "STEP_AGENT_CMD is not set: set it to your agent's command, for example STEP_AGENT_CMD='openclaw agent --message' (the prompt is appended as the last argument), or name a preset in the plan: agent: claude"}
+			return nil, nil, &core.ConfigError{Msg: "STEP_AGENT_CMD is not set: set it to your agent's command, for example STEP_AGENT_CMD='openclaw agent --message' (the prompt is appended as the last argument), or name a preset in the plan: agent: claude"}
 		}
 	}
 	fallback, fsource := st.Settings.Fallback, "stepseq.fallback"
@@ -139,7 +140,7 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 	if s.Preset != "" {
 		argv, err := ResolvePreset(s.Preset, s.Args)
 		if err != nil {
-			return a, &ConfigError{Msg: source + ": " + err.Error()}
+			return a, &core.ConfigError{Msg: source + ": " + err.Error()}
 		}
 		a.Argv = argv
 	}
@@ -174,7 +175,7 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 // that points at /bin/sh is a shell.
 func checkArgv(a Agent, dir string) error {
 	if err := planspec.CheckAgentArgv(a.Argv, func(w string) string { return resolveProgram(w, dir) }); err != nil {
-		return &ConfigError{Msg: a.Source + ": " + err.Error()}
+		return &core.ConfigError{Msg: a.Source + ": " + err.Error()}
 	}
 	return nil
 }
@@ -221,15 +222,15 @@ func (a Agent) ResumeCommand(id, prompt string, changed []string) []string {
 
 // Limited reads a finished try of this agent as its preset reads a usage limit
 // (Preset.Limited); a command given as a list says nothing of limits.
-func (a Agent) Limited(exit Exit) (Limit, bool) {
+func (a Agent) Limited(exit core.Exit) (core.Limit, bool) {
 	if p, ok := LookupPreset(a.Preset); ok {
 		return p.Limited(exit)
 	}
-	return Limit{}, false
+	return core.Limit{}, false
 }
 
 // Session is the session id the agent's output names (Preset.Session).
-func (a Agent) Session(exit Exit) string {
+func (a Agent) Session(exit core.Exit) string {
 	if p, ok := LookupPreset(a.Preset); ok {
 		return p.Session(exit)
 	}
@@ -259,7 +260,7 @@ func expandArgv(argv []string, prompt string, changed []string) []string {
 
 // Judge reads a finished try of this agent: see Preset.Judge. A command given as
 // a list is judged only on whether it could start.
-func (a Agent) Judge(exit Exit) (failed string, unavailable bool) {
+func (a Agent) Judge(exit core.Exit) (failed string, unavailable bool) {
 	if p, ok := LookupPreset(a.Preset); ok {
 		return p.Judge(exit)
 	}
@@ -269,8 +270,8 @@ func (a Agent) Judge(exit Exit) (failed string, unavailable bool) {
 
 // FallbackEntry is the journal record of a try passed from one candidate to the
 // next: the same try, not a retry.
-func FallbackEntry(step string, try int, from, to Agent, reason string) Entry {
-	return Entry{Event: "fallback", Step: step, Try: try, Reason: reason,
+func FallbackEntry(step string, try int, from, to Agent, reason string) core.Entry {
+	return core.Entry{Event: "fallback", Step: step, Try: try, Reason: reason,
 		Detail: map[string]any{"from": from.Name(), "to": to.Name(), "source": to.Source}}
 }
 
@@ -282,7 +283,7 @@ func MaxRetriesFromEnv(getenv func(string) string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return 0, &ConfigError{Msg: fmt.Sprintf("STEP_MAX_RETRIES=%q: want a whole number ≥ 0, like 3", v)}
+		return 0, &core.ConfigError{Msg: fmt.Sprintf("STEP_MAX_RETRIES=%q: want a whole number ≥ 0, like 3", v)}
 	}
 	return n, nil
 }

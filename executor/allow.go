@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -18,7 +19,7 @@ var ErrNotAllowed = errors.New("executor: agent not allowed")
 type NotAllowedError struct{ Msg string }
 
 func (e *NotAllowedError) Error() string   { return e.Msg }
-func (e *NotAllowedError) Unwrap() []error { return []error{ErrNotAllowed, ErrConfig} }
+func (e *NotAllowedError) Unwrap() []error { return []error{ErrNotAllowed, core.ErrConfig} }
 
 // AllowList is --allow-agent: when given, the only agents that run, whatever
 // the plan's source. An entry is mcp, a preset's name, or a command: its
@@ -44,7 +45,7 @@ func ParseAllowList(values []string, dir string) (*AllowList, error) {
 	for _, v := range values {
 		words := strings.Fields(v)
 		if len(words) == 0 {
-			return nil, &ConfigError{Msg: "--allow-agent: empty value: want mcp, a preset name or the agent's program, like --allow-agent /usr/local/bin/openclaw"}
+			return nil, &core.ConfigError{Msg: "--allow-agent: empty value: want mcp, a preset name or the agent's program, like --allow-agent /usr/local/bin/openclaw"}
 		}
 		e := allowEntry{words: words}
 		switch {
@@ -52,7 +53,7 @@ func ParseAllowList(values []string, dir string) (*AllowList, error) {
 		case len(words) == 1 && slices.Contains(planspec.AgentPresets, words[0]):
 		default:
 			if err := planspec.CheckAgentArgv(words, func(w string) string { return resolveProgram(w, dir) }); err != nil {
-				return nil, &ConfigError{Msg: fmt.Sprintf("--allow-agent %q: %v", v, err)}
+				return nil, &core.ConfigError{Msg: fmt.Sprintf("--allow-agent %q: %v", v, err)}
 			}
 			e.real = resolveProgram(words[0], dir)
 		}
@@ -168,7 +169,7 @@ func (l *AllowList) PermitsCommand(argv []string, dir string) bool {
 func checkAgent(s planspec.AgentSpec, source string, from AgentSource, allow *AllowList, dir string) error {
 	if s.Preset == "" && !planspec.IsPull(s) {
 		if err := planspec.CheckAgentArgv(s.Argv, func(w string) string { return resolveProgram(w, dir) }); err != nil {
-			return &ConfigError{Msg: source + ": " + err.Error()}
+			return &core.ConfigError{Msg: source + ": " + err.Error()}
 		}
 	}
 	switch {
@@ -242,7 +243,7 @@ func (r *Runtime) resolveAgent(st *planspec.State, id string) (Agent, error) {
 // AdmitPlan judges the agents of a plan file read (CheckPlanAgents, in this
 // runtime's environment and workspace): a refused plan is invalid, with the
 // reason as its error, and is never applied.
-func (r *Runtime) AdmitPlan(pf PlanFile, from AgentSource) PlanFile {
+func (r *Runtime) AdmitPlan(pf core.PlanFile, from AgentSource) core.PlanFile {
 	if pf.Plan == nil {
 		return pf
 	}

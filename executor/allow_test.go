@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -43,7 +44,7 @@ func TestResolveAgents_ShellRule(t *testing.T) {
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
 			_, err := ResolveAgents(presetState(planspec.AgentSpec{}), "s", agentEnv(tc.cmd), dir)
-			if err == nil || !errors.Is(err, ErrConfig) || !strings.HasPrefix(err.Error(), tc.want) {
+			if err == nil || !errors.Is(err, core.ErrConfig) || !strings.HasPrefix(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want a configuration error starting %q", err, tc.want)
 			}
 		})
@@ -141,7 +142,7 @@ func TestCheckPlanAgents(t *testing.T) {
 			err := CheckPlanAgents(mustPlan(t, plan), tc.from, tc.allow, env, dir)
 			switch {
 			case strings.Contains(plan, "./link2"):
-				if err == nil || !errors.Is(err, ErrConfig) || errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "is a shell (it runs ") {
+				if err == nil || !errors.Is(err, core.ErrConfig) || errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "is a shell (it runs ") {
 					t.Fatalf("err = %v, want the shell rule's", err)
 				}
 			case tc.want == "":

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -71,7 +72,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		lock.Unlock()
 	}()
 
-	d := newDriver(ctx, c.Runtime, sf, lock, MachineConfig{Driver: kind, MaxRetries: maxRetries, StampHeartbeat: true})
+	d := newDriver(ctx, c.Runtime, sf, lock, core.MachineConfig{Driver: kind, MaxRetries: maxRetries, StampHeartbeat: true})
 	if c.OpenNotifier != nil {
 		n, done := c.OpenNotifier(st)
 		d.notifier = n
@@ -86,12 +87,12 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		c.Logger.Warn("ignored a trigger", "err", err)
 	}
 	if force {
-		d.feed(RunCurrent{})
+		d.feed(core.RunCurrent{})
 	}
 	if len(ts) > 0 {
-		d.feed(TriggersIn{Triggers: ts})
+		d.feed(core.TriggersIn{Triggers: ts})
 	}
-	d.feed(StateRead{State: st})
+	d.feed(core.StateRead{State: st})
 	for !d.m.Settled() {
 		select {
 		case <-ctx.Done():
@@ -102,7 +103,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		case exit := <-d.exits():
 			d.finish(exit)
 		case <-d.timer.C:
-			d.feed(TimerFired{})
+			d.feed(core.TimerFired{})
 		case b, ok := <-d.batches():
 			if ok {
 				d.batch(b)
@@ -124,7 +125,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 // and does the work; a running check already does it.
 func (c *Chain) handOff(h *Holder) error {
 	if h != nil && h.Kind == "watch" {
-		if err := WriteTrigger(c.WS, Trigger{From: "check"}); err != nil {
+		if err := WriteTrigger(c.WS, core.Trigger{From: "check"}); err != nil {
 			return err
 		}
 		c.Logger.Info("a stepseq sidecar runs this workspace: handed the check to it", "pid", h.PID)
@@ -140,7 +141,7 @@ func (c *Chain) handOff(h *Holder) error {
 
 // WriteTrigger queues t under .stepseq/triggers/, atomically: the sidecar never
 // sees half a trigger.
-func WriteTrigger(ws Workspace, t Trigger) error {
+func WriteTrigger(ws Workspace, t core.Trigger) error {
 	if t.At == "" {
 		t.At = planspec.FormatISO(time.Now())
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -40,8 +41,8 @@ func halfDone(n int, outputs bool) []byte {
 	st := chainState(n, outputs)
 	now := time.Now()
 	for _, id := range st.StepQueue[:n/2] {
-		BeginTry(st, id, now, false)
-		Record(st, id, Exit{}, Verdict{OK: true}, now)
+		core.BeginTry(st, id, now, false)
+		core.Record(st, id, core.Exit{}, core.Verdict{OK: true}, now)
 		st.CurrentStep++
 	}
 	st.LastHeartbeatIso = planspec.FormatISO(now)

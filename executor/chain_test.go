@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -271,7 +272,7 @@ func TestCheck_ConfigErrorsTouchNothing(t *testing.T) {
 				func(c *Chain) error { return c.Step(context.Background()) },
 			} {
 				err := run(w.chain())
-				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+				if !errors.Is(err, core.ErrConfig) || !strings.Contains(err.Error(), tt.want) {
 					t.Fatalf("err = %v, want a configuration error naming %q", err, tt.want)
 				}
 				if after, _ := os.ReadFile(w.state); !bytes.Equal(before, after) {
@@ -444,7 +445,7 @@ func TestStep_FailedStepExits1(t *testing.T) {
 func TestCheck_InterruptedStepIsRetriedWithoutSpendingATry(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"exit:0"`))
 	st := w.read()
-	BeginTry(st, "s1", time.Now(), false) // a check that died mid-step wrote this
+	core.BeginTry(st, "s1", time.Now(), false) // a check that died mid-step wrote this
 	if err := (&StateFile{Path: w.state}).Write(st); err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +520,7 @@ type syncingNotifier struct {
 	events []string
 }
 
-func (n *syncingNotifier) Notify(note Notification) { n.events = append(n.events, note.Status) }
+func (n *syncingNotifier) Notify(note core.Notification) { n.events = append(n.events, note.Status) }
 func (n *syncingNotifier) Sync() error {
 	n.events = append(n.events, "sync")
 	return nil

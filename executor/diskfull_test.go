@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -99,7 +100,7 @@ func TestSidecar_DiskFull(t *testing.T) {
 func TestSidecar_ReadOnlyFolder(t *testing.T) {
 	w := newTestWS(t, "")
 	failingWriteSidecar(t, w, func() func() { return writeProtect(t, w.dir) }, func() {
-		if err := WriteTrigger(w.chain().WS, Trigger{From: "check"}); err != nil {
+		if err := WriteTrigger(w.chain().WS, core.Trigger{From: "check"}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -13,13 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
 
 // Notifier takes the machine's transitions for the user (executor/notify is one).
 type Notifier interface {
-	Notify(Notification)
+	Notify(core.Notification)
 }
 
 // Syncer is a Notifier whose notifications are on disk only once Sync returns.
@@ -35,22 +36,22 @@ type Syncer interface {
 // only in what they wait on and when they stop.
 type driver struct {
 	rt       *Runtime
-	m        *Machine
+	m        *core.Machine
 	sf       *StateFile
 	lock     *Lock
 	launcher Launcher
 	pull     *PullLauncher // steps whose agent is mcp; nil: none can run here
-	verdict  func(ReportVerdict)
+	verdict  func(core.ReportVerdict)
 	notifier Notifier
 	onChange func() // after a state write or a notification: SidecarOptions.OnChange
 	metrics  *Metrics
 	ctx      context.Context
 
-	queue    []Effect
+	queue    []core.Effect
 	draining bool
 
 	active    *activeTry
-	fellBack  []Limit        // the limits of the try handed to its next agent
+	fellBack  []core.Limit   // the limits of the try handed to its next agent
 	held      *activeTry     // an exited try whose group is left while the machine awaits its outputs
 	ending    sync.WaitGroup // held groups being stopped
 	timer     *time.Timer
@@ -73,12 +74,12 @@ type activeTry struct {
 	step    string
 	try     int
 	run     Started
-	launch  StartAgent
+	launch  core.StartAgent
 	agents  []Agent // the step's candidates; agents[idx] runs
 	idx     int
-	stopped bool     // the machine stopped it: no fallback
-	limits  []Limit  // what the try's limited agents said so far
-	tryLock *heldTry // the try lock; nil for a pulled step
+	stopped bool         // the machine stopped it: no fallback
+	limits  []core.Limit // what the try's limited agents said so far
+	tryLock *heldTry     // the try lock; nil for a pulled step
 }
 
 // tryStartedIso is the agent.startedIso of step id's try: it binds a try lock's
@@ -90,12 +91,12 @@ func tryStartedIso(st *planspec.State, id string) string {
 	return ""
 }
 
-func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg MachineConfig) *driver {
+func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg core.MachineConfig) *driver {
 	d := &driver{rt: rt, sf: sf, lock: lock, launcher: ProcessLauncher{}, ctx: ctx}
 	d.timer = time.NewTimer(time.Hour)
 	d.timer.Stop()
 	cfg.Probe = d
-	d.m = NewMachine(cfg)
+	d.m = core.NewMachine(cfg)
 	return d
 }
 
@@ -103,7 +104,7 @@ func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg 
 // effect's own answer (a write's outcome, a read) is fed back at once; the effects
 // that answer brings are queued behind the ones already asked for, so the newest
 // watch set and timer win.
-func (d *driver) feed(in Input) {
+func (d *driver) feed(in core.Input) {
 	d.queue = append(d.queue, d.m.Handle(d.rt.now(), in)...)
 	if d.draining {
 		return
@@ -120,19 +121,19 @@ func (d *driver) feed(in Input) {
 	// durable once the input's effects are done, while the agent starts.
 	if err := d.sf.Sync(); err != nil {
 		d.rt.Logger.Error("state written but its folder not synced: a power cut may bring the previous state back", "err", err)
-		d.rt.record(Entry{Event: "write-error", Reason: err.Error()})
+		d.rt.record(core.Entry{Event: "write-error", Reason: err.Error()})
 	}
 	if s, ok := d.notifier.(Syncer); ok {
 		if err := s.Sync(); err != nil {
 			d.rt.Logger.Error("notifications written but not synced: a power cut may lose them", "err", err)
-			d.rt.record(Entry{Event: "notify-error", Reason: err.Error()})
+			d.rt.record(core.Entry{Event: "notify-error", Reason: err.Error()})
 		}
 	}
 }
 
-func (d *driver) perform(e Effect) {
+func (d *driver) perform(e core.Effect) {
 	switch e := e.(type) {
-	case WriteState:
+	case core.WriteState:
 		var touched []string
 		all := true
 		if d.metrics != nil {
@@ -148,40 +149,40 @@ func (d *driver) perform(e Effect) {
 		if err == nil && d.onChange != nil {
 			d.onChange()
 		}
-		d.feed(Written{Err: err})
-	case ReadState:
+		d.feed(core.Written{Err: err})
+	case core.ReadState:
 		d.readState()
-	case StartAgent:
+	case core.StartAgent:
 		d.start(e)
-	case StopAgent:
+	case core.StopAgent:
 		if a := d.active; a != nil && a.step == e.Step && a.try == e.Try {
 			a.stopped = true
 			a.run.Stop()
 		}
-	case Notify:
+	case core.Notify:
 		if d.notifier != nil {
 			d.notifier.Notify(e.Note)
 		}
 		if d.onChange != nil {
 			d.onChange()
 		}
-	case SetWatch:
+	case core.SetWatch:
 		d.setWatch(e)
-	case SetTimer:
+	case core.SetTimer:
 		d.timer.Stop()
 		if !e.At.IsZero() {
 			d.timer.Reset(max(e.At.Sub(d.rt.now()), 0))
 		}
-	case JournalEntry:
+	case core.JournalEntry:
 		if e.Entry.Event == "verdict" && e.Entry.Detail["ok"] == false {
 			d.metrics.failed()
 		}
 		d.rt.record(e.Entry)
-	case Log:
+	case core.Log:
 		d.rt.Logger.Log(d.ctx, e.Level, e.Msg, e.Args...)
-	case ReportVerdict:
+	case core.ReportVerdict:
 		d.reportVerdict(e)
-	case WaitInherited:
+	case core.WaitInherited:
 		d.waitInherited(e.Step)
 	}
 }
@@ -197,12 +198,12 @@ func (d *driver) stateRel() string {
 
 func (d *driver) readState() {
 	st, changed, err := d.sf.ReadIfChanged()
-	d.feed(StateRead{State: st, Err: err, Unchanged: !changed && err == nil})
+	d.feed(core.StateRead{State: st, Err: err, Unchanged: !changed && err == nil})
 }
 
 // start launches a try the state file on disk already records, with the first of
 // the step's agents that can run.
-func (d *driver) start(l StartAgent) {
+func (d *driver) start(l core.StartAgent) {
 	d.fellBack = nil
 	d.fellBack = nil
 	st := d.m.State()
@@ -215,7 +216,7 @@ func (d *driver) start(l StartAgent) {
 		// Offered to the MCP worker that asks for it: no process, no fallback.
 		a, err := d.resolve(st, l.Step)
 		if err != nil {
-			d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+			d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 			return
 		}
 		d.launchAgent(l, []Agent{a}, 0)
@@ -223,13 +224,13 @@ func (d *driver) start(l StartAgent) {
 	}
 	agents, err := d.rt.resolveAgents(st, l.Step)
 	if err != nil {
-		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+		d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
 	idx := NextAgent(agents, -1)
 	if idx < 0 {
 		_, err := d.rt.resolveAgent(st, l.Step)
-		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+		d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
 	d.launchAgent(l, agents, idx)
@@ -237,7 +238,7 @@ func (d *driver) start(l StartAgent) {
 
 // launchAgent starts agents[idx] for the try. One that cannot start hands the same
 // try to the next candidate (a fallback, journaled, not a retry).
-func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
+func (d *driver) launchAgent(l core.StartAgent, agents []Agent, idx int) {
 	st := d.m.State()
 	agent := agents[idx]
 	prompt := WithReportHint(l.Prompt, reportsSetting(st, l.Step))
@@ -266,7 +267,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		// agent inherits the lock, so the record lives as long as it does.
 		h, err := takeTryLock(d.rt.WS.TryLockPath(l.Step), tryRecord{Step: l.Step, Try: l.Try, Started: tryStartedIso(st, l.Step)})
 		if err != nil {
-			d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+			d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 			return
 		}
 		tl = h
@@ -277,7 +278,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 		OnStart: tl.started,
 		OnShortage: func(err error) {
 			d.rt.Logger.Warn("agent could not start for want of resources: starting it again after a pause; the try is not spent", "step", l.Step, "try", l.Try, "err", err)
-			d.rt.record(Entry{Event: "launch-deferred", Step: l.Step, Try: l.Try, Reason: err.Error()})
+			d.rt.record(core.Entry{Event: "launch-deferred", Step: l.Step, Try: l.Try, Reason: err.Error()})
 		}}
 	run, err := launcher.Launch(ts)
 	if err != nil {
@@ -286,7 +287,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 			d.fallback(l, agents, idx, next, err.Error())
 			return
 		}
-		d.feed(AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
+		d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
 	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack, tryLock: tl}
@@ -295,7 +296,7 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 	if d.lock != nil && pid > 0 {
 		d.lock.SetAgent(&AgentHandle{Step: l.Step, Try: l.Try, PID: pid, StartTicks: ticks})
 	}
-	d.rt.record(Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0], "agent": agent.Name()}})
+	d.rt.record(core.Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0], "agent": agent.Name()}})
 	d.rt.Logger.Info("agent launched", "step", l.Step, "try", l.Try, "pid", pid)
 	d.metrics.launched(l.Try > 1)
 	if !d.lastGate.IsZero() {
@@ -304,10 +305,10 @@ func (d *driver) launchAgent(l StartAgent, agents []Agent, idx int) {
 	}
 }
 
-func (d *driver) fallback(l StartAgent, agents []Agent, from, to int, reason string) {
+func (d *driver) fallback(l core.StartAgent, agents []Agent, from, to int, reason string) {
 	d.rt.record(FallbackEntry(l.Step, l.Try, agents[from], agents[to], reason))
 	d.rt.Logger.Warn("agent unavailable: the same try goes to the next agent", "step", l.Step, "try", l.Try,
-		"from", agents[from].Name(), "to", agents[to].Name(), "why", FirstChars(reason, 120))
+		"from", agents[from].Name(), "to", agents[to].Name(), "why", core.FirstChars(reason, 120))
 	d.launchAgent(l, agents, to)
 }
 
@@ -321,7 +322,7 @@ func reportsSetting(st *planspec.State, id string) string {
 }
 
 // exits is the running agent's end, or nil when none runs.
-func (d *driver) exits() <-chan Exit {
+func (d *driver) exits() <-chan core.Exit {
 	if d.active == nil {
 		return nil
 	}
@@ -330,7 +331,7 @@ func (d *driver) exits() <-chan Exit {
 
 // finish takes an agent's exit: the reports it left are read first, then the
 // machine judges the try.
-func (d *driver) finish(exit Exit) {
+func (d *driver) finish(exit core.Exit) {
 	a := d.active
 	d.active = nil
 	a.tryLock.ended(exit, a.stopped)
@@ -340,7 +341,7 @@ func (d *driver) finish(exit Exit) {
 	if d.lock != nil {
 		d.lock.SetAgent(nil)
 	}
-	d.rt.record(Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
+	d.rt.record(core.Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
 	agent := a.agents[a.idx]
 	failed, unavailable := agent.Judge(exit)
 	limit, limited := agent.Limited(exit)
@@ -358,7 +359,7 @@ func (d *driver) finish(exit Exit) {
 	d.drainReports(a.step)
 	d.endHeld()
 	d.held = a
-	in := AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed}
+	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed}
 	if limited && !a.stopped {
 		in.Limits = a.limits // the last agent too is out of quota: every limited one counts
 	}
@@ -395,7 +396,7 @@ func (d *driver) endHeld() {
 // stopActive ends a running agent at shutdown and waits for it, and for any group
 // left to an awaited try.
 func (d *driver) stopActive() {
-	d.feed(Shutdown{})
+	d.feed(core.Shutdown{})
 	if d.active != nil {
 		d.active.stopped = true
 		d.active.run.Stop()
@@ -410,7 +411,7 @@ func (d *driver) endGroups() {
 	d.ending.Wait()
 }
 
-func (d *driver) setWatch(e SetWatch) {
+func (d *driver) setWatch(e core.SetWatch) {
 	paths, trees := e.Paths, e.Trees
 	// A delta applies to the set the watcher holds, when it holds the last one.
 	delta := e.Delta && d.w != nil && d.watchedOK
@@ -464,17 +465,17 @@ func (d *driver) setWatch(e SetWatch) {
 		// A one-shot driver watches a path only once it waits for it (an
 		// awaited output): one that came between the machine's look and now
 		// sent no event, so the machine looks again, the watch armed.
-		d.feed(FilesChanged{})
+		d.feed(core.FilesChanged{})
 	}
 }
 
 // watchEntry journals a new watch set: whole the first time, then what changed,
 // so that a step launched in a plan of 2,000 named paths journals one or two.
 // A delta says what changed itself; otherwise the lists are compared.
-func watchEntry(was [2][]string, e SetWatch, delta bool) Entry {
+func watchEntry(was [2][]string, e core.SetWatch, delta bool) core.Entry {
 	paths, trees := e.Paths, e.Trees
 	if was[0] == nil && was[1] == nil {
-		return Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}}
+		return core.Entry{Event: "watch", Detail: map[string]any{"paths": paths, "trees": trees}}
 	}
 	detail := map[string]any{"count": len(paths) + len(trees)}
 	changes := map[string][]string{"added": e.Added, "removed": e.Removed}
@@ -489,7 +490,7 @@ func watchEntry(was [2][]string, e SetWatch, delta bool) Entry {
 			detail[key] = list
 		}
 	}
-	return Entry{Event: "watch", Detail: detail}
+	return core.Entry{Event: "watch", Detail: detail}
 }
 
 func (d *driver) batches() <-chan watcher.Batch {
@@ -587,10 +588,10 @@ func (d *driver) drainReports(id string) {
 		}
 		if err != nil {
 			refuseReportFile(path, []string{err.Error()})
-			d.rt.record(Entry{Event: "report-refused", Step: id, Reason: err.Error(), Detail: map[string]any{"via": "file"}})
+			d.rt.record(core.Entry{Event: "report-refused", Step: id, Reason: err.Error(), Detail: map[string]any{"via": "file"}})
 			continue
 		}
-		in := ReportIn{Step: id, Report: rep, Via: "file", Ref: path, Written: fi.ModTime()}
+		in := core.ReportIn{Step: id, Report: rep, Via: "file", Ref: path, Written: fi.ModTime()}
 		if try, ok := reportTry(name); ok {
 			in.Try = try
 		}
@@ -633,7 +634,7 @@ func refuseReportFile(path string, reasons []string) {
 	_ = os.Rename(path, path+".rejected")
 }
 
-func (d *driver) reportVerdict(v ReportVerdict) {
+func (d *driver) reportVerdict(v core.ReportVerdict) {
 	if d.verdict != nil {
 		d.verdict(v)
 	}
@@ -650,7 +651,7 @@ func (d *driver) reportVerdict(v ReportVerdict) {
 
 // The Probe, answered from the workspace.
 
-func (d *driver) Conditions(st *planspec.State) (CondSet, error) {
+func (d *driver) Conditions(st *planspec.State) (core.CondSet, error) {
 	c, err := d.rt.Conditions(st)
 	if err != nil {
 		return nil, err
@@ -670,7 +671,7 @@ func (d *driver) ModTime(rel string) (time.Time, bool) {
 	return fi.ModTime(), true
 }
 
-func (d *driver) Orphan(id string, try int, started string) TryState {
+func (d *driver) Orphan(id string, try int, started string) core.TryState {
 	return probeTry(d.rt.WS.TryLockPath(id), id, try, started)
 }
 
@@ -682,7 +683,7 @@ func (d *driver) CanLaunch(st *planspec.State, id string) error {
 func (d *driver) resolve(st *planspec.State, id string) (Agent, error) {
 	if st.IsPull(id) {
 		if d.pull == nil {
-			return Agent{}, &ConfigError{Msg: fmt.Sprintf("step %s has agent: mcp: it is pulled by an MCP worker; run `stepseq watch` or `stepseq mcp` on this workspace, not %s", id, d.m.Config().Driver)}
+			return Agent{}, &core.ConfigError{Msg: fmt.Sprintf("step %s has agent: mcp: it is pulled by an MCP worker; run `stepseq watch` or `stepseq mcp` on this workspace, not %s", id, d.m.Config().Driver)}
 		}
 		return Agent{Argv: []string{planspec.AgentMCP}, Source: "mcp"}, nil
 	}
@@ -704,7 +705,7 @@ func (d *driver) LastOutput() time.Time {
 	return d.active.run.LastOutput()
 }
 
-func (d *driver) WatchSet(st *planspec.State, conds CondSet) (paths, trees []string) {
+func (d *driver) WatchSet(st *planspec.State, conds core.CondSet) (paths, trees []string) {
 	c, _ := conds.(*Conditions)
 	return WatchSet(d.rt.WS, d.plansDir(), st, c)
 }
@@ -733,5 +734,5 @@ func (d *driver) batch(b watcher.Batch) {
 	for _, id := range steps {
 		d.drainReports(id)
 	}
-	d.feed(FilesChanged{Paths: b.Paths, Rescan: b.Rescan})
+	d.feed(core.FilesChanged{Paths: b.Paths, Rescan: b.Rescan})
 }

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"encoding/json"
+	"github.com/stepseq/stepseq/executor/core"
 	"sync"
 	"time"
 )
@@ -22,7 +23,7 @@ type Journal struct {
 
 // Record appends e, stamping its time. A journal that cannot be written never
 // stops the plan: the error is returned for the caller to log.
-func (j *Journal) Record(e Entry) error {
+func (j *Journal) Record(e core.Entry) error {
 	if j == nil {
 		return nil
 	}

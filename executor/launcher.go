@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"github.com/stepseq/stepseq/executor/core"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,7 @@ type TrySpec struct {
 // Started is a try whose agent was started.
 type Started interface {
 	// Done delivers the Exit once the agent has ended.
-	Done() <-chan Exit
+	Done() <-chan core.Exit
 	// Stop ends the agent (SIGTERM to its group, SIGKILL after the grace period).
 	Stop()
 	// Ident is the agent's pid and start time, recorded in the lock so that a
@@ -48,7 +49,7 @@ type Started interface {
 	// LastOutput is when the agent last wrote a byte; zero when it never did.
 	LastOutput() time.Time
 	// Finish releases what the try holds once it is done: its log gets its footer.
-	Finish(exit Exit) error
+	Finish(exit core.Exit) error
 	// EndGroup stops what the agent left running in its process group, once the
 	// try no longer waits on it (Spec.HoldGroup); it returns when they are gone.
 	EndGroup()
@@ -78,7 +79,7 @@ func (ProcessLauncher) Launch(t TrySpec) (Started, error) {
 		if t.OnShortage != nil {
 			t.OnShortage(err)
 		}
-		done := make(chan Exit, 1)
+		done := make(chan core.Exit, 1)
 		r.done = done
 		go r.startAgain(t, err, done)
 	default:
@@ -103,7 +104,7 @@ var shortagePause = 2 * time.Second
 
 // startAgain starts the agent again after a shortage, its pause doubling from
 // 10 ms, and hands its Exit on.
-func (r *processRun) startAgain(t TrySpec, err error, done chan<- Exit) {
+func (r *processRun) startAgain(t TrySpec, err error, done chan<- core.Exit) {
 	timeout := t.Proc.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -153,7 +154,7 @@ func (r *processRun) startAgain(t TrySpec, err error, done chan<- Exit) {
 type processRun struct {
 	log  *TryLog
 	last atomic.Int64
-	done <-chan Exit
+	done <-chan core.Exit
 
 	mu      sync.Mutex
 	proc    *Process // nil while a shortage delays the start
@@ -161,7 +162,7 @@ type processRun struct {
 	stopped bool
 }
 
-func (r *processRun) Done() <-chan Exit { return r.done }
+func (r *processRun) Done() <-chan core.Exit { return r.done }
 
 func (r *processRun) Stop() {
 	r.mu.Lock()
@@ -191,7 +192,7 @@ func (r *processRun) LastOutput() time.Time {
 	return time.Time{}
 }
 
-func (r *processRun) Finish(exit Exit) error { return r.log.Finish(exit) }
+func (r *processRun) Finish(exit core.Exit) error { return r.log.Finish(exit) }
 
 func (r *processRun) EndGroup() {
 	r.mu.Lock()

@@ -8,25 +8,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
 // heard collects the notifications the sidecar sends.
 type heard struct {
 	mu    sync.Mutex
-	notes []Notification
+	notes []core.Notification
 }
 
-func (h *heard) Notify(n Notification) {
+func (h *heard) Notify(n core.Notification) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.notes = append(h.notes, n)
 }
 
-func (h *heard) events(event string) []Notification {
+func (h *heard) events(event string) []core.Notification {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []Notification
+	var out []core.Notification
 	for _, n := range h.notes {
 		if n.Event == event {
 			out = append(out, n)
@@ -72,8 +73,8 @@ func TestSidecar_LimitWaitsForTheReset(t *testing.T) {
 		t.Fatalf("the try ran again %v before the reset", -late)
 	}
 	t.Logf("re-run started %v after the stated reset", late)
-	waitFor(t, func() bool { return len(h.events(EventWaitingLimit)) == 2 })
-	n := h.events(EventWaitingLimit)
+	waitFor(t, func() bool { return len(h.events(core.EventWaitingLimit)) == 2 })
+	n := h.events(core.EventWaitingLimit)
 	if !strings.Contains(n[0].Output, "waiting until") || !strings.Contains(n[1].Output, "usage limit over") || n[0].Status != planspec.ReportMilestone {
 		t.Errorf("the user heard %+v", n)
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"errors"
+	"github.com/stepseq/stepseq/executor/core"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,11 +71,11 @@ func TestJournal_FailedRecordIsAbsent(t *testing.T) {
 	j := &Journal{Path: path}
 	defer j.Close()
 	j.lines().write = halfWriter
-	if err := j.Record(Entry{Event: "decide", Reason: strings.Repeat("r", 200)}); err == nil {
+	if err := j.Record(core.Entry{Event: "decide", Reason: strings.Repeat("r", 200)}); err == nil {
 		t.Fatal("a failed record reported no error")
 	}
 	j.lines().write = nil
-	if err := j.Record(Entry{Event: "launch"}); err != nil {
+	if err := j.Record(core.Entry{Event: "launch"}); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(path)

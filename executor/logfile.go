@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"github.com/stepseq/stepseq/executor/core"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -154,7 +155,7 @@ func (l *TryLog) write(b []byte) bool {
 // Finish writes the kept tail, with a marker where output was cut, and the
 // footer, and closes the log. It returns the first error the log met, if any,
 // and nil on every later call.
-func (l *TryLog) Finish(exit Exit) error {
+func (l *TryLog) Finish(exit core.Exit) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.finished {
@@ -192,7 +193,7 @@ func (l *TryLog) line(s string) bool {
 }
 
 // describeExit says how a try ended, for its log's footer.
-func describeExit(e Exit) string {
+func describeExit(e core.Exit) string {
 	took := e.Ended.Sub(e.Started).Round(time.Millisecond)
 	var how string
 	switch {

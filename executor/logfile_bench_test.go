@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"github.com/stepseq/stepseq/executor/core"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,7 @@ func BenchmarkTryLog_Write(b *testing.B) {
 		for n := 0; n < total; n += len(chunk) {
 			l.Write(chunk)
 		}
-		if err := l.Finish(Exit{}); err != nil {
+		if err := l.Finish(core.Exit{}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -33,7 +34,7 @@ func readLog(t *testing.T, path string) string {
 func TestTryLog_SilentTryLeavesNoLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "logs", "build", "2.log")
 	l := OpenTryLog(path, testHeader(), 0)
-	if err := l.Finish(Exit{Code: 0, Started: logT0, Ended: logT0.Add(time.Second)}); err != nil {
+	if err := l.Finish(core.Exit{Code: 0, Started: logT0, Ended: logT0.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -45,14 +46,14 @@ func TestTryLog_HeaderOutputFooter(t *testing.T) {
 	tests := []struct {
 		name   string
 		output []string
-		exit   Exit
+		exit   core.Exit
 		want   string
 	}{
-		{"exit 0", []string{"hello\n", "world\n"}, Exit{Code: 0, Started: logT0, Ended: logT0.Add(1500 * time.Millisecond)},
+		{"exit 0", []string{"hello\n", "world\n"}, core.Exit{Code: 0, Started: logT0, Ended: logT0.Add(1500 * time.Millisecond)},
 			"hello\nworld\n=== stepseq: exit 0 after 1.5s\n"},
-		{"no newline at the end", []string{"half a line"}, Exit{Code: 3, Started: logT0, Ended: logT0.Add(time.Second)},
+		{"no newline at the end", []string{"half a line"}, core.Exit{Code: 3, Started: logT0, Ended: logT0.Add(time.Second)},
 			"half a line\n=== stepseq: exit 3 after 1s\n"},
-		{"killed", []string{"working\n"}, Exit{Code: -1, Signal: syscall.SIGKILL, TimedOut: true, Started: logT0, Ended: logT0.Add(time.Hour)},
+		{"killed", []string{"working\n"}, core.Exit{Code: -1, Signal: syscall.SIGKILL, TimedOut: true, Started: logT0, Ended: logT0.Add(time.Hour)},
 			"working\n=== stepseq: killed by SIGKILL, timed out after 1h0m0s\n"},
 	}
 	for _, tt := range tests {
@@ -91,7 +92,7 @@ func TestTryLog_Cap(t *testing.T) {
 		l.Write(rest[:k])
 		rest = rest[k:]
 	}
-	if err := l.Finish(Exit{Started: logT0, Ended: logT0}); err != nil {
+	if err := l.Finish(core.Exit{Started: logT0, Ended: logT0}); err != nil {
 		t.Fatal(err)
 	}
 	got := readLog(t, path)
@@ -132,7 +133,7 @@ func TestTryLog_TailRing(t *testing.T) {
 			for _, w := range tt.writes {
 				l.Write([]byte(w))
 			}
-			if err := l.Finish(Exit{Started: logT0, Ended: logT0}); err != nil {
+			if err := l.Finish(core.Exit{Started: logT0, Ended: logT0}); err != nil {
 				t.Fatal(err)
 			}
 			got := readLog(t, path)
@@ -156,7 +157,7 @@ func TestTryLog_ReRunAppendsUnderANewHeader(t *testing.T) {
 	for i, out := range []string{"first run\n", "second run\n"} {
 		l := OpenTryLog(path, TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0.Add(time.Duration(i) * time.Minute)}, 0)
 		l.Write([]byte(out))
-		if err := l.Finish(Exit{Started: logT0, Ended: logT0}); err != nil {
+		if err := l.Finish(core.Exit{Started: logT0, Ended: logT0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,7 +184,7 @@ func TestTryLog_NeverBlocksNorFollows(t *testing.T) {
 	for _, path := range []string{fifo, link} {
 		l := OpenTryLog(path, testHeader(), 0)
 		within(t, "Write to "+filepath.Base(path), func() error { _, err := l.Write([]byte("output\n")); return err })
-		if err := l.Finish(Exit{}); err == nil {
+		if err := l.Finish(core.Exit{}); err == nil {
 			t.Errorf("%s: Finish reported no error", filepath.Base(path))
 		}
 	}
@@ -226,11 +227,11 @@ func TestTryLog_FullDisk(t *testing.T) {
 			t.Fatalf("Write = %d, %v; the agent must never see the log's trouble", n, err)
 		}
 	}
-	err := l.Finish(Exit{})
+	err := l.Finish(core.Exit{})
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Finish = %v, want no space left on device", err)
 	}
-	if err := l.Finish(Exit{}); err != nil {
+	if err := l.Finish(core.Exit{}); err != nil {
 		t.Errorf("second Finish = %v: an error is reported once", err)
 	}
 }
@@ -255,7 +256,7 @@ func TestStart_LogNeverDecides(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var exit Exit
+		var exit core.Exit
 		select {
 		case exit = <-p.Done():
 		case <-time.After(10 * time.Second):

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -16,11 +17,11 @@ func TestSidecar_PlanParamsAndTemplates(t *testing.T) {
 	w := newTestWS(t, "")
 	w.startSidecar(SidecarOptions{})
 	w.writeFile("plans/needs.yaml", "params: {ticket: {type: string}}\nsteps:\n  - id: a\n    title: A\n    instruction: write:a.txt ${params.ticket}\n")
-	var rec PlanRecord
+	var rec core.PlanRecord
 	waitFor(t, func() bool {
 		var ok bool
 		rec, ok = w.chain().WS.ReadPlanRecord("needs")
-		return ok && rec.Status == PlanInvalid
+		return ok && rec.Status == core.PlanInvalid
 	})
 	if !slices.ContainsFunc(rec.Errors, func(e string) bool {
 		return strings.Contains(e, "plans/needs.yaml") && strings.Contains(e, "params.ticket: required: the plan gives no default")

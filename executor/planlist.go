@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -61,20 +62,20 @@ func ListPlans(ws Workspace, plansDir string, st *planspec.State) ([]PlanListing
 		switch {
 		case ok:
 			l.Status, l.Errors, l.JudgedAt = rec.Status, rec.Errors, rec.JudgedAt
-			if rec.Status == PlanActive && st == nil && !fileExists(ws.State) {
+			if rec.Status == core.PlanActive && st == nil && !fileExists(ws.State) {
 				// Its run went with state.json: a sidecar applies it again as new.
-				l.Status = PlanWaiting
+				l.Status = core.PlanWaiting
 			}
 		default:
 			l.Status = PlanNew
 			if pf.Plan == nil {
-				l.Status, l.Errors = PlanInvalid, ErrorLines(pf.Err)
+				l.Status, l.Errors = core.PlanInvalid, ErrorLines(pf.Err)
 			}
 		}
 		if st != nil && st.Settings.Source == source {
-			l.Status = PlanActive
+			l.Status = core.PlanActive
 			if st.Status == planspec.StatusDone {
-				l.Status = PlanFinished
+				l.Status = core.PlanFinished
 			}
 		}
 		l.ErrorCount = len(l.Errors)

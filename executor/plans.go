@@ -14,6 +14,7 @@ import (
 	"github.com/google/renameio/v2"
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -23,7 +24,7 @@ var ErrPlanActive = errors.New("a plan is still in progress")
 
 // ReadPlanFile reads and parses a plan file named outright (on the command line),
 // refusing anything but a regular file, and one over PlanCap, before reading it.
-func ReadPlanFile(path, source string) PlanFile {
+func ReadPlanFile(path, source string) core.PlanFile {
 	data, err := ReadFile(path, PlanCap)
 	return parsePlanFile(path, source, data, err)
 }
@@ -32,7 +33,7 @@ func ReadPlanFile(path, source string) PlanFile {
 // workspace opened as root. A symbolic link out of the workspace is refused and
 // its target never read nor named; so is anything but a regular file, and a file
 // over PlanCap.
-func ReadPlanFileIn(root *os.Root, rel string) PlanFile {
+func ReadPlanFileIn(root *os.Root, rel string) core.PlanFile {
 	path := filepath.FromSlash(rel)
 	if root != nil {
 		path = filepath.Join(root.Name(), path)
@@ -41,8 +42,8 @@ func ReadPlanFileIn(root *os.Root, rel string) PlanFile {
 	return parsePlanFile(path, rel, data, err)
 }
 
-func parsePlanFile(path, source string, data []byte, err error) PlanFile {
-	pf := PlanFile{Path: path, Source: source, Name: planspec.PlanName(path)}
+func parsePlanFile(path, source string, data []byte, err error) core.PlanFile {
+	pf := core.PlanFile{Path: path, Source: source, Name: planspec.PlanName(path)}
 	if err != nil {
 		pf.Err = err
 		return pf
@@ -76,17 +77,17 @@ func (w Workspace) planRecordPath(name string) string {
 }
 
 // ReadPlanRecord reads a plan's record; ok is false when there is none.
-func (w Workspace) ReadPlanRecord(name string) (PlanRecord, bool) {
-	var rec PlanRecord
+func (w Workspace) ReadPlanRecord(name string) (core.PlanRecord, bool) {
+	var rec core.PlanRecord
 	data, err := ReadFile(w.planRecordPath(name), recordCap)
 	if err != nil || json.Unmarshal(data, &rec) != nil {
-		return PlanRecord{}, false
+		return core.PlanRecord{}, false
 	}
 	return rec, true
 }
 
 // WritePlanRecord replaces a plan's record atomically.
-func (w Workspace) WritePlanRecord(name string, rec PlanRecord) error {
+func (w Workspace) WritePlanRecord(name string, rec core.PlanRecord) error {
 	if err := os.MkdirAll(w.PlansDir(), 0o755); err != nil {
 		return fmt.Errorf("plan record: %w", err)
 	}
@@ -121,7 +122,7 @@ func (w Workspace) Archive(data []byte, name string) (string, error) {
 // ApplyPlan turns a plan into the workspace's state.json. A state whose plan is
 // still IN_PROGRESS is kept unless force; a state being replaced is archived first,
 // so nothing is lost. It returns the new state and where the old one went.
-func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.State, string, error) {
+func (r *Runtime) ApplyPlan(sf *StateFile, pf core.PlanFile, force bool) (*planspec.State, string, error) {
 	if pf = r.AdmitPlan(pf, FromWorkspace); pf.Plan == nil {
 		return nil, "", pf.Err
 	}
@@ -167,6 +168,6 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf PlanFile, force bool) (*planspec.S
 	if archived != "" {
 		detail["archived"] = archived
 	}
-	r.record(Entry{Event: "plan", Reason: "applied", Detail: detail})
+	r.record(core.Entry{Event: "plan", Reason: "applied", Detail: detail})
 	return st, archived, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -39,12 +40,12 @@ type Preset struct {
 	Resume     []string
 	ResumeHelp []string
 
-	judge func(Exit) (failed string, unavailable bool)
+	judge func(core.Exit) (failed string, unavailable bool)
 	// limit reads, in the words of a try the preset judged unavailable, when its
 	// limit resets; ok is false when the words are no usage or rate limit.
-	limit func(exit Exit, words string) (reset time.Time, ok bool)
+	limit func(exit core.Exit, words string) (reset time.Time, ok bool)
 	// session is the session id the CLI's output names; "" when none.
-	session func(Exit) string
+	session func(core.Exit) string
 }
 
 // SessionPlaceholder in a preset's Resume argv is replaced by the session id.
@@ -135,31 +136,31 @@ func (p Preset) ResumeCommand(id string, args []string) []string {
 // when that ends (DESIGN §16). It is a limit only when the try could not serve
 // (Judge's unavailable) and the words are a usage or rate limit, not a refused
 // credential.
-func (p Preset) Limited(exit Exit) (Limit, bool) {
+func (p Preset) Limited(exit core.Exit) (core.Limit, bool) {
 	failed, unavailable := p.Judge(exit)
 	if !unavailable || p.limit == nil || exit.TimedOut {
-		return Limit{}, false
+		return core.Limit{}, false
 	}
 	if _, _, start := judgeStart(exit); start {
-		return Limit{}, false
+		return core.Limit{}, false
 	}
 	// The CLI's own error, never the work of the try: an agent may well write
 	// "rate limit" or "try again in 5 minutes" into its answer.
 	words := failed + "\n" + stderrText(exit)
 	reset, ok := p.limit(exit, words)
 	if !ok {
-		return Limit{}, false
+		return core.Limit{}, false
 	}
 	text := failed
 	if text == "" {
 		text = p.Name + ": " + firstLine(stderrText(exit))
 	}
-	return Limit{Reset: reset, Text: FirstChars(text, ErrorChars)}, true
+	return core.Limit{Reset: reset, Text: core.FirstChars(text, core.ErrorChars)}, true
 }
 
 // Session is the session id the try's output names, for a retry that resumes
 // it; "" when the CLI named none or the preset cannot resume.
-func (p Preset) Session(exit Exit) string {
+func (p Preset) Session(exit core.Exit) string {
 	if p.session == nil || p.Resume == nil {
 		return ""
 	}
@@ -175,7 +176,7 @@ func ResolvePreset(name string, args []string) ([]string, error) {
 		if err == nil {
 			err = fmt.Errorf("agent preset %q has no command", name)
 		}
-		return nil, &ConfigError{Msg: err.Error()}
+		return nil, &core.ConfigError{Msg: err.Error()}
 	}
 	return p.Command(args), nil
 }
@@ -184,7 +185,7 @@ func ResolvePreset(name string, args []string) ([]string, error) {
 // empty, fails the try with that error even on exit 0 (and replaces stderr as its
 // error); unavailable says the agent could not serve at all (not found, auth, a
 // rate or usage limit), so that the same try runs with the next fallback.
-func (p Preset) Judge(exit Exit) (failed string, unavailable bool) {
+func (p Preset) Judge(exit core.Exit) (failed string, unavailable bool) {
 	if failed, unavailable, ok := judgeStart(exit); ok {
 		return failed, unavailable
 	}
@@ -203,7 +204,7 @@ func (p Preset) Judge(exit Exit) (failed string, unavailable bool) {
 
 // judgeStart judges what every agent shares: a program that could not be started
 // or that its wrapper could not find (126, 127) cannot serve.
-func judgeStart(exit Exit) (failed string, unavailable, ok bool) {
+func judgeStart(exit core.Exit) (failed string, unavailable, ok bool) {
 	switch {
 	case exit.Err != nil && (errors.Is(exit.Err, exec.ErrNotFound) || errors.Is(exit.Err, fs.ErrNotExist) || errors.Is(exit.Err, fs.ErrPermission)):
 		return "agent could not start: " + exit.Err.Error(), true, true
@@ -252,7 +253,7 @@ type claudeResult struct {
 
 // judgeClaude fails a try whose JSON result says is_error: true, even on exit 0,
 // with the result's text as the error.
-func judgeClaude(exit Exit) (string, bool) {
+func judgeClaude(exit core.Exit) (string, bool) {
 	var r claudeResult
 	found := false
 	for _, line := range lastLines(stdoutText(exit)) {
@@ -300,7 +301,7 @@ type claudeRateLimitEvent struct {
 
 // claudeLimit reads claude's usage limit and its reset: the legacy epoch, the
 // stream's rate_limit_event, else the time its words name.
-func claudeLimit(exit Exit, words string) (time.Time, bool) {
+func claudeLimit(exit core.Exit, words string) (time.Time, bool) {
 	if m := claudeLegacyLimit().FindStringSubmatch(words); m != nil {
 		return epoch(m[1]), true
 	}
@@ -339,7 +340,7 @@ func epoch(s string) time.Time {
 }
 
 // exitTime is when the try ended, from which a "try again in" counts.
-func exitTime(exit Exit) time.Time {
+func exitTime(exit core.Exit) time.Time {
 	if exit.Ended.IsZero() {
 		return time.Now()
 	}
@@ -352,7 +353,7 @@ func rateWords(words string) bool {
 }
 
 // genericLimit reads a limit from the CLI's words alone, with the reset they name.
-func genericLimit(exit Exit, words string) (time.Time, bool) {
+func genericLimit(exit core.Exit, words string) (time.Time, bool) {
 	if !rateWords(words) {
 		return time.Time{}, false
 	}
@@ -363,11 +364,11 @@ func genericLimit(exit Exit, words string) (time.Time, bool) {
 // claude's result and gemini's JSON, "sessionID" in opencode's events): the last
 // one the output names, on stdout, else on stderr (gemini prints its error JSON
 // there).
-func jsonSession(key string) func(Exit) string {
+func jsonSession(key string) func(core.Exit) string {
 	re := sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(regexp.QuoteMeta(key) + `\s*:\s*"([A-Za-z0-9_.:-]{1,200})"`)
 	})
-	return func(exit Exit) string {
+	return func(exit core.Exit) string {
 		for _, out := range []string{stdoutText(exit), exit.Stdout, stderrText(exit)} {
 			if m := re().FindAllStringSubmatch(out, -1); m != nil {
 				return m[len(m)-1][1]
@@ -439,7 +440,7 @@ type codexEvent struct {
 
 // judgeCodex fails a try whose event stream says the turn failed, with the
 // failure's message. A stream error the turn recovered from is not a failure.
-func judgeCodex(exit Exit) (string, bool) {
+func judgeCodex(exit core.Exit) (string, bool) {
 	var failed, lastError string
 	completed := false
 	for _, line := range lines(stdoutText(exit)) {
@@ -474,13 +475,13 @@ func judgeCodex(exit Exit) (string, bool) {
 // again at 3:45 PM." or "… or try again at Dec 3rd, 2026 3:45 PM." in local
 // time (@openai/codex 0.171.0), "Please try again in 1.5s" from the API's rate
 // limit, older codex's "try again in 2 hours 5 minutes".
-func codexLimit(exit Exit, words string) (time.Time, bool) {
+func codexLimit(exit core.Exit, words string) (time.Time, bool) {
 	return genericLimit(exit, words)
 }
 
 // codexSession is the thread id of codex's first event, thread.started: `codex
 // exec resume ID` continues it.
-func codexSession(exit Exit) string {
+func codexSession(exit core.Exit) string {
 	for _, line := range lines(exit.Stdout) {
 		if t, ok := eventType(line); !ok || t != "thread.started" {
 			continue
@@ -500,7 +501,7 @@ func codexSession(exit Exit) string {
 // retry in 34.5s", "Suggested retry after 60s", "Your quota will reset after
 // 3h12m5s", or the API's RetryInfo "retryDelay": "34s"; "You have exhausted
 // your daily quota on this model." names no time.
-func geminiLimit(exit Exit, words string) (time.Time, bool) {
+func geminiLimit(exit core.Exit, words string) (time.Time, bool) {
 	if !rateWords(words) && !strings.Contains(words, "QuotaError") {
 		return time.Time{}, false
 	}
@@ -533,7 +534,7 @@ var geminiExits = map[int]string{
 
 // judgeGemini names the meaning of gemini's exit code, with the message of the
 // JSON error it prints; exit 41 (authentication) and quota errors are unavailable.
-func judgeGemini(exit Exit) (string, bool) {
+func judgeGemini(exit core.Exit) (string, bool) {
 	var out struct {
 		Error *struct {
 			Type    string `json:"type"`
@@ -579,7 +580,7 @@ type opencodeEvent struct {
 
 // judgeOpencode fails a try whose events hold an error, or that printed nothing but
 // an error on stderr: opencode exits 0 either way.
-func judgeOpencode(exit Exit) (string, bool) {
+func judgeOpencode(exit core.Exit) (string, bool) {
 	for _, line := range lastLines(stdoutText(exit)) {
 		var e opencodeEvent
 		if t, ok := eventType(line); ok && t != "error" || json.Unmarshal([]byte(line), &e) != nil || e.Type != "error" {
@@ -612,14 +613,14 @@ var opencodeError = sync.OnceValue(func() *regexp.Regexp {
 
 // stdoutText is what is kept of stdout for judging: the tail, which holds the
 // whole output when it was short.
-func stdoutText(exit Exit) string {
+func stdoutText(exit core.Exit) string {
 	if exit.StdoutTail != "" {
 		return exit.StdoutTail
 	}
 	return exit.Stdout
 }
 
-func stderrText(exit Exit) string {
+func stderrText(exit core.Exit) string {
 	if exit.StderrTail != "" {
 		return exit.StderrTail
 	}
@@ -681,5 +682,5 @@ func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	return FirstChars(strings.TrimSpace(s), ErrorChars)
+	return core.FirstChars(strings.TrimSpace(s), core.ErrorChars)
 }

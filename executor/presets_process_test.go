@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -101,7 +102,7 @@ func fakeRuns(t testing.TB, bin, name string) []fakeRecord {
 }
 
 // runAgent starts argv through Start and waits for its exit, with a deadline.
-func runAgent(t *testing.T, spec Spec) Exit {
+func runAgent(t *testing.T, spec Spec) core.Exit {
 	t.Helper()
 	p, err := Start(spec)
 	if err != nil {
@@ -114,14 +115,14 @@ func runAgent(t *testing.T, spec Spec) Exit {
 		p.Stop()
 		<-p.Done()
 		t.Fatalf("%s did not exit within 30s", spec.Argv[0])
-		return Exit{}
+		return core.Exit{}
 	}
 }
 
 // runTry is a launch path in small: it runs one try with the first candidate that
 // can run and falls back, journaled, to the next one while the agent says it is
 // unavailable. It returns the agent whose exit stands.
-func runTry(t *testing.T, agents []Agent, ws Workspace, step string, try int, prompt string, j *Journal) (Agent, Exit) {
+func runTry(t *testing.T, agents []Agent, ws Workspace, step string, try int, prompt string, j *Journal) (Agent, core.Exit) {
 	t.Helper()
 	i := NextAgent(agents, -1)
 	for k := range i {
@@ -145,15 +146,15 @@ func runTry(t *testing.T, agents []Agent, ws Workspace, step string, try int, pr
 }
 
 // journalEntries reads the journal's records.
-func journalEntries(t *testing.T, path string) []Entry {
+func journalEntries(t *testing.T, path string) []core.Entry {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Entry
+	var out []core.Entry
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var e Entry
+		var e core.Entry
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatal(err)
 		}
@@ -441,4 +442,4 @@ func TestResolveAgents(t *testing.T) {
 	}
 }
 
-func errorsIsConfig(err error) bool { return errors.Is(err, ErrConfig) }
+func errorsIsConfig(err error) bool { return errors.Is(err, core.ErrConfig) }

@@ -58,7 +58,7 @@ func TestResolvePreset(t *testing.T) {
 		})
 	}
 	_, err := ResolvePreset("claud", nil)
-	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `unknown agent preset "claud": did you mean claude?`) {
+	if !errors.Is(err, core.ErrConfig) || !strings.Contains(err.Error(), `unknown agent preset "claud": did you mean claude?`) {
 		t.Errorf("ResolvePreset(claud) = %v", err)
 	}
 }
@@ -145,40 +145,40 @@ func TestPreset_Judge(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		preset      string
-		exit        Exit
+		exit        core.Exit
 		failed      string // a prefix of the want
 		unavailable bool
 	}{
-		{"claude success", "claude", Exit{Stdout: claudeJSON(false, "Done.")}, "", false},
-		{"claude is_error on exit 0", "claude", Exit{Stdout: claudeJSON(true, "Error: the tool failed")}, "claude: Error: the tool failed", false},
-		{"claude usage limit", "claude", Exit{Code: 1, Stdout: claudeJSON(true, "You've hit your limit · resets 4pm")}, "claude: You've hit your limit", true},
-		{"claude bad key", "claude", Exit{Code: 1, Stdout: claudeJSON(true, "Invalid API key · Please run /login")}, "claude: Invalid API key", true},
-		{"claude subtype only", "claude", Exit{Stdout: `{"type":"result","subtype":"error_max_turns","is_error":true}`}, "claude: error_max_turns", false},
-		{"claude result past the tail", "claude", Exit{Stdout: claudeJSON(true, long)[:captureBytes], StdoutTail: claudeJSON(true, long)[3*TailBytes-TailBytes:]}, "claude: xxx", false},
-		{"claude rate limit on stderr", "claude", Exit{Code: 1, Stderr: "API Error: 429 rate_limit_error"}, "claude: rate or usage limit: API Error: 429", true},
-		{"claude plain failure", "claude", Exit{Code: 1, Stderr: "boom"}, "", false},
-		{"codex turn failed", "codex", Exit{Code: 1, Stdout: `{"type":"thread.started","thread_id":"t"}` + "\n" + `{"type":"turn.started"}` + "\n" +
+		{"claude success", "claude", core.Exit{Stdout: claudeJSON(false, "Done.")}, "", false},
+		{"claude is_error on exit 0", "claude", core.Exit{Stdout: claudeJSON(true, "Error: the tool failed")}, "claude: Error: the tool failed", false},
+		{"claude usage limit", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "You've hit your limit · resets 4pm")}, "claude: You've hit your limit", true},
+		{"claude bad key", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "Invalid API key · Please run /login")}, "claude: Invalid API key", true},
+		{"claude subtype only", "claude", core.Exit{Stdout: `{"type":"result","subtype":"error_max_turns","is_error":true}`}, "claude: error_max_turns", false},
+		{"claude result past the tail", "claude", core.Exit{Stdout: claudeJSON(true, long)[:captureBytes], StdoutTail: claudeJSON(true, long)[3*TailBytes-TailBytes:]}, "claude: xxx", false},
+		{"claude rate limit on stderr", "claude", core.Exit{Code: 1, Stderr: "API Error: 429 rate_limit_error"}, "claude: rate or usage limit: API Error: 429", true},
+		{"claude plain failure", "claude", core.Exit{Code: 1, Stderr: "boom"}, "", false},
+		{"codex turn failed", "codex", core.Exit{Code: 1, Stdout: `{"type":"thread.started","thread_id":"t"}` + "\n" + `{"type":"turn.started"}` + "\n" +
 			`{"type":"error","message":"You've hit your usage limit. Try again at 12:16 PM."}` + "\n" +
 			`{"type":"turn.failed","error":{"message":"You've hit your usage limit. Try again at 12:16 PM."}}` + "\n"}, "codex: You've hit your usage limit", true},
-		{"codex failed turn, exit 0", "codex", Exit{Stdout: `{"type":"turn.failed","error":{"message":"stream disconnected"}}` + "\n"}, "codex: stream disconnected", false},
-		{"codex recovered", "codex", Exit{Stdout: `{"type":"error","message":"Reconnecting... 1/5"}` + "\n" + `{"type":"turn.completed","usage":{}}` + "\n"}, "", false},
-		{"codex not logged in", "codex", Exit{Code: 1, Stderr: "Error: Not logged in. Run codex login"}, "codex: authentication failed", true},
-		{"gemini auth", "gemini", Exit{Code: 41, Stdout: "{\n  \"session_id\": \"s\",\n  \"error\": {\n    \"type\": \"Error\",\n    \"message\": \"Please set an Auth method\",\n    \"code\": 41\n  }\n}\n"}, "gemini: authentication failed (exit 41): Please set an Auth method", true},
-		{"gemini input", "gemini", Exit{Code: 42, Stderr: "no input"}, "gemini: invalid input (exit 42): no input", false},
-		{"gemini sandbox", "gemini", Exit{Code: 44}, "gemini: sandbox error (exit 44)", false},
-		{"gemini config", "gemini", Exit{Code: 52}, "gemini: configuration error (exit 52)", false},
-		{"gemini turn limit", "gemini", Exit{Code: 53}, "gemini: turn limit reached (exit 53)", false},
-		{"gemini quota", "gemini", Exit{Code: 1, Stderr: "TerminalQuotaError: You have exhausted your capacity on this model."}, "gemini: TerminalQuotaError", true},
-		{"gemini success", "gemini", Exit{Stdout: "{\n  \"session_id\": \"s\",\n  \"response\": \"ok\"\n}\n"}, "", false},
-		{"opencode error event, exit 0", "opencode", Exit{Stdout: `{"type":"step_start"}` + "\n" + `{"type":"error","sessionID":"s","error":{"name":"UnknownError","data":{"message":"Unexpected server error"}}}` + "\n"}, "opencode: UnknownError: Unexpected server error", false},
-		{"opencode auth event", "opencode", Exit{Stdout: `{"type":"error","error":{"name":"ProviderAuthError","data":{"message":"no key"}}}` + "\n"}, "opencode: ProviderAuthError", true},
-		{"opencode stderr only, exit 0", "opencode", Exit{Stderr: "NotFoundError: Session not found: ses_x\n at x"}, "opencode: NotFoundError: Session not found", false},
-		{"opencode success", "opencode", Exit{Stdout: `{"type":"text","part":{"text":"error handling done"}}` + "\n"}, "", false},
-		{"aider rate limit", "aider", Exit{Code: 1, Stderr: "litellm.RateLimitError: rate limit exceeded"}, "aider: rate or usage limit", true},
-		{"goose plain failure", "goose", Exit{Code: 2, Stderr: "bad flag"}, "", false},
-		{"a rate limit in a successful try is work", "openclaw", Exit{Stdout: "implemented the rate limit"}, "", false},
-		{"wrapper did not find it", "openclaw", Exit{Code: 127, Stderr: "openclaw: command not found"}, "agent could not start: openclaw: command not found", true},
-		{"could not start", "codex", Exit{Code: -1, Err: &exec.Error{Name: "codex", Err: exec.ErrNotFound}}, "agent could not start", true},
+		{"codex failed turn, exit 0", "codex", core.Exit{Stdout: `{"type":"turn.failed","error":{"message":"stream disconnected"}}` + "\n"}, "codex: stream disconnected", false},
+		{"codex recovered", "codex", core.Exit{Stdout: `{"type":"error","message":"Reconnecting... 1/5"}` + "\n" + `{"type":"turn.completed","usage":{}}` + "\n"}, "", false},
+		{"codex not logged in", "codex", core.Exit{Code: 1, Stderr: "Error: Not logged in. Run codex login"}, "codex: authentication failed", true},
+		{"gemini auth", "gemini", core.Exit{Code: 41, Stdout: "{\n  \"session_id\": \"s\",\n  \"error\": {\n    \"type\": \"Error\",\n    \"message\": \"Please set an Auth method\",\n    \"code\": 41\n  }\n}\n"}, "gemini: authentication failed (exit 41): Please set an Auth method", true},
+		{"gemini input", "gemini", core.Exit{Code: 42, Stderr: "no input"}, "gemini: invalid input (exit 42): no input", false},
+		{"gemini sandbox", "gemini", core.Exit{Code: 44}, "gemini: sandbox error (exit 44)", false},
+		{"gemini config", "gemini", core.Exit{Code: 52}, "gemini: configuration error (exit 52)", false},
+		{"gemini turn limit", "gemini", core.Exit{Code: 53}, "gemini: turn limit reached (exit 53)", false},
+		{"gemini quota", "gemini", core.Exit{Code: 1, Stderr: "TerminalQuotaError: You have exhausted your capacity on this model."}, "gemini: TerminalQuotaError", true},
+		{"gemini success", "gemini", core.Exit{Stdout: "{\n  \"session_id\": \"s\",\n  \"response\": \"ok\"\n}\n"}, "", false},
+		{"opencode error event, exit 0", "opencode", core.Exit{Stdout: `{"type":"step_start"}` + "\n" + `{"type":"error","sessionID":"s","error":{"name":"UnknownError","data":{"message":"Unexpected server error"}}}` + "\n"}, "opencode: UnknownError: Unexpected server error", false},
+		{"opencode auth event", "opencode", core.Exit{Stdout: `{"type":"error","error":{"name":"ProviderAuthError","data":{"message":"no key"}}}` + "\n"}, "opencode: ProviderAuthError", true},
+		{"opencode stderr only, exit 0", "opencode", core.Exit{Stderr: "NotFoundError: Session not found: ses_x\n at x"}, "opencode: NotFoundError: Session not found", false},
+		{"opencode success", "opencode", core.Exit{Stdout: `{"type":"text","part":{"text":"error handling done"}}` + "\n"}, "", false},
+		{"aider rate limit", "aider", core.Exit{Code: 1, Stderr: "litellm.RateLimitError: rate limit exceeded"}, "aider: rate or usage limit", true},
+		{"goose plain failure", "goose", core.Exit{Code: 2, Stderr: "bad flag"}, "", false},
+		{"a rate limit in a successful try is work", "openclaw", core.Exit{Stdout: "implemented the rate limit"}, "", false},
+		{"wrapper did not find it", "openclaw", core.Exit{Code: 127, Stderr: "openclaw: command not found"}, "agent could not start: openclaw: command not found", true},
+		{"could not start", "codex", core.Exit{Code: -1, Err: &exec.Error{Name: "codex", Err: exec.ErrNotFound}}, "agent could not start", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, ok := LookupPreset(tc.preset)
@@ -196,10 +196,10 @@ func TestPreset_Judge(t *testing.T) {
 // A command given as a list is judged only on whether it started.
 func TestAgent_JudgeCommand(t *testing.T) {
 	a := Agent{Argv: []string{"/bin/myagent"}}
-	if failed, unavailable := a.Judge(Exit{Code: 1, Stderr: "rate limit"}); failed != "" || unavailable {
+	if failed, unavailable := a.Judge(core.Exit{Code: 1, Stderr: "rate limit"}); failed != "" || unavailable {
 		t.Errorf("plain failure = %q, %v", failed, unavailable)
 	}
-	if _, unavailable := a.Judge(Exit{Code: 127}); !unavailable {
+	if _, unavailable := a.Judge(core.Exit{Code: 127}); !unavailable {
 		t.Error("exit 127 is not unavailable")
 	}
 }
@@ -207,26 +207,26 @@ func TestAgent_JudgeCommand(t *testing.T) {
 // judgeExit judges the end of agent a's try as the machine does: the agent's own
 // reading of its output, then the exit (core.JudgeExit). A try that ended well
 // is OK here; its outputs and check are the machine's to verify.
-func judgeExit(a Agent, exit Exit) Verdict {
+func judgeExit(a Agent, exit core.Exit) core.Verdict {
 	failed, _ := a.Judge(exit)
 	if v, ended := core.JudgeExit(failed, exit); ended {
 		return v
 	}
-	return Verdict{OK: true}
+	return core.Verdict{OK: true}
 }
 
 func TestJudgeExit(t *testing.T) {
 	claude := Agent{Preset: "claude"}
-	if v := judgeExit(claude, Exit{Stdout: claudeJSON(true, "could not edit")}); v.OK || v.Error != "claude: could not edit" {
+	if v := judgeExit(claude, core.Exit{Stdout: claudeJSON(true, "could not edit")}); v.OK || v.Error != "claude: could not edit" {
 		t.Errorf("is_error on exit 0: %+v", v)
 	}
-	if v := judgeExit(claude, Exit{Stdout: claudeJSON(false, "ok")}); !v.OK {
+	if v := judgeExit(claude, core.Exit{Stdout: claudeJSON(false, "ok")}); !v.OK {
 		t.Errorf("success: %+v", v)
 	}
-	if v := judgeExit(claude, Exit{Code: 1, Stderr: "boom"}); v.OK || v.Error != "boom" {
+	if v := judgeExit(claude, core.Exit{Code: 1, Stderr: "boom"}); v.OK || v.Error != "boom" {
 		t.Errorf("plain failure keeps stderr: %+v", v)
 	}
-	if v := judgeExit(claude, Exit{TimedOut: true, Stdout: claudeJSON(true, "x")}); v.Error != "Timeout" {
+	if v := judgeExit(claude, core.Exit{TimedOut: true, Stdout: claudeJSON(true, "x")}); v.Error != "Timeout" {
 		t.Errorf("timeout: %+v", v)
 	}
 }
@@ -266,10 +266,10 @@ func BenchmarkPreset_Judge(b *testing.B) {
 		`{"type":"turn.failed","error":{"message":"You've hit your usage limit."}}` + "\n"
 	for _, bc := range []struct {
 		preset string
-		exit   Exit
+		exit   core.Exit
 	}{
-		{"claude", Exit{StdoutTail: claudeOut}},
-		{"codex", Exit{Code: 1, StdoutTail: codexOut}},
+		{"claude", core.Exit{StdoutTail: claudeOut}},
+		{"codex", core.Exit{Code: 1, StdoutTail: codexOut}},
 	} {
 		p, _ := LookupPreset(bc.preset)
 		b.Run(bc.preset, func(b *testing.B) {

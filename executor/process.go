@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stepseq/stepseq/executor/core"
 	"io"
 	"os"
 	"os/exec"
@@ -21,7 +22,7 @@ const DefaultGrace = 5 * time.Second
 
 // captureBytes is what is kept of the head of each stream in memory: enough for
 // ErrorChars characters of any UTF-8. The full output goes to the log file.
-const captureBytes = ErrorChars * 4
+const captureBytes = core.ErrorChars * 4
 
 // TailBytes is what is kept of the end of each stream, for the presets to read an
 // agent's verdict (a JSON result, a failed turn) however long its output.
@@ -59,7 +60,7 @@ type Process struct {
 	once   sync.Once
 	ended  sync.Once // the group's sweep, run once
 	marks  []string  // the try's variables, which its descendants carry
-	done   chan Exit
+	done   chan core.Exit
 	stdout capture
 	stderr capture
 }
@@ -78,7 +79,7 @@ func Start(spec Spec) (*Process, error) {
 	if spec.PipeGrace <= 0 {
 		spec.PipeGrace = time.Second
 	}
-	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, stop: make(chan struct{}), done: make(chan Exit, 1)}
+	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, stop: make(chan struct{}), done: make(chan core.Exit, 1)}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
@@ -108,7 +109,7 @@ func Start(spec Spec) (*Process, error) {
 }
 
 // Done delivers the Exit once the agent has ended and its output is collected.
-func (p *Process) Done() <-chan Exit { return p.done }
+func (p *Process) Done() <-chan core.Exit { return p.done }
 
 // Stop ends the agent's process group: SIGTERM, then SIGKILL after the grace period.
 // Whatever ends the agent, what is left of its group is ended before its Exit is
@@ -205,8 +206,8 @@ func groupAlive(pgid int) bool {
 	return groupHasLiving(pgid)
 }
 
-func (p *Process) exit(err error, timedOut bool, started time.Time) Exit {
-	e := Exit{Code: -1, TimedOut: timedOut, Started: started, Ended: time.Now(),
+func (p *Process) exit(err error, timedOut bool, started time.Time) core.Exit {
+	e := core.Exit{Code: -1, TimedOut: timedOut, Started: started, Ended: time.Now(),
 		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
 		StdoutTail: p.stdout.Tail(), StderrTail: p.stderr.Tail()}
 	if st := p.cmd.ProcessState; st != nil {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -131,12 +132,12 @@ func (p *PullLauncher) Launch(t TrySpec) (Started, error) {
 	r := &pullRun{
 		p:     p,
 		offer: Offer{Step: t.Step, Try: t.Try, Prompt: t.Prompt, RequiredOutputs: t.RequiredOutputs, Result: t.Result},
-		done:  make(chan Exit, 1),
+		done:  make(chan core.Exit, 1),
 		start: time.Now(),
 	}
 	r.offer.Token = p.Token(t.Step, t.Try)
 	if t.Proc.Timeout > 0 {
-		r.timer = time.AfterFunc(t.Proc.Timeout, func() { r.end(Exit{Code: -1, TimedOut: true}) })
+		r.timer = time.AfterFunc(t.Proc.Timeout, func() { r.end(core.Exit{Code: -1, TimedOut: true}) })
 	}
 	p.mu.Lock()
 	p.current = r
@@ -181,7 +182,7 @@ func (p *PullLauncher) Reported(id string, try int) {
 	r := p.current
 	p.mu.Unlock()
 	if r != nil && r.offer.Step == id && r.offer.Try == try {
-		r.end(Exit{Code: 0})
+		r.end(core.Exit{Code: 0})
 	}
 }
 
@@ -189,13 +190,13 @@ type pullRun struct {
 	p      *PullLauncher
 	offer  Offer
 	client string
-	done   chan Exit
+	done   chan core.Exit
 	start  time.Time
 	timer  *time.Timer
 	once   sync.Once
 }
 
-func (r *pullRun) end(e Exit) {
+func (r *pullRun) end(e core.Exit) {
 	r.once.Do(func() {
 		if r.timer != nil {
 			r.timer.Stop()
@@ -210,15 +211,15 @@ func (r *pullRun) end(e Exit) {
 	})
 }
 
-func (r *pullRun) Done() <-chan Exit { return r.done }
+func (r *pullRun) Done() <-chan core.Exit { return r.done }
 
 // Stop withdraws the offer; the try ends as a killed agent does.
-func (r *pullRun) Stop() { r.end(Exit{Code: -1, Stderr: "stopped"}) }
+func (r *pullRun) Stop() { r.end(core.Exit{Code: -1, Stderr: "stopped"}) }
 
-func (r *pullRun) Ident() (int, uint64)  { return 0, 0 }
-func (r *pullRun) LastOutput() time.Time { return time.Time{} }
-func (r *pullRun) Finish(Exit) error     { return nil }
-func (r *pullRun) EndGroup()             {}
+func (r *pullRun) Ident() (int, uint64)   { return 0, 0 }
+func (r *pullRun) LastOutput() time.Time  { return time.Time{} }
+func (r *pullRun) Finish(core.Exit) error { return nil }
+func (r *pullRun) EndGroup()              {}
 
 // signToken is "<step>.<try>.<mac>", the step base64url-encoded.
 func signToken(key []byte, id string, try int) string {
@@ -248,7 +249,7 @@ func signTokenBody(key []byte, body string) string {
 }
 
 // pullReported ends a pulled try whose done report the machine just accepted.
-func (d *driver) pullReported(v ReportVerdict) {
+func (d *driver) pullReported(v core.ReportVerdict) {
 	a := d.active
 	if !v.Accepted || a == nil || a.step != v.Step || d.pull == nil {
 		return

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -205,7 +206,7 @@ func TestRerun_ForgetsTheResult(t *testing.T) {
 	st := p.State("plans/pull.yaml", "h")
 	st.Run("fetch").Status = planspec.StatusDone
 	st.Run("fetch").Result = json.RawMessage(`{"url":"https://a"}`)
-	if err := Rerun(st, "fetch"); err != nil {
+	if err := core.Rerun(st, "fetch"); err != nil {
 		t.Fatal(err)
 	}
 	if r := st.Run("fetch").Result; r != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -74,13 +75,13 @@ func TestSidecar_HostileWorkspaceFiles(t *testing.T) {
 		t.Error("a plan linked from outside the workspace was run")
 	}
 	for _, name := range []string{"a", "evil", "out"} {
-		var rec PlanRecord
+		var rec core.PlanRecord
 		waitFor(t, func() bool {
 			var ok bool
 			rec, ok = c.WS.ReadPlanRecord(name)
 			return ok
 		})
-		if rec.Status != PlanInvalid || rec.Hash != "" {
+		if rec.Status != core.PlanInvalid || rec.Hash != "" {
 			t.Errorf("plans/%s.yaml record = %+v, want invalid and unread", name, rec)
 		}
 	}

@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"errors"
+	"github.com/stepseq/stepseq/executor/core"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -197,7 +198,7 @@ func TestDrainTriggers_NothingBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteTrigger(ws, Trigger{Step: "good", From: "trigger"}); err != nil {
+	if err := WriteTrigger(ws, core.Trigger{Step: "good", From: "trigger"}); err != nil {
 		t.Fatal(err)
 	}
 	td := ws.TriggersDir()
@@ -208,7 +209,7 @@ func TestDrainTriggers_NothingBlocks(t *testing.T) {
 	symlink(t, "/etc/passwd", filepath.Join(td, "2-evil.json"))
 	symlink(t, "/dev/zero", filepath.Join(td, "3-zero.json"))
 	type result struct {
-		ts   []Trigger
+		ts   []core.Trigger
 		errs []error
 	}
 	r := within(t, "DrainTriggers", func() result {
@@ -232,7 +233,7 @@ func TestDrainTriggers_NothingBlocks(t *testing.T) {
 		t.Errorf("left in the triggers folder: %v; want only the directory, skipped", left)
 	}
 	// A second drain finds nothing and still does not block.
-	if ts := within(t, "DrainTriggers again", func() []Trigger { ts, _ := DrainTriggers(ws); return ts }); len(ts) != 0 {
+	if ts := within(t, "DrainTriggers again", func() []core.Trigger { ts, _ := DrainTriggers(ws); return ts }); len(ts) != 0 {
 		t.Errorf("second drain: %+v", ts)
 	}
 }
@@ -250,7 +251,7 @@ func TestReadPlanFileIn_RefusesLinksOut(t *testing.T) {
 	root := openRoot(t, dir)
 	leak := passwdBytes(t)
 	for _, rel := range []string{"plans/evil.yaml", "plans/out.yaml", "plans/fifo.yaml"} {
-		pf := within(t, rel, func() PlanFile { return ReadPlanFileIn(root, rel) })
+		pf := within(t, rel, func() core.PlanFile { return ReadPlanFileIn(root, rel) })
 		if pf.Plan != nil || pf.Err == nil || pf.Hash != "" {
 			t.Errorf("%s: plan %v, hash %q, err %v; want it refused unread", rel, pf.Plan, pf.Hash, pf.Err)
 			continue

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -29,7 +30,7 @@ var ErrPlanBlocked = errors.New("plan is blocked")
 type refusedAgent struct{ err error }
 
 func (e *refusedAgent) Error() string   { return e.err.Error() }
-func (e *refusedAgent) Unwrap() []error { return []error{e.err, ErrConfig} }
+func (e *refusedAgent) Unwrap() []error { return []error{e.err, core.ErrConfig} }
 
 // SidecarOptions configure a sidecar.
 type SidecarOptions struct {
@@ -92,7 +93,7 @@ const (
 )
 
 type drained struct {
-	triggers []Trigger
+	triggers []core.Trigger
 	errs     []error
 }
 
@@ -138,7 +139,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.planTimer = time.NewTimer(time.Hour)
 	s.planTimer.Stop()
 	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
-		MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true})
+		core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true})
 	s.d.plans = opt.PlansDir
 	s.d.metrics = opt.Metrics
 	s.d.notifier = opt.Notifier
@@ -154,7 +155,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 		conds, _ = rt.Conditions(st)
 	}
 	paths, trees := WatchSet(rt.WS, opt.PlansDir, st, conds)
-	s.d.setWatch(SetWatch{Paths: paths, Trees: trees})
+	s.d.setWatch(core.SetWatch{Paths: paths, Trees: trees})
 	if s.d.w == nil {
 		lock.Unlock()
 		return nil, fmt.Errorf("watch %s: the watcher did not start; see the log", rt.WS.Dir)
@@ -201,7 +202,7 @@ func (s *Sidecar) WatcherStats() watcher.Stats { return s.d.w.Stats() }
 func (s *Sidecar) Run(ctx context.Context) error {
 	s.d.ctx = ctx
 	defer s.close()
-	s.record(Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": s.WS.State}})
+	s.record(core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": s.WS.State}})
 	s.pass(watcher.Batch{Rescan: true})
 	// The triggers queued before the start are a burst already over.
 	s.trigTimer.Stop()
@@ -252,7 +253,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			began = time.Now()
 			if ok {
 				s.Logger.Error("watcher", "err", err)
-				s.record(Entry{Event: "watcher-error", Reason: err.Error()})
+				s.record(core.Entry{Event: "watcher-error", Reason: err.Error()})
 			}
 		case exit := <-s.d.exits():
 			began = time.Now()
@@ -262,7 +263,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		case <-s.d.timer.C:
 			began = time.Now()
 			s.took()
-			s.d.feed(TimerFired{})
+			s.d.feed(core.TimerFired{})
 			s.afterPlan()
 		case call := <-s.calls:
 			began = time.Now()
@@ -272,7 +273,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		case <-s.d.inherited:
 			began = time.Now()
 			s.d.inherited = nil
-			s.d.feed(InheritedGone{})
+			s.d.feed(core.InheritedGone{})
 		case <-s.planTimer.C:
 			began = time.Now()
 			s.took()
@@ -376,13 +377,13 @@ func (s *Sidecar) drained(r drained) {
 	if s.starting {
 		s.starting = false
 		s.ready.Store(true)
-		s.record(Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
+		s.record(core.Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
 	}
 	for _, err := range r.errs {
 		s.Logger.Warn("ignored a trigger", "err", err)
 	}
 	if len(r.triggers) > 0 {
-		s.d.feed(TriggersIn{Triggers: r.triggers})
+		s.d.feed(core.TriggersIn{Triggers: r.triggers})
 	}
 	if s.drainAgain {
 		s.drainAgain = false
@@ -393,8 +394,8 @@ func (s *Sidecar) drained(r drained) {
 // requeue puts back the triggers a drain took from the folder when the sidecar
 // stops before it could act on them, each distinct request once: the next
 // stepseq takes them.
-func (s *Sidecar) requeue(ts []Trigger) {
-	seen := map[Trigger]bool{}
+func (s *Sidecar) requeue(ts []core.Trigger) {
+	seen := map[core.Trigger]bool{}
 	for _, t := range ts {
 		t.At = ""
 		if seen[t] {
@@ -445,9 +446,9 @@ func (s *Sidecar) close() {
 // IN_PROGRESS: the next start retries it without spending a try.
 func (s *Sidecar) shutdown() error {
 	s.Logger.Info("stopping")
-	s.record(Entry{Event: "stopping", Reason: "signal or context end"})
+	s.record(core.Entry{Event: "stopping", Reason: "signal or context end"})
 	s.d.stopActive()
-	s.record(Entry{Event: "stop"})
+	s.record(core.Entry{Event: "stop"})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -57,13 +58,13 @@ func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec
 	err = s.do(ctx, func() {
 		s.seq++
 		ref := "call:" + strconv.FormatUint(s.seq, 10)
-		var got *ReportVerdict
-		s.d.verdict = func(v ReportVerdict) {
+		var got *core.ReportVerdict
+		s.d.verdict = func(v core.ReportVerdict) {
 			if v.Ref == ref {
 				got = &v
 			}
 		}
-		s.d.feed(ReportIn{Step: step, Try: try, Report: rep, Via: via, Ref: ref})
+		s.d.feed(core.ReportIn{Step: step, Try: try, Report: rep, Via: via, Ref: ref})
 		s.d.verdict = nil
 		if got == nil {
 			reasons = []string{"no verdict: the report was not judged"}
@@ -131,15 +132,15 @@ func (s *Sidecar) VerifyToken(token string) (string, int, error) { return s.d.pu
 
 // Retry asks for a new try of a blocked or failed step (`stepseq retry`).
 func (s *Sidecar) Retry(ctx context.Context, step string) error {
-	return s.trigger(ctx, Trigger{Step: step, Retry: true, From: "mcp"})
+	return s.trigger(ctx, core.Trigger{Step: step, Retry: true, From: "mcp"})
 }
 
 // Trigger re-runs a step and the steps after it (`stepseq trigger`).
 func (s *Sidecar) Trigger(ctx context.Context, step string) error {
-	return s.trigger(ctx, Trigger{Step: step, From: "mcp"})
+	return s.trigger(ctx, core.Trigger{Step: step, From: "mcp"})
 }
 
-func (s *Sidecar) trigger(ctx context.Context, t Trigger) error {
+func (s *Sidecar) trigger(ctx context.Context, t core.Trigger) error {
 	var err error
 	if cerr := s.do(ctx, func() {
 		st := s.d.m.State()
@@ -151,7 +152,7 @@ func (s *Sidecar) trigger(ctx context.Context, t Trigger) error {
 			err = fmt.Errorf("no step %q in the plan (steps: %s)", t.Step, strings.Join(ids, ", "))
 			return
 		}
-		s.d.feed(TriggersIn{Triggers: []Trigger{t}})
+		s.d.feed(core.TriggersIn{Triggers: []core.Trigger{t}})
 	}); cerr != nil {
 		return cerr
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -18,8 +19,8 @@ func (s *Sidecar) intakePlans() {
 	if err != nil {
 		return
 	}
-	var files []PlanFile
-	recs := map[string]PlanRecord{}
+	var files []core.PlanFile
+	recs := map[string]core.PlanRecord{}
 	for _, e := range entries {
 		n := e.Name()
 		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
@@ -41,24 +42,24 @@ func (s *Sidecar) intakePlans() {
 			recs[pf.Name] = rec
 		}
 	}
-	slices.SortFunc(files, func(a, b PlanFile) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(files, func(a, b core.PlanFile) int { return strings.Compare(a.Path, b.Path) })
 	m := s.d.m
-	var active ActivePlan
+	var active core.ActivePlan
 	switch st := m.State(); {
 	case st != nil && m.StateInvalid() == nil:
-		active = ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
+		active = core.ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
 	case st == nil && m.StateInvalid() == nil:
 		active.Missing = true
 	}
-	choice := ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.StateInvalid() != nil)
+	choice := core.ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.StateInvalid() != nil)
 	for _, pf := range files {
 		s.plansSeen[pf.Path] = pf.Hash
 	}
 	if choice.Edit != nil {
-		s.d.feed(PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
+		s.d.feed(core.PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
 	}
 	s.refused = nil
-	if choice.Apply == nil && m.State() == nil && !slices.ContainsFunc(choice.Updates, func(u PlanUpdate) bool { return u.Status == PlanWaiting }) {
+	if choice.Apply == nil && m.State() == nil && !slices.ContainsFunc(choice.Updates, func(u core.PlanUpdate) bool { return u.Status == core.PlanWaiting }) {
 		// No state and nothing to apply: what the folder holds was refused. With
 		// --exit-when-done that is the end; a plan dropped later is judged too.
 		for _, pf := range files {
@@ -70,7 +71,7 @@ func (s *Sidecar) intakePlans() {
 	for _, u := range choice.Updates {
 		if u.Reject {
 			s.Logger.Error("plan rejected; state.json is untouched", "file", u.File.Source, "errors", strings.Join(ErrorLines(u.File.Err), "; "))
-			s.record(Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": u.File.Source, "errors": ErrorLines(u.File.Err)}})
+			s.record(core.Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": u.File.Source, "errors": ErrorLines(u.File.Err)}})
 		}
 		s.setRecord(u.File, u.Status, u.Applied)
 	}
@@ -79,7 +80,7 @@ func (s *Sidecar) intakePlans() {
 	}
 	if choice.Finish != "" {
 		if prev, ok := s.WS.ReadPlanRecord(choice.Finish); ok {
-			prev.Status = PlanFinished
+			prev.Status = core.PlanFinished
 			_ = s.WS.WritePlanRecord(choice.Finish, prev)
 		}
 	}
@@ -90,8 +91,8 @@ func (s *Sidecar) intakePlans() {
 		pf.Plan, pf.Err = nil, err
 		s.plansTooBig[[2]string{pf.Path, pf.Hash}] = err
 		s.Logger.Error("plan rejected; state.json is untouched", "file", pf.Source, "errors", err.Error())
-		s.record(Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": ErrorLines(err)}})
-		s.setRecord(pf, PlanInvalid, "")
+		s.record(core.Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": ErrorLines(err)}})
+		s.setRecord(pf, core.PlanInvalid, "")
 		return
 	}
 	if err != nil {
@@ -102,8 +103,8 @@ func (s *Sidecar) intakePlans() {
 	if active.Missing {
 		s.Logger.Info("state.json was removed: the plan runs again as new", "file", choice.Apply.Source)
 	}
-	s.setRecord(*choice.Apply, PlanActive, choice.Apply.Hash)
-	s.d.feed(StateRead{State: st})
+	s.setRecord(*choice.Apply, core.PlanActive, choice.Apply.Hash)
+	s.d.feed(core.StateRead{State: st})
 }
 
 // keepRemoved keeps the run whose state.json was removed in the history, as the
@@ -117,8 +118,8 @@ func (s *Sidecar) keepRemoved(st *planspec.State) {
 	s.Logger.Info("state.json removed; its run is kept in the history", "archived", path)
 }
 
-func (s *Sidecar) setRecord(pf PlanFile, status, applied string) {
-	rec := PlanRecord{File: pf.Source, Hash: pf.Hash, Status: status, Errors: ErrorLines(pf.Err),
+func (s *Sidecar) setRecord(pf core.PlanFile, status, applied string) {
+	rec := core.PlanRecord{File: pf.Source, Hash: pf.Hash, Status: status, Errors: ErrorLines(pf.Err),
 		AppliedHash: applied, JudgedAt: planspec.FormatISO(time.Now())}
 	if old, ok := s.WS.ReadPlanRecord(pf.Name); ok && applied == "" {
 		rec.AppliedHash = old.AppliedHash
@@ -143,6 +144,6 @@ func (s *Sidecar) beingWritten(path string) bool {
 	if age >= planSettle {
 		return false
 	}
-	s.planTimer.Reset(planSettle - age + MtimeSlack)
+	s.planTimer.Reset(planSettle - age + core.MtimeSlack)
 	return true
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -83,16 +84,16 @@ func (w *testWS) waitState(what string, cond func(st *planspec.State) bool) *pla
 // journal is the journal's records. The sidecar may be appending as it reads: a
 // last line without its newline is a record still being written, left for the
 // next read.
-func (w *testWS) journal() []Entry {
+func (w *testWS) journal() []core.Entry {
 	w.t.Helper()
 	data, err := os.ReadFile(w.path(".stepseq/journal.jsonl"))
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	data = data[:bytes.LastIndexByte(data, '\n')+1]
-	var out []Entry
+	var out []core.Entry
 	for line := range bytes.Lines(data) {
-		var e Entry
+		var e core.Entry
 		if err := json.Unmarshal(line, &e); err != nil {
 			w.t.Fatalf("journal line %q: %v", line, err)
 		}
@@ -202,7 +203,7 @@ func TestSidecar_PlanDropped(t *testing.T) {
 		return st.Settings.Name == "a-first" && st.Run("one").Status == planspec.StatusInProgress
 	})
 	rec, ok := w.chain().WS.ReadPlanRecord("b-second")
-	if !ok || rec.Status != PlanWaiting {
+	if !ok || rec.Status != core.PlanWaiting {
 		t.Errorf("b-second record = %+v, want waiting", rec)
 	}
 	w.writeFile("go", "")
@@ -223,11 +224,11 @@ func TestSidecar_InvalidPlanLeavesStateUntouched(t *testing.T) {
 	w.waitState("DONE", done)
 	before, _ := os.ReadFile(w.state)
 	w.writeFile("plans/broken.yaml", "steps:\n  - id: x\n    titel: X\n    instruction: do\n")
-	var rec PlanRecord
+	var rec core.PlanRecord
 	waitFor(t, func() bool {
 		var ok bool
 		rec, ok = w.chain().WS.ReadPlanRecord("broken")
-		return ok && rec.Status == PlanInvalid
+		return ok && rec.Status == core.PlanInvalid
 	})
 	if !slices.ContainsFunc(rec.Errors, func(e string) bool {
 		return strings.HasPrefix(e, "plans/broken.yaml:3:5: ") && strings.Contains(e, `"titel"`)
@@ -251,7 +252,7 @@ func TestSidecar_EditingTheActivePlan(t *testing.T) {
 	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instructions: oops\n")
 	waitFor(t, func() bool {
 		rec, _ := w.chain().WS.ReadPlanRecord("p")
-		return rec.Status == PlanInvalid
+		return rec.Status == core.PlanInvalid
 	})
 	// A valid edit reaches the steps not started.
 	w.writeFile("plans/p.yaml", "steps:\n  - id: a\n    title: A\n    instruction: out:a waitfor:go-a\n  - id: b\n    title: B\n    instruction: write:new.txt\n  - id: c\n    title: C\n    instruction: write:c.txt\n")
@@ -330,7 +331,7 @@ func TestSidecar_Triggers(t *testing.T) {
 	// A person's edit under notes/, made later than the agent's own writes, re-runs
 	// s1 and the steps after it.
 	finished, _ := planspec.ParseISO(w.read().Run("s2").LastRunIso)
-	waitFor(t, func() bool { return time.Since(finished) > 5*MtimeSlack })
+	waitFor(t, func() bool { return time.Since(finished) > 5*core.MtimeSlack })
 	w.writeFile("notes/deep/idea.md", "x")
 	w.waitState("re-run done", func(st *planspec.State) bool {
 		return done(st) && st.Run("s1").Agent != nil && st.Run("s2").Agent != nil && logCount(w, "s1") == 2 && logCount(w, "s2") == 2
@@ -437,12 +438,12 @@ func TestSidecar_RestartNeverAppliesTheSameContentTwice(t *testing.T) {
 	w.waitState("DONE", done)
 	waitFor(t, func() bool {
 		rec, _ := w.chain().WS.ReadPlanRecord("once")
-		return rec.Status == PlanFinished
+		return rec.Status == core.PlanFinished
 	})
 	run.stop(t)
 	w.startSidecar(SidecarOptions{})
 	rec, _ := w.chain().WS.ReadPlanRecord("once")
-	if rec.Status != PlanFinished || logCount(w, "a") != 1 {
+	if rec.Status != core.PlanFinished || logCount(w, "a") != 1 {
 		t.Fatalf("after a restart: record %s, launches %d; want finished and 1", rec.Status, logCount(w, "a"))
 	}
 	// The same file changed after its plan finished is a new run.
@@ -466,7 +467,7 @@ func TestSidecar_PlanJudgedOnceWritten(t *testing.T) {
 	if j, _ := os.ReadFile(w.path(".stepseq/journal.jsonl")); strings.Contains(string(j), `"reason":"rejected"`) {
 		t.Errorf("a rejection was journaled for a file still being written:\n%s", j)
 	}
-	if rec, _ := w.chain().WS.ReadPlanRecord("copied"); rec.Status != PlanFinished && rec.Status != PlanActive {
+	if rec, _ := w.chain().WS.ReadPlanRecord("copied"); rec.Status != core.PlanFinished && rec.Status != core.PlanActive {
 		t.Errorf("record = %+v", rec)
 	}
 }
@@ -480,7 +481,7 @@ func TestSidecar_WatchFollowsSteps(t *testing.T) {
 	w.writeFile("out/a.txt", "a")
 	w.waitState("DONE", done)
 	last := ReportsRel("s3")
-	var entries []Entry
+	var entries []core.Entry
 	waitFor(t, func() bool {
 		entries = nil
 		for _, e := range w.journal() {
@@ -605,7 +606,7 @@ func TestSidecar_StateRemovedRunsThePlanAgainAsNew(t *testing.T) {
 	if r := st.Run("a"); r.Tries != 1 || st.Settings.Source != "plans/p.yaml" {
 		t.Errorf("a: tries %d, source %q; want try 1 of a new run of plans/p.yaml", r.Tries, st.Settings.Source)
 	}
-	if rec, _ := w.chain().WS.ReadPlanRecord("p"); rec.Status != PlanActive {
+	if rec, _ := w.chain().WS.ReadPlanRecord("p"); rec.Status != core.PlanActive {
 		t.Errorf("record %s, want active", rec.Status)
 	}
 	history, _ := os.ReadDir(w.path(".stepseq/history"))
@@ -620,7 +621,7 @@ func TestSidecar_StateRemovedRunsThePlanAgainAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { h, _ := os.ReadDir(w.path(".stepseq/history")); return len(h) == 2 })
-	if rec, _ := w.chain().WS.ReadPlanRecord("p"); rec.Status != PlanFinished {
+	if rec, _ := w.chain().WS.ReadPlanRecord("p"); rec.Status != core.PlanFinished {
 		t.Errorf("record %s after its DONE state was removed, want finished", rec.Status)
 	}
 	if w.exists("state.json") {
@@ -644,13 +645,13 @@ func TestListPlans_StateRemovedIsQueued(t *testing.T) {
 		}
 		return l[0].Status
 	}
-	if got := list(); got != PlanActive {
+	if got := list(); got != core.PlanActive {
 		t.Fatalf("status %s with its state in place, want active", got)
 	}
 	if err := os.Remove(w.state); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(); got != PlanWaiting {
+	if got := list(); got != core.PlanWaiting {
 		t.Errorf("status %s once its state.json was removed, want waiting", got)
 	}
 	w.startSidecar(SidecarOptions{})
@@ -658,7 +659,7 @@ func TestListPlans_StateRemovedIsQueued(t *testing.T) {
 	if st.Settings.Source != "plans/p.yaml" || st.Run("a").Tries != 1 {
 		t.Errorf("source %q tries %d, want try 1 of plans/p.yaml", st.Settings.Source, st.Run("a").Tries)
 	}
-	if got := list(); got != PlanActive {
+	if got := list(); got != core.PlanActive {
 		t.Errorf("status %s once applied again, want active", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -155,7 +156,7 @@ func TestJournal_RotatesPastMax(t *testing.T) {
 	j := &Journal{Path: path, Max: 1024}
 	defer j.Close()
 	for i := range 100 {
-		if err := j.Record(Entry{Event: "decide", Step: "s", Try: i, Reason: "a reason long enough to fill the journal"}); err != nil {
+		if err := j.Record(core.Entry{Event: "decide", Step: "s", Try: i, Reason: "a reason long enough to fill the journal"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -129,7 +130,7 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 	}
 	for _, id := range st.StepQueue {
 		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id), Errors: []planspec.TryError{},
-			MaxTries: RetryLimit(st, id, maxRetries)}
+			MaxTries: core.RetryLimit(st, id, maxRetries)}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}
@@ -202,7 +203,7 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	if st.Status != planspec.StatusDone && st.CurrentStep < len(st.StepQueue) {
 		id := st.StepQueue[st.CurrentStep]
 		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress && stillRunning(rt.WS, id, run) {
-			return withMissing(rt, st, Waiting{Action: Running.String(), Step: id,
+			return withMissing(rt, st, Waiting{Action: core.Running.String(), Step: id,
 				Reason: fmt.Sprintf("running (try %d)", run.Tries)}), nil
 		}
 	}
@@ -214,7 +215,7 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	if err != nil {
 		return invalid, err
 	}
-	d, _ := Reconcile(clone, Facts{Now: now, MaxRetries: maxRetries, Cond: func(id, kind string) (bool, error) { return conds.Cond(now, id, kind) }})
+	d, _ := core.Reconcile(clone, core.Facts{Now: now, MaxRetries: maxRetries, Cond: func(id, kind string) (bool, error) { return conds.Cond(now, id, kind) }})
 	if d.Step != "" {
 		conds.compileStep(d.Step) // its check too: a pass would judge the try with it
 	}
@@ -223,19 +224,19 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	}
 	w := Waiting{Action: d.Action.String(), Step: d.Step, Reason: d.Reason}
 	switch d.Action {
-	case Idle:
+	case core.Idle:
 		w.Reason = "plan DONE"
-	case LimitWaiting:
+	case core.LimitWaiting:
 		run := clone.Run(d.Step)
 		w.Reason = fmt.Sprintf("waiting for a usage limit to reset until %s, then try %d runs again: %s", ClockTime(d.At, now), run.Tries+1, run.Agent.Limit.Error)
 		w.At = planspec.FormatISO(d.At)
-	case Delayed:
+	case core.Delayed:
 		w.Reason = "waiting for stepDelayMinutes until " + ClockTime(d.At, now)
 		if _, clamped := clone.StepDelay(); clamped {
 			w.Reason = "waiting for " + clone.StepDelayReason() + " until " + ClockTime(d.At, now)
 		}
 		w.At = planspec.FormatISO(d.At)
-	case Launch:
+	case core.Launch:
 		run := clone.Run(d.Step)
 		try := run.Tries + 1
 		switch {
@@ -279,7 +280,7 @@ func ClockTime(t, now time.Time) string {
 
 // withMissing lists the required outputs of the step waited for that are not there.
 func withMissing(rt *Runtime, st *planspec.State, w Waiting) Waiting {
-	if w.Step == "" || w.Action == Idle.String() {
+	if w.Step == "" || w.Action == core.Idle.String() {
 		return w
 	}
 	w.MissingOutputs = MissingOutputs(st.Steps[w.Step], rt.Root())

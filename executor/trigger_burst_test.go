@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -23,7 +24,7 @@ func queueBurst(tb testing.TB, ws Workspace, step string, n int) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	data, _ := json.Marshal(Trigger{Step: step, From: "trigger", At: planspec.FormatISO(time.Now())})
+	data, _ := json.Marshal(core.Trigger{Step: step, From: "trigger", At: planspec.FormatISO(time.Now())})
 	for i := range n {
 		name := fmt.Sprintf("%019d-%s-%06d.json", i, step, i)
 		tmp := filepath.Join(dir, "."+name+".tmp")
@@ -37,9 +38,9 @@ func queueBurst(tb testing.TB, ws Workspace, step string, n int) {
 }
 
 // journalSince is the journal's records after the last one of event.
-func (w *testWS) journalSince(event string) []Entry {
+func (w *testWS) journalSince(event string) []core.Entry {
 	w.t.Helper()
-	var out []Entry
+	var out []core.Entry
 	for _, e := range w.journal() {
 		if e.Event == event {
 			out = out[:0]
@@ -52,7 +53,7 @@ func (w *testWS) journalSince(event string) []Entry {
 
 // checkBurst checks that the burst for s1 made one trigger record, one write and
 // one launch of s1.
-func checkBurst(t *testing.T, entries []Entry) {
+func checkBurst(t *testing.T, entries []core.Entry) {
 	t.Helper()
 	triggers, launches, writes := 0, 0, 0
 	inRerun := false
@@ -126,7 +127,7 @@ func TestSidecar_TriggerBurstWhileRunning(t *testing.T) {
 	}
 	// A last trigger, for s2, queued once the burst is drained: when it is acted
 	// on, every drain of the burst has been.
-	if err := WriteTrigger(w.chain().WS, Trigger{Step: "s2", From: "trigger"}); err != nil {
+	if err := WriteTrigger(w.chain().WS, core.Trigger{Step: "s2", From: "trigger"}); err != nil {
 		t.Fatal(err)
 	}
 	w.waitJournal(`"event":"trigger","step":"s2"`)
@@ -151,7 +152,7 @@ func TestSidecar_ExitWhenDoneTakesQueuedTriggers(t *testing.T) {
 	if err := w.check(); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteTrigger(w.chain().WS, Trigger{Step: "s1", From: "trigger"}); err != nil {
+	if err := WriteTrigger(w.chain().WS, core.Trigger{Step: "s1", From: "trigger"}); err != nil {
 		t.Fatal(err)
 	}
 	c := w.chain()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stepseq/stepseq/executor/core"
 	"io/fs"
 	"os"
 	"slices"
@@ -14,7 +15,7 @@ import (
 // does not parse is removed and reported: a trigger is a request, not state.
 // Anything in the folder that is not a regular file (a FIFO, a device, a link) is
 // removed unread, and a directory skipped: nothing there can block the reader.
-func DrainTriggers(ws Workspace) ([]Trigger, []error) {
+func DrainTriggers(ws Workspace) ([]core.Trigger, []error) {
 	root, err := os.OpenRoot(ws.TriggersDir())
 	if err != nil {
 		return nil, nil
@@ -24,7 +25,7 @@ func DrainTriggers(ws Workspace) ([]Trigger, []error) {
 	if err != nil {
 		return nil, nil
 	}
-	var out []Trigger
+	var out []core.Trigger
 	var errs []error
 	for _, e := range entries { // ReadDir sorts by name: time then pid
 		name := e.Name()
@@ -40,7 +41,7 @@ func DrainTriggers(ws Workspace) ([]Trigger, []error) {
 			errs = append(errs, fmt.Errorf("trigger %w", err))
 			continue
 		}
-		var t Trigger
+		var t core.Trigger
 		if err := json.Unmarshal(data, &t); err != nil {
 			errs = append(errs, fmt.Errorf("trigger %s: %w", name, err))
 			continue
@@ -54,17 +55,17 @@ func DrainTriggers(ws Workspace) ([]Trigger, []error) {
 // trigger is queued, and when no stepseq holds the workspace the state is reset at
 // once for the next check. It never launches an agent, so a git hook never waits.
 func QueueTrigger(rt *Runtime, id string) (string, error) {
-	return queue(rt, Trigger{Step: id, From: "trigger"})
+	return queue(rt, core.Trigger{Step: id, From: "trigger"})
 }
 
 // QueueRetry asks for a new try of blocked or failed step id (`stepseq retry`),
 // with or without a live sidecar, as QueueTrigger does. A step that is neither
 // blocked nor failed is refused at once.
 func QueueRetry(rt *Runtime, id string) (string, error) {
-	return queue(rt, Trigger{Step: id, From: "retry", Retry: true})
+	return queue(rt, core.Trigger{Step: id, From: "retry", Retry: true})
 }
 
-func queue(rt *Runtime, t Trigger) (string, error) {
+func queue(rt *Runtime, t core.Trigger) (string, error) {
 	id, verb := t.Step, "re-run"
 	if t.Retry {
 		verb = "get a new try"
@@ -82,7 +83,7 @@ func queue(rt *Runtime, t Trigger) (string, error) {
 		return "", err
 	}
 	if t.Retry {
-		if err := Retry(st.Clone(), id, RetryLimit(st, id, maxRetries)); err != nil {
+		if err := core.Retry(st.Clone(), id, core.RetryLimit(st, id, maxRetries)); err != nil {
 			return "", err
 		}
 	}
@@ -104,14 +105,14 @@ func queue(rt *Runtime, t Trigger) (string, error) {
 	if st, err = sf.Read(); err != nil {
 		return "", err
 	}
-	b := CoalesceTriggers(st, ts) // the rules the sidecar applies, without one
+	b := core.CoalesceTriggers(st, ts) // the rules the sidecar applies, without one
 	for _, r := range b.Retries {
-		if err := Retry(st, r.Step, RetryLimit(st, r.Step, maxRetries)); err != nil {
+		if err := core.Retry(st, r.Step, core.RetryLimit(st, r.Step, maxRetries)); err != nil {
 			rt.Logger.Warn("retry refused", "step", r.Step, "err", err)
 		}
 	}
 	if b.Rerun != "" {
-		if err := Rerun(st, b.Rerun); err != nil {
+		if err := core.Rerun(st, b.Rerun); err != nil {
 			rt.Logger.Warn("trigger ignored", "step", b.Rerun, "err", err)
 		}
 	}
@@ -121,6 +122,6 @@ func queue(rt *Runtime, t Trigger) (string, error) {
 	if err := sf.Write(st); err != nil {
 		return "", err
 	}
-	rt.record(Entry{Event: t.From, Step: id, Reason: "no sidecar: state reset for the next check"})
+	rt.record(core.Entry{Event: t.From, Step: id, Reason: "no sidecar: state reset for the next check"})
 	return fmt.Sprintf("%s will %s: no sidecar is running, so the next `stepseq check` runs it", id, verb), nil
 }

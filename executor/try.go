@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -73,7 +74,7 @@ func (r *Runtime) Close() error {
 	return r.Journal.Close()
 }
 
-func (r *Runtime) record(e Entry) {
+func (r *Runtime) record(e core.Entry) {
 	if err := r.Journal.Record(e); err != nil {
 		r.Logger.Warn("journal not written", "err", err)
 	}
@@ -91,7 +92,7 @@ func StepTimeout(st *planspec.State, id string) time.Duration {
 }
 
 // startFailure is the Exit of an agent that could not be started.
-func startFailure(err error) Exit {
+func startFailure(err error) core.Exit {
 	now := time.Now()
-	return Exit{Code: -1, Err: err, Started: now, Ended: now}
+	return core.Exit{Code: -1, Err: err, Started: now, Ended: now}
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"golang.org/x/sys/unix"
 )
 
@@ -131,7 +132,7 @@ func (h *heldTry) started(pid int, ticks uint64) {
 
 // ended records how the agent ended and releases the lock: nothing of the try
 // runs any more (its group was swept before its Exit came).
-func (h *heldTry) ended(exit Exit, stopped bool) {
+func (h *heldTry) ended(exit core.Exit, stopped bool) {
 	if h == nil || h.f == nil {
 		return
 	}
@@ -158,13 +159,13 @@ func (h *heldTry) release() {
 // probeTry tests step id's try lock without keeping it, and reads its record for
 // the try that started at started (agent.startedIso). It takes a shared lock,
 // which a live agent's exclusive one refuses.
-func probeTry(path, id string, try int, started string) TryState {
+func probeTry(path, id string, try int, started string) core.TryState {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return TryState{}
+		return core.TryState{}
 	}
 	defer f.Close()
-	var s TryState
+	var s core.TryState
 	held := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
 	s.Alive = errors.Is(held, unix.EWOULDBLOCK)
 	if held == nil {

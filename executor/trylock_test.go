@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -111,7 +112,7 @@ func inProgress(t *testing.T, instr string, rec *tryRecord) *testWS {
 	t.Helper()
 	w := newTestWS(t, plan("", instr))
 	st := w.read()
-	BeginTry(st, "s1", time.Now(), false)
+	core.BeginTry(st, "s1", time.Now(), false)
 	if err := (&StateFile{Path: w.state}).Write(st); err != nil {
 		t.Fatal(err)
 	}

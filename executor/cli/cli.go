@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -287,7 +288,7 @@ func usageErr(format string, args ...any) error {
 // codeFor maps an error to its exit code.
 func codeFor(err error) int {
 	switch {
-	case errors.Is(err, executor.ErrConfig):
+	case errors.Is(err, core.ErrConfig):
 		return 2
 	case errors.Is(err, planspec.ErrInvalidState):
 		return 1

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 const doorToken = "a-token-of-enough-length-0123456789"
@@ -176,12 +177,12 @@ func TestWatch_AllowAgentMCP(t *testing.T) {
 	t.Setenv("STEP_AGENT_CMD", "touch "+marker)
 	addr := freeAddr(t)
 	listenWatch(t, addr, "--listen", addr, "--allow-agent", "mcp", dir)
-	var rec executor.PlanRecord
+	var rec core.PlanRecord
 	waitUntil(t, "the plan's record", 10*time.Second, func() bool {
 		data, err := os.ReadFile(filepath.Join(dir, executor.MetaDir, "plans", "p.json"))
 		return err == nil && json.Unmarshal(data, &rec) == nil
 	})
-	if rec.Status != executor.PlanInvalid || len(rec.Errors) == 0 || !strings.Contains(rec.Errors[0], "plans/p.yaml: STEP_AGENT_CMD: agent [touch, "+marker+"] is not allowed: this stepseq runs only the agents --allow-agent names (mcp)") {
+	if rec.Status != core.PlanInvalid || len(rec.Errors) == 0 || !strings.Contains(rec.Errors[0], "plans/p.yaml: STEP_AGENT_CMD: agent [touch, "+marker+"] is not allowed: this stepseq runs only the agents --allow-agent names (mcp)") {
 		t.Fatalf("record = %+v", rec)
 	}
 	for _, p := range []string{marker, filepath.Join(dir, "state.json")} {

@@ -10,15 +10,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 // listWords are the plan record statuses as `stepseq list` says them.
 var listWords = map[string]string{
-	executor.PlanActive:   "active",
-	executor.PlanWaiting:  "queued",
-	executor.PlanInvalid:  "rejected",
-	executor.PlanFinished: "finished",
-	executor.PlanNew:      "new",
+	core.PlanActive:   "active",
+	core.PlanWaiting:  "queued",
+	core.PlanInvalid:  "rejected",
+	core.PlanFinished: "finished",
+	executor.PlanNew:  "new",
 }
 
 func newListCmd(stdout, stderr io.Writer) *cobra.Command {

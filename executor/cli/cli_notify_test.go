@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
 )
@@ -206,7 +207,7 @@ type blockingNotifier struct {
 	once    sync.Once
 }
 
-func (b *blockingNotifier) Notify(executor.Notification) {
+func (b *blockingNotifier) Notify(core.Notification) {
 	b.once.Do(func() {
 		close(b.entered)
 		<-b.release
@@ -273,7 +274,7 @@ func TestStatusView_FollowNotes(t *testing.T) {
 	go func() { done <- v.followChanges(ctx, time.Second) }()
 	waitUntil(t, "the first report", 10*time.Second, func() bool { return strings.Contains(out.String(), "running 1m0s") })
 	for _, s := range []string{"accepted", "milestone"} {
-		n.Notify(executor.Notification{Time: time.Now(), Plan: "p", Step: "build", Try: 1, Who: "worker", Status: s, Output: "said " + s, Next: "more"})
+		n.Notify(core.Notification{Time: time.Now(), Plan: "p", Step: "build", Try: 1, Who: "worker", Status: s, Output: "said " + s, Next: "more"})
 	}
 	waitUntil(t, "both notifications", 10*time.Second, func() bool {
 		return strings.Contains(out.String(), "build try 1  milestone: said milestone — next: more")

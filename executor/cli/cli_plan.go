@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -206,7 +207,7 @@ or in_progress, blocked, reviewing, done, failed.
 
 // printPlanErrors writes why a plan file is not valid: every error, one per line
 // as file:line:col: message, or that there is no such file.
-func printPlanErrors(w io.Writer, path string, pf executor.PlanFile) {
+func printPlanErrors(w io.Writer, path string, pf core.PlanFile) {
 	if errors.Is(pf.Err, fs.ErrNotExist) {
 		fmt.Fprintf(w, "%s: no such file\n", path)
 		return

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -144,9 +145,9 @@ func (v *statusView) errNoState() error {
 	all, _ := executor.ListPlans(v.rt.WS, v.plans, nil)
 	for _, p := range all {
 		switch p.Status {
-		case executor.PlanInvalid:
+		case core.PlanInvalid:
 			msg += fmt.Sprintf("\n%s was rejected with %s: stepseq validate %s", p.File, plural(p.ErrorCount, "error"), filepath.Join(v.plans, filepath.Base(p.File)))
-		case executor.PlanWaiting, executor.PlanNew:
+		case core.PlanWaiting, executor.PlanNew:
 			msg += fmt.Sprintf("\n%s is queued: a sidecar (stepseq watch) applies it as a new run", p.File)
 		}
 	}
@@ -173,7 +174,7 @@ func (v *statusView) once() error {
 
 // blocked reports whether the plan waits on a person: a step out of retries.
 func blocked(r executor.Report) bool {
-	return r.Status != planspec.StatusDone && r.WaitingFor.Action == executor.Blocked.String()
+	return r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String()
 }
 
 // running reports whether a step's agent runs, so that its duration grows.
@@ -210,7 +211,7 @@ func (v *statusView) rejected(st *planspec.State) []executor.PlanListing {
 	for _, p := range all {
 		// A rejected edit of the active plan is listed active, with its errors:
 		// status names it as list does.
-		if p.Status == executor.PlanInvalid || len(p.Errors) > 0 {
+		if p.Status == core.PlanInvalid || len(p.Errors) > 0 {
 			out = append(out, p)
 		}
 	}
@@ -633,7 +634,7 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 		b.WriteString("sidecar: none: nothing moves the plan until stepseq watch (or stepseq check) runs\n")
 	}
 	switch {
-	case r.WaitingFor.Action == executor.Idle.String():
+	case r.WaitingFor.Action == core.Idle.String():
 		fmt.Fprintf(b, "now: %s\n", r.WaitingFor.Reason)
 	case r.WaitingFor.Step != "" && !strings.HasPrefix(r.WaitingFor.Reason, r.WaitingFor.Step+": "):
 		fmt.Fprintf(b, "now: %s: %s\n", r.WaitingFor.Step, r.WaitingFor.Reason)

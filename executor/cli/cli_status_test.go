@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -235,7 +236,7 @@ func TestStatusView_FollowRejectedPlan(t *testing.T) {
 	go func() { done <- v.followChanges(ctx, time.Second) }()
 	waitFor(t, "the first report", func() bool { return strings.Contains(out.String(), "running 1m0s") })
 	replaceFile(t, filepath.Join(dir, "plans", "typo.yaml"), "name: typo\nsteps: []\n")
-	if err := ws.WritePlanRecord("typo", executor.PlanRecord{File: "plans/typo.yaml", Status: executor.PlanInvalid,
+	if err := ws.WritePlanRecord("typo", core.PlanRecord{File: "plans/typo.yaml", Status: core.PlanInvalid,
 		Errors: []string{"plans/typo.yaml:2:8: steps: want a non-empty list"}}); err != nil {
 		t.Fatal(err)
 	}

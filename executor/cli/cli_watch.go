@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/executor/mcp"
 	"github.com/stepseq/stepseq/executor/metrics"
@@ -245,7 +246,7 @@ func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg *metrics.
 	return notify.Config{
 		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg, AllowPlanCommand: allowCommand,
 		OnGiveUp: func(sink string, r notify.Report, err error) {
-			e := executor.Entry{Event: "notify-give-up", Step: r.Step, Try: r.Try, Reason: err.Error(),
+			e := core.Entry{Event: "notify-give-up", Step: r.Step, Try: r.Try, Reason: err.Error(),
 				Detail: map[string]any{"sink": sink}}
 			if r.ID != "" {
 				e.Detail["id"], e.Detail["status"] = r.ID, r.Status

@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkStepReport(b *testing.B) {
 	w := newWorkspace(b)
 	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
 	cs := connect(b, srv, "bench")
-	if out, errText := call(b, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan}); out["status"] != executor.PlanActive {
+	if out, errText := call(b, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan}); out["status"] != core.PlanActive {
 		b.Fatalf("plan_submit: %v %s", out, errText)
 	}
 	token := waitTool(b, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)["token"].(string)

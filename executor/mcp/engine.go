@@ -14,6 +14,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -139,7 +140,7 @@ func (e *filesEngine) Current(_ context.Context, client string, live func(string
 	}
 	e.taken[key] = client
 	spec := st.Steps[id]
-	return executor.Offer{Step: id, Try: run.Tries, Prompt: executor.Prompt(id, spec, run), RequiredOutputs: spec.RequiredOutputs,
+	return executor.Offer{Step: id, Try: run.Tries, Prompt: core.Prompt(id, spec, run), RequiredOutputs: spec.RequiredOutputs,
 		Result: spec.Result, Token: e.pull.Token(id, run.Tries)}, true, "", nil
 }
 
@@ -165,14 +166,14 @@ func (e *filesEngine) Report(ctx context.Context, step string, try int, rep plan
 }
 
 func (e *filesEngine) Retry(_ context.Context, step string) error {
-	return e.queue(executor.Trigger{Step: step, Retry: true, From: "mcp"})
+	return e.queue(core.Trigger{Step: step, Retry: true, From: "mcp"})
 }
 
 func (e *filesEngine) Trigger(_ context.Context, step string) error {
-	return e.queue(executor.Trigger{Step: step, From: "mcp"})
+	return e.queue(core.Trigger{Step: step, From: "mcp"})
 }
 
-func (e *filesEngine) queue(t executor.Trigger) error {
+func (e *filesEngine) queue(t core.Trigger) error {
 	st, err := e.sf.Read()
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 func httpSession(t *testing.T, url string) *sdk.ClientSession {
@@ -73,7 +74,7 @@ func TestHandler_PlanFromHTTPNotAllowed(t *testing.T) {
 		t.Fatalf("a step's own program: %v", out)
 	}
 	shell := "agent: [bash]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
-	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "shell", "yaml": shell}); out["status"] != executor.PlanInvalid {
+	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "shell", "yaml": shell}); out["status"] != core.PlanInvalid {
 		t.Fatalf("a shell agent: %v, want invalid", out)
 	}
 	for _, p := range []string{filepath.Join(w.rt.WS.Dir, "plans", "evil.yaml"), filepath.Join(w.rt.WS.Dir, "plans", "evil2.yaml"), w.rt.WS.State, marker} {
@@ -82,7 +83,7 @@ func TestHandler_PlanFromHTTPNotAllowed(t *testing.T) {
 		}
 	}
 
-	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan}); out["status"] != executor.PlanActive {
+	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan}); out["status"] != core.PlanActive {
 		t.Fatalf("a pulled plan over HTTP: %v", out)
 	}
 	if _, out := callRaw(t, cs, "plan_validate", map[string]any{"yaml": "agent: claude\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"}); out["valid"] != true {
@@ -106,7 +107,7 @@ func TestHandler_AllowAgent(t *testing.T) {
 		t.Fatalf("an unlisted preset: %v", out)
 	}
 	listed := "agent: [\"true\"]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
-	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "t", "yaml": listed}); res.IsError || out["status"] != executor.PlanActive {
+	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "t", "yaml": listed}); res.IsError || out["status"] != core.PlanActive {
 		t.Fatalf("a listed program: %v", out)
 	}
 }

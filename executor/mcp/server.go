@@ -24,6 +24,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -220,7 +221,7 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 	rel := "plans/" + name + ".yaml"
 	plan, v := validate(in.YAML)
 	if !v.Valid {
-		return nil, SubmitVerdict{File: rel, Status: executor.PlanInvalid, Errors: v.Errors}, nil
+		return nil, SubmitVerdict{File: rel, Status: core.PlanInvalid, Errors: v.Errors}, nil
 	}
 	if res, refusal := t.admit(plan, rel); res != nil {
 		return res, refusal, nil
@@ -232,14 +233,14 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 	content := []byte(in.YAML)
 	hash := planspec.Hash(content)
 	ws := t.opt.Runtime.WS
-	var rec executor.PlanRecord
+	var rec core.PlanRecord
 	judged := func() bool {
 		r, ok := ws.ReadPlanRecord(name)
 		rec = r
 		if !ok || r.Hash != hash {
 			return false
 		}
-		if r.Status != executor.PlanWaiting {
+		if r.Status != core.PlanWaiting {
 			return true
 		}
 		// Waiting is the verdict only while another plan runs; otherwise this

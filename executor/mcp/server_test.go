@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 // pullPlan is a plan whose steps an MCP worker pulls.
@@ -151,7 +152,7 @@ func drive(t *testing.T, cs *sdk.ClientSession) {
 		t.Errorf("plan_validate: %v", out)
 	}
 	out, errText := call(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan})
-	if errText != "" || out["status"] != executor.PlanActive {
+	if errText != "" || out["status"] != core.PlanActive {
 		t.Fatalf("plan_submit: %v %s", out, errText)
 	}
 	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
@@ -288,7 +289,7 @@ func TestServer_ConditionErrorHidesEnv(t *testing.T) {
 	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
 	cs := connect(t, srv, "worker")
 	plan := "maxRetries: 1\nsteps:\n  - id: gate\n    title: Gate\n    instruction: Say done\n    agent: mcp\n    check: 'int(env(\"MYSECRET\")) > 0'\n"
-	if out, errText := call(t, cs, "plan_submit", map[string]any{"name": "secret", "yaml": plan}); errText != "" || out["status"] != executor.PlanActive {
+	if out, errText := call(t, cs, "plan_submit", map[string]any{"name": "secret", "yaml": plan}); errText != "" || out["status"] != core.PlanActive {
 		t.Fatalf("plan_submit: %v %s", out, errText)
 	}
 	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
 // FromNote is the report of one of the state machine's notifications.
-func FromNote(n executor.Notification) Report {
+func FromNote(n core.Notification) Report {
 	return Report{Time: n.Time, Plan: n.Plan, Step: n.Step, Try: n.Try, Who: n.Who,
 		Status: n.Status, Output: n.Output, Next: n.Next}
 }
@@ -22,7 +23,7 @@ func FromNote(n executor.Notification) Report {
 // Notify emits the machine's notification: it makes Notifier an
 // executor.Notifier. A report that cannot be put in the outbox is logged; the
 // plan goes on.
-func (n *Notifier) Notify(note executor.Notification) {
+func (n *Notifier) Notify(note core.Notification) {
 	if _, err := n.Emit(FromNote(note)); err != nil {
 		n.log.Error("report not emitted", "step", note.Step, "status", note.Status, "err", err)
 	}
@@ -86,7 +87,7 @@ func (f *Follower) Notifier() *Notifier {
 }
 
 // Notify emits note to the sinks of the plan now in the state file.
-func (f *Follower) Notify(note executor.Notification) {
+func (f *Follower) Notify(note core.Notification) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.follow()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -41,7 +42,7 @@ func TestFollower_PlanSinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close(0)
-	note := executor.Notification{Time: time.Now(), Plan: "first", Step: "a", Try: 1, Who: "stepseq", Status: "dispatching", Output: "agent launched", Next: "wait"}
+	note := core.Notification{Time: time.Now(), Plan: "first", Step: "a", Try: 1, Who: "stepseq", Status: "dispatching", Output: "agent launched", Next: "wait"}
 	f.Notify(note)
 	eventually(t, "the first plan's webhook", func() bool { return len(first.received()) == 1 })
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 // From a transition in a real sidecar to its command sink's process running: a
@@ -61,7 +62,7 @@ func BenchmarkNotify_SidecarTransitionToCommandStart(b *testing.B) {
 	defer rt.Close()
 	argv := []string{"/bin/sh", "-c", `echo "$STEPSEQ_NOTIFY_STATUS $STEPSEQ_NOTIFY_TIME" >"$1"; cat >/dev/null`, "sh", fifo}
 	var n *Notifier
-	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{Notifier: notifierFunc(func(note executor.Notification) { n.Notify(note) })})
+	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{Notifier: notifierFunc(func(note core.Notification) { n.Notify(note) })})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func BenchmarkNotify_SidecarTransitionToCommandStart(b *testing.B) {
 		var lat []time.Duration
 		for range samples {
 			waitFor(b, "the sink idle", func() bool { return n.ob.pending(sink) == 0 })
-			if err := executor.WriteTrigger(rt.WS, executor.Trigger{Step: "s", From: "trigger"}); err != nil {
+			if err := executor.WriteTrigger(rt.WS, core.Trigger{Step: "s", From: "trigger"}); err != nil {
 				b.Fatal(err)
 			}
 			s := next("dispatching")
@@ -111,6 +112,6 @@ func BenchmarkNotify_SidecarTransitionToCommandStart(b *testing.B) {
 	}
 }
 
-type notifierFunc func(executor.Notification)
+type notifierFunc func(core.Notification)
 
-func (f notifierFunc) Notify(n executor.Notification) { f(n) }
+func (f notifierFunc) Notify(n core.Notification) { f(n) }

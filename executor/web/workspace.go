@@ -12,6 +12,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -104,7 +105,7 @@ func (w *Workspace) View() View {
 	r, err := executor.Describe(w.rt, st, time.Now(), w.maxRetries)
 	w.mu.Unlock()
 	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
-	if r.Status != planspec.StatusDone && r.WaitingFor.Action == executor.Blocked.String() {
+	if r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String() {
 		v.Status = PlanBlocked // the badge says what a person must know: the plan waits on them
 	}
 	v.Waiting = r.WaitingFor.Reason

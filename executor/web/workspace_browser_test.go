@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/web"
@@ -59,7 +60,7 @@ func browserSidecar(t *testing.T, guard func(http.Handler) http.Handler, path st
 
 	var notes *notify.Notifier
 	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{
-		Notifier: notifierFunc(func(n executor.Notification) { notes.Notify(n) }),
+		Notifier: notifierFunc(func(n core.Notification) { notes.Notify(n) }),
 		OnChange: src.Poke,
 	})
 	if err != nil {
@@ -122,6 +123,6 @@ func browserSidecar(t *testing.T, guard func(http.Handler) http.Handler, path st
 	}
 }
 
-type notifierFunc func(executor.Notification)
+type notifierFunc func(core.Notification)
 
-func (f notifierFunc) Notify(n executor.Notification) { f(n) }
+func (f notifierFunc) Notify(n core.Notification) { f(n) }
