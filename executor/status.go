@@ -129,7 +129,7 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 	}
 	for _, id := range st.StepQueue {
-		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: DisplayPhase(st, id), Errors: []planspec.TryError{},
+		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: core.DisplayPhase(st, id), Errors: []planspec.TryError{},
 			MaxTries: core.RetryLimit(st, id, maxRetries)}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
@@ -316,35 +316,6 @@ func stillRunning(ws Workspace, id string, run *planspec.StepRun) bool {
 // is gone: stepseq was stopped or killed while it ran, and the next check or
 // sidecar pass runs the try again.
 const PhaseInterrupted = "interrupted"
-
-// DisplayPhase is step id's phase as status shows it. A record the original wrote
-// has none: its status says it. Nobody is told a step is in progress before its
-// worker said so: a dispatched step shows "dispatching", or "running" when the plan
-// takes no reports.
-func DisplayPhase(st *planspec.State, id string) string {
-	run := st.StepRuns[id]
-	if run == nil {
-		return planspec.PhasePlanned
-	}
-	phase := run.Phase
-	if phase == "" {
-		switch run.Status {
-		case planspec.StatusInProgress:
-			phase = planspec.PhaseDispatching
-		case planspec.StatusDone:
-			phase = planspec.PhaseDone
-		default:
-			phase = planspec.PhasePlanned
-		}
-	}
-	if run.Status == planspec.StatusFailed && phase == planspec.PhasePlanned {
-		return "failed"
-	}
-	if !st.UsesReports(id) && (phase == planspec.PhaseDispatching || phase == planspec.PhaseInProgress) {
-		return "running"
-	}
-	return phase
-}
 
 // LastReport is a worker's report as status shows it.
 type LastReport struct {

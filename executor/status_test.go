@@ -407,30 +407,3 @@ func TestDescribe_InterruptedIsNotRunning(t *testing.T) {
 		t.Errorf("its agent alive: running %v phase %q, want running", s.Running, s.Phase)
 	}
 }
-
-func TestDisplayPhase(t *testing.T) {
-	cases := []struct {
-		name, state, want string
-	}{
-		{"no record", `{}`, "planned"},
-		{"dispatched, no reports", `{"b":{"status":"IN_PROGRESS","tries":1,"phase":"dispatching"}}`, "running"},
-		{"accepted, no reports", `{"b":{"status":"IN_PROGRESS","tries":1,"phase":"in_progress"}}`, "running"},
-		{"a record the original wrote", `{"b":{"status":"IN_PROGRESS","tries":1}}`, "running"},
-		{"failed, retry due", `{"b":{"status":"FAILED","tries":1,"phase":"planned"}}`, "failed"},
-		{"blocked", `{"b":{"status":"FAILED","tries":1,"phase":"blocked"}}`, "blocked"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			st := parse(t, `{"plan":{"steps":{"b":{"title":"B","instruction":"x"}}},"stepQueue":["b"],"currentStep":0,"stepRuns":`+c.state+`,"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"}`)
-			if got := DisplayPhase(st, "b"); got != c.want {
-				t.Errorf("phase %q, want %q", got, c.want)
-			}
-			st.Settings.Reports = planspec.ReportsOptional
-			if run := st.StepRuns["b"]; run != nil && run.Phase == planspec.PhaseDispatching {
-				if got := DisplayPhase(st, "b"); got != planspec.PhaseDispatching {
-					t.Errorf("with reports: %q, want dispatching", got)
-				}
-			}
-		})
-	}
-}

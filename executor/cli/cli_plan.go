@@ -196,7 +196,7 @@ or in_progress, blocked, reviewing, done, failed.
 				if st.Steps[id] == nil {
 					return ""
 				}
-				return executor.DisplayPhase(st, id)
+				return core.DisplayPhase(st, id)
 			}))
 			return err
 		},

@@ -197,10 +197,8 @@ func RetryLimit(st *planspec.State, id string, def int) int {
 
 // workerBlocker is the blocker a worker's report or a report timer set for id.
 func workerBlocker(st *planspec.State, id string) string {
-	for _, b := range st.Blockers {
-		if strings.HasPrefix(b, id+": ") {
-			return b
-		}
+	if b, ok := StepBlocker(st, id); ok {
+		return b
 	}
 	return id + ": blocked"
 }
@@ -230,7 +228,7 @@ func recordBlocker(st *planspec.State, id string, tries int) bool {
 func clearBlocker(st *planspec.State, id string) {
 	kept := st.Blockers[:0]
 	for _, b := range st.Blockers {
-		if !strings.HasPrefix(b, id+": ") {
+		if !isBlockerOf(b, id) {
 			kept = append(kept, b)
 		}
 	}

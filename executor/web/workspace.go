@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -120,9 +119,12 @@ func (w *Workspace) View() View {
 			sv.Error = *s.Error
 		}
 		run := st.StepRuns[s.ID]
-		sv.Phase = phaseOf(st, s.ID, run)
-		if sv.Phase == PhaseBlocked || (s.Status == planspec.StatusFailed && st.Status != planspec.StatusDone && len(st.Blockers) > 0) {
-			sv.Blocker = blockerOf(st.Blockers, s.ID, sv.Error)
+		sv.Phase = phaseOf(st, s.ID)
+		switch b, own := core.StepBlocker(st, s.ID); {
+		case own && (sv.Phase == PhaseBlocked || s.Status == planspec.StatusFailed && st.Status != planspec.StatusDone):
+			sv.Blocker = b
+		case sv.Phase == PhaseBlocked:
+			sv.Blocker = sv.Error // a worker's blocked report names it
 		}
 		if run != nil && len(run.Reports) > 0 {
 			last := run.Reports[len(run.Reports)-1]
@@ -141,51 +143,18 @@ func (w *Workspace) View() View {
 	return v
 }
 
-// phaseOf is a step's phase as the page shows it: the record's, or, for a record
-// the original scripts wrote, the one its status implies. A dispatched step of
-// a plan without worker reports is running: nobody will accept it.
-func phaseOf(st *planspec.State, id string, run *planspec.StepRun) string {
-	if run == nil {
+// phaseOf is a step's phase in the page's words: the core's display phase,
+// where a step of a plan without reports is in_progress (the page words it
+// "running" itself) and a failed step whose retry is due is planned again.
+func phaseOf(st *planspec.State, id string) string {
+	switch phase := core.DisplayPhase(st, id); phase {
+	case core.PhaseRunning:
+		return PhaseInProgress
+	case core.PhaseFailed:
 		return PhasePlanned
+	default:
+		return phase
 	}
-	phase := run.Phase
-	if phase == "" {
-		switch run.Status {
-		case planspec.StatusDone:
-			phase = PhaseDone
-		case planspec.StatusInProgress:
-			phase = PhaseDispatching
-		case planspec.StatusFailed:
-			if len(st.Blockers) > 0 {
-				phase = PhaseBlocked
-			} else {
-				phase = PhasePlanned
-			}
-		default:
-			phase = PhasePlanned
-		}
-	}
-	if phase == PhaseDispatching && !st.UsesReports(id) {
-		phase = PhaseInProgress
-	}
-	return phase
-}
-
-// blockerOf is the blocker that names step id, else the step's error, else the
-// first blocker.
-func blockerOf(blockers []string, id, stepErr string) string {
-	for _, b := range blockers {
-		if strings.Contains(b, id) {
-			return b
-		}
-	}
-	if stepErr != "" {
-		return stepErr
-	}
-	if len(blockers) > 0 {
-		return blockers[0]
-	}
-	return ""
 }
 
 // tailOf is the last n bytes of the file at path; "" when there is none.

@@ -77,3 +77,30 @@ func TestWorkspace_BlockedPlanBadge(t *testing.T) {
 		t.Errorf("badge %q, want %s", v.Status, PlanBlocked)
 	}
 }
+
+// TestWorkspace_StepBlocker: each step shows its own blocker, the one that
+// begins with its id: step b, whose id begins build's, never takes build's
+// blocker, and a blocked record the original wrote shows as blocked.
+func TestWorkspace_StepBlocker(t *testing.T) {
+	dir := t.TempDir()
+	state := `{"plan": {"steps": {"b": {"title": "B", "instruction": "do b"}, "build": {"title": "Build", "instruction": "build"}}},
+  "stepQueue": ["b", "build"], "currentStep": 1,
+  "stepRuns": {"b": {"status": "FAILED", "tries": 1, "error": "b's own error"}, "build": {"status": "FAILED", "tries": 3, "error": "boom"}},
+  "stepDelayMinutes": 0, "blockers": ["build: max retries (3) exceeded"], "artifacts": [], "status": "IN_PROGRESS"}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	v := NewWorkspace(rt, 3, 13).View()
+	b, build := v.Steps[0], v.Steps[1]
+	if b.Blocker != "" || b.Phase != PhasePlanned {
+		t.Errorf("step b: phase %q, blocker %q; want planned and no blocker (build's is not b's)", b.Phase, b.Blocker)
+	}
+	if build.Blocker != "build: max retries (3) exceeded" || build.Phase != PhaseBlocked {
+		t.Errorf("step build: phase %q, blocker %q; want blocked by its max retries", build.Phase, build.Blocker)
+	}
+}
