@@ -520,7 +520,13 @@ type syncingNotifier struct {
 	events []string
 }
 
-func (n *syncingNotifier) Notify(note core.Notification) { n.events = append(n.events, note.Status) }
+func (n *syncingNotifier) Notify(note core.Notification) {
+	if note.Event != "" {
+		n.events = append(n.events, note.Event)
+		return
+	}
+	n.events = append(n.events, note.Status)
+}
 func (n *syncingNotifier) Sync() error {
 	n.events = append(n.events, "sync")
 	return nil

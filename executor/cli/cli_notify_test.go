@@ -77,7 +77,7 @@ func (h *hook) ids() []string {
 func (h *hook) has(status string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.ContainsFunc(h.got, func(r notify.Report) bool { return r.Status == status })
+	return slices.ContainsFunc(h.got, func(r notify.Report) bool { return r.Status == status || r.Event == status })
 }
 
 // workspaceWith makes a workspace with plan in plans/p.yaml.
@@ -141,9 +141,9 @@ func TestWatch_WebhookRecovers(t *testing.T) {
 	}
 	var statuses []string
 	for _, r := range h.got {
-		statuses = append(statuses, r.Status)
+		statuses = append(statuses, r.Status+"/"+r.Event)
 	}
-	for _, want := range []string{"dispatching", "done", "plan_done"} {
+	for _, want := range []string{"dispatching/", "done/", "done/plan_done"} {
 		if !slices.Contains(statuses, want) {
 			t.Errorf("no %s among %v", want, statuses)
 		}

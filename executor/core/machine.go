@@ -201,6 +201,18 @@ type Notification struct {
 	Next   string `json:"next"`
 }
 
+// Notification events: what happened beyond the seed's six status words
+// (dispatching, in_progress, milestone, blocked, done, heartbeat), DESIGN §8.
+const (
+	EventRetrying         = "retrying"          // dispatching: a try after a failed one
+	EventTryFailed        = "try_failed"        // milestone: the try failed; the usual rules decide what follows
+	EventTimeout          = "timeout"           // milestone (launch timeout) or blocked (milestone or idle timeout)
+	EventRetriesExhausted = "retries_exhausted" // blocked: the step's tries reached its retry limit
+	EventPlanBlocked      = "plan_blocked"      // blocked: the plan is held by a step
+	EventPlanDone         = "plan_done"         // done: every step is done
+	EventSkipped          = "skipped"           // done: the step's skip condition held
+)
+
 // CondSet evaluates a state's conditions: *Conditions, or a fake in tests. now
 // is the time of the input being handled: a condition sees that time, not the
 // wall clock.
@@ -316,7 +328,10 @@ type Machine struct {
 	timerAt  time.Time
 	lastNote time.Time // when the user last heard of the running step
 	planDone bool      // the plan's DONE was told
-	stamped  bool      // lastHeartbeatIso was set by a decision of this machine
+	// toldBlocked is the step whose hold on the plan was told: by this
+	// machine, or by the stepseq that wrote the blocked phase it read.
+	toldBlocked string
+	stamped     bool // lastHeartbeatIso was set by a decision of this machine
 }
 
 // tryRun is the try in flight.
@@ -552,11 +567,15 @@ func (m *Machine) written(err error) {
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
 		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume})
+		next := "it runs until it exits; then its outputs are checked"
 		if m.st.UsesReports(r.step) {
-			m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "waiting for the worker to accept")
-		} else {
-			m.notify(r.step, r.try, "stepseq", planspec.PhaseDispatching, "agent launched", "it runs until it exits; then its outputs are checked")
+			next = "waiting for the worker to accept"
 		}
+		event := ""
+		if r.try > 1 && !r.resumed {
+			event = EventRetrying
+		}
+		m.notifyEvent(r.step, r.try, planspec.PhaseDispatching, event, "agent launched", next)
 	}
 }
 

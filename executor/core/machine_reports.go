@@ -206,7 +206,7 @@ func (m *Machine) reportTimers(r *tryRun) {
 		r.stopReason = fmt.Sprintf("launch timeout: no accepted report in %s", planspec.Duration(m.launchTimeout(r.step)))
 		m.journal(Entry{Event: "timeout", Step: r.step, Try: r.try, Reason: r.stopReason})
 		m.log(slog.LevelWarn, "launch timeout: stopping the agent", "step", r.step, "try", r.try)
-		m.notify(r.step, r.try, "stepseq", "timeout", r.stopReason, "the try fails and is retried by the usual rules")
+		m.notifyEvent(r.step, r.try, planspec.ReportMilestone, EventTimeout, r.stopReason, "the try fails and is retried by the usual rules")
 		m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
 		return
 	case run.Phase == planspec.PhaseInProgress && required && !m.now.Before(r.lastActivity().Add(m.milestoneTimeout(r.step))):
@@ -237,7 +237,7 @@ func (m *Machine) block(r *tryRun, text string) {
 	m.markDirty("blocked")
 	m.journal(Entry{Event: "timeout", Step: r.step, Try: r.try, Reason: text})
 	m.log(slog.LevelWarn, "step blocked", "step", r.step, "try", r.try, "why", text)
-	m.notify(r.step, r.try, "stepseq", planspec.PhaseBlocked, text, "a report from the worker clears it; or stepseq retry "+r.step)
+	m.notifyEvent(r.step, r.try, planspec.PhaseBlocked, EventTimeout, text, "a report from the worker clears it; or stepseq retry "+r.step)
 }
 
 // stepSetting is a step's duration setting, else the plan's, else def.

@@ -52,7 +52,7 @@ func (m *Machine) invalidResult(r *tryRun, in ReportIn, errs []string) {
 	m.emit(ReportVerdict{Ref: in.Ref, Step: in.Step, Reasons: reasons})
 	if abort && r.stopReason == "" {
 		r.stopReason = "invalid result: " + strings.Join(errs, "; ")
-		m.notify(in.Step, r.try, "stepseq", "failed", FirstChars(r.stopReason, ErrorChars), "retry by the usual rules")
+		m.notifyEvent(in.Step, r.try, planspec.ReportMilestone, EventTryFailed, FirstChars(r.stopReason, ErrorChars), "retry by the usual rules")
 		m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
 	}
 }

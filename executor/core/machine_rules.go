@@ -85,6 +85,13 @@ func (m *Machine) adopt(st *planspec.State) {
 	m.conds = nil
 	m.planGen++
 	m.planDone = st.Status == planspec.StatusDone
+	m.toldBlocked = ""
+	if st.CurrentStep < len(st.StepQueue) {
+		id := st.StepQueue[st.CurrentStep]
+		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusFailed && run.Phase == planspec.PhaseBlocked {
+			m.toldBlocked = id
+		}
+	}
 	if m.cfg.Probe == nil {
 		return
 	}
@@ -259,7 +266,6 @@ func (m *Machine) advance() {
 		}
 		m.log(level, "step waits", "step", d.Step, "why", d.Reason)
 	}
-	prev := m.told
 	m.told = d
 	if changed {
 		m.markDirty(d.Reason)
@@ -275,16 +281,31 @@ func (m *Machine) advance() {
 		m.inherited = true
 		m.emit(WaitInherited{Step: d.Step})
 	case Blocked:
-		if prev.Action != Blocked || prev.Step != d.Step {
-			m.setPhase(d.Step, planspec.PhaseBlocked)
-			m.notify(d.Step, m.st.Run(d.Step).Tries, "stepseq", "plan_blocked", d.Reason, "stepseq retry "+d.Step)
-		}
+		m.blocked(d)
 	case Idle:
 		if !m.planDone {
 			m.planDone = true
-			m.notify("", 0, "stepseq", "plan_done", "all "+countOf(len(m.st.StepQueue), "step")+" done", "none")
+			m.notifyEvent("", 0, planspec.PhaseDone, EventPlanDone, "all "+countOf(len(m.st.StepQueue), "step")+" done", "none")
 		}
 	}
+}
+
+// blocked tells the user once that step d.Step holds the plan: the step's own
+// blocked when its retries are spent (a worker's blocked report told its own),
+// then the plan's. The state remembers what was told: a blocked phase on disk
+// was told by the stepseq that wrote it, so a later check or sidecar start on
+// the same blocked plan says nothing (DESIGN §8: one transition, one report).
+func (m *Machine) blocked(d Decision) {
+	if m.toldBlocked == d.Step {
+		return
+	}
+	m.toldBlocked = d.Step
+	run := m.st.Run(d.Step)
+	if run.Phase != planspec.PhaseBlocked {
+		m.setPhase(d.Step, planspec.PhaseBlocked)
+		m.notifyEvent(d.Step, run.Tries, planspec.PhaseBlocked, EventRetriesExhausted, d.Reason, "stepseq retry "+d.Step)
+	}
+	m.notifyEvent("", 0, planspec.PhaseBlocked, EventPlanBlocked, "held by step "+d.Step+": "+d.Reason, "stepseq retry "+d.Step)
 }
 
 // dropPastDelay drops a delay that the coming decision recomputes.
@@ -359,6 +380,7 @@ func (m *Machine) dispatch(d Decision) {
 		}
 	}
 	m.configErr = nil
+	m.toldBlocked = ""
 	if m.force {
 		m.forced = d.Step
 		m.force = false
@@ -488,7 +510,7 @@ func (m *Machine) conclude(t *tryExit) {
 		m.notify(t.step, run.Tries, "stepseq", planspec.PhaseDone, "verified: outputs and checks hold", m.nextStep(t.step))
 	} else {
 		m.log(slog.LevelWarn, "step failed", "step", t.step, "try", run.Tries, "error", FirstChars(v.Error, 120))
-		m.notify(t.step, run.Tries, "stepseq", "failed", FirstChars(v.Error, ErrorChars), "retry by the usual rules")
+		m.notifyEvent(t.step, run.Tries, planspec.ReportMilestone, EventTryFailed, FirstChars(v.Error, ErrorChars), "retry by the usual rules")
 	}
 	m.markDirty("verdict")
 }
@@ -610,7 +632,7 @@ func (m *Machine) skipped(id string) {
 		why = "skipped: skip: " + sp.Skip + " is true"
 	}
 	m.journal(Entry{Event: "skipped", Step: id, Reason: why})
-	m.notifyEvent(id, m.st.Run(id).Tries, planspec.PhaseDone, "skipped", why, m.nextStep(id))
+	m.notifyEvent(id, m.st.Run(id).Tries, planspec.PhaseDone, EventSkipped, why, m.nextStep(id))
 }
 
 // countOf is n and the noun, plural unless n is 1: "1 step", "3 steps".

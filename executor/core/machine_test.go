@@ -119,6 +119,17 @@ func notes(effs []Effect) []string {
 	return out
 }
 
+// noteEvents are the notifications' status/event pairs.
+func noteEvents(effs []Effect) []string {
+	var out []string
+	for _, e := range effs {
+		if n, ok := e.(Notify); ok {
+			out = append(out, n.Note.Status+"/"+n.Note.Event)
+		}
+	}
+	return out
+}
+
 func verdictOf(effs []Effect) (ReportVerdict, bool) {
 	for _, e := range effs {
 		if v, ok := e.(ReportVerdict); ok {
@@ -550,8 +561,8 @@ func TestMachine_BlockedReportHoldsThePlanUntilRetry(t *testing.T) {
 	if d := r.m.Decision(); d.Action != Blocked {
 		t.Fatalf("decision %v, want blocked", d.Action)
 	}
-	if !slices.Contains(notes(effs), "plan_blocked") {
-		t.Errorf("notes %v", notes(effs))
+	if !slices.Contains(noteEvents(effs), "blocked/"+EventPlanBlocked) {
+		t.Errorf("notes %v", noteEvents(effs))
 	}
 	r.feed(TriggersIn{Triggers: []Trigger{{Step: "a", From: "retry", Retry: true}}})
 	s, ok := started(r.take())

@@ -21,9 +21,12 @@ type Report struct {
 	Step   string    `json:"step"`   // empty for a report on the whole plan
 	Try    int       `json:"try"`    // 0 for a report on the whole plan
 	Who    string    `json:"who"`    // who speaks: the agent, a worker, stepseq
-	Status string    `json:"status"` // dispatching, accepted, milestone, done, blocked, timeout, heartbeat, ...
-	Output string    `json:"output"` // the summary, evidence or error
-	Next   string    `json:"next"`   // what comes next ("none" when done)
+	Status string    `json:"status"` // the seed's words: dispatching, in_progress, milestone, blocked, done, heartbeat
+	// Event says what happened beyond the status word (try_failed, retrying,
+	// timeout, plan_done, plan_blocked, waiting_limit…), DESIGN §8.
+	Event  string `json:"event,omitempty"`
+	Output string `json:"output"` // the summary, evidence or error
+	Next   string `json:"next"`   // what comes next ("none" when done)
 }
 
 // Caps on a report's fields, in bytes, applied by Emit. A longer value is cut on a
@@ -31,7 +34,7 @@ type Report struct {
 const (
 	MaxOutputBytes = 8 << 10
 	MaxNextBytes   = 2 << 10
-	MaxFieldBytes  = 512 // plan, step, who, status
+	MaxFieldBytes  = 512 // plan, step, who, status, event
 )
 
 // capped returns r with every string field within its cap.
@@ -40,6 +43,7 @@ func (r Report) capped() Report {
 	r.Step = cut(r.Step, MaxFieldBytes)
 	r.Who = cut(r.Who, MaxFieldBytes)
 	r.Status = cut(r.Status, MaxFieldBytes)
+	r.Event = cut(r.Event, MaxFieldBytes)
 	r.Output = cut(r.Output, MaxOutputBytes)
 	r.Next = cut(r.Next, MaxNextBytes)
 	return r
@@ -70,6 +74,7 @@ func (r Report) env() []string {
 		"STEPSEQ_NOTIFY_TRY=" + strconv.Itoa(r.Try),
 		"STEPSEQ_NOTIFY_WHO=" + r.Who,
 		"STEPSEQ_NOTIFY_STATUS=" + r.Status,
+		"STEPSEQ_NOTIFY_EVENT=" + r.Event,
 		"STEPSEQ_NOTIFY_OUTPUT=" + cut(r.Output, 4<<10),
 		"STEPSEQ_NOTIFY_NEXT=" + r.Next,
 	}

@@ -60,7 +60,7 @@ func BenchmarkNotify_SidecarTransitionToCommandStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rt.Close()
-	argv := []string{"/bin/sh", "-c", `echo "$STEPSEQ_NOTIFY_STATUS $STEPSEQ_NOTIFY_TIME" >"$1"; cat >/dev/null`, "sh", fifo}
+	argv := []string{"/bin/sh", "-c", `echo "${STEPSEQ_NOTIFY_EVENT:-$STEPSEQ_NOTIFY_STATUS} $STEPSEQ_NOTIFY_TIME" >"$1"; cat >/dev/null`, "sh", fifo}
 	var n *Notifier
 	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{Notifier: notifierFunc(func(note core.Notification) { n.Notify(note) })})
 	if err != nil {

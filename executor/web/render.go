@@ -58,6 +58,7 @@ type noteRow struct {
 	Step                string
 	Try                 int
 	Status, StatusClass string
+	Event               string
 	Output, Next        string
 }
 
@@ -109,7 +110,7 @@ func newPage(v View, now time.Time, logBytes int) page {
 	for _, n := range slices.Backward(notes) {
 		p.Notes = append(p.Notes, noteRow{
 			Time: newTimeText(n.Time, now), Step: n.Step, Try: n.Try,
-			Status: n.Status, StatusClass: token(n.Status), Output: n.Output, Next: n.Next,
+			Status: n.Status, StatusClass: token(n.Status), Event: n.Event, Output: n.Output, Next: n.Next,
 		})
 	}
 	return p

@@ -83,6 +83,7 @@ type NoteView struct {
 	Step   string
 	Try    int
 	Status string
+	Event  string // what happened beyond the status word (DESIGN §8)
 	Output string
 	Next   string
 }

@@ -92,7 +92,7 @@ func (w *Workspace) View() View {
 	if notes, err := notify.Recent(w.rt.WS.Dir, NotesShown); err == nil {
 		for _, n := range notes {
 			v.Notifications = append(v.Notifications, NoteView{Time: n.Time, Step: n.Step, Try: n.Try,
-				Status: n.Status, Output: n.Output, Next: n.Next})
+				Status: n.Status, Event: n.Event, Output: n.Output, Next: n.Next})
 		}
 	}
 	st, err := (&executor.StateFile{Path: w.rt.WS.State}).Read()

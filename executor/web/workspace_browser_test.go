@@ -112,7 +112,7 @@ func browserSidecar(t *testing.T, guard func(http.Handler) http.Handler, path st
 	}
 	page.WaitPhase("wait", "done")
 	page.WaitFor("the plan's end among the notifications",
-		`() => [...document.querySelectorAll("table.notes td")].some((td) => td.textContent === "plan_done" || td.textContent.includes("plan done"))`, nil)
+		`() => [...document.querySelectorAll("table.notes td")].some((td) => td.textContent.includes("plan_done"))`, nil)
 	var loaded bool
 	page.Eval(`() => window.loadedOnce === true`, nil, &loaded)
 	if !loaded {

@@ -1,0 +1,595 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// The core's rules as scenario files, after etcd raft's interaction tests: each
+// file under testdata/scenarios is a sequence of inputs (a plan or state, files
+// and their times, agent exits, reports, timers, triggers) and the effects the
+// machine answers with, run against a scripted world instead of a real one.
+// `go test ./executor/core -run TestScenarios -rewrite` writes the effects back
+// into the files; read the diff before keeping it.
+//
+// Commands (times are durations after the scenario's start, t0):
+//
+//	plan|state [persistent] [driver=D] [retries=N] [stamp]   a new machine on the YAML plan or JSON state given
+//	read [missing|invalid]       the state file read again: the JSON given, gone, or half-written
+//	at T                         the clock moves to t0+T
+//	file P... [mtime=T]          paths exist, modified at T (default: now)
+//	rm P...                      paths are gone
+//	touch P...                   paths modified now, and the change fed in
+//	changed P... [rescan]        a change of paths fed in
+//	cond STEP [when=V] [skip=V]  a step's conditions (true, false, error)
+//	check STEP=V                 a step's check (true, false, error)
+//	orphan STEP [alive] [exited code=N] [signal] [stopped] [recorded began=T]   what a try lock says
+//	cannot-launch [STEP]         the step's agent cannot start: the input is why; with no input, it can
+//	output T                     the running agent last wrote a byte at T
+//	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit]   the agent's end; the input is its stderr
+//	report STEP [try=N] [via=V] [ref=R] [written=T]   a report; the input is its YAML
+//	tick                         the clock moves to the timer asked for, which fires
+//	timer                        the timer fires now
+//	trigger STEP... [retry] [from=F]   triggers queued
+//	edit                         the plan file edited: the input is its YAML
+//	fail-writes [off]            writes fail (the input is why) until off
+//	shutdown | run-current | inherited-gone
+//	status                       what the machine holds
+//
+// A command's output lists its effects, one a line. Journal entries of the routine
+// events (write, state-read, decide) and log lines show only with `verbose`.
+
+var scenarioRoutine = []string{"write", "state-read", "decide"}
+
+// world is what the fake Probe answers: files and their times, conditions,
+// try locks, configuration errors.
+type world struct {
+	files     map[string]time.Time
+	conds     map[string]string // "id/when", "id/skip" → true, false, error
+	checks    map[string]string
+	orphans   map[string]TryState
+	launchErr map[string]string // step ("" for every step) → why
+	lastOut   time.Time
+}
+
+func (w *world) Conditions(*planspec.State) (CondSet, error) { return scriptedConds{w}, nil }
+
+func (w *world) Missing(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, ok := w.files[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (w *world) ModTime(rel string) (time.Time, bool) { t, ok := w.files[rel]; return t, ok }
+
+func (w *world) Orphan(id string, _ int, _ string) TryState { return w.orphans[id] }
+
+func (w *world) CanLaunch(_ *planspec.State, id string) error {
+	if why, ok := w.launchErr[id]; ok {
+		return errors.New(why)
+	}
+	if why, ok := w.launchErr[""]; ok {
+		return errors.New(why)
+	}
+	return nil
+}
+
+func (w *world) LastOutput() time.Time { return w.lastOut }
+
+// WatchSet is the state file and every step's required outputs: enough to see
+// the machine ask for a new set when the plan changes.
+func (w *world) WatchSet(st *planspec.State, _ CondSet) (paths, trees []string) {
+	paths = []string{"state.json"}
+	if st == nil {
+		return paths, nil
+	}
+	for _, id := range st.StepQueue {
+		if sp := st.Steps[id]; sp != nil {
+			paths = append(paths, sp.RequiredOutputs...)
+		}
+	}
+	return paths, nil
+}
+
+func (w *world) ReportsDir(id string) string { return reportsRel(id) }
+
+type scriptedConds struct{ w *world }
+
+func scriptedValue(v string) (bool, error) {
+	switch v {
+	case "false":
+		return false, nil
+	case "error":
+		return false, errors.New("scripted evaluation error")
+	}
+	return true, nil
+}
+
+func (c scriptedConds) Cond(_ time.Time, id, kind string) (bool, error) {
+	v, ok := c.w.conds[id+"/"+kind]
+	if !ok {
+		return kind == "when", nil
+	}
+	return scriptedValue(v)
+}
+
+func (c scriptedConds) Check(_ time.Time, id string) func() (bool, error) {
+	v, ok := c.w.checks[id]
+	if !ok {
+		return nil
+	}
+	return func() (bool, error) { return scriptedValue(v) }
+}
+
+// scenario is one file's machine, its world and its driver's answers.
+type scenario struct {
+	w         *world
+	m         *Machine
+	now       time.Time
+	timer     time.Time
+	failWrite error
+	started   map[string]time.Time // step → when its agent started
+	running   map[string]int       // step → the try started
+	last      map[string]string    // what the last write said of each run
+	lastBlk   []string
+}
+
+func newScenario() *scenario {
+	return &scenario{
+		w: &world{files: map[string]time.Time{}, conds: map[string]string{}, checks: map[string]string{},
+			orphans: map[string]TryState{}, launchErr: map[string]string{}},
+		now: t0, started: map[string]time.Time{}, running: map[string]int{}, last: map[string]string{},
+	}
+}
+
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/scenarios", func(t *testing.T, path string) {
+		t.Parallel()
+		s := newScenario()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return s.do(t, d)
+		})
+	})
+}
+
+func rel(at time.Time) string {
+	if at.IsZero() {
+		return "off"
+	}
+	return "t+" + at.Sub(t0).String()
+}
+
+func (s *scenario) dur(t *testing.T, d *datadriven.TestData, v string) time.Time {
+	dd, err := time.ParseDuration(v)
+	if err != nil {
+		d.Fatalf(t, "%q: %v", v, err)
+	}
+	return t0.Add(dd)
+}
+
+// paths are the command's bare arguments.
+func paths(d *datadriven.TestData) []string {
+	var out []string
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) == 0 {
+			out = append(out, a.Key)
+		}
+	}
+	return out
+}
+
+func argOr(d *datadriven.TestData, key, def string) string {
+	if a, ok := d.Arg(key); ok && len(a.Vals) > 0 {
+		return strings.Join(a.Vals, ", ")
+	}
+	return def
+}
+
+func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
+	verbose := d.HasArg("verbose")
+	switch d.Cmd {
+	case "plan", "state":
+		var st *planspec.State
+		var err error
+		if d.Cmd == "plan" {
+			var p *planspec.Plan
+			if p, err = planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml"); err == nil {
+				st = p.State("plans/p.yaml", "h1")
+			}
+		} else {
+			st, err = planspec.ParseState(strings.NewReader(d.Input), "state.json")
+		}
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		retries := 3
+		if d.HasArg("retries") {
+			d.ScanArgs(t, "retries", &retries)
+		}
+		persistent := d.HasArg("persistent")
+		s.m = NewMachine(MachineConfig{Driver: argOr(d, "driver", map[bool]string{true: "watch", false: "check"}[persistent]),
+			MaxRetries: retries, Persistent: persistent, StampHeartbeat: d.HasArg("stamp"), Probe: s.w})
+		s.timer = time.Time{}
+		s.last, s.lastBlk = map[string]string{}, nil
+		return s.feed(StateRead{State: st}, verbose)
+	case "read":
+		switch {
+		case d.HasArg("missing"):
+			return s.feed(StateRead{Err: fs.ErrNotExist}, verbose)
+		case d.HasArg("invalid"):
+			return s.feed(StateRead{Err: errors.New("state.json: unexpected end of JSON input")}, verbose)
+		}
+		st, err := planspec.ParseState(strings.NewReader(d.Input), "state.json")
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		return s.feed(StateRead{State: st}, verbose)
+	case "at":
+		s.now = s.dur(t, d, d.CmdArgs[0].Key)
+		return ""
+	case "file":
+		at := s.now
+		if v := argOr(d, "mtime", ""); v != "" {
+			at = s.dur(t, d, v)
+		}
+		for _, p := range paths(d) {
+			s.w.files[p] = at
+		}
+		return ""
+	case "rm":
+		for _, p := range paths(d) {
+			delete(s.w.files, p)
+		}
+		return ""
+	case "touch":
+		for _, p := range paths(d) {
+			s.w.files[p] = s.now
+		}
+		return s.feed(FilesChanged{Paths: paths(d)}, verbose)
+	case "changed":
+		var ps []string
+		for _, p := range paths(d) {
+			if p != "rescan" && p != "verbose" {
+				ps = append(ps, p)
+			}
+		}
+		return s.feed(FilesChanged{Paths: ps, Rescan: d.HasArg("rescan")}, verbose)
+	case "cond":
+		id := d.CmdArgs[0].Key
+		for _, kind := range []string{"when", "skip"} {
+			if v := argOr(d, kind, ""); v != "" {
+				s.w.conds[id+"/"+kind] = v
+			}
+		}
+		return ""
+	case "check":
+		for _, a := range d.CmdArgs {
+			s.w.checks[a.Key] = a.Vals[0]
+		}
+		return ""
+	case "orphan":
+		id := d.CmdArgs[0].Key
+		ts := TryState{Alive: d.HasArg("alive"), Exited: d.HasArg("exited"), Stopped: d.HasArg("stopped"), Recorded: d.HasArg("recorded")}
+		if d.HasArg("code") {
+			d.ScanArgs(t, "code", &ts.Code)
+		}
+		if d.HasArg("signal") {
+			ts.Signal = "killed"
+		}
+		if v := argOr(d, "began", ""); v != "" {
+			ts.Began = s.dur(t, d, v)
+		}
+		s.w.orphans[id] = ts
+		return ""
+	case "cannot-launch":
+		id := ""
+		if len(d.CmdArgs) > 0 {
+			id = d.CmdArgs[0].Key
+		}
+		if why := strings.TrimSpace(d.Input); why != "" {
+			s.w.launchErr[id] = why
+		} else {
+			delete(s.w.launchErr, id)
+		}
+		return ""
+	case "output":
+		s.w.lastOut = s.dur(t, d, d.CmdArgs[0].Key)
+		return ""
+	case "exit":
+		return s.exit(t, d, verbose)
+	case "report":
+		id := d.CmdArgs[0].Key
+		rep, err := planspec.ParseReport(strings.NewReader(d.Input), "report")
+		if err != nil {
+			return "parse: " + err.Error()
+		}
+		in := ReportIn{Step: id, Report: rep, Via: argOr(d, "via", "file"), Ref: argOr(d, "ref", "r")}
+		if d.HasArg("try") {
+			d.ScanArgs(t, "try", &in.Try)
+		}
+		if v := argOr(d, "written", ""); v != "" {
+			in.Written = s.dur(t, d, v)
+		}
+		return s.feed(in, verbose)
+	case "tick":
+		if s.timer.IsZero() {
+			d.Fatalf(t, "tick: no timer is set")
+		}
+		s.now = s.timer
+		return "(now " + rel(s.now) + ")\n" + s.feed(TimerFired{}, verbose)
+	case "timer":
+		return s.feed(TimerFired{}, verbose)
+	case "trigger":
+		var ts []Trigger
+		for _, p := range paths(d) {
+			if p != "retry" && p != "verbose" {
+				ts = append(ts, Trigger{Step: p, From: argOr(d, "from", "trigger"), At: planspec.FormatISO(s.now), Retry: d.HasArg("retry")})
+			}
+		}
+		if len(ts) == 0 {
+			ts = []Trigger{{From: argOr(d, "from", "check"), At: planspec.FormatISO(s.now)}}
+		}
+		return s.feed(TriggersIn{Triggers: ts}, verbose)
+	case "edit":
+		p, err := planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml")
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		return s.feed(PlanEdited{Plan: p, Hash: "h2"}, verbose)
+	case "fail-writes":
+		if d.HasArg("off") {
+			s.failWrite = nil
+		} else {
+			s.failWrite = errors.New(strings.TrimSpace(d.Input))
+		}
+		return ""
+	case "shutdown":
+		return s.feed(Shutdown{}, verbose)
+	case "run-current":
+		return s.feed(RunCurrent{}, verbose)
+	case "inherited-gone":
+		return s.feed(InheritedGone{}, verbose)
+	case "status":
+		return s.status()
+	}
+	d.Fatalf(t, "unknown command %q", d.Cmd)
+	return ""
+}
+
+func (s *scenario) exit(t *testing.T, d *datadriven.TestData, verbose bool) string {
+	id := d.CmdArgs[0].Key
+	in := AgentExited{Step: id, Try: s.running[id]}
+	if d.HasArg("try") {
+		d.ScanArgs(t, "try", &in.Try)
+	}
+	in.Exit = Exit{Started: s.started[id], Ended: s.now, Stderr: strings.TrimSpace(d.Input)}
+	if d.HasArg("code") {
+		d.ScanArgs(t, "code", &in.Exit.Code)
+	}
+	in.Exit.TimedOut = d.HasArg("timeout")
+	if d.HasArg("err") {
+		in.Exit.Code, in.Exit.Err = -1, errors.New(strings.TrimSpace(d.Input))
+	}
+	if d.HasArg("failed") {
+		in.AgentFailed = strings.TrimSpace(d.Input)
+	}
+	if a, ok := d.Arg("limit"); ok {
+		l := Limit{Text: strings.TrimSpace(d.Input)}
+		if len(a.Vals) > 0 {
+			l.Reset = s.dur(t, d, a.Vals[0])
+		}
+		in.Limits = []Limit{l}
+	}
+	return s.feed(in, verbose)
+}
+
+// feed hands the machine one input and answers its writes and reads as a driver
+// does, printing every effect.
+func (s *scenario) feed(in Input, verbose bool) string {
+	var b strings.Builder
+	queue := s.m.Handle(s.now, in)
+	for len(queue) > 0 {
+		e := queue[0]
+		queue = queue[1:]
+		s.print(&b, e, verbose)
+		switch e := e.(type) {
+		case WriteState:
+			queue = append(queue, s.m.Handle(s.now, Written{Err: s.failWrite})...)
+		case ReadState:
+			queue = append(queue, s.m.Handle(s.now, StateRead{Unchanged: true})...)
+		case StartAgent:
+			s.started[e.Step], s.running[e.Step] = s.now, e.Try
+		case SetTimer:
+			s.timer = e.At
+		}
+	}
+	return b.String()
+}
+
+func (s *scenario) print(b *strings.Builder, e Effect, verbose bool) {
+	switch e := e.(type) {
+	case WriteState:
+		fmt.Fprintf(b, "write (%s): %s cursor=%d", e.Reason, e.State.Status, e.State.CurrentStep)
+		if s.failWrite != nil {
+			fmt.Fprintf(b, " FAILS: %v", s.failWrite)
+		}
+		b.WriteString("\n")
+		if s.failWrite == nil {
+			s.runsChanged(b, e.State)
+		}
+	case ReadState:
+		b.WriteString("read state\n")
+	case StartAgent:
+		fmt.Fprintf(b, "start %s#%d", e.Step, e.Try)
+		if e.Resumed {
+			b.WriteString(" resumed")
+		}
+		if e.Resume.ID != "" {
+			fmt.Fprintf(b, " resume=%s", e.Resume.ID)
+		}
+		if len(e.Changed) > 0 {
+			fmt.Fprintf(b, " changed=%s", strings.Join(e.Changed, ","))
+		}
+		fmt.Fprintf(b, "\n  prompt: %s\n", e.Prompt)
+	case StopAgent:
+		fmt.Fprintf(b, "stop %s#%d: %s\n", e.Step, e.Try, e.Reason)
+	case Notify:
+		n := e.Note
+		who := n.Step
+		if who == "" {
+			who = "plan"
+		} else {
+			who = fmt.Sprintf("%s#%d", n.Step, n.Try)
+		}
+		fmt.Fprintf(b, "notify %s %s %s", who, n.Who, n.Status)
+		if n.Event != "" {
+			fmt.Fprintf(b, " event=%s", n.Event)
+		}
+		fmt.Fprintf(b, ": %s (next: %s)\n", n.Output, n.Next)
+	case SetWatch:
+		if e.Delta {
+			fmt.Fprintf(b, "watch +%v -%v\n", e.Added, e.Removed)
+		} else {
+			fmt.Fprintf(b, "watch %v trees=%v\n", e.Paths, e.Trees)
+		}
+	case SetTimer:
+		fmt.Fprintf(b, "timer %s\n", rel(e.At))
+	case JournalEntry:
+		j := e.Entry
+		if !verbose && slices.Contains(scenarioRoutine, j.Event) {
+			return
+		}
+		fmt.Fprintf(b, "journal %s", j.Event)
+		if j.Step != "" {
+			fmt.Fprintf(b, " %s", j.Step)
+			if j.Try > 0 {
+				fmt.Fprintf(b, "#%d", j.Try)
+			}
+		}
+		if j.Reason != "" {
+			fmt.Fprintf(b, ": %s", j.Reason)
+		}
+		for _, k := range slices.Sorted(maps.Keys(j.Detail)) {
+			fmt.Fprintf(b, " %s=%v", k, j.Detail[k])
+		}
+		b.WriteString("\n")
+	case Log:
+		if verbose {
+			fmt.Fprintf(b, "log %s %s %v\n", e.Level, e.Msg, e.Args)
+		}
+	case ReportVerdict:
+		if e.Accepted {
+			fmt.Fprintf(b, "verdict %s %s: accepted\n", e.Ref, e.Step)
+		} else {
+			fmt.Fprintf(b, "verdict %s %s: refused\n", e.Ref, e.Step)
+			for _, r := range e.Reasons {
+				fmt.Fprintf(b, "  - %s\n", r)
+			}
+		}
+	case WaitInherited:
+		fmt.Fprintf(b, "wait for the inherited agent of %s\n", e.Step)
+	default:
+		fmt.Fprintf(b, "%T %+v\n", e, e)
+	}
+}
+
+// runLine is what a write says of one run.
+func runLine(run *planspec.StepRun) string {
+	line := fmt.Sprintf("%s %s tries=%d", run.Status, orDash(run.Phase), run.Tries)
+	if run.Skipped {
+		line += " skipped"
+	}
+	if run.Error != nil {
+		line += " error=" + strings.ReplaceAll(*run.Error, "\n", `\n`)
+	}
+	if run.Agent != nil && run.Agent.Interruptions > 0 {
+		line += fmt.Sprintf(" interruptions=%d", run.Agent.Interruptions)
+	}
+	if run.Agent != nil && run.Agent.Limit.UntilIso != "" {
+		until, _ := planspec.ParseISO(run.Agent.Limit.UntilIso)
+		line += " limited-until=" + rel(until)
+	}
+	if n := len(run.Reports); n > 0 {
+		line += fmt.Sprintf(" reports=%d", n)
+	}
+	return line
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// runsChanged prints the runs and blockers a write changed.
+func (s *scenario) runsChanged(b *strings.Builder, st *planspec.State) {
+	for _, id := range st.StepQueue {
+		run, ok := st.StepRuns[id]
+		if !ok {
+			continue
+		}
+		line := runLine(run)
+		if s.last[id] != line {
+			fmt.Fprintf(b, "  %s: %s\n", id, line)
+			s.last[id] = line
+		}
+	}
+	if !slices.Equal(s.lastBlk, st.Blockers) {
+		fmt.Fprintf(b, "  blockers: %q\n", st.Blockers)
+		s.lastBlk = slices.Clone(st.Blockers)
+	}
+}
+
+func (s *scenario) status() string {
+	var b strings.Builder
+	st := s.m.State()
+	if st == nil {
+		b.WriteString("no state\n")
+	} else {
+		fmt.Fprintf(&b, "%s cursor=%d\n", st.Status, st.CurrentStep)
+		for _, id := range st.StepQueue {
+			if run, ok := st.StepRuns[id]; ok {
+				fmt.Fprintf(&b, "  %s: %s\n", id, runLine(run))
+			}
+		}
+		if len(st.Blockers) > 0 {
+			fmt.Fprintf(&b, "  blockers: %q\n", st.Blockers)
+		}
+		if len(st.Artifacts) > 0 {
+			fmt.Fprintf(&b, "  artifacts: %q\n", st.Artifacts)
+		}
+		if st.LastHeartbeatIso != "" {
+			at, _ := planspec.ParseISO(st.LastHeartbeatIso)
+			fmt.Fprintf(&b, "  lastHeartbeat: %s\n", rel(at))
+		}
+	}
+	d := s.m.Decision()
+	fmt.Fprintf(&b, "decision: %s %s (%s)\n", d.Action, d.Step, d.Reason)
+	var flags []string
+	for name, on := range map[string]bool{"busy": s.m.Busy(), "done": s.m.Done(), "blocked": s.m.Blocked(), "settled": s.m.Settled()} {
+		if on {
+			flags = append(flags, name)
+		}
+	}
+	slices.Sort(flags)
+	fmt.Fprintf(&b, "machine: %s\n", strings.Join(flags, " "))
+	if err := s.m.Err(); err != nil {
+		fmt.Fprintf(&b, "err: %v\n", err)
+	}
+	return b.String()
+}
