@@ -24,7 +24,8 @@ import (
 //
 // Commands (times are durations after the scenario's start, t0):
 //
-//	plan|state [persistent] [driver=D] [retries=N] [stamp]   a new machine on the YAML plan or JSON state given
+//	plan|state [persistent] [driver=D] [retries=N] [stamp] [runner]   a new machine on the YAML plan or JSON state given;
+//	                             runner: told first to run the step at the cursor (stepseq step)
 //	read [missing|invalid]       the state file read again: the JSON given, gone, or half-written
 //	at T                         the clock moves to t0+T
 //	file P... [mtime=T]          paths exist, modified at T (default: now)
@@ -43,7 +44,7 @@ import (
 //	trigger STEP... [retry] [from=F]   triggers queued
 //	edit                         the plan file edited: the input is its YAML
 //	fail-writes [off]            writes fail (the input is why) until off
-//	shutdown | run-current | inherited-gone
+//	shutdown | inherited-gone
 //	status                       what the machine holds
 //
 // A command's output lists its effects, one a line. Journal entries of the routine
@@ -225,7 +226,11 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 			MaxRetries: retries, Persistent: persistent, StampHeartbeat: d.HasArg("stamp"), Probe: s.w})
 		s.timer = time.Time{}
 		s.last, s.lastBlk = map[string]string{}, nil
-		return s.feed(StateRead{State: st}, verbose)
+		out := ""
+		if d.HasArg("runner") {
+			out = s.feed(RunCurrent{}, verbose)
+		}
+		return out + s.feed(StateRead{State: st}, verbose)
 	case "read":
 		switch {
 		case d.HasArg("missing"):
@@ -327,7 +332,7 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		return s.feed(in, verbose)
 	case "tick":
 		if s.timer.IsZero() {
-			d.Fatalf(t, "tick: no timer is set")
+			return "no timer is set\n"
 		}
 		s.now = s.timer
 		return "(now " + rel(s.now) + ")\n" + s.feed(TimerFired{}, verbose)
@@ -359,8 +364,6 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		return ""
 	case "shutdown":
 		return s.feed(Shutdown{}, verbose)
-	case "run-current":
-		return s.feed(RunCurrent{}, verbose)
 	case "inherited-gone":
 		return s.feed(InheritedGone{}, verbose)
 	case "status":
