@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,25 +19,17 @@ const MaxPlanSize = 8 << 20
 
 // Plan is a YAML plan: what DESIGN §2 declares, decoded and validated.
 type Plan struct {
-	Name       string
-	Agent      AgentSpec // zero: STEP_AGENT_CMD
-	Fallback   []string  // presets tried in order when the agent is unavailable
-	StepDelay  Duration
-	MaxRetries *int // nil: STEP_MAX_RETRIES, else 3
-	Timeout    Duration
-	Vars       map[string]any
-	Params     []Param           // DESIGN §13; a run's values are Settings.Params
-	Summary    map[string]string // name → expression, evaluated when the plan ends
-	// Reports, the report timeouts and the heartbeat are DESIGN §7 and §8.
-	Reports          string
-	LaunchTimeout    Duration
-	MilestoneTimeout Duration
-	IdleTimeout      Duration
-	Heartbeat        Duration
-	LimitWait        Duration // DESIGN §16
-	Resume           bool
-	Notify           []NotifySink
-	Steps            []PlanStep
+	// Settings are what the plan sets for its steps and runs, as the state that
+	// runs it carries them (agent, fallback, retries, timeouts, vars, summary,
+	// reports, heartbeat, limitWait, resume, notify; DESIGN §7, §8, §13, §16).
+	// A run's part (Settings.Params' values, SummaryValues, Source, Hash) is
+	// empty in a plan: State fills Source and Hash.
+	Settings
+	StepDelay Duration
+	// Params declares the plan's params (DESIGN §13); a run's values are
+	// Settings.Params, which this field hides in a Plan.
+	Params []Param
+	Steps  []PlanStep
 }
 
 // PlanStep is one step of a plan, in file order.
@@ -119,28 +110,7 @@ func (p *Plan) State(source, hash string) *State {
 		st.StepQueue = append(st.StepQueue, s.ID)
 	}
 	st.StepDelayMinutes = float64(p.StepDelay) / float64(time.Minute)
-	st.Settings = Settings{
-		Name:     p.Name,
-		Agent:    p.Agent.Clone(),
-		Fallback: slices.Clone(p.Fallback),
-		Timeout:  p.Timeout,
-		Vars:     maps.Clone(p.Vars),
-		Summary:  maps.Clone(p.Summary),
-		Source:   filepath.ToSlash(source),
-		Hash:     hash,
-
-		Reports:          p.Reports,
-		LaunchTimeout:    p.LaunchTimeout,
-		MilestoneTimeout: p.MilestoneTimeout,
-		IdleTimeout:      p.IdleTimeout,
-		Heartbeat:        p.Heartbeat,
-		LimitWait:        p.LimitWait,
-		Resume:           p.Resume,
-		Notify:           slices.Clone(p.Notify),
-	}
-	if p.MaxRetries != nil {
-		n := *p.MaxRetries
-		st.Settings.MaxRetries = &n
-	}
+	st.Settings = p.Settings.clone()
+	st.Settings.Source, st.Settings.Hash = filepath.ToSlash(source), hash
 	return st
 }

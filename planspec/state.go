@@ -199,6 +199,24 @@ type Settings struct {
 	raw object
 }
 
+// clone is a copy of s that shares nothing mutable with it, but the keys of
+// stepseq's record that it does not know (raw), which are never changed.
+func (s Settings) clone() Settings {
+	c := s
+	c.Agent = s.Agent.Clone()
+	c.Fallback = slices.Clone(s.Fallback)
+	if s.MaxRetries != nil {
+		n := *s.MaxRetries
+		c.MaxRetries = &n
+	}
+	c.Vars = maps.Clone(s.Vars)
+	c.Params = maps.Clone(s.Params)
+	c.Summary = maps.Clone(s.Summary)
+	c.SummaryValues = maps.Clone(s.SummaryValues)
+	c.Notify = slices.Clone(s.Notify)
+	return c
+}
+
 // NewState returns an empty, runnable state.
 func NewState() *State {
 	return &State{

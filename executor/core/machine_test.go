@@ -644,7 +644,7 @@ func TestMachine_InvalidStateIsReadAgainThenLeft(t *testing.T) {
 
 func TestChoosePlans(t *testing.T) {
 	valid := func(name, hash string) PlanFile {
-		return PlanFile{Path: "/ws/plans/" + name + ".yaml", Source: "plans/" + name + ".yaml", Name: name, Hash: hash, Plan: &planspec.Plan{Name: name}}
+		return PlanFile{Path: "/ws/plans/" + name + ".yaml", Source: "plans/" + name + ".yaml", Name: name, Hash: hash, Plan: &planspec.Plan{Settings: planspec.Settings{Name: name}}}
 	}
 	invalid := PlanFile{Path: "/ws/plans/bad.yaml", Source: "plans/bad.yaml", Name: "bad", Hash: "hbad", Err: errors.New("bad")}
 	cases := []struct {
