@@ -73,6 +73,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	}()
 
 	d := newDriver(ctx, c.Runtime, sf, lock, core.MachineConfig{Driver: kind, MaxRetries: maxRetries, StampHeartbeat: true})
+	d.returnsConfigErr = true // Err, which main prints
 	if c.OpenNotifier != nil {
 		n, done := c.OpenNotifier(st)
 		d.notifier = n

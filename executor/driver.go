@@ -46,6 +46,10 @@ type driver struct {
 	onChange func() // after a state write or a notification: SidecarOptions.OnChange
 	metrics  *Metrics
 	ctx      context.Context
+	// returnsConfigErr: the driver ends with a configuration error that keeps
+	// the plan from launching (check, step, watch --exit-when-done), so the
+	// machine's line saying it is not logged as well.
+	returnsConfigErr bool
 
 	queue    []core.Effect
 	draining bool
@@ -179,6 +183,9 @@ func (d *driver) perform(e core.Effect) {
 		}
 		d.rt.record(e.Entry)
 	case core.Log:
+		if e.ConfigErr && d.returnsConfigErr {
+			return
+		}
 		d.rt.Logger.Log(d.ctx, e.Level, e.Msg, e.Args...)
 	case core.ReportVerdict:
 		d.reportVerdict(e)

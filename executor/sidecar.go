@@ -140,6 +140,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.planTimer.Stop()
 	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
 		core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true})
+	s.d.returnsConfigErr = opt.ExitWhenDone // Run returns CannotLaunch
 	s.d.plans = opt.PlansDir
 	s.d.metrics = opt.Metrics
 	s.d.notifier = opt.Notifier
@@ -219,12 +220,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			case s.d.m.Done():
 				s.Logger.Info("plan is DONE: exiting")
 				return nil
+			// Each end below is returned, and main prints it: it is not logged too.
 			case s.d.m.Blocked():
 				why := strings.Join(s.d.m.State().Blockers, "; ")
-				s.Logger.Warn("plan is blocked: exiting", "blockers", why)
 				return fmt.Errorf("%w: %s", ErrPlanBlocked, why)
 			case s.refused != nil && s.d.m.State() == nil:
-				s.Logger.Error("no plan can run: every plan file was refused: exiting", "err", s.refused)
 				if errors.Is(s.refused, planspec.ErrAgentRunsCode) {
 					return &refusedAgent{s.refused} // the plan's agent refused: a configuration error
 				}
@@ -232,9 +232,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			case s.d.m.CannotLaunch() != nil:
 				// This process's environment and flags do not change: the plan
 				// can never go on here, so waiting for it would be forever.
-				err := s.d.m.CannotLaunch()
-				s.Logger.Error("the plan's agent cannot launch: exiting", "err", err)
-				return err
+				return s.d.m.CannotLaunch()
 			}
 		}
 		var began time.Time

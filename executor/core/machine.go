@@ -160,6 +160,10 @@ type Log struct {
 	Level slog.Level
 	Msg   string
 	Args  []any
+	// ConfigErr: the line says a configuration error keeps a step from
+	// launching. A driver that returns that error (check, step, watch
+	// --exit-when-done) leaves the line out: the error is printed once, by main.
+	ConfigErr bool
 }
 
 // ReportVerdict answers a ReportIn: accepted, or refused with every reason.

@@ -372,7 +372,7 @@ func (m *Machine) dispatch(d Decision) {
 	if m.cfg.Probe != nil {
 		if err := m.cfg.Probe.CanLaunch(m.st, d.Step); err != nil {
 			if m.configErr == nil || m.configErr.Error() != err.Error() {
-				m.log(slog.LevelError, "cannot launch the agent", "step", d.Step, "err", err)
+				m.emit(Log{Level: slog.LevelError, Msg: "cannot launch the agent", Args: []any{"step", d.Step, "err", err}, ConfigErr: true})
 				m.journal(Entry{Event: "config-error", Step: d.Step, Reason: err.Error()})
 			}
 			m.configErr = err
