@@ -3,7 +3,9 @@ package executor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -265,6 +267,9 @@ func (d *driver) launchAgent(l core.StartAgent, agents []Agent, idx int) {
 		PipeGrace: d.rt.PipeGrace,
 		HoldGroup: st.Steps[l.Step].AwaitOutputs > 0,
 	}
+	if st.ResultFromOutput(l.Step) {
+		spec.StdoutTail = planspec.MaxResultOutput
+	}
 	launcher := d.launcher
 	var tl *heldTry
 	if st.IsPull(l.Step) {
@@ -373,6 +378,7 @@ func (d *driver) finish(exit core.Exit) {
 	if id := agent.Session(exit); id != "" {
 		in.Session = planspec.AgentSession{Agent: agent.Name(), ID: id}
 	}
+	in.Result, in.ResultErr = exitResult(d.m.State(), a.step, agent, exit)
 	d.feed(in)
 }
 
@@ -725,6 +731,16 @@ func (d *driver) plansDir() string {
 }
 
 func (d *driver) ReportsDir(id string) string { return ReportsRel(id) }
+
+// ResultFile reads a step's result file (resultFrom: file:PATH) through the
+// workspace root, with the result cap.
+func (d *driver) ResultFile(rel string) ([]byte, error) {
+	data, err := ReadFileIn(d.rt.Root(), rel, ResultCap)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s does not exist: the agent wrote no result there", rel)
+	}
+	return data, err
+}
 
 // batch hands a watcher batch to the machine: reports first, then the change
 // itself (awaited outputs, on: globs, gates).

@@ -46,6 +46,10 @@ type Spec struct {
 	// Files are inherited by the agent from fd 3 on: the try lock, held by the
 	// agent and its children however stepseq ends.
 	Files []*os.File
+	// StdoutTail is how much of the end of stdout Exit.StdoutTail keeps; 0:
+	// TailBytes. A step whose result is its output keeps more, to find the
+	// agent's final message in (planspec.MaxResultOutput).
+	StdoutTail int
 }
 
 // Process is a running agent in its own process group.
@@ -80,6 +84,7 @@ func Start(spec Spec) (*Process, error) {
 		spec.PipeGrace = time.Second
 	}
 	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, stop: make(chan struct{}), done: make(chan core.Exit, 1)}
+	p.stdout.keep = max(spec.StdoutTail, TailBytes)
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
@@ -238,11 +243,13 @@ func (t *tee) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// capture keeps the first captureBytes and the last TailBytes written to it.
+// capture keeps the first captureBytes and the last keep bytes (0: TailBytes)
+// written to it.
 type capture struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer
-	tail []byte // the last bytes; trimmed to TailBytes when it doubles
+	keep int
+	tail []byte // the last bytes; trimmed to keep when it doubles
 }
 
 func (c *capture) Write(b []byte) (int, error) {
@@ -251,22 +258,30 @@ func (c *capture) Write(b []byte) (int, error) {
 	if room := captureBytes - c.buf.Len(); room > 0 {
 		c.buf.Write(b[:min(room, len(b))])
 	}
-	if len(b) >= TailBytes {
-		c.tail = append(c.tail[:0], b[len(b)-TailBytes:]...)
+	keep := c.tailBytes()
+	if len(b) >= keep {
+		c.tail = append(c.tail[:0], b[len(b)-keep:]...)
 	} else {
-		if len(c.tail)+len(b) > 2*TailBytes {
-			c.tail = append(c.tail[:0], c.tail[len(c.tail)-(TailBytes-len(b)):]...)
+		if len(c.tail)+len(b) > 2*keep {
+			c.tail = append(c.tail[:0], c.tail[len(c.tail)-(keep-len(b)):]...)
 		}
 		c.tail = append(c.tail, b...)
 	}
 	return len(b), nil
 }
 
-// Tail returns the last TailBytes written.
+func (c *capture) tailBytes() int {
+	if c.keep > 0 {
+		return c.keep
+	}
+	return TailBytes
+}
+
+// Tail returns the last bytes written, as many as the capture keeps.
 func (c *capture) Tail() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return string(c.tail[max(0, len(c.tail)-TailBytes):])
+	return string(c.tail[max(0, len(c.tail)-c.tailBytes()):])
 }
 
 func (c *capture) String() string {

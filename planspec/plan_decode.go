@@ -15,7 +15,7 @@ var (
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "limitWait", "resume"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every

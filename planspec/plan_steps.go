@@ -198,6 +198,14 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 					sp.OnInvalid = s
 				}
 			}
+		case "resultFrom":
+			if s, ok := d.str(v, f); ok {
+				if err := CheckResultFrom(s); err != nil {
+					d.fail(v, f, "%v", err)
+				} else {
+					sp.ResultFrom = s
+				}
+			}
 		default:
 			d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
 		}

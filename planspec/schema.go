@@ -153,6 +153,8 @@ func Schema() []byte {
 		Examples: []any{map[string]any{"type": "object", "required": []any{"url"}}}}
 	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: []string{OnInvalidRetry, OnInvalidAbort},
 		Description: "What a result that fails the schema does: retry (default) refuses the report and waits for a corrected one, at most 3 times; abort fails the try."}
+	step.Properties["resultFrom"] = &jsonSchema{Type: "string", Pattern: "^(output|file:.+)$",
+		Description: "Where the step's result comes from when its agent reports none: output (the agent's final message: claude's result, codex's last agent message, gemini's response, opencode's last text; for a command, the last JSON value on stdout) or file:PATH (a JSON or YAML file in the workspace). A done report's result wins. The result is checked against result."}
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",

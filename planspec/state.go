@@ -78,6 +78,10 @@ type StepSpec struct {
 	// is retry (default) or abort.
 	Result    json.RawMessage
 	OnInvalid string
+	// ResultFrom is where the result comes from when no done report gives one:
+	// "output" (the agent's final message) or "file:PATH" (DESIGN §13); "": a
+	// done report only.
+	ResultFrom string
 	// LimitWait bounds the wait for an agent's usage limit to reset (DESIGN §16);
 	// 0 takes the plan's, else DefaultLimitWait. Resume, when set, says whether a
 	// retry continues the agent's own session; nil takes the plan's.
@@ -568,6 +572,7 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "idleTimeout", sp.IdleTimeout, sp.IdleTimeout > 0)
 	setOrDel(&o, "result", sp.Result, len(sp.Result) > 0)
 	setOrDel(&o, "onInvalid", sp.OnInvalid, sp.OnInvalid != "")
+	setOrDel(&o, "resultFrom", sp.ResultFrom, sp.ResultFrom != "")
 	setOrDel(&o, "limitWait", sp.LimitWait, sp.LimitWait > 0)
 	setOrDel(&o, "resume", sp.Resume, sp.Resume != nil)
 	setOrDel(&o, "instructionTemplate", sp.InstructionTemplate, sp.InstructionTemplate != "")

@@ -269,6 +269,13 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if b, ok := d.optBool(o, p, "resume"); ok {
 		sp.Resume = &b
 	}
+	if s, ok := d.optStr(o, p, "resultFrom"); ok && s != "" {
+		if err := CheckResultFrom(s); err != nil {
+			d.fail(p+"resultFrom", "%v", err)
+		} else {
+			sp.ResultFrom = s
+		}
+	}
 	if s, ok := d.optStr(o, p, "onInvalid"); ok && s != "" {
 		if s != OnInvalidRetry && s != OnInvalidAbort {
 			d.fail(p+"onInvalid", "want retry or abort, got %q", s)

@@ -181,7 +181,7 @@ func (sp *StepSpec) equal(o *StepSpec) bool {
 		eqPtr(sp.Retries, o.Retries) && sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) &&
 		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
 		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
-		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid &&
+		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid && sp.ResultFrom == o.ResultFrom &&
 		sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume) &&
 		sameObject(sp.raw, o.raw)
 }

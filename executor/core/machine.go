@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"time"
@@ -46,6 +47,10 @@ type AgentExited struct {
 	Limits []Limit
 	// Session is the session the agent's output named, for resume: true.
 	Session planspec.AgentSession
+	// Result is the result read from the agent's final message, for a step
+	// with resultFrom: output (DESIGN §13); ResultErr says why none was read.
+	Result    json.RawMessage
+	ResultErr string
 }
 
 // ReportIn is a worker's report through any channel. Try 0 means the current try.
@@ -369,6 +374,9 @@ type tryExit struct {
 	done        bool
 	limits      []Limit
 	session     planspec.AgentSession
+	result      json.RawMessage // from the agent's output (resultFrom: output)
+	resultErr   string
+	kept        json.RawMessage // the result the verdict found, for the run record
 }
 
 // NewMachine returns a machine with no state: feed it a StateRead.

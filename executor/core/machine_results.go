@@ -57,27 +57,87 @@ func (m *Machine) invalidResult(r *tryRun, in ReportIn, errs []string) {
 	}
 }
 
-// resultVerdict is the result schema's part of a finished try's verification: a
-// step with a schema needs an accepted done report with a result.
+// resultVerdict is the result's part of a finished try's verification: a
+// step with a schema needs a result that satisfies it, from an accepted done
+// report, else from where resultFrom says (DESIGN §13); a resultFrom that
+// gives none fails the try with the reason. The result found is kept on t for
+// keepResult.
 func (m *Machine) resultVerdict(t *tryExit) []string {
-	if sp := m.st.Steps[t.step]; sp == nil || len(sp.Result) == 0 {
+	sp := m.st.Steps[t.step]
+	if sp == nil {
 		return nil
 	}
-	rec, ok := lastDone(m.st.Run(t.step), t.try)
-	if !ok {
+	if rec, ok := lastDone(m.st.Run(t.step), t.try); ok && len(rec.Result) > 0 {
+		t.kept = json.RawMessage(rec.Result)
+		if bad := m.resultProblems(t.step, rec.Report); len(bad) > 0 {
+			return []string{"result: " + strings.Join(bad, "; ")}
+		}
+		return nil
+	}
+	if sp.ResultFrom == "" {
+		if len(sp.Result) == 0 {
+			return nil
+		}
 		return []string{"no done report with a result: the step's result schema needs one"}
 	}
-	if bad := m.resultProblems(t.step, rec.Report); len(bad) > 0 {
-		return []string{"result: " + strings.Join(bad, "; ")}
+	raw, err := m.resultFrom(t, sp.ResultFrom)
+	if err != "" {
+		return []string{"resultFrom: " + sp.ResultFrom + ": " + err}
+	}
+	t.kept = raw
+	if bad := m.resultProblems(t.step, planspec.Report{Result: raw}); len(bad) > 0 {
+		return []string{"result from " + sp.ResultFrom + ": " + strings.Join(bad, "; ")}
 	}
 	return nil
 }
 
-// keepResult records the accepted result of a verified try in its run record, for
-// status, MCP and conditions (steps.ID.result).
+// ResultFiles is what a Probe answers when it can read a step's result file
+// (resultFrom: file:PATH): its bytes, read through the workspace root with the
+// result cap.
+type ResultFiles interface {
+	ResultFile(rel string) ([]byte, error)
+}
+
+// resultFrom is the result a try's resultFrom names: the one read from the
+// agent's output as it exited, or the file as it is now. err says why there is
+// none.
+func (m *Machine) resultFrom(t *tryExit, from string) (json.RawMessage, string) {
+	if from == planspec.ResultFromOutput {
+		if t.resultErr != "" {
+			return nil, t.resultErr
+		}
+		if len(t.result) == 0 {
+			return nil, "the agent's output gave no result"
+		}
+		return t.result, ""
+	}
+	rel := strings.TrimPrefix(from, planspec.ResultFromFile)
+	rf, ok := m.cfg.Probe.(ResultFiles)
+	if !ok {
+		return nil, "this driver cannot read workspace files"
+	}
+	data, err := rf.ResultFile(rel)
+	if err != nil {
+		return nil, err.Error()
+	}
+	raw, err := planspec.ParseResultFile(data, rel)
+	if err == nil {
+		err = planspec.CheckResultSize(raw, rel)
+	}
+	if err != nil {
+		return nil, err.Error()
+	}
+	return raw, ""
+}
+
+// keepResult records the result of a verified try in its run record, for
+// status, MCP and conditions (steps.ID.result): its done report's, else the
+// one its resultFrom gave.
 func keepResult(run *planspec.StepRun, t *tryExit) {
 	if rec, ok := lastDone(run, t.try); ok && len(rec.Result) > 0 {
 		run.Result = slices.Clone(json.RawMessage(rec.Result))
+	} else if len(t.kept) > 0 {
+		run.Result = slices.Clone(t.kept)
 	}
 }
 

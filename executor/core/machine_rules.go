@@ -425,7 +425,7 @@ func (m *Machine) agentExited(in AgentExited) {
 		return
 	}
 	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed,
-		limits: in.Limits, session: in.Session}
+		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr}
 	if r.blockedBy == "report" {
 		m.pending.blocked = workerBlocker(m.st, r.step)
 	}

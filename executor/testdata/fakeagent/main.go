@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -47,6 +48,14 @@ func fakeAgent(args []string) int {
 		case "write":
 			_ = os.MkdirAll(filepath.Dir(arg), 0o755)
 			_ = os.WriteFile(arg, []byte("output\n"), 0o644)
+		case "put":
+			// put:PATH=TEXT writes TEXT, %-escaped (%20 a space, %0A a newline).
+			path, text, _ := strings.Cut(arg, "=")
+			if t, err := url.PathUnescape(text); err == nil {
+				text = t
+			}
+			_ = os.MkdirAll(filepath.Dir(path), 0o755)
+			_ = os.WriteFile(path, []byte(text), 0o644)
 		case "out":
 			fmt.Println(arg)
 		case "err":
