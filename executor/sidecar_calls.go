@@ -19,6 +19,9 @@ import (
 // ErrStopped is returned by an engine call once the sidecar's loop has ended.
 var ErrStopped = errors.New("executor: sidecar stopped")
 
+// ErrNoStep is matched by a call that names a step the plan does not have.
+var ErrNoStep = errors.New("no step")
+
 type sidecarCalls struct {
 	calls   chan func()
 	stopped chan struct{}
@@ -149,7 +152,7 @@ func (s *Sidecar) trigger(ctx context.Context, t core.Trigger) error {
 			if st != nil {
 				ids = st.StepQueue
 			}
-			err = fmt.Errorf("no step %q in the plan (steps: %s)", t.Step, strings.Join(ids, ", "))
+			err = fmt.Errorf("%w %q in the plan (steps: %s)", ErrNoStep, t.Step, strings.Join(ids, ", "))
 			return
 		}
 		s.d.feed(core.TriggersIn{Triggers: []core.Trigger{t}})

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -131,11 +132,27 @@ func bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(tok), true
 }
 
+// UnauthorizedCode is the refusal code a refused MCP client reads in the 401's
+// JSON-RPC error (DESIGN §9's unauthorized; the MCP server's list names it too).
+const UnauthorizedCode = "unauthorized"
+
 func (g *Guard) refuse(w http.ResponseWriter, face, why string) {
 	g.denied.WithLabelValues(face).Inc()
 	w.Header().Set("WWW-Authenticate", `Bearer realm="stepseq"`)
 	w.Header().Set("Cache-Control", "no-store")
-	http.Error(w, why+": send Authorization: Bearer TOKEN (the token of --token-file or STEPSEQ_TOKEN); for the page, open it once as /?token=TOKEN", http.StatusUnauthorized)
+	msg := why + ": send Authorization: Bearer TOKEN (the token of --token-file or STEPSEQ_TOKEN); for the page, open it once as /?token=TOKEN"
+	if face != "mcp" {
+		http.Error(w, msg, http.StatusUnauthorized)
+		return
+	}
+	// An MCP client reads a JSON-RPC error, with the code to branch on.
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+		"code": -32001, "message": UnauthorizedCode + ": " + msg,
+		"data": map[string]any{"code": UnauthorizedCode, "reasons": []string{msg}}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusUnauthorized)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // MCP guards the MCP endpoint: the Host on a loopback listener, the Origin of

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -108,6 +109,14 @@ func TestGuard_Token(t *testing.T) {
 				}
 				if strings.Contains(r.body, testToken) {
 					t.Error("the 401 shows the token")
+				}
+				var rpc struct {
+					Error struct {
+						Data struct{ Code string }
+					}
+				}
+				if tc.path == "/mcp" && (json.Unmarshal([]byte(r.body), &rpc) != nil || rpc.Error.Data.Code != UnauthorizedCode) {
+					t.Errorf("an MCP client's 401 is no JSON-RPC error with code %s: %q", UnauthorizedCode, r.body)
 				}
 			}
 		})

@@ -179,7 +179,7 @@ func (e *filesEngine) queue(t core.Trigger) error {
 		return err
 	}
 	if !slices.Contains(st.StepQueue, t.Step) {
-		return fmt.Errorf("no step %q in the plan (steps: %s)", t.Step, strings.Join(st.StepQueue, ", "))
+		return fmt.Errorf("%w %q in the plan (steps: %s)", executor.ErrNoStep, t.Step, strings.Join(st.StepQueue, ", "))
 	}
 	return executor.WriteTrigger(e.ws, t)
 }

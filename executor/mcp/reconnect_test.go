@@ -109,8 +109,8 @@ func TestBinary_PullClientReconnectsBetweenCalls(t *testing.T) {
 		}
 		done[id] = true
 		if stale != "" {
-			if res, out := callOnce(t, dir, "step_report", report(stale, "milestone", nil)); !res.IsError || out["code"] != CodeStale {
-				t.Errorf("a token of a finished step: %v %v, want refused with code %s", out, res.Content, CodeStale)
+			if res, out := callOnce(t, dir, "step_report", report(stale, "milestone", nil)); !res.IsError || out["code"] != string(Stale) {
+				t.Errorf("a token of a finished step: %v %v, want refused with code %s", out, res.Content, Stale)
 			}
 		}
 		stale = token

@@ -60,17 +60,17 @@ func TestHandler_PlanFromHTTPNotAllowed(t *testing.T) {
 
 	evil := "agent: [/usr/bin/python3, " + script + "]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
 	res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "evil", "yaml": evil})
-	if !res.IsError || out["code"] != CodeNotAllowed || out["status"] != "refused" {
+	if !res.IsError || out["code"] != string(NotAllowed) || out["status"] != "refused" {
 		t.Fatalf("plan_submit of a program over HTTP: isError %v, %v; want refused, not_allowed", res.IsError, out)
 	}
 	if errs := toStrings(out["errors"]); len(errs) != 1 || !strings.Contains(errs[0], "stepseq.agent: agent [/usr/bin/python3, "+script+"] is not allowed: a plan that arrives over HTTP may name only agent: mcp, a preset") {
 		t.Fatalf("errors = %v", out["errors"])
 	}
-	if _, out := callRaw(t, cs, "plan_validate", map[string]any{"yaml": evil}); out["valid"] == true || out["code"] != CodeNotAllowed {
+	if _, out := callRaw(t, cs, "plan_validate", map[string]any{"yaml": evil}); out["valid"] == true || out["code"] != string(NotAllowed) {
 		t.Fatalf("plan_validate of a program over HTTP: %v; want not valid, not_allowed", out)
 	}
 	step := "steps:\n  - id: a\n    title: A\n    instruction: do a\n    agent: [python3, " + script + "]\n"
-	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "evil2", "yaml": step}); out["code"] != CodeNotAllowed {
+	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "evil2", "yaml": step}); out["code"] != string(NotAllowed) {
 		t.Fatalf("a step's own program: %v", out)
 	}
 	shell := "agent: [bash]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
@@ -103,7 +103,7 @@ func TestHandler_AllowAgent(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cs := httpSession(t, srv.URL)
 	claude := "agent: claude\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
-	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "c", "yaml": claude}); !res.IsError || out["code"] != CodeNotAllowed {
+	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "c", "yaml": claude}); !res.IsError || out["code"] != string(NotAllowed) {
 		t.Fatalf("an unlisted preset: %v", out)
 	}
 	listed := "agent: [\"true\"]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"

@@ -16,10 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/google/renameio/v2"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -74,16 +72,15 @@ func NewServer(opt Options) *sdk.Server {
 			"through step_report with the token step_current gave.",
 	})
 	t := &tools{opt: opt, srv: s}
-	sdk.AddTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
-	sdk.AddTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, invalid)."}, t.planSubmit)
-	s.AddTool(&sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json).",
-		InputSchema: &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}, OutputSchema: statusSchema()}, t.status)
-	sdk.AddTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
-	sdk.AddTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
-	sdk.AddTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)
-	sdk.AddTool(s, &sdk.Tool{Name: "step_report", Description: "Report on the step step_current gave: status accepted, milestone, blocked or done, with summary, evidence, risk (none|low|medium|high — reason) and next. Accepted, or refused with every reason."}, t.stepReport)
-	sdk.AddTool(s, &sdk.Tool{Name: "retry", Description: "A new try of a blocked or failed step."}, t.retry)
-	sdk.AddTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
+	addTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
+	addTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, finished); an invalid or refused plan is an error with its code."}, t.planSubmit)
+	addTool(s, &sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json)."}, t.status)
+	addTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
+	addTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
+	addTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)
+	addTool(s, &sdk.Tool{Name: "step_report", Description: "Report on the step step_current gave: status accepted, milestone, blocked or done, with summary, evidence, risk (none|low|medium|high — reason) and next. Accepted, or refused (an error) with its code and every reason."}, t.stepReport)
+	addTool(s, &sdk.Tool{Name: "retry", Description: "A new try of a blocked or failed step."}, t.retry)
+	addTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
 	return s
 }
 
@@ -129,7 +126,7 @@ type PlanVerdict struct {
 	Name   string   `json:"name,omitempty"`
 	Steps  int      `json:"steps,omitempty"`
 	Errors []string `json:"errors,omitempty" jsonschema:"every problem as line:col: message"`
-	Code   string   `json:"code,omitempty" jsonschema:"not_allowed when an agent the plan names may not be named from here; plan_submit would refuse it"`
+	Code   Code     `json:"code,omitempty" jsonschema:"not_allowed when an agent the plan names may not be named from here; plan_submit would refuse it"`
 }
 
 func validate(yaml string) (*planspec.Plan, PlanVerdict) {
@@ -144,12 +141,14 @@ func validate(yaml string) (*planspec.Plan, PlanVerdict) {
 	return p, PlanVerdict{Valid: true, Name: p.Name, Steps: len(p.Steps)}
 }
 
+// planValidate answers a question: a plan that is not valid is its answer, not
+// a refusal.
 func (t *tools) planValidate(_ context.Context, _ *sdk.CallToolRequest, in PlanInput) (*sdk.CallToolResult, PlanVerdict, error) {
 	p, v := validate(in.YAML)
 	if v.Valid {
 		// What plan_submit would refuse is said here too, with the same words.
-		if _, refusal := t.admit(p, ""); refusal.Code != "" {
-			v = PlanVerdict{Errors: refusal.Errors, Code: refusal.Code}
+		if r := t.admit(p, ""); r != nil {
+			v = PlanVerdict{Errors: r.Reasons, Code: r.Code}
 		}
 	}
 	return nil, v, nil
@@ -161,25 +160,20 @@ type SubmitInput struct {
 	YAML string `json:"yaml" jsonschema:"the plan, as YAML"`
 }
 
-// SubmitVerdict is the sidecar's verdict on a submitted plan.
+// SubmitVerdict is the sidecar's verdict on a submitted plan. A plan that is
+// invalid or refused is an error (invalid_plan, not_allowed) that carries it.
 type SubmitVerdict struct {
 	File   string   `json:"file"`
-	Status string   `json:"status" jsonschema:"active, waiting (another plan runs), finished, invalid, or refused (see code)"`
+	Status string   `json:"status" jsonschema:"active, waiting (another plan runs), finished; on an error: invalid, or refused (see code)"`
 	Errors []string `json:"errors,omitempty"`
-	Code   string   `json:"code,omitempty" jsonschema:"why a plan was refused: not_allowed (an agent this source may not name) or invalid_plan"`
 }
-
-// Refusal codes (DESIGN §9).
-const (
-	CodeNotAllowed  = "not_allowed"
-	CodeInvalidPlan = "invalid_plan"
-)
 
 // admit applies DESIGN §15 to a plan handed in through this server, before
 // anything is written: over HTTP it may name only agent: mcp, a preset or what
 // --allow-agent lists; from any source, a list bounds it, and the shell rule
-// holds. A refusal is an error result with the code, the state untouched.
-func (t *tools) admit(p *planspec.Plan, rel string) (*sdk.CallToolResult, SubmitVerdict) {
+// holds. It returns the refusal (not_allowed or invalid_plan), nil when the
+// plan may come in.
+func (t *tools) admit(p *planspec.Plan, rel string) *Refusal {
 	from := executor.FromWorkspace
 	if t.opt.Remote {
 		from = executor.FromHTTP
@@ -187,16 +181,16 @@ func (t *tools) admit(p *planspec.Plan, rel string) (*sdk.CallToolResult, Submit
 	rt := t.opt.Runtime
 	err := executor.CheckPlanAgents(p, from, t.opt.Allow, rt.Getenv, rt.WS.Dir)
 	if err == nil {
-		return nil, SubmitVerdict{}
+		return nil
 	}
-	v := SubmitVerdict{File: rel, Status: "refused", Code: CodeInvalidPlan, Errors: []string{err.Error()}}
+	r := refuse(InvalidPlan, err.Error())
 	if errors.Is(err, executor.ErrNotAllowed) {
-		v.Code = CodeNotAllowed
+		r.Code = NotAllowed
 	}
 	if rel != "" {
-		t.opt.Logger.Warn("plan refused; nothing written", "file", rel, "code", v.Code, "err", err)
+		t.opt.Logger.Warn("plan refused; nothing written", "file", rel, "code", r.Code, "err", err)
 	}
-	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: v.Code + ": " + err.Error()}}}, v
+	return r
 }
 
 // maxPlanName bounds a submitted plan's name: plans/<name>.yaml and its record
@@ -208,23 +202,23 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 	if name == "" || strings.Trim(name, "._-") == "" || strings.ContainsAny(name, "/\\") || strings.ContainsFunc(name, func(r rune) bool {
 		return !(r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
 	}) {
-		return nil, SubmitVerdict{}, fmt.Errorf("name %q: want letters, digits, \".\", \"_\" or \"-\", like \"research\"", in.Name)
+		return nil, SubmitVerdict{}, refuse(InvalidParams, fmt.Sprintf("name %q: want letters, digits, \".\", \"_\" or \"-\", like \"research\"", in.Name))
 	}
 	// Refused at once, with the reason: the sidecar reads no hidden plan file, so
 	// waiting for its verdict would only time out.
 	if strings.HasPrefix(name, ".") {
-		return nil, SubmitVerdict{}, fmt.Errorf("name %q: a name that starts with \".\" is a hidden file, which the sidecar does not read; start it with a letter or digit, like %q", in.Name, strings.TrimLeft(name, "."))
+		return nil, SubmitVerdict{}, refuse(InvalidParams, fmt.Sprintf("name %q: a name that starts with \".\" is a hidden file, which the sidecar does not read; start it with a letter or digit, like %q", in.Name, strings.TrimLeft(name, ".")))
 	}
 	if len(name) > maxPlanName {
-		return nil, SubmitVerdict{}, fmt.Errorf("name %q: longer than %d bytes; a file name must fit the file system", in.Name[:40]+"…", maxPlanName)
+		return nil, SubmitVerdict{}, refuse(InvalidParams, fmt.Sprintf("name %q: longer than %d bytes; a file name must fit the file system", in.Name[:40]+"…", maxPlanName))
 	}
 	rel := "plans/" + name + ".yaml"
 	plan, v := validate(in.YAML)
 	if !v.Valid {
-		return nil, SubmitVerdict{File: rel, Status: core.PlanInvalid, Errors: v.Errors}, nil
+		return nil, SubmitVerdict{File: rel, Status: core.PlanInvalid, Errors: v.Errors}, refuse(InvalidPlan, v.Errors...)
 	}
-	if res, refusal := t.admit(plan, rel); res != nil {
-		return res, refusal, nil
+	if r := t.admit(plan, rel); r != nil {
+		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
 	}
 	dir := t.opt.plansDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -252,33 +246,27 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		return renameio.WriteFile(filepath.Join(dir, name+".yaml"), content, 0o644, renameio.WithTempDir(dir))
 	}, judged)
 	if err != nil {
-		return nil, SubmitVerdict{}, fmt.Errorf("%s written, but no verdict within %s: is a sidecar running on %s? (%w)", rel, t.opt.PlanWait, ws.Dir, err)
+		return nil, SubmitVerdict{}, refuse(Busy, fmt.Sprintf("%s written, but no verdict within %s: is a sidecar running on %s? (%v)", rel, t.opt.PlanWait, ws.Dir, err))
 	}
-	return nil, SubmitVerdict{File: rel, Status: rec.Status, Errors: rec.Errors}, nil
+	verdict := SubmitVerdict{File: rel, Status: rec.Status, Errors: rec.Errors}
+	if rec.Status == core.PlanInvalid {
+		return nil, verdict, refuse(InvalidPlan, rec.Errors...)
+	}
+	return nil, verdict, nil
 }
 
 // Empty takes no arguments.
 type Empty struct{}
 
-// statusSchema is the output schema of status, from the type status --json
-// prints; inferred on first use, not at init: every stepseq command links this
-// package, and only the MCP server needs it.
-var statusSchema = sync.OnceValue(func() *jsonschema.Schema {
-	sch, err := jsonschema.For[executor.Report](nil)
-	if err != nil {
-		panic("mcp: status schema: " + err.Error()) // a fixed type
-	}
-	return sch
-})
-
 // status answers with the report as structured content, not checked again
 // against its own schema, and a few lines of text: on a plan of a
 // thousand steps the report is a hundred kilobytes, which a second copy and a
 // validation pass would make the slowest part of the call.
-func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, _ Empty) (*sdk.CallToolResult, executor.Report, error) {
+	var none executor.Report
 	maxRetries, err := executor.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
 	if err != nil {
-		return toolError(err), nil
+		return nil, none, err
 	}
 	var r executor.Report
 	found := false
@@ -289,7 +277,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallTo
 		}
 	})
 	if err != nil {
-		return toolError(err), nil
+		return nil, none, err
 	}
 	if !found {
 		// No plan yet is an answer: nothing runs, and what to do about it.
@@ -298,7 +286,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallTo
 	}
 	// The report itself, not its encoding: each json.RawMessage in the answer is
 	// compacted again at every level of the response's encoding.
-	return &sdk.CallToolResult{StructuredContent: &r, Content: []sdk.Content{&sdk.TextContent{Text: statusText(r)}}}, nil
+	return &sdk.CallToolResult{StructuredContent: &r, Content: []sdk.Content{&sdk.TextContent{Text: statusText(r)}}}, none, nil
 }
 
 // detach copies what a report points to in the state, which the loop goes on
@@ -316,10 +304,6 @@ func detach(r *executor.Report) {
 		}
 	}
 	r.WaitingFor.MissingOutputs = slices.Clone(r.WaitingFor.MissingOutputs)
-}
-
-func toolError(err error) *sdk.CallToolResult {
-	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
 }
 
 // statusText is the report in a few lines, for clients that read text only.
@@ -370,16 +354,16 @@ type LogsOutput struct {
 const maxLogRead = 1 << 20
 
 func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) (*sdk.CallToolResult, LogsOutput, error) {
-	try, known := in.Try, false
+	try, tries, known := in.Try, 0, false
 	var ids []string
 	err := t.opt.Engine.View(ctx, func(st *planspec.State) {
 		if st == nil {
 			return
 		}
 		ids = slices.Clone(st.StepQueue)
-		if known = st.Steps[in.Step] != nil; known && try <= 0 {
+		if known = st.Steps[in.Step] != nil; known {
 			if run := st.StepRuns[in.Step]; run != nil {
-				try = run.Tries
+				tries = run.Tries
 			}
 		}
 	})
@@ -387,10 +371,15 @@ func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) 
 		return nil, LogsOutput{}, err
 	}
 	if !known {
-		return nil, LogsOutput{}, fmt.Errorf("no step %q in the plan (steps: %s)", in.Step, strings.Join(ids, ", "))
+		return nil, LogsOutput{}, fmt.Errorf("%w %q in the plan (steps: %s)", executor.ErrNoStep, in.Step, strings.Join(ids, ", "))
 	}
-	if try <= 0 {
-		return nil, LogsOutput{}, fmt.Errorf("step %s has not run yet: no log", in.Step)
+	switch {
+	case try <= 0 && tries == 0:
+		return nil, LogsOutput{Step: in.Step, Lines: []string{}}, nil // not run yet: no line, an answer
+	case try <= 0:
+		try = tries
+	case try > tries:
+		return nil, LogsOutput{}, refuse(NotFound, fmt.Sprintf("step %s has had %d tries: no try %d", in.Step, tries, try))
 	}
 	tail := in.Tail
 	if tail <= 0 {
@@ -428,8 +417,8 @@ type NotificationsInput struct {
 
 // NotificationsOutput are notifications, oldest first.
 type NotificationsOutput struct {
-	Notifications []any `json:"notifications"`
-	Truncated     bool  `json:"truncated" jsonschema:"older ones were left out"`
+	Notifications []map[string]any `json:"notifications" jsonschema:"each as .stepseq/notifications.jsonl holds it"`
+	Truncated     bool             `json:"truncated" jsonschema:"older ones were left out"`
 }
 
 // maxNotifications bounds one answer.
@@ -440,10 +429,10 @@ func (t *tools) notifications(_ context.Context, _ *sdk.CallToolRequest, in Noti
 	if in.Since != "" {
 		var err error
 		if since, err = planspec.ParseISO(in.Since); err != nil {
-			return nil, NotificationsOutput{}, fmt.Errorf("since: %v", err)
+			return nil, NotificationsOutput{}, refuse(InvalidParams, fmt.Sprintf("arguments.since: %v; want an RFC 3339 time like 2026-02-10T21:30:00Z", err))
 		}
 	}
-	out := NotificationsOutput{Notifications: []any{}}
+	out := NotificationsOutput{Notifications: []map[string]any{}}
 	data, err := os.ReadFile(filepath.Join(t.opt.Runtime.WS.Dir, executor.MetaDir, "notifications.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, out, nil
@@ -480,12 +469,12 @@ type CurrentOutput struct {
 
 // Offer is a pulled step as the worker gets it.
 type Offer struct {
-	ID              string   `json:"id"`
-	Try             int      `json:"try"`
-	Prompt          string   `json:"prompt"`
-	RequiredOutputs []string `json:"requiredOutputs"`
-	Result          any      `json:"result,omitempty" jsonschema:"the JSON Schema the done report's result must satisfy"`
-	Token           string   `json:"token" jsonschema:"pass it to step_report"`
+	ID              string         `json:"id"`
+	Try             int            `json:"try"`
+	Prompt          string         `json:"prompt"`
+	RequiredOutputs []string       `json:"requiredOutputs"`
+	Result          map[string]any `json:"result,omitempty" jsonschema:"the JSON Schema the done report's result must satisfy"`
+	Token           string         `json:"token" jsonschema:"pass it to step_report"`
 }
 
 func clientID(req *sdk.CallToolRequest) string {
@@ -542,7 +531,7 @@ type ReportInput struct {
 	Risk      string   `json:"risk" jsonschema:"none, low, medium or high, then — and the reason"`
 	Next      string   `json:"next" jsonschema:"what comes next; none when done"`
 	Artifacts []string `json:"artifacts,omitempty" jsonschema:"workspace paths the report names"`
-	Result    any      `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes"`
+	Result    any      `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes (any JSON value)"`
 }
 
 // ReportVerdict is accepted, or refused with every reason.
@@ -551,26 +540,11 @@ type ReportVerdict struct {
 	Step     string   `json:"step"`
 	Try      int      `json:"try"`
 	Reasons  []string `json:"reasons,omitempty" jsonschema:"why it was refused: each schema error as instance path: message"`
-	Code     string   `json:"code,omitempty" jsonschema:"stale when the token is for a try that is over, or is no token of this workspace: call step_current for the current one"`
-}
-
-// CodeStale is the refusal of a report whose token names a try that is over, or
-// that this workspace did not issue (DESIGN §9).
-const CodeStale = "stale"
-
-// staleRefusal is a refused report's answer when its token is stale: an error
-// result that carries the code, for the agent to branch on.
-func staleRefusal(v ReportVerdict) (*sdk.CallToolResult, ReportVerdict, error) {
-	v.Accepted, v.Code = false, CodeStale
-	return &sdk.CallToolResult{IsError: true, StructuredContent: v,
-		Content: []sdk.Content{&sdk.TextContent{Text: CodeStale + ": " + strings.Join(v.Reasons, "; ")}}}, v, nil
+	Code     Code     `json:"code,omitempty" jsonschema:"why it was refused: stale (the try is over, or the token is none of this workspace's: call step_current), invalid_result (the result fails the step's schema: send done again, corrected), invalid_params (the report lacks a field), not_allowed (the step's phase does not take it now)"`
 }
 
 func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in ReportInput) (*sdk.CallToolResult, ReportVerdict, error) {
 	step, try, err := t.opt.Engine.Verify(in.Token)
-	if errors.Is(err, executor.ErrStaleToken) {
-		return staleRefusal(ReportVerdict{Reasons: []string{strings.TrimPrefix(err.Error(), executor.ErrStaleToken.Error()+": ")}})
-	}
 	if err != nil {
 		return nil, ReportVerdict{}, err
 	}
@@ -578,13 +552,15 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 		Risk: in.Risk, Next: in.Next, Artifacts: in.Artifacts}
 	if in.Result != nil {
 		if rep.Result, err = json.Marshal(in.Result); err != nil {
-			return nil, ReportVerdict{}, fmt.Errorf("result: %v", err)
+			return nil, ReportVerdict{}, refuse(InvalidParams, fmt.Sprintf("arguments.result: %v", err))
 		}
 	}
 	v := ReportVerdict{Step: step, Try: try}
 	v.Accepted, v.Reasons, err = t.opt.Engine.Report(ctx, step, try, rep)
-	if err == nil && !v.Accepted && slices.ContainsFunc(v.Reasons, func(r string) bool { return strings.HasPrefix(r, "stale: ") }) {
-		return staleRefusal(v)
+	if err == nil && !v.Accepted {
+		r := reportRefusal(v.Reasons, rep)
+		v.Code = r.Code
+		return nil, v, r
 	}
 	return nil, v, err
 }

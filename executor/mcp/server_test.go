@@ -164,9 +164,10 @@ func drive(t *testing.T, cs *sdk.ClientSession) {
 	if out, _ := call(t, cs, "step_report", report(token, "accepted", nil)); out["accepted"] != true {
 		t.Fatalf("accepted: %v", out)
 	}
-	out, _ = call(t, cs, "step_report", report(token, "done", map[string]any{"url": "ftp://x"}))
-	if out["accepted"] != false || !strings.Contains(strings.Join(toStrings(out["reasons"]), "\n"), "/url: ") {
-		t.Fatalf("invalid result: %v", out)
+	res, out := callRaw(t, cs, "step_report", report(token, "done", map[string]any{"url": "ftp://x"}))
+	if !res.IsError || out["code"] != string(InvalidResult) || out["accepted"] != false || out["step"] != "fetch" ||
+		!strings.Contains(strings.Join(toStrings(out["reasons"]), "\n"), "/url: ") {
+		t.Fatalf("invalid result: isError %v, %v; want refused with code %s", res.IsError, out, InvalidResult)
 	}
 	if out, _ := call(t, cs, "step_report", report(token, "done", map[string]any{"url": "https://example.org"})); out["accepted"] != true {
 		t.Fatalf("corrected result: %v", out)
@@ -175,8 +176,8 @@ func drive(t *testing.T, cs *sdk.ClientSession) {
 	waitTool(t, cs, "status", map[string]any{}, func(o map[string]any) bool {
 		return o["steps"].([]any)[0].(map[string]any)["status"] == "DONE"
 	})
-	if res, out := callRaw(t, cs, "step_report", report(token, "milestone", nil)); !res.IsError || out["code"] != CodeStale {
-		t.Errorf("stale token: want an error with code %s, got %v", CodeStale, out)
+	if res, out := callRaw(t, cs, "step_report", report(token, "milestone", nil)); !res.IsError || out["code"] != string(Stale) {
+		t.Errorf("stale token: want an error with code %s, got %v", Stale, out)
 	}
 	next := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)
 	token = next["token"].(string)
@@ -356,8 +357,8 @@ func TestServer_ReportOverTheCap(t *testing.T) {
 	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
 	r := report(cur["step"].(map[string]any)["token"].(string), "accepted", nil)
 	r["summary"] = strings.Repeat("a", 1<<20)
-	out, errText := call(t, cs, "step_report", r)
-	if out["accepted"] != false || !strings.Contains(strings.Join(toStrings(out["reasons"]), "\n"), "over the 64 KiB cap for a report") {
-		t.Errorf("step_report of 1 MiB: %.300v %s", out, errText)
+	res, out := callRaw(t, cs, "step_report", r)
+	if !res.IsError || out["code"] != string(InvalidParams) || !strings.Contains(strings.Join(toStrings(out["reasons"]), "\n"), "over the 64 KiB cap for a report") {
+		t.Errorf("step_report of 1 MiB: %.300v, want refused with code %s", out, InvalidParams)
 	}
 }

@@ -45,7 +45,9 @@ if (mode === "stdio") {
     } catch (e) {
       err = e;
     }
-    if (!err || err.code !== 401 || !String(err).includes("no token")) fail(`a client without the token was not refused with 401: ${err} (code ${err && err.code})`);
+    if (!err || err.code !== 401 || !String(err).includes("no token") || !String(err).includes('"code":"unauthorized"')) {
+      fail(`a client without the token was not refused with 401 and the code unauthorized: ${err} (code ${err && err.code})`);
+    }
   }
   const requestInit = b ? { headers: { Authorization: `Bearer ${b}` } } : undefined;
   transport = new StreamableHTTPClientTransport(new URL(a), { requestInit });
@@ -60,6 +62,15 @@ async function call(name, args = {}) {
   const res = await client.callTool({ name, arguments: args });
   if (res.isError) {
     fail(`${name}: ${res.content.map((c) => c.text).join(" ")}`);
+  }
+  return res.structuredContent;
+}
+
+// refused calls a tool that must refuse with code, and returns its structured content.
+async function refused(name, args, code) {
+  const res = await client.callTool({ name, arguments: args });
+  if (!res.isError || !res.structuredContent || res.structuredContent.code !== code) {
+    fail(`${name}: want a refusal with code ${code}, got ${JSON.stringify(res)}`);
   }
   return res.structuredContent;
 }
@@ -94,8 +105,10 @@ if (cur.id !== "fetch" || cur.try !== 1 || !cur.result) fail(`step_current: ${JS
 let v = await call("step_report", report(cur.token, "accepted"));
 if (!v.accepted) fail(`accepted refused: ${JSON.stringify(v)}`);
 
-v = await call("step_report", report(cur.token, "done", { url: "ftp://example.org" }));
+v = await refused("step_report", report(cur.token, "done", { url: "ftp://example.org" }), "invalid_result");
 if (v.accepted || !v.reasons.some((r) => r.startsWith("/url: "))) fail(`invalid result: ${JSON.stringify(v)}`);
+await refused("logs", { step: null }, "invalid_params");
+await refused("retry", { step: "nope" }, "not_found");
 
 v = await call("step_report", report(cur.token, "done", { url: "https://example.org" }));
 if (!v.accepted) fail(`corrected result refused: ${JSON.stringify(v)}`);
