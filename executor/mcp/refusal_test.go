@@ -15,6 +15,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/listener"
 )
 
 // toolSchemas are the listed tools' schemas, resolved, by tool name.
@@ -280,5 +281,12 @@ func TestTools_BusyWithoutASidecar(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "plans", "pull.yaml")); err != nil {
 		t.Errorf("the plan is not queued for a sidecar to come: %v", err)
+	}
+}
+
+// The listener's 401 for /mcp carries the list's unauthorized code.
+func TestCodes_UnauthorizedIsTheListeners(t *testing.T) {
+	if listener.UnauthorizedCode != string(Unauthorized) || !slices.Contains(Codes, Unauthorized) || len(Codes) != 9 {
+		t.Errorf("listener's %q, the list %v", listener.UnauthorizedCode, Codes)
 	}
 }
