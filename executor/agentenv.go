@@ -30,12 +30,12 @@ func ChangedPaths(paths []string) []string {
 
 // ReportsDir is the step's report folder, .stepseq/reports/<step>/ (DESIGN §7).
 func (w Workspace) ReportsDir(step string) string {
-	return filepath.Join(w.Dir, filepath.FromSlash(ReportsRel(step)))
+	return filepath.Join(w.Dir, filepath.FromSlash(w.ReportsRel(step)))
 }
 
 // agentVars are the variables stepseq sets for every agent; values inherited
 // under these names are dropped, so that an agent never sees a stale one.
-var agentVars = []string{"STEPSEQ_STEP", "STEPSEQ_TRY", "STEPSEQ_WORKSPACE", "STEPSEQ_STATE", "STEPSEQ_REPORTS", "STEPSEQ_CHANGED"}
+var agentVars = []string{"STEPSEQ_STEP", "STEPSEQ_TRY", "STEPSEQ_WORKSPACE", "STEPSEQ_STATE", "STEPSEQ_REPORTS", "STEPSEQ_CHANGED", "STEPSEQ_RUN"}
 
 // AgentEnv is an agent's environment: base (the sidecar's) and what it is told
 // (DESIGN §10): its step and try, the workspace, the state file, its report folder
@@ -56,6 +56,7 @@ func AgentEnv(base []string, step string, try int, ws Workspace, changed []strin
 		"STEPSEQ_STATE="+ws.State,
 		"STEPSEQ_REPORTS="+ws.ReportsDir(step),
 		"STEPSEQ_CHANGED="+strings.Join(ChangedPaths(changed), "\n"),
+		"STEPSEQ_RUN="+ws.RunName(),
 	)
 }
 

@@ -440,7 +440,7 @@ func (d *driver) setWatch(e core.SetWatch) {
 			named = e.Added
 		}
 		for _, p := range named {
-			if id, ok := reportsStep(p + "/"); ok && st.UsesReports(id) {
+			if id, ok := d.rt.WS.reportsStep(p + "/"); ok && st.UsesReports(id) {
 				_ = os.MkdirAll(d.rt.WS.ReportsDir(id), 0o755)
 			}
 		}
@@ -547,14 +547,18 @@ func (d *driver) waitInherited(step string) {
 	}()
 }
 
-// ReportsRel is the workspace-relative folder of step id's reports;
+// ReportsRel is the workspace-relative folder of step id's reports in the
+// workspace's own run; Workspace.ReportsRel is a run's.
+func ReportsRel(id string) string { return Workspace{}.ReportsRel(id) }
+
+// ReportsRel is the workspace-relative folder of step id's reports in this run;
 // Workspace.ReportsDir is the same folder, absolute.
-func ReportsRel(id string) string { return MetaDir + "/reports/" + safeName(id) }
+func (w Workspace) ReportsRel(id string) string { return w.runMetaRel() + "/reports/" + safeName(id) }
 
 // reportsStep is the step whose report folder holds the workspace path p, if any:
 // safeName undone.
-func reportsStep(p string) (string, bool) {
-	rest, ok := strings.CutPrefix(p, MetaDir+"/reports/")
+func (w Workspace) reportsStep(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, w.runMetaRel()+"/reports/")
 	if !ok {
 		return "", false
 	}
@@ -579,7 +583,7 @@ func (d *driver) drainReports(id string) {
 		if !reportFile(name) || !e.Type().IsRegular() {
 			continue
 		}
-		path, rel := filepath.Join(dir, name), ReportsRel(id)+"/"+name
+		path, rel := filepath.Join(dir, name), d.rt.WS.ReportsRel(id)+"/"+name
 		// Through the workspace root, capped, never blocking: a report is any
 		// agent's file.
 		data, fi, err := readFileIn(d.rt.Root(), rel, ReportCap)
@@ -730,7 +734,7 @@ func (d *driver) plansDir() string {
 	return filepath.Join(d.rt.WS.Dir, "plans")
 }
 
-func (d *driver) ReportsDir(id string) string { return ReportsRel(id) }
+func (d *driver) ReportsDir(id string) string { return d.rt.WS.ReportsRel(id) }
 
 // ResultFile reads a step's result file (resultFrom: file:PATH) through the
 // workspace root, with the result cap.
@@ -747,7 +751,7 @@ func (d *driver) ResultFile(rel string) ([]byte, error) {
 func (d *driver) batch(b watcher.Batch) {
 	var steps []string
 	for _, p := range b.Paths {
-		if id, ok := reportsStep(p); ok && !slices.Contains(steps, id) {
+		if id, ok := d.rt.WS.reportsStep(p); ok && !slices.Contains(steps, id) {
 			steps = append(steps, id)
 		}
 	}

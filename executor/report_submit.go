@@ -65,7 +65,7 @@ func SubmitReport(ctx context.Context, ws Workspace, step string, try int, rep p
 		return fmt.Errorf("report folder: %w", err)
 	}
 	path := filepath.Join(dir, strconv.Itoa(try)+"-"+strconv.FormatInt(time.Now().UnixNano(), 10)+".json")
-	w, err := watcher.New(watcher.Config{Root: ws.Dir, Paths: []string{ReportsRel(step)}, Settle: time.Millisecond})
+	w, err := watcher.New(watcher.Config{Root: ws.Dir, Paths: []string{ws.ReportsRel(step)}, Settle: time.Millisecond})
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,10 @@ import (
 // lock costs an open, a flock and two small writes.
 
 // TryLockPath is the lock of step id's live agent.
-func (w Workspace) TryLockPath(id string) string { return w.meta("agents", safeName(id)+".lock") }
+// Each run has its own: a step id names a step of one run.
+func (w Workspace) TryLockPath(id string) string {
+	return w.runMeta("agents", safeName(id)+".lock")
+}
 
 // tryRecord is what a try lock says of its try. Started binds it to one try: the
 // try's agent.startedIso in state.json, unique across plans that reuse a step id.

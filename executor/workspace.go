@@ -20,22 +20,44 @@ import (
 const MetaDir = core.MetaDir
 
 // Workspace is the folder holding a state file, and stepseq's files beside it.
+// It is one run's view of the folder (DESIGN §14): the workspace's own run,
+// state.json, keeps its logs, reports, journal and try locks under .stepseq/;
+// the run NAME (state.NAME.json) under .stepseq/runs/NAME/. The lock, the plan
+// records, the history and the pull key are the folder's, shared by its runs.
 type Workspace struct {
 	Dir   string // the state file's directory; required outputs are relative to it
 	State string // the state file
+	Run   string // the run's name; "" for the workspace's own run (see MainRun)
 }
 
-// NewWorkspace lays out the workspace of a state file.
+// NewWorkspace lays out the workspace of a state file. A file named
+// state.NAME.json, NAME a valid run name, is the run NAME; any other name is
+// the workspace's own run, as the original scripts' STATE argument always was.
 func NewWorkspace(statePath string) (Workspace, error) {
 	abs, err := filepath.Abs(statePath)
 	if err != nil {
 		return Workspace{}, fmt.Errorf("state path %s: %w", statePath, err)
 	}
-	return Workspace{Dir: filepath.Dir(abs), State: abs}, nil
+	return Workspace{Dir: filepath.Dir(abs), State: abs, Run: RunOfStateFile(filepath.Base(abs))}, nil
 }
 
+// meta is a path under the folder's .stepseq/, shared by every run.
 func (w Workspace) meta(parts ...string) string {
 	return filepath.Join(append([]string{w.Dir, MetaDir}, parts...)...)
+}
+
+// runMeta is a path under the run's own folder: .stepseq/ for the workspace's
+// own run, .stepseq/runs/NAME/ for the others.
+func (w Workspace) runMeta(parts ...string) string {
+	return filepath.Join(w.Dir, filepath.FromSlash(w.runMetaRel()), filepath.Join(parts...))
+}
+
+// runMetaRel is runMeta's folder, workspace-relative and slash-separated.
+func (w Workspace) runMetaRel() string {
+	if w.Run == "" {
+		return MetaDir
+	}
+	return MetaDir + "/" + runsDirName + "/" + w.Run
 }
 
 // LockPath is the lock that admits one stepseq at a time. It is never renamed, so
@@ -45,7 +67,7 @@ func (w Workspace) LockPath() string { return w.meta("lock") }
 // LogPath is the full output of one try. A hand-written state may use any string
 // as a step id; the folder name is escaped so that it stays under logs/.
 func (w Workspace) LogPath(step string, try int) string {
-	return w.meta("logs", safeName(step), strconv.Itoa(try)+".log")
+	return w.runMeta("logs", safeName(step), strconv.Itoa(try)+".log")
 }
 
 // SetAsideEarlierRun keeps the logs of an earlier run of step beside the new run's:
@@ -86,7 +108,7 @@ func safeName(id string) string {
 }
 
 // TriggersDir queues triggers for the sidecar.
-func (w Workspace) TriggersDir() string { return w.meta("triggers") }
+func (w Workspace) TriggersDir() string { return w.runMeta("triggers") }
 
 // PlansDir holds one record per plan file: its verdict and the hash applied.
 func (w Workspace) PlansDir() string { return w.meta("plans") }
@@ -95,7 +117,7 @@ func (w Workspace) PlansDir() string { return w.meta("plans") }
 func (w Workspace) HistoryDir() string { return w.meta("history") }
 
 // JournalPath is the append-only journal of decisions.
-func (w Workspace) JournalPath() string { return w.meta("journal.jsonl") }
+func (w Workspace) JournalPath() string { return w.runMeta("journal.jsonl") }
 
 // ErrLocked is returned by TryLock when another stepseq holds the workspace. Its
 // text reaches the user as it is, so it names no package.

@@ -107,6 +107,9 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 		newReportCmd(stdout),
 		newRetryCmd(g, stdout),
 		newMCPCmd(g, stdout),
+		newStartCmd(g, stdout),
+		newRunsCmd(stdout),
+		newCloseCmd(stdout),
 	)
 	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]cobra.Completion{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))

@@ -58,6 +58,7 @@ Exit status: 0 when the log was printed, or the try printed nothing (said on std
 		},
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	ws.addRunFlag(cmd, false)
 	cmd.Flags().IntVar(&try, "try", 0, "the try to print (default the latest)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing while the try runs; end when it ends")
 	return cmd

@@ -165,7 +165,7 @@ server complete and check plans that name it on their first line:
 }
 
 func newGraphCmd(stdout, stderr io.Writer) *cobra.Command {
-	var state string
+	var state, run string
 	cmd := &cobra.Command{
 		Use:   "graph PLAN",
 		Short: "Print a Mermaid flowchart of a plan",
@@ -183,6 +183,14 @@ or in_progress, blocked, reviewing, done, failed.
 			if pf.Plan == nil {
 				printPlanErrors(stderr, args[0], pf)
 				return &exitError{code: 1}
+			}
+			if run != "" {
+				if err := executor.ValidRunName(run); err != nil {
+					return usageErr("--run: %v", err)
+				}
+				if state == "" {
+					state = executor.RunStatePath(".", run)
+				}
 			}
 			if state == "" {
 				_, err := io.WriteString(stdout, pf.Plan.Mermaid())
@@ -202,6 +210,7 @@ or in_progress, blocked, reviewing, done, failed.
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "colour the steps by their phase in this state file")
+	cmd.Flags().StringVar(&run, "run", "", "colour the steps by their phase in this run's state (./state.RUN.json; main: ./state.json)")
 	return cmd
 }
 

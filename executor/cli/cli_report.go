@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -18,11 +17,11 @@ import (
 
 func newReportCmd(stdout io.Writer) *cobra.Command {
 	var (
-		rep       planspec.Report
-		result    string
-		step, dir string
-		try       int
-		wait      time.Duration
+		rep            planspec.Report
+		result         string
+		step, dir, run string
+		try            int
+		wait           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "report STATUS --summary … --evidence … --risk … --next …",
@@ -68,15 +67,23 @@ needs its evidence and artifacts).
 					try = n
 				}
 			}
+			if run == "" {
+				run = os.Getenv("STEPSEQ_RUN")
+			}
+			if run != "" {
+				if err := executor.ValidRunName(run); err != nil {
+					return usageErr("--run: %v", err)
+				}
+			}
 			state := os.Getenv("STEPSEQ_STATE")
-			if dir != "" || state == "" {
+			if dir != "" || state == "" || cmd.Flags().Changed("run") {
 				if dir == "" {
 					dir = os.Getenv("STEPSEQ_WORKSPACE")
 				}
 				if dir == "" {
 					dir = "."
 				}
-				state = filepath.Join(dir, "state.json")
+				state = executor.RunStatePath(dir, run)
 			}
 			ws, err := executor.NewWorkspace(state)
 			if err != nil {
@@ -106,6 +113,7 @@ needs its evidence and artifacts).
 	f.StringVar(&step, "step", "", "the step (default $STEPSEQ_STEP)")
 	f.IntVar(&try, "try", 0, "the try (default $STEPSEQ_TRY)")
 	f.StringVar(&dir, "dir", "", "the workspace (default $STEPSEQ_WORKSPACE, else .)")
+	f.StringVar(&run, "run", "", "the run (default $STEPSEQ_RUN, else main: state.json)")
 	f.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the verdict")
 	return cmd
 }

@@ -86,6 +86,7 @@ what status says the next pass would do. NO_COLOR turns colour off.`,
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (with --follow: one per line)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep showing the report as the state changes; exit 0 once DONE, 1 once blocked")
+	ws.addRunFlag(cmd, false)
 	return cmd
 }
 

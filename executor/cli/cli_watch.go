@@ -27,9 +27,11 @@ import (
 	"github.com/stepseq/stepseq/watcher"
 )
 
-// workspaceFlags locate a workspace: DIR, and the state file in it.
+// workspaceFlags locate a workspace: DIR, and the state file in it: --state, or
+// the run --run names (DESIGN §14), or DIR/state.json.
 type workspaceFlags struct {
 	state string
+	run   string
 }
 
 func (f *workspaceFlags) statePath(args []string) (dir, state string) {
@@ -39,9 +41,37 @@ func (f *workspaceFlags) statePath(args []string) (dir, state string) {
 	}
 	state = f.state
 	if state == "" {
-		state = filepath.Join(dir, "state.json")
+		state = executor.RunStatePath(dir, f.run)
 	}
 	return dir, state
+}
+
+// addRunFlag gives cmd --run, checked before the command runs; fromEnv: its
+// default is $STEPSEQ_RUN, which stepseq sets for the agents it starts.
+func (f *workspaceFlags) addRunFlag(cmd *cobra.Command, fromEnv bool) {
+	usage := "the run (DESIGN §14): state.RUN.json; main, the default, is state.json"
+	if fromEnv {
+		usage = "the run (DESIGN §14): state.RUN.json; default $STEPSEQ_RUN, else main (state.json)"
+	}
+	cmd.Flags().StringVar(&f.run, "run", "", usage)
+	pre := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if fromEnv && f.run == "" && f.state == "" {
+			f.run = os.Getenv("STEPSEQ_RUN")
+		}
+		if f.run != "" {
+			if f.state != "" {
+				return usageErr("--run and --state name the state file both: give one")
+			}
+			if err := executor.ValidRunName(f.run); err != nil {
+				return usageErr("--run: %v", err)
+			}
+		}
+		if pre != nil {
+			return pre(c, args)
+		}
+		return nil
+	}
 }
 
 // requireFolders refuses folders that do not exist, with exit 2: a sidecar on a
@@ -350,6 +380,7 @@ func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, queue func(*exec
 		return err
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
+	ws.addRunFlag(cmd, true)
 	return cmd
 }
 

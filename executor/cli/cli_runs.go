@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stepseq/stepseq/executor"
+)
+
+// The run commands (DESIGN §14): start, runs, close.
+
+func newStartCmd(g *globals, stdout io.Writer) *cobra.Command {
+	var (
+		name       string
+		params     []string
+		paramsFile string
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "start PLAN [DIR]",
+		Short: "Start a run of PLAN beside the workspace's other runs",
+		Long: `start writes a new run of PLAN into DIR (default .): its own state file,
+DIR/state.NAME.json, in the original format, beside state.json and the other runs, with
+its logs, reports and journal under DIR/.stepseq/runs/NAME/. The sidecar drives every
+run of its workspace; without one, stepseq check state.NAME.json (or the original's
+check script) does. NAME is --run, else the plan's name made unique (NAME-2, NAME-3…);
+--run main starts the plan into state.json, as apply does. PLAN is a file, or the name
+of a plan in DIR/plans.
+` + exitCodesHelp,
+		Example: `  stepseq start plans/review.yaml --param ticket=T-12
+  stepseq start review --run review-t12 --params t12.yaml
+  stepseq runs`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) > 1 {
+				dir = args[1]
+			}
+			if name != "" {
+				if err := executor.ValidRunName(name); err != nil {
+					return usageErr("--run: %v", err)
+				}
+			}
+			if err := requireFolders(dir); err != nil {
+				return err
+			}
+			given, err := readParams(paramsFile, params)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			path := planPath(dir, args[0])
+			pf := executor.ReadPlanFile(path, workspaceRel(dir, path))
+			if pf.Plan == nil {
+				printPlanErrors(g.stderr, path, pf)
+				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan: no run started", path)}
+			}
+			rt, err := executor.NewRuntime(executor.RunStatePath(dir, ""), g.logger())
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			info, err := rt.StartRun(executor.RunStart{Plan: pf, Params: given, Name: name, From: executor.FromWorkspace})
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if asJSON {
+				return writeJSON(stdout, info)
+			}
+			_, err = fmt.Fprintf(stdout, "started run %s: plan %s, %s, in %s\n", info.Name, info.Plan, plural(info.Steps, "step"), info.State)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&name, "run", "", "the run's name (default the plan's name, made unique)")
+	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
+	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run as a JSON object")
+	return cmd
+}
+
+// planPath is the plan file arg names: a file as given, else the plan of that
+// name in DIR/plans (NAME.yaml, NAME.plan.yaml or NAME.yml).
+func planPath(dir, arg string) string {
+	if isFile(arg) || strings.ContainsRune(arg, filepath.Separator) || filepath.Ext(arg) != "" {
+		return arg
+	}
+	for _, ext := range []string{".yaml", ".plan.yaml", ".yml"} {
+		if p := filepath.Join(dir, "plans", arg+ext); isFile(p) {
+			return p
+		}
+	}
+	return arg
+}
+
+// workspaceRel is path relative to the workspace dir when it lies inside it, as
+// a run's state records its plan's source; else path as given.
+func workspaceRel(dir, path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(absDir, abs); err == nil && filepath.IsLocal(rel) {
+		return filepath.ToSlash(rel)
+	}
+	return path
+}
+
+func newRunsCmd(stdout io.Writer) *cobra.Command {
+	var (
+		asJSON bool
+		status []string
+	)
+	cmd := &cobra.Command{
+		Use:   "runs [DIR]",
+		Short: "List the workspace's runs: active, blocked, done and closed",
+		Long: `runs lists every run of DIR (default .): state.json (the run named main) and each
+state.NAME.json beside it, then the closed runs retention keeps, each with its plan,
+status (active, blocked, done, closed, or invalid for a state file that does not
+parse), progress and params. It changes nothing.
+
+Exit status: 0, also when there is no run; 2 on a usage error.`,
+		Example: `  stepseq runs
+  stepseq runs --status active --status blocked
+  stepseq runs ./workspace --json | jq '.[].name'`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: dirCompletion,
+		RunE: func(_ *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) > 0 {
+				dir = args[0]
+			}
+			for _, s := range status {
+				if !slices.Contains([]string{executor.RunActive, executor.RunBlocked, executor.RunDone, executor.RunClosed, executor.RunInvalid}, s) {
+					return usageErr("--status %q: want active, blocked, done, closed or invalid", s)
+				}
+			}
+			if err := requireFolders(dir); err != nil {
+				return err
+			}
+			ws, err := executor.NewWorkspace(executor.RunStatePath(dir, ""))
+			if err != nil {
+				return err
+			}
+			runs, err := executor.ListRuns(ws)
+			if err != nil {
+				return err
+			}
+			if len(status) > 0 {
+				runs = slices.DeleteFunc(runs, func(r executor.RunInfo) bool { return !slices.Contains(status, r.Status) })
+			}
+			if asJSON {
+				return writeJSON(stdout, runs)
+			}
+			if len(runs) == 0 {
+				_, err := fmt.Fprintf(stdout, "no runs in %s: start one with stepseq start PLAN\n", dir)
+				return err
+			}
+			var b bytes.Buffer
+			writeRunsTable(&b, runs)
+			_, err = stdout.Write(b.Bytes())
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	cmd.Flags().StringArrayVar(&status, "status", nil, "list only runs of this status (repeatable)")
+	return cmd
+}
+
+// writeRunsTable writes the runs as a table: name, plan, status, progress,
+// params, updated.
+func writeRunsTable(b *bytes.Buffer, runs []executor.RunInfo) {
+	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "PARAMS", "UPDATED"}}
+	for _, r := range runs {
+		status, at, updated := r.Status, r.Current, "-"
+		if r.Error != "" {
+			status = r.Status + ": " + clip(r.Error, 60)
+		}
+		if at == "" {
+			at = "-"
+		}
+		if t, err := time.Parse(time.RFC3339, r.Updated); err == nil {
+			updated = t.Local().Format("2006-01-02 15:04:05")
+		}
+		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, paramsText(r.Params), updated})
+	}
+	writeTable(b, rows, -1, false)
+}
+
+// paramsText shows a run's params as name=value, values as JSON.
+func paramsText(params map[string]any) string {
+	if len(params) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		v, _ := json.Marshal(params[k])
+		parts = append(parts, k+"="+string(v))
+	}
+	return clip(strings.Join(parts, " "), 60)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newCloseCmd(stdout io.Writer) *cobra.Command {
+	var (
+		grace  time.Duration
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "close RUN [DIR]",
+		Short: "Close a run: stop its agent and archive it",
+		Long: `close stops the agent of the run RUN in DIR (default .) as SIGTERM stops the
+sidecar's (SIGTERM to its process group, SIGKILL after --grace) and archives the run:
+state.RUN.json moves to DIR/.stepseq/runs/RUN/closed.json, listed by stepseq runs as
+closed until retention prunes it. Closing main archives state.json to the history, as
+a new plan replacing it does. A live sidecar does the closing; close waits for it.
+` + exitCodesHelp,
+		Example: `  stepseq close review-t12
+  stepseq runs --status closed`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) > 1 {
+				dir = args[1]
+			}
+			if err := executor.ValidRunName(args[0]); err != nil {
+				return usageErr("%v", err)
+			}
+			if err := requireFolders(dir); err != nil {
+				return err
+			}
+			ws, err := executor.NewWorkspace(executor.RunStatePath(dir, ""))
+			if err != nil {
+				return err
+			}
+			info, err := executor.CloseRun(ws, args[0], grace)
+			switch {
+			case errors.Is(err, executor.ErrNoRun), errors.Is(err, executor.ErrRunClosed), errors.Is(err, executor.ErrRunBusy):
+				return &exitError{code: 1, err: err}
+			case err != nil:
+				return err
+			}
+			if asJSON {
+				return writeJSON(stdout, info)
+			}
+			_, err = fmt.Fprintf(stdout, "closed run %s (%s)\n", info.Name, info.State)
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&grace, "grace", executor.DefaultGrace, "time between SIGTERM and SIGKILL for the run's agent")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the closed run as a JSON object")
+	return cmd
+}
+
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
