@@ -35,11 +35,11 @@ func (w Workspace) ReportsDir(step string) string {
 
 // agentVars are the variables stepseq sets for every agent; values inherited
 // under these names are dropped, so that an agent never sees a stale one.
-var agentVars = []string{"STEPSEQ_STEP", "STEPSEQ_TRY", "STEPSEQ_WORKSPACE", "STEPSEQ_STATE", "STEPSEQ_REPORTS", "STEPSEQ_CHANGED", "STEPSEQ_RUN"}
+var agentVars = []string{"STEPSEQ_STEP", "STEPSEQ_TRY", "STEPSEQ_WORKSPACE", "STEPSEQ_STATE", "STEPSEQ_REPORTS", "STEPSEQ_RUN", "STEPSEQ_CHANGED"}
 
 // AgentEnv is an agent's environment: base (the sidecar's) and what it is told
-// (DESIGN §10): its step and try, the workspace, the state file, its report folder
-// and the paths whose change started this run, one per line (see ChangedPaths;
+// (DESIGN §10): its step and try, the workspace, the state file, its report folder,
+// its run's name (DESIGN §14: main for state.json) and the paths whose change started this run, one per line (see ChangedPaths;
 // empty when none).
 func AgentEnv(base []string, step string, try int, ws Workspace, changed []string) []string {
 	env := make([]string, 0, len(base)+len(agentVars))
@@ -55,8 +55,8 @@ func AgentEnv(base []string, step string, try int, ws Workspace, changed []strin
 		"STEPSEQ_WORKSPACE="+ws.Dir,
 		"STEPSEQ_STATE="+ws.State,
 		"STEPSEQ_REPORTS="+ws.ReportsDir(step),
-		"STEPSEQ_CHANGED="+strings.Join(ChangedPaths(changed), "\n"),
 		"STEPSEQ_RUN="+ws.RunName(),
+		"STEPSEQ_CHANGED="+strings.Join(ChangedPaths(changed), "\n"),
 	)
 }
 

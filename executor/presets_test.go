@@ -98,7 +98,7 @@ func TestAgentEnv(t *testing.T) {
 	got := AgentEnv(base, "build/x", 3, ws, []string{"src/b.go", "src/a.go"})
 	want := []string{"PATH=/bin", "HOME=/root",
 		"STEPSEQ_STEP=build/x", "STEPSEQ_TRY=3", "STEPSEQ_WORKSPACE=/ws", "STEPSEQ_STATE=/ws/state.json",
-		"STEPSEQ_REPORTS=/ws/.stepseq/reports/build%2Fx", "STEPSEQ_CHANGED=src/a.go\nsrc/b.go"}
+		"STEPSEQ_REPORTS=/ws/.stepseq/reports/build%2Fx", "STEPSEQ_RUN=main", "STEPSEQ_CHANGED=src/a.go\nsrc/b.go"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -254,7 +255,7 @@ func ListRuns(ws Workspace) ([]RunInfo, error) {
 type RunStart struct {
 	// Plan is the plan, read (ReadPlanFile, ReadPlanFileIn) or parsed; an
 	// invalid one (Plan.Plan nil) is refused with its errors.
-	Plan PlanFile
+	Plan core.PlanFile
 	// Params are the params given; the plan's defaults fill in the rest.
 	Params map[string]any
 	// Name is the run's name; "": the plan's name, made unique (name-2,
@@ -319,7 +320,7 @@ func (r *Runtime) StartRun(req RunStart) (RunInfo, error) {
 		return RunInfo{}, err
 	}
 	j := &Journal{Path: rw.JournalPath()}
-	_ = j.Record(Entry{Event: "run-start", Reason: "started", Detail: map[string]any{"file": pf.Source, "hash": pf.Hash, "run": name}})
+	_ = j.Record(core.Entry{Event: "run-start", Reason: "started", Detail: map[string]any{"file": pf.Source, "hash": pf.Hash, "run": name}})
 	_ = j.Close()
 	return runInfo(rw, name, rw.State, false), nil
 }
@@ -512,7 +513,7 @@ func (rw Workspace) archive() error {
 		return err
 	}
 	j := &Journal{Path: rw.JournalPath()}
-	_ = j.Record(Entry{Event: "run-close", Reason: "closed", Detail: map[string]any{"run": rw.RunName()}})
+	_ = j.Record(core.Entry{Event: "run-close", Reason: "closed", Detail: map[string]any{"run": rw.RunName()}})
 	_ = j.Close()
 	_ = os.Remove(rw.CloseRequestPath())
 	return nil

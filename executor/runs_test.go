@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -54,7 +55,7 @@ func TestRunOfStateFile(t *testing.T) {
 	}
 }
 
-func testRunPlan(t *testing.T, dir, name, yaml string) PlanFile {
+func testRunPlan(t *testing.T, dir, name, yaml string) core.PlanFile {
 	t.Helper()
 	path := filepath.Join(dir, "plans", name+".yaml")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

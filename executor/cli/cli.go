@@ -280,7 +280,7 @@ Environment:
                     argument (or replaces {prompt}). A plan's agent: wins over it.
   STEP_MAX_RETRIES  tries of a failing step before the plan is blocked (default 3)
   NO_COLOR          no colour in status
-The agent gets STEPSEQ_STEP, STEPSEQ_TRY, STEPSEQ_WORKSPACE and STEPSEQ_STATE.
+The agent gets STEPSEQ_STEP, STEPSEQ_TRY, STEPSEQ_WORKSPACE, STEPSEQ_STATE and STEPSEQ_RUN.
 `
 
 // usageErr is a usage error: exit 2.
