@@ -180,8 +180,10 @@ func (d *driver) perform(e core.Effect) {
 			d.timer.Reset(max(e.At.Sub(d.rt.now()), 0))
 		}
 	case core.JournalEntry:
-		if e.Entry.Event == "verdict" && e.Entry.Detail["ok"] == false {
-			d.metrics.failed()
+		if e.Entry.Event == "verdict" {
+			ok, _ := e.Entry.Detail["ok"].(bool)
+			seconds, timed := e.Entry.Detail["seconds"].(float64)
+			d.metrics.verdict(ok, seconds, timed)
 		}
 		d.rt.record(e.Entry)
 	case core.Log:

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"time"
-
 	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -21,10 +19,6 @@ type Metrics struct {
 	stepDuration  *metrics.HistogramVec
 	invalidStates *metrics.Counter
 	rejectedPlans *metrics.Counter
-	// timed holds, by step, the end of the last try whose duration went into
-	// stepDuration; nil until the first state seen, whose finished tries are
-	// history, not news.
-	timed map[string]string
 	// What the step gauges were counted from: the state, its queue's length and
 	// each queued step's status, so that a write recounts only the runs it
 	// changed, not the plan.
@@ -102,9 +96,21 @@ func (m *Metrics) launched(retry bool) {
 	}
 }
 
-func (m *Metrics) failed() {
-	if m != nil {
+// verdict counts a try's verdict: its duration under its outcome, and a
+// failure. Every judged try is timed, a failed one that is retried at once
+// too: its FAILED record never reaches a state file of its own (the retry's
+// launch is written with it), so the verdict, not the state, is the measure.
+func (m *Metrics) verdict(ok bool, seconds float64, timed bool) {
+	if m == nil {
+		return
+	}
+	outcome := "done"
+	if !ok {
+		outcome = "failed"
 		m.failures.Inc()
+	}
+	if timed {
+		m.stepDuration.WithLabelValues(outcome).Observe(seconds)
 	}
 }
 
@@ -172,7 +178,7 @@ func (m *Metrics) written(st *planspec.State, ids []string, all bool) {
 	m.observePlan(st)
 	for _, id := range ids {
 		if _, queued := m.status[id]; queued {
-			m.update(id, st.StepRuns[id], false)
+			m.update(id, st.StepRuns[id])
 		}
 	}
 	m.setSteps()
@@ -180,25 +186,20 @@ func (m *Metrics) written(st *planspec.State, ids []string, all bool) {
 
 // recount counts every queued step of st again.
 func (m *Metrics) recount(st *planspec.State) {
-	first := m.timed == nil
-	if first {
-		m.timed = map[string]string{}
-	}
 	m.seen, m.queueLen = st, 0
 	m.status, m.counts = map[string]string{}, map[string]float64{}
 	m.observePlan(st)
 	if st != nil {
 		m.queueLen = len(st.StepQueue)
 		for _, id := range st.StepQueue {
-			m.update(id, st.StepRuns[id], first)
+			m.update(id, st.StepRuns[id])
 		}
 	}
 	m.setSteps()
 }
 
-// update counts step id under its run's status, and times its try once it has
-// finished, unless the try is history (the first state seen).
-func (m *Metrics) update(id string, run *planspec.StepRun, history bool) {
+// update counts step id under its run's status.
+func (m *Metrics) update(id string, run *planspec.StepRun) {
 	status := planspec.StatusPending
 	if run != nil {
 		status = run.Status
@@ -209,20 +210,6 @@ func (m *Metrics) update(id string, run *planspec.StepRun, history bool) {
 		}
 		m.counts[status]++
 		m.status[id] = status
-	}
-	if run == nil || run.Agent == nil || run.Agent.FinishedIso == "" || m.timed[id] == run.Agent.FinishedIso {
-		return
-	}
-	m.timed[id] = run.Agent.FinishedIso
-	if history {
-		return
-	}
-	if d, _, ok := runDuration(run, time.Time{}); ok {
-		outcome := "done"
-		if run.Status != planspec.StatusDone {
-			outcome = "failed"
-		}
-		m.stepDuration.WithLabelValues(outcome).Observe(d.Seconds())
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// TestMetrics_Observe: the plan's status and blocked steps are gauges; each try
-// that finishes after the first state seen is timed once, by outcome.
+// TestMetrics_Observe: the plan's status and blocked steps are gauges; a try is
+// timed at its verdict, by outcome, and never from the states written.
 func TestMetrics_Observe(t *testing.T) {
 	reg := metrics.NewRegistry()
 	m := NewMetrics(reg, nil)
@@ -25,7 +25,6 @@ func TestMetrics_Observe(t *testing.T) {
 			"stepQueue": ["a", "b"], "currentStep": 0, "stepDelayMinutes": 0, "artifacts": [],
 			"stepRuns": {` + runs + `}, "blockers": [` + blockers + `], "status": "` + status + `"}`
 	}
-	// The first state: a try finished before the sidecar started is not timed.
 	m.observe(parse(t, state(`"a": `+run("DONE", "2026-02-10T12:00:00+00:00", "2026-02-10T12:00:30+00:00"), ``, "IN_PROGRESS")))
 	// b fails after 90 s and is blocked.
 	m.observe(parse(t, state(`"a": `+run("DONE", "2026-02-10T12:00:00+00:00", "2026-02-10T12:00:30+00:00")+`,
@@ -33,6 +32,8 @@ func TestMetrics_Observe(t *testing.T) {
 	// The same state again: nothing timed twice.
 	m.observe(parse(t, state(`"a": `+run("DONE", "2026-02-10T12:00:00+00:00", "2026-02-10T12:00:30+00:00")+`,
 		"b": `+run("FAILED", "2026-02-10T12:01:00+00:00", "2026-02-10T12:02:30+00:00"), `"b: max retries (1) exceeded"`, "IN_PROGRESS")))
+	// Tries are timed at their verdicts: b's failure after 90 s.
+	m.verdict(false, 90, true)
 	m.InvalidState()
 	m.RejectedPlan()
 	m.RejectedPlan()
@@ -131,8 +132,8 @@ func TestMetrics_Written(t *testing.T) {
 	if err := reg.WriteText(&scrape); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(scrape.Bytes(), []byte(`stepseq_step_duration_seconds_sum{outcome="done"} 40`)) {
-		t.Errorf("a's 40 s try is not timed:\n%s", scrape.String())
+	if bytes.Contains(scrape.Bytes(), []byte(`stepseq_step_duration_seconds_count{outcome="done"} 1`)) {
+		t.Errorf("a try was timed from a state written, not its verdict:\n%s", scrape.String())
 	}
 
 	// The same counts as a whole recount of the state.

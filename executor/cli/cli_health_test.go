@@ -94,3 +94,56 @@ func TestWatch_HealthAndMetrics(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestWatch_MetricsTimeRetriedTries: a try that fails and is retried at once is
+// timed like any other. Its FAILED record is written together with the retry's
+// launch, so timing tries from the state files left it out: failures_total 2
+// against count{outcome="failed"} 1.
+func TestWatch_MetricsTimeRetriedTries(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	agent := filepath.Join(dir, "flaky-agent")
+	script := "#!/bin/sh\n[ \"$STEPSEQ_TRY\" -ge 3 ] && exit 0\necho \"try $STEPSEQ_TRY fails on purpose\" >&2\nexit 1\n"
+	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plan := "agent: [" + agent + "]\nmaxRetries: 3\nsteps:\n  - id: flaky\n    title: Flaky\n    instruction: fail twice\n"
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"watch", "--listen", addr, "--log-level", "error", dir}, io.Discard, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watch: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body, err := get("http://" + addr + "/metrics")
+		if err == nil && strings.Contains(body, `stepseq_plan_status{status="done"} 1`) {
+			for _, series := range []string{"stepseq_failures_total 2", `stepseq_step_duration_seconds_count{outcome="failed"} 2`,
+				`stepseq_step_duration_seconds_count{outcome="done"} 1`, "stepseq_launches_total 3"} {
+				if !strings.Contains(body, series) {
+					t.Errorf("/metrics lacks %s", series)
+				}
+			}
+			if t.Failed() {
+				t.Logf("/metrics:\n%s", body)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan never ended:\n%s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -501,6 +501,10 @@ func (m *Machine) conclude(t *tryExit) {
 		m.forceFail = !v.OK
 	}
 	detail := map[string]any{"ok": v.OK}
+	if !t.exit.Started.IsZero() && !t.exit.Ended.Before(t.exit.Started) {
+		// How long the try's agent ran, for stepseq_step_duration_seconds.
+		detail["seconds"] = t.exit.Ended.Sub(t.exit.Started).Seconds()
+	}
 	if !v.OK {
 		detail["error"] = v.Error
 	}
