@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,14 +27,11 @@ import (
 // ErrStaleToken is matched by a token for a try that is over, or not a token.
 var ErrStaleToken = errors.New("executor: stale token")
 
-// Offer is a pulled try as a worker gets it.
+// Offer is a pulled try as a worker gets it: what the try offers (the core's
+// rule) and the token its reports carry.
 type Offer struct {
-	Step            string          `json:"id"`
-	Try             int             `json:"try"`
-	Prompt          string          `json:"prompt"`
-	RequiredOutputs []string        `json:"requiredOutputs,omitempty"`
-	Result          json.RawMessage `json:"result,omitempty"` // the result schema
-	Token           string          `json:"token"`
+	core.PulledTry
+	Token string `json:"token"`
 }
 
 // PullLauncher offers pulled tries to MCP clients. Launch registers the offer;
@@ -130,10 +126,11 @@ func readPullKey(root *os.Root, path string) ([]byte, error) {
 // Launch registers the try's offer.
 func (p *PullLauncher) Launch(t TrySpec) (Started, error) {
 	r := &pullRun{
-		p:     p,
-		offer: Offer{Step: t.Step, Try: t.Try, Prompt: t.Prompt, RequiredOutputs: t.RequiredOutputs, Result: t.Result},
-		done:  make(chan core.Exit, 1),
-		start: time.Now(),
+		p:      p,
+		offer:  Offer{PulledTry: core.PulledTry{Step: t.Step, Try: t.Try, Prompt: t.Prompt, RequiredOutputs: t.RequiredOutputs, Result: t.Result}},
+		claims: core.Claims{},
+		done:   make(chan core.Exit, 1),
+		start:  time.Now(),
 	}
 	r.offer.Token = p.Token(t.Step, t.Try)
 	if t.Proc.Timeout > 0 {
@@ -145,22 +142,20 @@ func (p *PullLauncher) Launch(t TrySpec) (Started, error) {
 	return r, nil
 }
 
-// Take hands the current offer to client. A try already taken by another client
-// whose session lives (live; nil: every claim lives) is not offered twice; the
-// same client gets it again (a worker that lost its answer), and so does any
-// client once the claim's session is gone, with the same token. ok is false when
-// nothing is offered, with why.
+// Take hands the current offer to client, as core.Claims allows: a try taken
+// by another client whose session lives (live; nil: every claim lives) is not
+// offered twice, and a client gets it again with the same token. ok is false
+// when nothing is offered, with why ("" when no try is launched).
 func (p *PullLauncher) Take(client string, live func(client string) bool) (o Offer, ok bool, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.current
-	switch {
-	case r == nil:
+	if r == nil {
 		return Offer{}, false, ""
-	case r.client != "" && r.client != client && (live == nil || live(r.client)):
-		return Offer{}, false, fmt.Sprintf("step %s try %d is taken by another worker (%s)", r.offer.Step, r.offer.Try, r.client)
 	}
-	r.client = client
+	if ok, why := r.claims.Take(r.offer.Step, r.offer.Try, client, live); !ok {
+		return Offer{}, false, why
+	}
 	return r.offer, true, ""
 }
 
@@ -189,7 +184,7 @@ func (p *PullLauncher) Reported(id string, try int) {
 type pullRun struct {
 	p      *PullLauncher
 	offer  Offer
-	client string
+	claims core.Claims
 	done   chan core.Exit
 	start  time.Time
 	timer  *time.Timer

@@ -110,12 +110,11 @@ func (s *Sidecar) Current(ctx context.Context, client string, live func(string) 
 
 // idleReason says why no pulled try is on offer.
 func (s *Sidecar) idleReason() string {
-	st := s.d.m.State()
-	switch {
-	case st == nil:
-		return "no plan: submit one with plan_submit"
-	case st.Status == planspec.StatusDone && !s.d.m.Busy():
-		return "the plan " + st.Settings.Name + " is DONE: nothing to do"
+	// The state's reasons first (core.NoOffer); past them the loop knows more
+	// than the state: the local agent that runs, the decision that holds the step.
+	if st := s.d.m.State(); st == nil || st.Status == planspec.StatusDone && !s.d.m.Busy() {
+		why, _ := core.NoOffer(st)
+		return why
 	}
 	if a := s.d.active; a != nil {
 		return fmt.Sprintf("step %s try %d runs a local agent (its agent is not mcp)", a.step, a.try)

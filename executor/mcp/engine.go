@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +68,7 @@ func FilesEngine(ws executor.Workspace) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(key), taken: map[string]string{}}, nil
+	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(key), taken: core.Claims{}}, nil
 }
 
 type filesEngine struct {
@@ -78,7 +77,7 @@ type filesEngine struct {
 	pull *executor.PullLauncher // signs and checks tokens only
 
 	mu      sync.Mutex
-	taken   map[string]string // "step/try" → client
+	taken   core.Claims
 	viewing sync.Mutex
 }
 
@@ -103,45 +102,23 @@ func (e *filesEngine) snapshot() (*planspec.State, error) {
 	return st, err
 }
 
-// Current offers the step at the cursor when it is a pulled step that the sidecar
-// has dispatched.
+// Current offers the pulled try the state has on offer (core.OfferedTry): the
+// step at the cursor, once the sidecar has dispatched it.
 func (e *filesEngine) Current(_ context.Context, client string, live func(string) bool) (executor.Offer, bool, string, error) {
 	st, err := e.snapshot()
-	if err != nil || st == nil {
-		if st == nil && err == nil {
-			return executor.Offer{}, false, "no plan: submit one with plan_submit", nil
-		}
+	if err != nil {
 		return executor.Offer{}, false, "", err
 	}
-	if st.Status == planspec.StatusDone {
-		return executor.Offer{}, false, "the plan " + st.Settings.Name + " is DONE: nothing to do", nil
+	t, ok, why := core.OfferedTry(st)
+	if !ok {
+		return executor.Offer{}, false, why, nil
 	}
-	if st.CurrentStep >= len(st.StepQueue) {
-		return executor.Offer{}, false, "nothing is due now", nil
-	}
-	id := st.StepQueue[st.CurrentStep]
-	run := st.StepRuns[id]
-	switch {
-	case !st.IsPull(id):
-		return executor.Offer{}, false, fmt.Sprintf("step %s runs a local agent (its agent is not mcp)", id), nil
-	case run == nil || run.Status != planspec.StatusInProgress ||
-		!slices.Contains([]string{planspec.PhaseDispatching, planspec.PhaseInProgress, planspec.PhaseBlocked}, run.Phase):
-		status := "not started"
-		if run != nil {
-			status = strings.TrimSpace(run.Status + " " + run.Phase)
-		}
-		return executor.Offer{}, false, fmt.Sprintf("step %s is %s: nothing is offered now", id, status), nil
-	}
-	key := id + "/" + strconv.Itoa(run.Tries)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if c, ok := e.taken[key]; ok && c != client && (live == nil || live(c)) {
-		return executor.Offer{}, false, fmt.Sprintf("step %s try %d is taken by another worker (%s)", id, run.Tries, c), nil
+	if ok, why := e.taken.Take(t.Step, t.Try, client, live); !ok {
+		return executor.Offer{}, false, why, nil
 	}
-	e.taken[key] = client
-	spec := st.Steps[id]
-	return executor.Offer{Step: id, Try: run.Tries, Prompt: core.Prompt(id, spec, run), RequiredOutputs: spec.RequiredOutputs,
-		Result: spec.Result, Token: e.pull.Token(id, run.Tries)}, true, "", nil
+	return executor.Offer{PulledTry: t, Token: e.pull.Token(t.Step, t.Try)}, true, "", nil
 }
 
 func (e *filesEngine) Verify(token string) (string, int, error) { return e.pull.Verify(token) }
