@@ -244,6 +244,11 @@ func (d *driver) start(l core.StartAgent) {
 		d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 		return
 	}
+	if idx > 0 {
+		// The first agents are not on PATH: each is a fallback like any other
+		// (DESIGN §10), journaled as the rate-limited one is.
+		d.journalFallback(l, agents, 0, idx, agents[0].Unavailable)
+	}
 	d.launchAgent(l, agents, idx)
 }
 
@@ -320,10 +325,23 @@ func (d *driver) launchAgent(l core.StartAgent, agents []Agent, idx int) {
 }
 
 func (d *driver) fallback(l core.StartAgent, agents []Agent, from, to int, reason string) {
-	d.rt.record(FallbackEntry(l.Step, l.Try, agents[from], agents[to], reason))
-	d.rt.Logger.Warn("agent unavailable: the same try goes to the next agent", "step", l.Step, "try", l.Try,
-		"from", agents[from].Name(), "to", agents[to].Name(), "why", core.FirstChars(reason, 120))
+	d.journalFallback(l, agents, from, to, reason)
 	d.launchAgent(l, agents, to)
+}
+
+// journalFallback records the try's passage from agents[from], which could not
+// run for reason, to agents[to]: one entry a hop, the candidates between them
+// (not on PATH) each with its own reason.
+func (d *driver) journalFallback(l core.StartAgent, agents []Agent, from, to int, reason string) {
+	for i := from; i < to; i++ {
+		why := reason
+		if i > from {
+			why = agents[i].Unavailable
+		}
+		d.rt.record(FallbackEntry(l.Step, l.Try, agents[i], agents[i+1], why))
+		d.rt.Logger.Warn("agent unavailable: the same try goes to the next agent", "step", l.Step, "try", l.Try,
+			"from", agents[i].Name(), "to", agents[i+1].Name(), "why", core.FirstChars(why, 120))
+	}
 }
 
 // reportsSetting is the plan's or step's reports setting as written; "" when the

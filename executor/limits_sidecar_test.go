@@ -198,3 +198,29 @@ func TestSidecar_LimitWaitsForTheEarliestAgent(t *testing.T) {
 		t.Errorf("%d fallbacks journaled, want one per round", fallbacks)
 	}
 }
+
+// A fallback because the first agent's binary is not on PATH is journaled as
+// the rate-limited one is (DESIGN §10: every fallback is): the sidecar skipped
+// such an agent without a word.
+func TestSidecar_FallbackForAMissingBinaryIsJournaled(t *testing.T) {
+	bin := fakeBin(t, "codex")
+	fakeScripts(t, bin, "codex", fakeAnswer{Stdout: `{"type":"turn.completed","usage":{}}` + "\n"})
+	w := newTestWS(t, plan(`"stepseq":{"agent":"claude","fallback":["gemini","codex"]}`, `"instruction":"do s1"`))
+	w.startSidecar(SidecarOptions{})
+	st := w.waitState("done", done)
+	if n := len(fakeRuns(t, bin, "codex")); n != 1 || st.Run("s1").Tries != 1 {
+		t.Fatalf("codex ran %d times, tries %d: want one run of try 1", n, st.Run("s1").Tries)
+	}
+	var hops []string
+	for _, e := range w.journal() {
+		if e.Event == "fallback" {
+			if e.Try != 1 || !strings.Contains(e.Reason, "not found on PATH") {
+				t.Errorf("fallback entry %+v: want try 1, the binary not found on PATH", e)
+			}
+			hops = append(hops, fmt.Sprintf("%v→%v", e.Detail["from"], e.Detail["to"]))
+		}
+	}
+	if !slices.Equal(hops, []string{"claude→gemini", "gemini→codex"}) {
+		t.Errorf("fallbacks journaled %v, want claude→gemini, gemini→codex", hops)
+	}
+}
