@@ -1,14 +1,16 @@
 package executor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stepseq/stepseq/executor/core"
 	"io/fs"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 // DrainTriggers reads and removes the queued triggers, oldest first. A file that
@@ -102,26 +104,36 @@ func queue(rt *Runtime, t core.Trigger) (string, error) {
 	}
 	defer lock.Unlock()
 	ts, _ := DrainTriggers(rt.WS)
-	if st, err = sf.Read(); err != nil {
+	if err := applyTriggers(rt, sf, ts, maxRetries, t.From); err != nil {
 		return "", err
 	}
-	b := core.CoalesceTriggers(st, ts) // the rules the sidecar applies, without one
-	for _, r := range b.Retries {
-		if err := core.Retry(st, r.Step, core.RetryLimit(st, r.Step, maxRetries)); err != nil {
-			rt.Logger.Warn("retry refused", "step", r.Step, "err", err)
-		}
-	}
-	if b.Rerun != "" {
-		if err := core.Rerun(st, b.Rerun); err != nil {
-			rt.Logger.Warn("trigger ignored", "step", b.Rerun, "err", err)
-		}
-	}
-	for _, id := range b.Unknown {
-		rt.Logger.Warn("trigger ignored", "step", id, "err", "no such step in stepQueue")
-	}
-	if err := sf.Write(st); err != nil {
-		return "", err
-	}
-	rt.record(core.Entry{Event: t.From, Step: id, Reason: "no sidecar: state reset for the next check"})
 	return fmt.Sprintf("%s will %s: no sidecar is running, so the next `stepseq check` runs it", id, verb), nil
+}
+
+// applyTriggers applies queued triggers with no sidecar running: through a
+// machine, by the rules the sidecar applies between two agents, and writes the
+// state it leaves for the next check. The machine is told to stop before it
+// reads the state, so it launches nothing and a git hook never waits on an agent.
+func applyTriggers(rt *Runtime, sf *StateFile, ts []core.Trigger, maxRetries int, from string) error {
+	st, err := sf.Read()
+	if err != nil {
+		return err
+	}
+	m := core.NewMachine(core.MachineConfig{Driver: from, MaxRetries: maxRetries})
+	now := rt.now()
+	for _, in := range []core.Input{core.Shutdown{}, core.StateRead{State: st}, core.TriggersIn{Triggers: ts}} {
+		for _, e := range m.Handle(now, in) {
+			switch e := e.(type) {
+			case core.WriteState:
+				if err := sf.Write(e.State); err != nil {
+					return err
+				}
+			case core.JournalEntry:
+				rt.record(e.Entry)
+			case core.Log:
+				rt.Logger.Log(context.Background(), e.Level, e.Msg, e.Args...)
+			}
+		}
+	}
+	return nil
 }
