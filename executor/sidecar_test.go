@@ -721,3 +721,37 @@ func TestSidecar_NotReadyWhileWatchLimited(t *testing.T) {
 		t.Error("not ready once every watch is armed again")
 	}
 }
+
+// A report file dropped for a step whose try is over is judged: renamed
+// .rejected with a .why beside it saying the try is over, so that its writer
+// hears. The step's folder used to leave the watch set with the step, and the
+// file lay there unread.
+func TestSidecar_ReportAfterTheTryIsJudged(t *testing.T) {
+	t.Parallel()
+	w := newTestWS(t, plan("", `"instruction":"exit:0"`, `"instruction":"waitfor:release"`))
+	w.startSidecar(SidecarOptions{})
+	w.waitState("s2 running", func(st *planspec.State) bool { return st.Run("s2").Status == planspec.StatusInProgress })
+	late := func(step string) {
+		t.Helper()
+		dir := w.path(ReportsRel(step))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, "late.yaml")
+		rep := "status: milestone\nsummary: late\nevidence: wrote it after the exit\nrisk: none\nnext: none\n"
+		if err := os.WriteFile(file, []byte(rep), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { _, err := os.Stat(file + ".rejected"); return err == nil })
+		why, err := os.ReadFile(file + ".why")
+		if err != nil || !strings.Contains(string(why), "stale") {
+			t.Errorf("%s.why = %q, %v; want it to say the report is stale", file, why, err)
+		}
+	}
+	late("s1") // s1 is done, s2 runs
+	if err := os.WriteFile(w.path("release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("done", done)
+	late("s2") // the plan is done
+}

@@ -321,9 +321,9 @@ type Machine struct {
 	watched   [2][]string
 	// planGen counts the states and plans adopted; base is the plan's watch set
 	// as of gen, asked of the probe once per plan rather than once per input.
-	// A persistent machine's watch set is the base and at most one extra path,
-	// the running step's report folder when the base lacks it: setOf says
-	// which base (by gen) and which extra were last emitted.
+	// A persistent machine's watch set is the base and at most two extra
+	// paths, report folders the base lacks (reportWatches): setOf says which
+	// base (by gen) and which extras were last emitted.
 	planGen int
 	base    struct {
 		gen          int
@@ -332,11 +332,12 @@ type Machine struct {
 	setOf struct {
 		ok    bool
 		gen   int
-		extra string
+		extra []string
 	}
-	timerAt  time.Time
-	lastNote time.Time // when the user last heard of the running step
-	planDone bool      // the plan's DONE was told
+	lastEnded string // the step whose try ended last: its report folder stays watched
+	timerAt   time.Time
+	lastNote  time.Time // when the user last heard of the running step
+	planDone  bool      // the plan's DONE was told
 	// toldBlocked is the step whose hold on the plan was told: by this
 	// machine, or by the stepseq that wrote the blocked phase it read.
 	toldBlocked string
@@ -604,29 +605,25 @@ func (m *Machine) watch() {
 			m.base.paths, m.base.trees = m.cfg.Probe.WatchSet(m.st, m.conds)
 			m.base.paths = slices.Compact(slices.Sorted(slices.Values(m.base.paths)))
 		}
-		extra := ""
-		if m.run != nil {
-			if dir := m.cfg.Probe.ReportsDir(m.run.step); !sortedHas(m.base.paths, dir) {
-				extra = dir
-			}
-		}
+		extra := m.reportWatches()
 		sameBase := m.setOf.ok && m.setOf.gen == m.base.gen
-		if sameBase && extra == m.setOf.extra {
-			return // nothing to compare: the set is made of the same two parts
+		if sameBase && slices.Equal(extra, m.setOf.extra) {
+			return // nothing to compare: the set is made of the same parts
 		}
-		paths, trees = m.base.paths, m.base.trees
-		if extra != "" {
-			paths = insertSorted(paths, extra)
-		}
+		paths, trees = insertAllSorted(m.base.paths, extra), m.base.trees
 		was := m.setOf.extra
 		m.setOf.ok, m.setOf.gen, m.setOf.extra = true, m.base.gen, extra
 		if sameBase {
 			w := SetWatch{Paths: paths, Trees: trees, Delta: true}
-			if extra != "" {
-				w.Added = []string{extra}
+			for _, p := range extra {
+				if !slices.Contains(was, p) {
+					w.Added = append(w.Added, p)
+				}
 			}
-			if was != "" {
-				w.Removed = []string{was}
+			for _, p := range was {
+				if !slices.Contains(extra, p) {
+					w.Removed = append(w.Removed, p)
+				}
 			}
 			m.watched = [2][]string{paths, trees}
 			m.emit(w)
@@ -655,19 +652,56 @@ func (m *Machine) watch() {
 	m.emit(SetWatch{Paths: paths, Trees: trees})
 }
 
+// reportWatches are the report folders a persistent machine watches beyond
+// the plan's set, sorted: the running step's, and the folder of the step whose
+// try ended last, so that a report dropped there after its try is over is
+// judged (refused as stale, its writer told why) rather than never seen.
+func (m *Machine) reportWatches() []string {
+	var out []string
+	for _, id := range []string{m.runningStep(), m.lastEnded} {
+		if id == "" || m.st == nil || m.st.Steps[id] == nil {
+			continue
+		}
+		if dir := m.cfg.Probe.ReportsDir(id); !sortedHas(m.base.paths, dir) && !slices.Contains(out, dir) {
+			out = append(out, dir)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *Machine) runningStep() string {
+	if m.run == nil {
+		return ""
+	}
+	return m.run.step
+}
+
+// insertAllSorted returns sorted with the sorted paths ps in their places, in
+// one copy; sorted itself when ps adds nothing.
+func insertAllSorted(sorted, ps []string) []string {
+	var add []string
+	for _, p := range ps {
+		if !sortedHas(sorted, p) {
+			add = append(add, p)
+		}
+	}
+	if len(add) == 0 {
+		return sorted
+	}
+	out := make([]string, 0, len(sorted)+len(add))
+	i := 0
+	for _, p := range add {
+		j, _ := slices.BinarySearch(sorted[i:], p)
+		out = append(append(out, sorted[i:i+j]...), p)
+		i += j
+	}
+	return append(out, sorted[i:]...)
+}
+
 func sortedHas(sorted []string, p string) bool {
 	_, found := slices.BinarySearch(sorted, p)
 	return found
-}
-
-// insertSorted returns a copy of sorted with p in its place, or sorted itself
-// when p is there already.
-func insertSorted(sorted []string, p string) []string {
-	i, found := slices.BinarySearch(sorted, p)
-	if found {
-		return sorted
-	}
-	return slices.Insert(slices.Clip(sorted), i, p)
 }
 
 // arm asks for the one timer at the earliest thing the machine waits for.

@@ -410,6 +410,7 @@ func (m *Machine) agentExited(in AgentExited) {
 		return
 	}
 	m.run = nil
+	m.lastEnded = r.step
 	m.agentRuns = append(m.agentRuns, [2]time.Time{in.Exit.Started, in.Exit.Ended})
 	if len(m.agentRuns) > 32 {
 		m.agentRuns = m.agentRuns[1:]
