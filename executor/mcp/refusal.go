@@ -68,6 +68,10 @@ func refusalOf(err error) *Refusal {
 	if errors.As(err, &r) {
 		return r
 	}
+	var params *planspec.ParamsError
+	if errors.As(err, &params) {
+		return refuse(InvalidParams, params.Problems...)
+	}
 	code := Busy
 	switch {
 	case errors.Is(err, executor.ErrStaleToken):

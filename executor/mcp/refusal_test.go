@@ -86,6 +86,7 @@ func TestTools_RefusalCodes(t *testing.T) {
 		want string // in the reasons
 	}{
 		{"plan_validate", map[string]any{"yaml": nil}, InvalidParams, "arguments.yaml: null; want a string"},
+		{"plan_list", map[string]any{"filter": "x"}, InvalidParams, "arguments.filter: unknown; this tool takes no argument"},
 		{"plan_submit", map[string]any{"name": ".hidden", "yaml": pullPlan}, InvalidParams, "hidden file"},
 		{"plan_submit", map[string]any{"name": "bad", "yaml": "steps:\n  - id: a\n"}, InvalidPlan, "missing title"},
 		{"plan_submit", map[string]any{"name": "program", "yaml": program}, NotAllowed, "is not allowed"},
@@ -143,6 +144,7 @@ func TestTools_AnswersConform(t *testing.T) {
 	check("step_current", map[string]any{})
 	check("notifications", map[string]any{})
 	check("plan_validate", map[string]any{"yaml": "steps: [}"})
+	check("plan_list", map[string]any{})
 	check("plan_submit", map[string]any{"name": "pull", "yaml": pullPlan})
 	waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
 	check("step_current", map[string]any{})

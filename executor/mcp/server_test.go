@@ -362,3 +362,65 @@ func TestServer_ReportOverTheCap(t *testing.T) {
 		t.Errorf("step_report of 1 MiB: %.300v, want refused with code %s", out, InvalidParams)
 	}
 }
+
+// TestServer_PlanList: plan_list lists plans/ with each plan's verdict, its
+// steps' titles and its params' schema; an invalid plan with its errors, a
+// link out of the workspace refused without its target named, a hidden file
+// left out. An empty plans/ is an empty list, not an error.
+func TestServer_PlanList(t *testing.T) {
+	w := newWorkspace(t)
+	cs := connect(t, NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}), "lister")
+	if out, errText := call(t, cs, "plan_list", map[string]any{}); errText != "" || len(out["plans"].([]any)) != 0 {
+		t.Fatalf("plan_list on an empty workspace: %v %s", out, errText)
+	}
+	plans := filepath.Join(w.rt.WS.Dir, "plans")
+	outside := filepath.Join(t.TempDir(), "secret-target.yaml")
+	files := map[string]string{
+		"review.yaml": "agent: mcp\nparams:\n  target: {type: string, description: what to review}\n  rounds: {type: integer, default: 2}\n" +
+			"steps:\n  - id: read\n    title: Read the target\n    instruction: Read {{params.target}}\n  - id: judge\n    title: Judge it\n    instruction: Judge\n",
+		"broken.yaml":  "steps:\n  - id: a\n    title: A\n",
+		".hidden.yaml": pullPlan,
+	}
+	if err := os.MkdirAll(plans, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(plans, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(outside, []byte(pullPlan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(plans, "out.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, errText := call(t, cs, "plan_list", map[string]any{})
+	if errText != "" {
+		t.Fatal(errText)
+	}
+	byName := map[string]map[string]any{}
+	for _, p := range out["plans"].([]any) {
+		byName[p.(map[string]any)["name"].(string)] = p.(map[string]any)
+	}
+	if len(byName) != 3 || byName["hidden"] != nil {
+		t.Fatalf("plan_list: %v, want review, broken and out", out)
+	}
+	review := byName["review"]
+	data, _ := json.Marshal(review)
+	for _, want := range []string{`"file":"plans/review.yaml"`, `{"id":"read","title":"Read the target"}`, `{"id":"judge","title":"Judge it"}`,
+		`"rounds":{"default":2,"type":"integer"}`, `"target":{"description":"what to review","type":"string"}`, `"required":["target"]`,
+		`"additionalProperties":false`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("review: %s, want %s in it", data, want)
+		}
+	}
+	if b := byName["broken"]; b["valid"] != false || b["status"] != core.PlanInvalid ||
+		!strings.Contains(strings.Join(toStrings(b["errors"]), "\n"), "plans/broken.yaml:2:5: missing instruction") {
+		t.Errorf("broken: %v", b)
+	}
+	o, _ := json.Marshal(byName["out"])
+	if byName["out"]["valid"] != false || !strings.Contains(string(o), "errors") || strings.Contains(string(o), "secret-target") {
+		t.Errorf("a link out of the workspace: %s, want invalid without its target", o)
+	}
+}
