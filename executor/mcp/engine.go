@@ -68,7 +68,12 @@ func FilesEngine(ws executor.Workspace) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(key), taken: core.Claims{}}, nil
+	return newFilesEngine(ws, key), nil
+}
+
+// newFilesEngine acts through ws's files, its tokens signed with key.
+func newFilesEngine(ws executor.Workspace, key []byte) *filesEngine {
+	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(key), taken: core.Claims{}}
 }
 
 type filesEngine struct {

@@ -79,8 +79,14 @@ func refusalOf(err error) *Refusal {
 		err = errors.New(strings.TrimPrefix(err.Error(), executor.ErrStaleToken.Error()+": "))
 	case errors.Is(err, executor.ErrNotAllowed):
 		code = NotAllowed
-	case errors.Is(err, executor.ErrNoStep):
+	case errors.Is(err, executor.ErrNoStep), errors.Is(err, executor.ErrNoRun):
 		code = NotFound
+	case errors.Is(err, executor.ErrRunClosed):
+		code = Closed
+	case errors.Is(err, executor.ErrRunName), errors.Is(err, executor.ErrRunExists):
+		code = InvalidParams
+	case errors.Is(err, executor.ErrRunBusy), errors.Is(err, executor.ErrPlanActive):
+		code = Busy
 	case errors.Is(err, planspec.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
 		errors.Is(err, executor.ErrStateTooBig), errors.Is(err, executor.ErrStateIsFolder), errors.Is(err, executor.ErrSymlink):
 		code = InvalidPlan

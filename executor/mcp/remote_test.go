@@ -77,7 +77,27 @@ func TestHandler_PlanFromHTTPNotAllowed(t *testing.T) {
 	if _, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "shell", "yaml": shell}); out["status"] != core.PlanInvalid {
 		t.Fatalf("a shell agent: %v, want invalid", out)
 	}
-	for _, p := range []string{filepath.Join(w.rt.WS.Dir, "plans", "evil.yaml"), filepath.Join(w.rt.WS.Dir, "plans", "evil2.yaml"), w.rt.WS.State, marker} {
+	// run_start over HTTP holds to the same rule, for a plan given as YAML and
+	// for one of plans/ it names (the client picks which program runs).
+	if res, out := callRaw(t, cs, "run_start", map[string]any{"plan": evil, "run": "evil"}); !res.IsError || out["code"] != string(NotAllowed) {
+		t.Fatalf("run_start of a program over HTTP: %v", out)
+	}
+	// (Its plans folder is one the sidecar does not read, so that the plan is
+	// only ever started through run_start here.)
+	library := filepath.Join(w.rt.WS.Dir, "library")
+	if err := os.MkdirAll(library, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(library, "local.yaml"), []byte(evil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lib := httptest.NewServer(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc), PlansDir: library}))
+	t.Cleanup(lib.Close)
+	if res, out := callRaw(t, httpSession(t, lib.URL), "run_start", map[string]any{"plan": "local", "run": "local"}); !res.IsError || out["code"] != string(NotAllowed) {
+		t.Fatalf("run_start over HTTP of a plan of plans/ that names a program: %v", out)
+	}
+	for _, p := range []string{filepath.Join(w.rt.WS.Dir, "plans", "evil.yaml"), filepath.Join(w.rt.WS.Dir, "plans", "evil2.yaml"), w.rt.WS.State, marker,
+		filepath.Join(w.rt.WS.Dir, "state.evil.json"), filepath.Join(w.rt.WS.Dir, "state.local.json")} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s exists after the refusal (%v)", filepath.Base(p), err)
 		}

@@ -6,6 +6,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -82,6 +84,9 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "step_report", Description: "Report on the step step_current gave: status accepted, milestone, blocked or done, with summary, evidence, risk (none|low|medium|high — reason) and next. Accepted, or refused (an error) with its code and every reason."}, t.stepReport)
 	addTool(s, &sdk.Tool{Name: "retry", Description: "A new try of a blocked or failed step."}, t.retry)
 	addTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
+	addTool(s, &sdk.Tool{Name: "run_start", Description: "Start a run: a plan of plans/ (by name) or given as YAML, with its params, beside the workspace's other runs; answers the run (its name, state file, status, params, progress)."}, t.runStart)
+	addTool(s, &sdk.Tool{Name: "run_list", Description: "The workspace's runs: active, blocked, done, closed and invalid ones, with their params and progress."}, t.runList)
+	addTool(s, &sdk.Tool{Name: "run_close", Description: "Close a run: its agent is stopped as SIGTERM stops it, and its state is archived."}, t.runClose)
 	return s
 }
 
@@ -114,6 +119,9 @@ func Serve(ctx context.Context, opt Options) error {
 type tools struct {
 	opt Options
 	srv *sdk.Server
+
+	runsMu sync.Mutex
+	runs   map[string]Engine // run name → its files engine (runOf)
 }
 
 // PlanInput is a plan to check.
@@ -263,17 +271,22 @@ type Empty struct{}
 // against its own schema, and a few lines of text: on a plan of a
 // thousand steps the report is a hundred kilobytes, which a second copy and a
 // validation pass would make the slowest part of the call.
-func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, _ Empty) (*sdk.CallToolResult, executor.Report, error) {
+func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, executor.Report, error) {
 	var none executor.Report
 	maxRetries, err := executor.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
 	if err != nil {
 		return nil, none, err
 	}
+	v, err := t.runOf(in.Run)
+	if err != nil {
+		return nil, none, err
+	}
+	defer v.close()
 	var r executor.Report
 	found := false
-	err = t.opt.Engine.View(ctx, func(st *planspec.State) {
+	err = v.eng.View(ctx, func(st *planspec.State) {
 		if found = st != nil; found {
-			r, _ = executor.Describe(t.opt.Runtime, st, t.opt.Runtime.Now(), maxRetries)
+			r, _ = executor.Describe(v.rt, st, v.rt.Now(), maxRetries)
 			detach(&r)
 		}
 	})
@@ -282,7 +295,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, _ Empty) (*s
 	}
 	if !found {
 		// No plan yet is an answer: nothing runs, and what to do about it.
-		r = executor.Report{State: t.opt.Runtime.WS.State, Steps: []executor.StepReport{}, Blockers: []string{},
+		r = executor.Report{State: v.rt.WS.State, Steps: []executor.StepReport{}, Blockers: []string{},
 			WaitingFor: executor.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
 	}
 	// The report itself, not its encoding: each json.RawMessage in the answer is
@@ -341,6 +354,7 @@ type LogsInput struct {
 	Step string `json:"step" jsonschema:"the step id"`
 	Try  int    `json:"try,omitempty" jsonschema:"the try; default the latest"`
 	Tail int    `json:"tail,omitempty" jsonschema:"how many last lines; default 200"`
+	Run  string `json:"run,omitempty" jsonschema:"the run; default the workspace's own, state.json"`
 }
 
 // LogsOutput is a log's tail.
@@ -355,9 +369,14 @@ type LogsOutput struct {
 const maxLogRead = 1 << 20
 
 func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) (*sdk.CallToolResult, LogsOutput, error) {
+	v, err := t.runOf(in.Run)
+	if err != nil {
+		return nil, LogsOutput{}, err
+	}
+	defer v.close()
 	try, tries, known := in.Try, 0, false
 	var ids []string
-	err := t.opt.Engine.View(ctx, func(st *planspec.State) {
+	err = v.eng.View(ctx, func(st *planspec.State) {
 		if st == nil {
 			return
 		}
@@ -386,7 +405,7 @@ func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) 
 	if tail <= 0 {
 		tail = 200
 	}
-	path := t.opt.Runtime.WS.LogPath(in.Step, try)
+	path := v.rt.WS.LogPath(in.Step, try)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, LogsOutput{Step: in.Step, Try: try, Lines: []string{}}, nil // a silent agent, or a pulled try: no output
@@ -414,6 +433,7 @@ func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) 
 // NotificationsInput filters notifications.
 type NotificationsInput struct {
 	Since string `json:"since,omitempty" jsonschema:"an RFC 3339 time: only notifications after it"`
+	Run   string `json:"run,omitempty" jsonschema:"only this run's (main: the workspace's own); default every run's, each naming its run"`
 }
 
 // NotificationsOutput are notifications, oldest first.
@@ -433,6 +453,11 @@ func (t *tools) notifications(_ context.Context, _ *sdk.CallToolRequest, in Noti
 			return nil, NotificationsOutput{}, refuse(InvalidParams, fmt.Sprintf("arguments.since: %v; want an RFC 3339 time like 2026-02-10T21:30:00Z", err))
 		}
 	}
+	if in.Run != "" && in.Run != executor.MainRun {
+		if err := executor.ValidRunName(in.Run); err != nil {
+			return nil, NotificationsOutput{}, err
+		}
+	}
 	out := NotificationsOutput{Notifications: []map[string]any{}}
 	data, err := os.ReadFile(filepath.Join(t.opt.Runtime.WS.Dir, executor.MetaDir, "notifications.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -445,6 +470,9 @@ func (t *tools) notifications(_ context.Context, _ *sdk.CallToolRequest, in Noti
 		rec, ok := notify.FeedRecord(line)
 		var n map[string]any
 		if !ok || json.Unmarshal(rec, &n) != nil {
+			continue
+		}
+		if run, _ := n["run"].(string); in.Run != "" && run != in.Run && !(in.Run == executor.MainRun && run == "") {
 			continue
 		}
 		if !since.IsZero() {
@@ -508,12 +536,17 @@ func (t *tools) live(client string) bool {
 	return false
 }
 
-func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, _ Empty) (*sdk.CallToolResult, CurrentOutput, error) {
-	o, ok, why, err := t.opt.Engine.Current(ctx, clientID(req), t.live)
+func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, CurrentOutput, error) {
+	v, err := t.runOf(in.Run)
+	if err != nil {
+		return nil, CurrentOutput{}, err
+	}
+	defer v.close()
+	o, ok, why, err := v.eng.Current(ctx, clientID(req), t.live)
 	if err != nil || !ok {
 		return nil, CurrentOutput{Why: why}, err
 	}
-	off := &Offer{ID: o.Step, Try: o.Try, Prompt: o.Prompt, RequiredOutputs: o.RequiredOutputs, Token: o.Token}
+	off := &Offer{ID: o.Step, Try: o.Try, Prompt: o.Prompt, RequiredOutputs: o.RequiredOutputs, Token: runToken(v.name, o.Token)}
 	if off.RequiredOutputs == nil {
 		off.RequiredOutputs = []string{}
 	}
@@ -533,6 +566,7 @@ type ReportInput struct {
 	Next      string   `json:"next" jsonschema:"what comes next; none when done"`
 	Artifacts []string `json:"artifacts,omitempty" jsonschema:"workspace paths the report names"`
 	Result    any      `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes (any JSON value)"`
+	Run       string   `json:"run,omitempty" jsonschema:"the run; the token names it, so it may be left out"`
 }
 
 // ReportVerdict is accepted, or refused with every reason.
@@ -545,7 +579,17 @@ type ReportVerdict struct {
 }
 
 func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in ReportInput) (*sdk.CallToolResult, ReportVerdict, error) {
-	step, try, err := t.opt.Engine.Verify(in.Token)
+	run, token := tokenRun(in.Token)
+	if in.Run != "" && in.Run != executor.MainRun && in.Run != run || in.Run == executor.MainRun && run != "" {
+		return nil, ReportVerdict{}, refuse(InvalidParams, fmt.Sprintf("arguments.run: %s, but the token is a try of run %s; leave run out, the token names its run",
+			in.Run, cmp.Or(run, executor.MainRun)))
+	}
+	v, err := t.runOf(run)
+	if err != nil {
+		return nil, ReportVerdict{}, err
+	}
+	defer v.close()
+	step, try, err := v.eng.Verify(token)
 	if err != nil {
 		return nil, ReportVerdict{}, err
 	}
@@ -556,19 +600,20 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 			return nil, ReportVerdict{}, refuse(InvalidParams, fmt.Sprintf("arguments.result: %v", err))
 		}
 	}
-	v := ReportVerdict{Step: step, Try: try}
-	v.Accepted, v.Reasons, err = t.opt.Engine.Report(ctx, step, try, rep)
-	if err == nil && !v.Accepted {
-		r := reportRefusal(v.Reasons, rep)
-		v.Code = r.Code
-		return nil, v, r
+	verdict := ReportVerdict{Step: step, Try: try}
+	verdict.Accepted, verdict.Reasons, err = v.eng.Report(ctx, step, try, rep)
+	if err == nil && !verdict.Accepted {
+		r := reportRefusal(verdict.Reasons, rep)
+		verdict.Code = r.Code
+		return nil, verdict, r
 	}
-	return nil, v, err
+	return nil, verdict, err
 }
 
 // StepInput names a step.
 type StepInput struct {
 	Step string `json:"step" jsonschema:"the step id"`
+	Run  string `json:"run,omitempty" jsonschema:"the run; default the workspace's own, state.json"`
 }
 
 // Queued says a request was taken.
@@ -578,14 +623,21 @@ type Queued struct {
 }
 
 func (t *tools) retry(ctx context.Context, _ *sdk.CallToolRequest, in StepInput) (*sdk.CallToolResult, Queued, error) {
-	if err := t.opt.Engine.Retry(ctx, in.Step); err != nil {
-		return nil, Queued{}, err
-	}
-	return nil, Queued{Step: in.Step, Queued: true}, nil
+	return t.queue(ctx, in, Engine.Retry)
 }
 
 func (t *tools) trigger(ctx context.Context, _ *sdk.CallToolRequest, in StepInput) (*sdk.CallToolResult, Queued, error) {
-	if err := t.opt.Engine.Trigger(ctx, in.Step); err != nil {
+	return t.queue(ctx, in, Engine.Trigger)
+}
+
+// queue asks the run's engine for a retry or a trigger of a step.
+func (t *tools) queue(ctx context.Context, in StepInput, ask func(Engine, context.Context, string) error) (*sdk.CallToolResult, Queued, error) {
+	v, err := t.runOf(in.Run)
+	if err != nil {
+		return nil, Queued{}, err
+	}
+	defer v.close()
+	if err := ask(v.eng, ctx, in.Step); err != nil {
 		return nil, Queued{}, err
 	}
 	return nil, Queued{Step: in.Step, Queued: true}, nil
