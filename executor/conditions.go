@@ -113,10 +113,10 @@ func tryStarted(run *planspec.StepRun) time.Time {
 	return t
 }
 
-// Render renders step id's title and instruction from their templates (DESIGN
-// §13) with what its conditions see as of now.
-func (c *Conditions) Render(now time.Time, id string) (title, instruction string, err error) {
-	return planspec.RenderStep(c.st.Steps[id], c.env(now, id))
+// Render renders step id's templates (DESIGN §13): its title, instruction and
+// agent arguments, with what its conditions see as of now.
+func (c *Conditions) Render(now time.Time, id string) (*planspec.StepSpec, error) {
+	return planspec.RenderSpec(c.st.Steps[id], c.st.Settings.Agent, c.env(now, id))
 }
 
 // Summary evaluates the plan's summary expressions (DESIGN §13) with what a

@@ -72,6 +72,7 @@ func (d *planDecoder) agent(n *yaml.Node, field string) AgentSpec {
 		d.alias(n, field)
 	case n.Kind == yaml.SequenceNode:
 		argv := d.words(n, field)
+		d.agentTemplates(n, field)
 		if err := CheckAgentArgv(argv, nil); err != nil {
 			d.fail(n, field, "%s: %v", lastKey(field), err)
 			d.errs[len(d.errs)-1].Err = err
@@ -112,6 +113,7 @@ func (d *planDecoder) agentMapping(n *yaml.Node, field string) AgentSpec {
 				}
 				return nil
 			})
+			d.agentTemplates(v, f)
 		default:
 			d.unknownKey(k, field, []string{"preset", "args"}, nil, "", "")
 		}

@@ -157,6 +157,9 @@ func checkProgram(argv []string, resolve func(string) string) error {
 			return &AgentCodeError{Reason: prev + " would run the prompt as its program"}
 		}
 		word := argv[i]
+		if HasTemplate(word) {
+			return fmt.Errorf("%q: a ${…} template may not stand for the program: write the program in the plan, and templates in its arguments, like [claude, --model, \"${params.model}\"]", word)
+		}
 		names := []string{ProgramName(word)}
 		if resolve != nil {
 			if real := resolve(word); real != "" {

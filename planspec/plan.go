@@ -98,6 +98,9 @@ func (p *Plan) State(source, hash string) *State {
 		if HasTemplate(spec.Title) {
 			spec.TitleTemplate = spec.Title
 		}
+		if spec.Agent.HasTemplate() {
+			spec.AgentTemplate = spec.Agent.Clone()
+		}
 		if spec.Retries != nil {
 			n := *spec.Retries
 			spec.Retries = &n

@@ -92,6 +92,9 @@ type StepSpec struct {
 	// Title hold their rendering once a try starts.
 	InstructionTemplate string
 	TitleTemplate       string
+	// AgentTemplate is the agent as the plan wrote it when an argument holds a
+	// ${EXPR}: Agent holds its rendering once a try starts.
+	AgentTemplate AgentSpec
 
 	raw object
 }
@@ -577,6 +580,7 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "resume", sp.Resume, sp.Resume != nil)
 	setOrDel(&o, "instructionTemplate", sp.InstructionTemplate, sp.InstructionTemplate != "")
 	setOrDel(&o, "titleTemplate", sp.TitleTemplate, sp.TitleTemplate != "")
+	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
 	return o
 }
 

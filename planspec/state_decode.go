@@ -258,6 +258,9 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if r, ok := o.vals["fallback"]; ok {
 		sp.Fallback = d.fallback(p+"fallback", r)
 	}
+	if r, ok := o.vals["agentTemplate"]; ok {
+		sp.AgentTemplate = d.agent(p+"agentTemplate", r)
+	}
 	sp.Reports = d.reportsMode(o, p)
 	sp.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
 	sp.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")

@@ -160,6 +160,7 @@ func (sp *StepSpec) copy() StepSpec {
 	c.RequiredOutputs = slices.Clone(sp.RequiredOutputs)
 	c.On = slices.Clone(sp.On)
 	c.Agent = sp.Agent.Clone()
+	c.AgentTemplate = sp.AgentTemplate.Clone()
 	c.Fallback = slices.Clone(sp.Fallback)
 	c.Result = slices.Clone(sp.Result)
 	if sp.Retries != nil {
@@ -179,6 +180,7 @@ func (sp *StepSpec) equal(o *StepSpec) bool {
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.Timeout == o.Timeout && sp.AwaitOutputs == o.AwaitOutputs &&
 		eqPtr(sp.Retries, o.Retries) && sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) &&
+		sp.AgentTemplate.Equal(o.AgentTemplate) && sp.InstructionTemplate == o.InstructionTemplate && sp.TitleTemplate == o.TitleTemplate &&
 		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
 		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
 		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid && sp.ResultFrom == o.ResultFrom &&

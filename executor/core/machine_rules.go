@@ -355,13 +355,13 @@ func (m *Machine) summarize(d Decision) bool {
 
 // render renders step id's templates when its try starts, with what its
 // conditions see; without a workspace (no Probe), with the state alone.
-func (m *Machine) render(id string) (title, instruction string, err error) {
+func (m *Machine) render(id string) (*planspec.StepSpec, error) {
 	if r, ok := m.conds.(interface {
-		Render(now time.Time, id string) (string, string, error)
+		Render(now time.Time, id string) (*planspec.StepSpec, error)
 	}); ok {
 		return r.Render(m.now, id)
 	}
-	return planspec.RenderStep(m.st.Steps[id], &planspec.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
+	return planspec.RenderSpec(m.st.Steps[id], m.st.Settings.Agent, &planspec.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
 		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params})
 }
 

@@ -64,9 +64,10 @@ type Facts struct {
 	// Skipped, when set, hears each step the pass marks DONE by its skip, so
 	// that the user is told of it as of any other step's end.
 	Skipped func(id string)
-	// Render renders step id's title and instruction templates (DESIGN §13)
-	// when its try starts. Nil means templates are not rendered.
-	Render func(id string) (title, instruction string, err error)
+	// Render renders step id's templates (DESIGN §13) when its try starts:
+	// its title, instruction and agent arguments (planspec.RenderSpec). Nil
+	// means templates are not rendered.
+	Render func(id string) (*planspec.StepSpec, error)
 }
 
 // Reconcile applies the check contract to st in memory: it advances the cursor past
@@ -355,12 +356,12 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 // rendered spec replaces the one in st (specs are replaced, never edited in
 // place), so that state.json holds the plain prompt. A template that fails to
 // evaluate fails the try with the reason: ok is false and nothing may launch.
-func renderTry(st *planspec.State, id string, now time.Time, render func(string) (string, string, error)) (spec *planspec.StepSpec, ok bool) {
+func renderTry(st *planspec.State, id string, now time.Time, render func(string) (*planspec.StepSpec, error)) (spec *planspec.StepSpec, ok bool) {
 	spec = st.Steps[id]
-	if render == nil || spec == nil || spec.InstructionTemplate == "" && spec.TitleTemplate == "" {
+	if render == nil || spec == nil || !hasTemplates(st, spec) {
 		return spec, true
 	}
-	title, instruction, err := render(id)
+	rendered, err := render(id)
 	if err != nil {
 		run := st.Run(id)
 		msg := err.Error()
@@ -369,20 +370,25 @@ func renderTry(st *planspec.State, id string, now time.Time, render func(string)
 		run.LastRunIso = planspec.FormatISO(now)
 		return spec, false
 	}
-	if title == spec.Title && instruction == spec.Instruction {
+	if rendered == spec || rendered.Title == spec.Title && rendered.Instruction == spec.Instruction &&
+		rendered.Agent.Equal(spec.Agent) && rendered.AgentTemplate.Equal(spec.AgentTemplate) {
 		return spec, true
 	}
-	rendered := *spec
-	rendered.Title, rendered.Instruction = title, instruction
-	st.Steps[id] = &rendered
-	return &rendered, true
+	st.Steps[id] = rendered
+	return rendered, true
+}
+
+// hasTemplates reports whether a try of the step renders something: its title,
+// its instruction, its agent's arguments, or the plan's agent's that it runs.
+func hasTemplates(st *planspec.State, spec *planspec.StepSpec) bool {
+	return spec.InstructionTemplate != "" || spec.TitleTemplate != "" || !planspec.AgentTemplateOf(spec, st.Settings.Agent).IsZero()
 }
 
 // runnerDecision is the original runner's choice: the step at the cursor, whatever
 // its status, after stepDelayMinutes for a retry.
 // A template of the step that fails to evaluate fails its try (changed) and
 // nothing runs.
-func runnerDecision(st *planspec.State, now time.Time, render func(string) (string, string, error)) (d Decision, ok, changed bool) {
+func runnerDecision(st *planspec.State, now time.Time, render func(string) (*planspec.StepSpec, error)) (d Decision, ok, changed bool) {
 	if st.CurrentStep >= len(st.StepQueue) {
 		return Decision{}, false, false
 	}
