@@ -11,12 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/watcher"
 )
 
 func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -197,64 +198,36 @@ func (l *logReader) tryState() (started, over bool) {
 	return false, false
 }
 
-// follow prints the log as it grows until the try is over. It watches the log's
-// folder and the state's folder, made if missing so that a try not yet started
-// can be waited for; it never polls.
+// follow prints the log as it grows until the try is over. It watches the log
+// and the state file, the log's folders made or not, so that a try not yet
+// started can be waited for; it never polls.
 func (l *logReader) follow(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch the log: %w", err)
-	}
-	defer w.Close()
 	if err := requireFolders(l.ws.Dir); err != nil {
 		return err
 	}
-	logDir := filepath.Dir(l.ws.LogPath(l.step, l.try))
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return fmt.Errorf("watch %s: %w", logDir, err)
+	logRel, err := filepath.Rel(l.ws.Dir, l.ws.LogPath(l.step, l.try))
+	if err != nil {
+		return fmt.Errorf("watch the log: %w", err)
 	}
-	for _, d := range []string{logDir, filepath.Dir(l.ws.State)} {
-		if err := w.Add(d); err != nil {
-			return fmt.Errorf("watch %s: %w", d, err)
-		}
-	}
-	logName, stateName := filepath.Base(l.ws.LogPath(l.step, l.try)), filepath.Base(l.ws.State)
-	// check prints what is new and says whether the try is over. The state is
-	// read before the log, so that the last output is printed after the try ended.
-	// A log there before its try started is an older run's, about to be replaced.
-	check := func() (bool, error) {
+	cfg := watcher.Config{Root: l.ws.Dir, Paths: []string{filepath.ToSlash(logRel), filepath.Base(l.ws.State)}, Settle: time.Millisecond}
+	// Each call prints what is new and says whether the try is over. The state
+	// is read before the log, so that the last output is printed after the try
+	// ended. A log there before its try started is an older run's, about to be
+	// replaced.
+	err = watcher.Follow(ctx, cfg, func(*watcher.Batch) (time.Duration, bool, error) {
 		started, over := l.tryState()
 		if !started {
-			return false, nil
+			return 0, false, nil
 		}
 		if _, err := l.copyNew(); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return true, err
+			return 0, true, err
 		}
-		return over, nil
+		return 0, over, nil
+	})
+	if ctx.Err() != nil && err == nil {
+		return nil
 	}
-	if over, err := check(); over || err != nil {
-		return l.ended(err)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return errors.New("file watcher stopped")
-			}
-			if n := filepath.Base(ev.Name); n != logName && n != stateName {
-				continue
-			}
-		case _, ok := <-w.Errors:
-			if !ok {
-				return errors.New("file watcher stopped")
-			}
-		}
-		if over, err := check(); over || err != nil {
-			return l.ended(err)
-		}
-	}
+	return l.ended(err)
 }
 
 // ended closes a follow: a try that printed nothing says so.

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/watcher"
 )
 
 // Engine is what the tools ask of the workspace's plan: the in-process sidecar's
@@ -167,41 +167,31 @@ func (e *filesEngine) queue(t core.Trigger) error {
 }
 
 // waitDir runs act once dir is watched, then waits for done to hold, re-checking
-// on every event in dir, until timeout.
+// on every change in dir, until timeout.
 func waitDir(ctx context.Context, dir string, timeout time.Duration, act func() error, done func() bool) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	defer w.Close()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := w.Add(dir); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	held := false
+	cfg := watcher.Config{Root: filepath.Dir(dir), Paths: []string{filepath.Base(dir)}, Settle: time.Millisecond}
+	err := watcher.Follow(ctx, cfg, func(b *watcher.Batch) (time.Duration, bool, error) {
+		if b == nil && act != nil {
+			err := act()
+			act = nil
+			if err != nil {
+				return 0, true, err
+			}
+		}
+		held = done()
+		return 0, held, nil
+	})
+	switch {
+	case err != nil || held:
 		return err
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return errors.New("timed out")
 	}
-	if act != nil {
-		if err := act(); err != nil {
-			return err
-		}
-	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !done() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return errors.New("timed out")
-		case _, ok := <-w.Events:
-			if !ok {
-				return errors.New("watcher closed")
-			}
-		case err, ok := <-w.Errors:
-			if ok && errors.Is(err, fsnotify.ErrEventOverflow) {
-				continue
-			}
-		}
-	}
-	return nil
+	return ctx.Err()
 }

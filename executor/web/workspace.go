@@ -8,12 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/watcher"
 )
 
 // NotesShown is how many of the newest notifications a workspace's page shows.
@@ -51,38 +50,22 @@ func (w *Workspace) Poke() { w.Notify() }
 // ctx ends: its sinks write it after the notification's OnChange, from their own
 // goroutine. The workspace's .stepseq folder must exist (a sidecar made it).
 func (w *Workspace) WatchFeed(ctx context.Context) error {
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	meta := filepath.Dir(w.rt.WS.JournalPath())
-	if err := fw.Add(meta); err != nil {
-		fw.Close()
-		return err
-	}
-	feed := filepath.Join(meta, notify.FeedName)
+	cfg := watcher.Config{Root: filepath.Dir(w.rt.WS.JournalPath()), Paths: []string{notify.FeedName}}
+	armed := make(chan error, 1)
 	go func() {
-		defer fw.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-fw.Events:
-				if !ok {
-					return
-				}
-				if ev.Name == feed {
-					w.Poke()
-				}
-			case _, ok := <-fw.Errors:
-				if !ok {
-					return
-				}
+		err := watcher.Follow(ctx, cfg, func(b *watcher.Batch) (time.Duration, bool, error) {
+			if b == nil {
+				armed <- nil // the first call: the watch is set
+			} else {
 				w.Poke()
 			}
+			return 0, false, nil
+		})
+		if err != nil {
+			armed <- err // it failed before its first call
 		}
 	}()
-	return nil
+	return <-armed
 }
 
 // View reads the workspace as of now. A state file that cannot be read is a
