@@ -13,6 +13,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/mcp"
+	"github.com/stepseq/stepseq/executor/notify"
 )
 
 func newMCPCmd(g *globals, stdout io.Writer) *cobra.Command {
@@ -50,7 +51,11 @@ that step and try. watch --listen serves the same tools at /mcp.
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			opt := mcp.Options{Runtime: rt, PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
-			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir})
+			// Its own sidecar tells the user as watch's does: the feed, the
+			// plan's sinks and the notifications tool. The notifier opens once
+			// the sidecar holds the workspace lock.
+			notes := &lateNotifier{}
+			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir, Notifier: notes})
 			var loop chan error
 			switch {
 			case errors.Is(err, executor.ErrLocked):
@@ -64,6 +69,10 @@ that step and try. watch --listen serves the same tools at /mcp.
 			case err != nil:
 				return err
 			default:
+				if notes.Follower, err = notify.NewFollower(notifyConfig(rt, nil, nil), rt.WS.State); err != nil {
+					return &exitError{code: 2, err: err}
+				}
+				defer notes.Close(notifyFlush)
 				opt.Engine = mcp.SidecarEngine(sc)
 				loop = make(chan error, 1)
 				go func() { loop <- sc.Run(ctx) }()

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -125,4 +126,41 @@ func TestHandler_StreamableHTTP(t *testing.T) {
 	}
 	t.Cleanup(func() { cs.Close() })
 	drive(t, cs)
+}
+
+// A plan run by stepseq mcp's own sidecar notifies as one run by watch does:
+// .stepseq/notifications.jsonl, the plan's notify sinks and the notifications
+// tool. Its sidecar had no notifier, and told nobody.
+func TestBinary_StdioOwnSidecarNotifies(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	plan := "name: told\nnotify:\n  - command: [sh, -c, 'cat >> notes.jsonl && echo >> notes.jsonl']\n" +
+		"agent: [\"true\"]\nsteps:\n  - id: one\n    title: One\n    instruction: do one\n"
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plans", "told.yaml"), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := stdioSession(t, dir)
+	out := waitTool(t, cs, "notifications", map[string]any{}, func(o map[string]any) bool {
+		return strings.Contains(fmt.Sprint(o["notifications"]), "plan_done")
+	})
+	if s := fmt.Sprint(out["notifications"]); !strings.Contains(s, "dispatching") || !strings.Contains(s, "done") {
+		t.Errorf("notifications tool: %v", s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".stepseq", "notifications.jsonl")); err != nil {
+		t.Errorf("no notifications.jsonl: %v", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		data, _ := os.ReadFile(filepath.Join(dir, "notes.jsonl"))
+		if strings.Contains(string(data), `"event":"plan_done"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan's notify command never heard the plan's end; it got:\n%s", data)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
