@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -59,8 +61,80 @@ func callOnce(t *testing.T, dir, name string, args any) (*sdk.CallToolResult, ma
 // the report made with a token an earlier process issued. A token of a try that
 // is over is refused as stale.
 func TestBinary_PullClientReconnectsBetweenCalls(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	if res, out := callOnce(t, dir, "plan_submit", map[string]any{"name": "pull", "yaml": reconnectPlan}); res.IsError || out["status"] != "active" {
+	reconnectEveryCall(t, dir, func(name string, args any) (*sdk.CallToolResult, map[string]any) { return callOnce(t, dir, name, args) })
+}
+
+// TestBinary_PullClientReconnectsOverHTTP: the same worker over streamable
+// HTTP, against a live `watch --listen` that wants a token: a new session for
+// every call, closed after it, as a client that exits closes its own.
+func TestBinary_PullClientReconnectsOverHTTP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const token = "the-reconnect-token-0123456789"
+	url := listenWatch(t, dir, token)
+	client := &http.Client{Transport: bearerTransport{token: token}}
+	reconnectEveryCall(t, dir, func(name string, args any) (*sdk.CallToolResult, map[string]any) {
+		t.Helper()
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "reconnecting", Version: "1"}, nil).
+			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: client}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		return callRaw(t, cs, name, args)
+	})
+}
+
+// bearerTransport sends the listener's token.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// listenWatch runs `watch --listen` on a free loopback port for dir, with
+// token, and returns its /mcp address once it listens.
+func listenWatch(t *testing.T, dir, token string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	watch := exec.Command(stepseqBinary(t), "watch", "--listen", addr, dir)
+	watch.Env = append(os.Environ(), "STEPSEQ_TOKEN="+token)
+	watch.Stderr = &testLog{t: t}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = watch.Process.Signal(os.Interrupt)
+		_ = watch.Wait()
+	})
+	deadline := time.Now().Add(reconnectWait)
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return "http://" + addr + "/mcp"
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("watch --listen never listened")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// reconnectEveryCall drives a plan of three pulled steps with a new client for
+// every call (callOnce), and checks that it ends DONE with one try a step, no
+// error, no interruption.
+func reconnectEveryCall(t *testing.T, dir string, callOnce func(name string, args any) (*sdk.CallToolResult, map[string]any)) {
+	t.Helper()
+	if res, out := callOnce("plan_submit", map[string]any{"name": "pull", "yaml": reconnectPlan}); res.IsError || out["status"] != "active" {
 		t.Fatalf("plan_submit: %v %v", out, res.Content)
 	}
 	fi, err := os.Stat(filepath.Join(dir, ".stepseq", "pull.key"))
@@ -70,12 +144,12 @@ func TestBinary_PullClientReconnectsBetweenCalls(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("token key mode %04o, want 0600", fi.Mode().Perm())
 	}
-	// current asks fresh processes until one offers a step other than done.
+	// current asks fresh clients until one offers a step other than done.
 	current := func(done map[string]bool) map[string]any {
 		t.Helper()
 		deadline := time.Now().Add(reconnectWait)
 		for {
-			res, out := callOnce(t, dir, "step_current", map[string]any{})
+			res, out := callOnce("step_current", map[string]any{})
 			if res.IsError {
 				t.Fatalf("step_current: %v", res.Content)
 			}
@@ -96,20 +170,20 @@ func TestBinary_PullClientReconnectsBetweenCalls(t *testing.T) {
 		}
 		again := current(done)
 		if again["id"] != id || again["try"] != 1.0 || again["prompt"] != step["prompt"] || again["token"] != step["token"] {
-			t.Fatalf("after a restart: %v, want the same offer %v", again, step)
+			t.Fatalf("after a reconnect: %v, want the same offer %v", again, step)
 		}
 		if strings.Contains(again["prompt"].(string), "Interrupted") {
-			t.Errorf("prompt after a restart: %q", again["prompt"])
+			t.Errorf("prompt after a reconnect: %q", again["prompt"])
 		}
-		token := step["token"].(string) // issued two processes ago
+		token := step["token"].(string) // issued two clients ago
 		for _, status := range []string{"accepted", "done"} {
-			if res, out := callOnce(t, dir, "step_report", report(token, status, nil)); res.IsError || out["accepted"] != true {
+			if res, out := callOnce("step_report", report(token, status, nil)); res.IsError || out["accepted"] != true {
 				t.Fatalf("step %s %s: %v %v", id, status, out, res.Content)
 			}
 		}
 		done[id] = true
 		if stale != "" {
-			if res, out := callOnce(t, dir, "step_report", report(stale, "milestone", nil)); !res.IsError || out["code"] != string(Stale) {
+			if res, out := callOnce("step_report", report(stale, "milestone", nil)); !res.IsError || out["code"] != string(Stale) {
 				t.Errorf("a token of a finished step: %v %v, want refused with code %s", out, res.Content, Stale)
 			}
 		}
@@ -117,7 +191,7 @@ func TestBinary_PullClientReconnectsBetweenCalls(t *testing.T) {
 	}
 	deadline := time.Now().Add(reconnectWait)
 	for {
-		if _, out := callOnce(t, dir, "status", map[string]any{}); out["status"] == planspec.StatusDone {
+		if _, out := callOnce("status", map[string]any{}); out["status"] == planspec.StatusDone {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -120,5 +120,20 @@ if (!v.accepted) fail(`done refused: ${JSON.stringify(v)}`);
 
 const st = await until("status", {}, (o) => o.status === "DONE", "plan never DONE");
 if (st.steps.length !== 2) fail(`status: ${JSON.stringify(st)}`);
+
+// Runs: the plan submitted is listed, and a run of it starts beside the
+// workspace's own; the tools that touch a run take it.
+const listed = await call("plan_list");
+const e2e = listed.plans.find((p) => p.name === "e2e");
+if (!e2e || !e2e.valid || e2e.steps.map((s) => s.title).join(",") !== "Fetch,Use") fail(`plan_list: ${JSON.stringify(listed)}`);
+const started = await call("run_start", { plan: "e2e", run: "side" });
+if (started.run.name !== "side" || started.run.state !== "state.side.json") fail(`run_start: ${JSON.stringify(started)}`);
+await refused("run_start", { plan: "e2e", run: "side" }, "invalid_params");
+const runs = await call("run_list", { filter: "side" });
+if (runs.runs.length !== 1 || runs.runs[0].name !== "side") fail(`run_list: ${JSON.stringify(runs)}`);
+const side = await call("status", { run: "side" });
+if (side.plan !== "e2e" || side.steps.length !== 2) fail(`status of a run: ${JSON.stringify(side)}`);
+await call("logs", { run: "side", step: "fetch" });
+await refused("status", { run: "nope" }, "not_found");
 await client.close();
 console.log(`e2e ${mode}: ok`);
