@@ -272,3 +272,38 @@ func TestServer_GoneSessionDoesNotHoldTheTry(t *testing.T) {
 		})
 	}
 }
+
+// TestBinary_StrangerIsUnauthorized: a client without the token that calls
+// run_start on watch --listen's /mcp is refused with 401 and the code
+// unauthorized, and nothing starts.
+func TestBinary_StrangerIsUnauthorized(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := listenWatch(t, dir, "the-stranger-token-0123456789")
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"stranger","version":"1"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_start","arguments":{"plan":"steps:\n  - id: a\n    title: A\n    instruction: a\n","run":"x"}}}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rpc struct {
+			Error struct {
+				Message string
+				Data    struct{ Code string }
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&rpc)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || err != nil || rpc.Error.Data.Code != string(Unauthorized) || !strings.Contains(rpc.Error.Message, "no token") {
+			t.Errorf("a stranger's request: %d %+v (%v), want 401 with code unauthorized", resp.StatusCode, rpc, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.x.json")); !os.IsNotExist(err) {
+		t.Errorf("a stranger started a run (%v)", err)
+	}
+}
