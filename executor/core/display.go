@@ -19,8 +19,8 @@ const (
 )
 
 // DisplayPhase is step id's phase as a person reads it. A record the original
-// wrote has none: its status says it, and a FAILED step whose blocker is
-// recorded is blocked. Nobody is told a step is in progress before its worker
+// wrote has none: its status says it (a FAILED one is "failed", blocked or not:
+// its blocker, StepBlocker, tells). Nobody is told a step is in progress before its worker
 // said so: a dispatched step shows "dispatching", or "running" when the plan
 // takes no reports.
 func DisplayPhase(st *planspec.State, id string) string {
@@ -35,11 +35,6 @@ func DisplayPhase(st *planspec.State, id string) string {
 			phase = planspec.PhaseDispatching
 		case planspec.StatusDone:
 			phase = planspec.PhaseDone
-		case planspec.StatusFailed:
-			phase = planspec.PhasePlanned
-			if _, ok := StepBlocker(st, id); ok {
-				phase = planspec.PhaseBlocked
-			}
 		default:
 			phase = planspec.PhasePlanned
 		}

@@ -20,7 +20,7 @@ func TestDisplayPhase(t *testing.T) {
 		{"a record the original wrote", `{"b":{"status":"IN_PROGRESS","tries":1}}`, `[]`, "running"},
 		{"failed, retry due", `{"b":{"status":"FAILED","tries":1,"phase":"planned"}}`, `[]`, "failed"},
 		{"blocked", `{"b":{"status":"FAILED","tries":1,"phase":"blocked"}}`, `[]`, "blocked"},
-		{"the original's blocked record", `{"b":{"status":"FAILED","tries":3}}`, `["b: max retries (3) exceeded"]`, "blocked"},
+		{"the original's blocked record", `{"b":{"status":"FAILED","tries":3}}`, `["b: max retries (3) exceeded"]`, "failed"},
 		{"the original's failed record, another step's blocker", `{"b":{"status":"FAILED","tries":1}}`, `["build: max retries (3) exceeded"]`, "failed"},
 		{"done", `{"b":{"status":"DONE","tries":1}}`, `[]`, "done"},
 	}

@@ -128,12 +128,17 @@ func (w *Workspace) View() View {
 
 // phaseOf is a step's phase in the page's words: the core's display phase,
 // where a step of a plan without reports is in_progress (the page words it
-// "running" itself) and a failed step whose retry is due is planned again.
+// "running" itself), and a failed step is blocked when its blocker is
+// recorded (the original's record of a step out of retries), else planned
+// again for its retry.
 func phaseOf(st *planspec.State, id string) string {
 	switch phase := core.DisplayPhase(st, id); phase {
 	case core.PhaseRunning:
 		return PhaseInProgress
 	case core.PhaseFailed:
+		if _, own := core.StepBlocker(st, id); own {
+			return PhaseBlocked
+		}
 		return PhasePlanned
 	default:
 		return phase
