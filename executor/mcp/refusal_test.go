@@ -166,6 +166,13 @@ func TestTools_AnswersConform(t *testing.T) {
 		t.Errorf("logs of a step not run yet: %v, want try 0 and no line", out)
 	}
 	check("logs", map[string]any{"step": "fetch"})
+	check("plan_list", map[string]any{})
+	check("run_start", map[string]any{"plan": pullPlan, "run": "side"})
+	check("run_list", map[string]any{})
+	check("status", map[string]any{"run": "side"})
+	check("step_current", map[string]any{"run": "side"})
+	check("notifications", map[string]any{"run": "side"})
+	check("trigger", map[string]any{"run": "side", "step": "fetch"})
 }
 
 // TestTools_SchemasPortable holds every tool's schemas to the rules the MCP

@@ -131,10 +131,11 @@ func TestServer_RunClose(t *testing.T) {
 	if _, errText := call(t, cs, "run_start", map[string]any{"plan": pullPlan, "run": "r1"}); errText != "" {
 		t.Fatal(errText)
 	}
-	out, errText := call(t, cs, "run_close", map[string]any{"run": "r1"})
-	if run, _ := out["run"].(map[string]any); errText != "" || run["status"] != executor.RunClosed {
-		t.Fatalf("run_close: %v %s", out, errText)
+	res, out := callRaw(t, cs, "run_close", map[string]any{"run": "r1"})
+	if run, _ := out["run"].(map[string]any); res.IsError || run["status"] != executor.RunClosed {
+		t.Fatalf("run_close: %v", out)
 	}
+	conforms(t, toolSchemas(t, cs), "run_close", res)
 	if _, err := os.Stat(filepath.Join(dir, "state.r1.json")); !os.IsNotExist(err) {
 		t.Errorf("state.r1.json is still there (%v)", err)
 	}
