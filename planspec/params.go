@@ -91,8 +91,9 @@ func (p *Plan) ParamNames() []string {
 // ResolveParams checks the params a run is given against the plan's and returns
 // the run's params: each given one, else its default. An unknown param, a
 // required one (no default) not given and a value its schema refuses are each a
-// problem of the *ParamsError. Values are returned as JSON reads them, so that a
-// run and its resumption see the same types.
+// problem of the *ParamsError. Values are returned as JSON reads them, whole
+// numbers as ints, as the state file is read, so that a run and its
+// resumption see the same types.
 func (p *Plan) ResolveParams(given map[string]any) (map[string]any, error) {
 	var problems []string
 	out := make(map[string]any, len(p.Params))
@@ -145,7 +146,7 @@ func (p *Plan) ResolveParams(given map[string]any) (map[string]any, error) {
 		var norm any
 		dec := json.NewDecoder(bytes.NewReader(b))
 		if err := dec.Decode(&norm); err == nil {
-			out[pp.Name] = norm
+			out[pp.Name] = wholeNumbers(norm)
 		}
 	}
 	if len(problems) > 0 {

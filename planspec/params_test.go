@@ -53,7 +53,7 @@ func TestResolveParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"max_rounds": float64(3), "target": ".", "ticket": map[string]any{"id": "T-1"}}
+	want := map[string]any{"max_rounds": 3, "target": ".", "ticket": map[string]any{"id": "T-1"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("params (-want +got):\n%s", diff)
 	}

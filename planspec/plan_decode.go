@@ -41,6 +41,7 @@ type stepRef struct {
 	field string
 	key   string
 	cond  *Condition
+	tpl   *Template // the template the names are read from; nil for an expression
 }
 
 func (d *planDecoder) fail(n *yaml.Node, field, format string, args ...any) {

@@ -100,6 +100,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 	}
 	d.compileConditions()
 	d.checkRefs(first, p.Vars, p.ParamNames())
+	d.checkParamTypes(p.Params)
 	return p
 }
 
@@ -319,7 +320,7 @@ func (d *planDecoder) template(n *yaml.Node, field, src string) {
 	steps, vars, params := t.names()
 	if len(steps)+len(vars)+len(params) > 0 {
 		c := &Condition{src: src, steps: steps, vars: vars, params: params}
-		d.refs = append(d.refs, stepRef{node: n, field: field, key: lastKey(field), cond: c})
+		d.refs = append(d.refs, stepRef{node: n, field: field, key: lastKey(field), cond: c, tpl: t})
 	}
 }
 

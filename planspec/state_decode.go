@@ -393,6 +393,9 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 		if err := json.Unmarshal(r, &st.Params); err != nil {
 			d.fail(p+"params", "want an object, got %s", describe(r))
 		}
+		for k, v := range st.Params {
+			st.Params[k] = wholeNumbers(v)
+		}
 	}
 	st.Reports = d.reportsMode(o, p)
 	st.LaunchTimeout = d.optDuration(o, p, "launchTimeout")

@@ -20,6 +20,7 @@ type Template struct {
 type templatePart struct {
 	lit  string
 	expr *Condition
+	off  int // the byte offset of the expression in the template
 }
 
 // HasTemplate reports whether s holds a ${EXPR} (or a $${) to render: text
@@ -57,7 +58,7 @@ func CompileTemplate(src string) (*Template, error) {
 				t.parts = append(t.parts, templatePart{lit: lit.String()})
 				lit.Reset()
 			}
-			t.parts = append(t.parts, templatePart{expr: c})
+			t.parts = append(t.parts, templatePart{expr: c, off: i + 2})
 			i = end + 1
 		default:
 			lit.WriteByte(src[i])
