@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -140,29 +141,17 @@ func (l *logReader) run(ctx context.Context, follow bool) error {
 // copyNew prints what the log holds past what was printed. A log that shrank was
 // cut or rewritten: it is printed again from its start.
 func (l *logReader) copyNew() (int64, error) {
-	f, err := os.Open(l.ws.LogPath(l.step, l.try))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if !fi.Mode().IsRegular() {
+	p, err := l.ws.ReadLog(nil, l.step, l.try, l.offset, math.MaxInt64)
+	if errors.Is(err, executor.ErrNotRegular) {
 		return 0, fmt.Errorf("%s is not a log file", l.ws.LogPath(l.step, l.try))
 	}
-	if fi.Size() < l.offset {
-		l.offset = 0
-	}
-	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
+	if err != nil {
 		return 0, err
 	}
-	var buf bytes.Buffer
-	n, err := io.Copy(io.MultiWriter(l.out, &buf), f)
-	l.offset += n
-	l.output += agentBytes(buf.Bytes())
-	return n, err
+	n, err := l.out.Write(p.Data)
+	l.offset = p.Start + int64(n)
+	l.output += agentBytes(p.Data[:n])
+	return int64(n), err
 }
 
 // agentBytes counts what the agent wrote, leaving out stepseq's header, footer and

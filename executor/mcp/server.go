@@ -405,24 +405,15 @@ func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) 
 	if tail <= 0 {
 		tail = 200
 	}
-	path := v.rt.WS.LogPath(in.Step, try)
-	f, err := os.Open(path)
+	p, err := v.rt.WS.ReadLog(nil, in.Step, try, 0, maxLogRead)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, LogsOutput{Step: in.Step, Try: try, Lines: []string{}}, nil // a silent agent, or a pulled try: no output
 	}
 	if err != nil {
 		return nil, LogsOutput{}, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, LogsOutput{}, err
-	}
-	off := max(fi.Size()-maxLogRead, 0)
-	buf := make([]byte, fi.Size()-off)
-	n, _ := f.ReadAt(buf, off)
-	lines := strings.Split(strings.TrimRight(string(buf[:n]), "\n"), "\n")
-	out := LogsOutput{Step: in.Step, Try: try, Truncated: off > 0}
+	lines := strings.Split(strings.TrimRight(string(p.Data), "\n"), "\n")
+	out := LogsOutput{Step: in.Step, Try: try, Truncated: p.Start > 0}
 	if len(lines) > tail {
 		lines, out.Truncated = lines[len(lines)-tail:], true
 	}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -95,6 +94,11 @@ func (w *Workspace) View() View {
 		v.Waiting = err.Error()
 	}
 	v.Reports = st.Settings.Reports != ""
+	// The logs' tails are read through the workspace, one root for the view.
+	root, err := os.OpenRoot(w.rt.WS.Dir)
+	if err == nil {
+		defer root.Close()
+	}
 	for i, s := range r.Steps {
 		sv := StepView{ID: s.ID, Title: s.Title, Status: s.Status, Tries: s.Tries,
 			DurationMs: s.DurationMs, Running: s.Running}
@@ -116,7 +120,9 @@ func (w *Workspace) View() View {
 				Risk: last.Risk, Next: last.Next, Time: at}
 		}
 		if s.Tries > 0 {
-			sv.LogTail = tailOf(w.rt.WS.LogPath(s.ID, s.Tries), w.tail)
+			if p, err := w.rt.WS.ReadLog(root, s.ID, s.Tries, 0, w.tail); err == nil {
+				sv.LogTail = string(p.Data)
+			}
 		}
 		v.Steps = append(v.Steps, sv)
 		if i > 0 {
@@ -143,23 +149,4 @@ func phaseOf(st *planspec.State, id string) string {
 	default:
 		return phase
 	}
-}
-
-// tailOf is the last n bytes of the file at path; "" when there is none.
-func tailOf(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return ""
-	}
-	off := max(fi.Size()-n, 0)
-	b, err := io.ReadAll(io.NewSectionReader(f, off, n))
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }
