@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
@@ -69,6 +70,10 @@ type driver struct {
 	inherited chan struct{}
 	lastGate  time.Time // first change of the batch that may open a gate
 
+	// A sidecar drives many runs' drivers (DESIGN §14); these hooks, nil for a
+	// one-shot driver, hand it what it shares between them.
+	runHooks
+
 	agentFor struct { // the agent CanLaunch resolved, reused by the launch
 		st    *planspec.State
 		id    string
@@ -95,6 +100,23 @@ func tryStartedIso(st *planspec.State, id string) string {
 		return run.Agent.StartedIso
 	}
 	return ""
+}
+
+// runHooks are what a sidecar driving many runs shares between their drivers.
+type runHooks struct {
+	// watchTo, when set, takes the driver's watch set instead of a watcher of
+	// its own.
+	watchTo func(paths, trees []string) error
+	// admit, when set, says whether an agent may start now (--max-agents); a
+	// try it refuses waits in waiting until the sidecar starts it.
+	admit   func(*driver) bool
+	waiting *core.StartAgent
+	// launched, when set, is told of each agent started, whose exit the
+	// sidecar waits on.
+	launched func(Started)
+	// inheritedGone, when set, is called from the waiting goroutine once an
+	// agent left by an earlier stepseq is gone.
+	inheritedGone func()
 }
 
 func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg core.MachineConfig) *driver {
@@ -161,11 +183,19 @@ func (d *driver) perform(e core.Effect) {
 	case core.StartAgent:
 		d.start(e)
 	case core.StopAgent:
+		if w := d.waiting; w != nil && w.Step == e.Step && w.Try == e.Try {
+			d.waiting = nil
+			now := d.rt.now()
+			d.feed(core.AgentExited{Step: e.Step, Try: e.Try, Exit: core.Exit{Code: -1, Signal: syscall.SIGTERM, Started: now, Ended: now}})
+		}
 		if a := d.active; a != nil && a.step == e.Step && a.try == e.Try {
 			a.stopped = true
 			a.run.Stop()
 		}
 	case core.Notify:
+		if d.rt.WS.Run != "" {
+			e.Note.Run = d.rt.WS.Run
+		}
 		if d.notifier != nil {
 			d.notifier.Notify(e.Note)
 		}
@@ -216,8 +246,13 @@ func (d *driver) readState() {
 // the step's agents that can run.
 func (d *driver) start(l core.StartAgent) {
 	d.fellBack = nil
-	d.fellBack = nil
 	st := d.m.State()
+	if d.admit != nil && !st.IsPull(l.Step) && !d.admit(d) {
+		// Over --max-agents: the try, recorded, waits for its turn.
+		d.waiting = &l
+		d.rt.record(core.Entry{Event: "launch-queued", Step: l.Step, Try: l.Try, Reason: "max agents running"})
+		return
+	}
 	if !l.Resumed {
 		if err := d.rt.WS.SetAsideEarlierRun(l.Step, l.Try); err != nil {
 			d.rt.Logger.Warn("the earlier run's logs stay where they are: this try's output follows theirs", "step", l.Step, "err", err)
@@ -310,6 +345,9 @@ func (d *driver) launchAgent(l core.StartAgent, agents []Agent, idx int) {
 		return
 	}
 	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack, tryLock: tl}
+	if d.launched != nil {
+		d.launched(run)
+	}
 	d.fellBack = nil
 	pid, ticks := run.Ident()
 	if d.lock != nil && pid > 0 {
@@ -466,6 +504,19 @@ func (d *driver) setWatch(e core.SetWatch) {
 		}
 	}
 	d.watchedOK = false
+	if d.watchTo != nil {
+		// The sidecar's one watcher holds the union of its runs' sets.
+		if err := d.watchTo(paths, trees); err != nil {
+			d.rt.Logger.Error("updating watches", "err", err)
+			return
+		}
+		if d.m.Config().Persistent {
+			d.rt.record(watchEntry(d.watched, e, delta))
+		}
+		d.watched = [2][]string{paths, trees}
+		d.watchedOK = true
+		return
+	}
 	switch {
 	case delta:
 		if err := d.w.Adjust(e.Added, e.Removed); err != nil {
@@ -564,6 +615,9 @@ func (d *driver) waitInherited(step string) {
 	go func() {
 		waitTry(ctx, path)
 		close(ch)
+		if d.inheritedGone != nil {
+			d.inheritedGone()
+		}
 	}()
 }
 

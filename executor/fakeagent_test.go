@@ -25,6 +25,7 @@ import (
 //	                PATH.go exists, then lingers; its pid in PATH.pid
 //	straggler:PATH  leave a child in the group that ignores SIGTERM; its pid in PATH
 //	twin:DIR        flock DIR/<step>.lock while running; a twin found holding it goes to DIR/overlaps
+//	slots:DIR/N     hold one of N flocks DIR/slot<i> while running; finding all N taken goes to DIR/over
 //	daemon:PATH     leave a child in a session of its own (setsid) that ignores SIGTERM; its pid in PATH
 //	envfile:PATH    write the STEPSEQ_* variables to PATH
 //	argsfile:PATH   write the argv, one per line, to PATH

@@ -57,14 +57,15 @@ func TestRunOfStateFile(t *testing.T) {
 
 func testRunPlan(t *testing.T, dir, name, yaml string) core.PlanFile {
 	t.Helper()
-	path := filepath.Join(dir, "plans", name+".yaml")
+	// Not in plans/, which a sidecar would take up as the workspace's own run.
+	path := filepath.Join(dir, "defs", name+".yaml")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return ReadPlanFile(path, "plans/"+name+".yaml")
+	return ReadPlanFile(path, "defs/"+name+".yaml")
 }
 
 func TestStartRun_NamesAndParams(t *testing.T) {

@@ -46,6 +46,10 @@ type SidecarOptions struct {
 	// OnChange is called from the loop after each state write and notification,
 	// for readers of the state file (the live page) to look again.
 	OnChange func()
+	// MaxAgents bounds the agent processes launched at once across the
+	// workspace's runs (DESIGN §14); 0: DefaultMaxAgents; negative: no bound.
+	// Pulled steps (agent: mcp) do not count.
+	MaxAgents int
 }
 
 // Sidecar is `stepseq watch`: one event loop owns the state machine and feeds it
@@ -83,6 +87,8 @@ type Sidecar struct {
 
 	longest atomic.Int64 // the longest turn of the loop, in ns
 	hb      Heartbeat    // when the loop last turned, for /healthz
+
+	sidecarRuns // the runs beside the workspace's own (sidecar_runs.go)
 }
 
 // DefaultTriggerQuiet is how long the trigger folder must be still before it is
@@ -148,6 +154,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s.d.onChange = opt.OnChange
 	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher"),
 		OnLimit: func(err error) { s.watchLimited.Store(err != nil) }}
+	s.initRuns()
 	// The first watch set comes from the state as it is, so that nothing written
 	// between now and the first pass is missed.
 	var conds *Conditions
@@ -258,6 +265,23 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			s.took()
 			s.d.finish(exit)
 			s.afterPlan()
+		case ev := <-s.runExits:
+			began = time.Now()
+			s.took()
+			s.runExited(ev)
+		case r := <-s.runTimers:
+			began = time.Now()
+			s.took()
+			if s.runs[r.name] == r {
+				r.d.feed(core.TimerFired{})
+				s.afterRun(r)
+			}
+		case r := <-s.runInherit:
+			began = time.Now()
+			if s.runs[r.name] == r {
+				r.d.inherited = nil
+				r.d.feed(core.InheritedGone{})
+			}
 		case <-s.d.timer.C:
 			began = time.Now()
 			s.took()
@@ -286,6 +310,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			s.drained(r)
 			s.afterPlan()
 		}
+		s.startWaiting()
 		s.opt.Metrics.observe(s.d.m.State())
 		s.turned(began)
 	}
@@ -321,11 +346,12 @@ func (s *Sidecar) pass(b watcher.Batch) {
 	if triggersChanged {
 		s.triggersChanged()
 	}
-	s.d.batch(b)
+	s.d.batch(s.mainBatch(b))
 	s.afterPlan()
 	if s.d.active == nil {
 		s.d.lastGate = time.Time{}
 	}
+	s.passRuns(b)
 }
 
 // triggersChanged (re)starts the quiet window after a change in the trigger folder.
@@ -435,6 +461,7 @@ func (s *Sidecar) close() {
 		s.drain = nil
 	}
 	s.d.closeWatcher()
+	close(s.loopDone)
 	s.Lock = nil
 	_ = s.lock.Unlock()
 }
@@ -446,6 +473,7 @@ func (s *Sidecar) shutdown() error {
 	s.Logger.Info("stopping")
 	s.record(core.Entry{Event: "stopping", Reason: "signal or context end"})
 	s.d.stopActive()
+	s.stopRuns()
 	s.record(core.Entry{Event: "stop"})
 	return nil
 }

@@ -330,7 +330,13 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 	if !ok {
 		var v any
 		err := json.Unmarshal(data, &v)
-		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON (%v); NaN and Infinity are not JSON", err)}
+		at := ""
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			line, col := lineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
+			at = fmt.Sprintf(" at line %d, column %d", line, col)
+		}
+		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON%s (%v); NaN and Infinity are not JSON", at, err)}
 	}
 	d := &stateDecoder{file: name, readOnly: readOnly, spans: spans}
 	st := d.state(data)

@@ -45,6 +45,8 @@ func newStatusCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Long: `status reads DIR/state.json (default .) and prints every step with its status, tries,
 last run, duration and error, the blockers, what the current step waits for, and the
 plans in DIR/plans that were rejected, with their first errors. It changes nothing.
+With runs beside state.json (state.NAME.json, DESIGN §14) the report is followed by
+a list of them; --run NAME reports on one instead.
 
 A step that is due but whose agent cannot start (STEP_AGENT_CMD unset, or naming a
 program that is not on PATH) is shown as unable to launch, with the cause.
@@ -72,7 +74,7 @@ what status says the next pass would do. NO_COLOR turns colour off.`,
 				return err
 			}
 			defer rt.Close()
-			v := &statusView{rt: rt, state: state, plans: filepath.Join(dir, "plans"), out: stdout, json: asJSON, follow: follow,
+			v := &statusView{rt: rt, state: state, plans: filepath.Join(dir, "plans"), out: stdout, json: asJSON, follow: follow, allRuns: ws.state == "" && ws.run == "",
 				tty: isTerminal(stdout), width: terminalWidth(stdout), tick: time.Second, log: g.logger().With("component", "status")}
 			v.color = v.tty && os.Getenv("NO_COLOR") == ""
 			if !follow {
@@ -117,6 +119,27 @@ type statusView struct {
 	rejectedShown string
 	// noteShown is the ID of the newest notification printed.
 	noteShown string
+	// allRuns: the report of state.json is followed by the other runs, listed.
+	allRuns bool
+}
+
+// otherRuns lists the workspace's runs other than its own, when the view
+// shows them.
+func (v *statusView) otherRuns() []executor.RunInfo {
+	if !v.allRuns {
+		return nil
+	}
+	runs, _ := executor.ListRuns(v.rt.WS.ForRun(executor.MainRun))
+	return slices.DeleteFunc(runs, func(r executor.RunInfo) bool { return r.Name == executor.MainRun })
+}
+
+// writeOtherRuns lists the other runs after the report of state.json.
+func writeOtherRuns(b *bytes.Buffer, runs []executor.RunInfo) {
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nother runs: %d (stepseq status --run NAME shows one)\n", len(runs))
+	writeRunsTable(b, runs)
 }
 
 // statusJSON is `status --json`: the report, the plans the sidecar rejected and
@@ -125,6 +148,9 @@ type statusJSON struct {
 	executor.Report
 	RejectedPlans []executor.PlanListing `json:"rejectedPlans"`
 	Notifications []notify.Report        `json:"notifications"`
+	// Runs are the workspace's other runs (DESIGN §14), when status shows the
+	// workspace's own and there are others.
+	Runs []executor.RunInfo `json:"runs,omitempty"`
 }
 
 // notesShown is how many of the last notifications a report shows.
@@ -156,6 +182,17 @@ func (v *statusView) errNoState() error {
 func (v *statusView) once() error {
 	data, st, err := v.load()
 	if errors.Is(err, fs.ErrNotExist) {
+		if runs := v.otherRuns(); len(runs) > 0 {
+			// No state.json, but runs beside it: they are the workspace's.
+			if v.json {
+				return writeJSON(v.out, statusJSON{Runs: runs, RejectedPlans: []executor.PlanListing{}, Notifications: []notify.Report{}})
+			}
+			var b bytes.Buffer
+			fmt.Fprintf(&b, "no state.json in %s; other runs: %d (stepseq status --run NAME shows one)\n", filepath.Dir(v.state), len(runs))
+			writeRunsTable(&b, runs)
+			_, err := v.out.Write(b.Bytes())
+			return err
+		}
 		return v.errNoState()
 	}
 	if err != nil {
@@ -232,6 +269,7 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 		describe = executor.Describe // a tick draws the same state again
 	}
 	r, condErr := describe(v.rt, st, now, maxRetries)
+	runs := v.otherRuns()
 	var b bytes.Buffer
 	if v.json {
 		enc := json.NewEncoder(&b)
@@ -239,7 +277,7 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 		if !v.follow {
 			enc.SetIndent("", "  ")
 		}
-		if err := enc.Encode(statusJSON{Report: r, RejectedPlans: rejected, Notifications: notes}); err != nil {
+		if err := enc.Encode(statusJSON{Report: r, RejectedPlans: rejected, Notifications: notes, Runs: runs}); err != nil {
 			return r, err
 		}
 	} else {
@@ -255,6 +293,7 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (exec
 		b.Grow(80 * len(r.Steps)) // a line a step, about: not a doubling at every few hundred
 		writeText(&b, r, now, v.color)
 		writeRejected(&b, rejected)
+		writeOtherRuns(&b, runs)
 		writeNotes(&b, notes, now)
 		if v.tty { // only a terminal's report is drawn over
 			v.rows = screenRows(string(b.Bytes()[start:]), v.width)

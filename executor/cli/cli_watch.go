@@ -100,6 +100,7 @@ func newWatchCmd(g *globals) *cobra.Command {
 		listen       string
 		door         doorFlags
 		exitWhenDone bool
+		maxAgents    int
 		retain       string
 		notifyCmds   []string
 		notifyHooks  []string
@@ -110,6 +111,11 @@ func newWatchCmd(g *globals) *cobra.Command {
 		Long: `watch runs the plan in DIR (default .) on file events: plans dropped in DIR/plans,
 state.json written, outputs appearing, gates opening, triggers. It uses no CPU while
 idle. One sidecar per workspace: a second one on the same DIR exits 2. DIR must exist.
+
+It drives every run of the workspace (DESIGN §14): state.json, and each
+state.NAME.json beside it (stepseq start, or written by hand), side by side, with at
+most --max-agents agents running at once; a run's broken file, failure or block
+stays its own. stepseq runs lists them; stepseq close RUN closes one.
 
 SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL after
 --grace); a second signal once the stop is under way exits at once.
@@ -132,6 +138,9 @@ every plan in the folder is invalid.
   stepseq watch /mnt/nfs/ws --poll 2s               # no file events on NFS`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if maxAgents == 0 || maxAgents < -1 {
+				return usageErr("--max-agents %d: want 1 or more, or -1 for no bound", maxAgents)
+			}
 			dir, state := ws.statePath(args)
 			if grace < 0 {
 				return usageErr("--grace %s: want 0 or more, like 5s (0: the default, %s)", grace, executor.DefaultGrace)
@@ -182,7 +191,7 @@ every plan in the folder is invalid.
 			sc, err = executor.NewSidecar(rt, executor.SidecarOptions{
 				PlansDir: filepath.Join(rt.WS.Dir, "plans"), Settle: settle, Poll: poll,
 				ExitWhenDone: exitWhenDone, Metrics: metrics,
-				Notifier: notes,
+				Notifier: notes, MaxAgents: maxAgents,
 				OnChange: page.Poke,
 			})
 			if errors.Is(err, executor.ErrLocked) || errors.Is(err, watcher.ErrWatchLimit) {
@@ -229,6 +238,7 @@ every plan in the folder is invalid.
 	cmd.Flags().DurationVar(&settle, "settle", executor.DefaultSettle, "coalescing window for bursts of file events")
 	cmd.Flags().StringVar(&listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. 127.0.0.1:8080 (beyond loopback it needs a token)")
 	door.register(cmd)
+	cmd.Flags().IntVar(&maxAgents, "max-agents", executor.DefaultMaxAgents, "at most this many agents running at once across the workspace's runs (state.json and each state.NAME.json); pulled steps (agent: mcp) do not count; -1: no bound")
 	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked, 2 when its agent can never launch")
 	cmd.Flags().StringArrayVar(&notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
 	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")

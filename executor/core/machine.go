@@ -208,6 +208,8 @@ type Notification struct {
 	Event  string `json:"event,omitempty"`
 	Output string `json:"output"`
 	Next   string `json:"next"`
+	// Run names the run (DESIGN §14); empty for the workspace's own, state.json.
+	Run string `json:"run,omitempty"`
 }
 
 // Notification events: what happened beyond the seed's six status words

@@ -27,6 +27,8 @@ type Report struct {
 	Event  string `json:"event,omitempty"`
 	Output string `json:"output"` // the summary, evidence or error
 	Next   string `json:"next"`   // what comes next ("none" when done)
+	// Run names the run (DESIGN §14); empty for the workspace's own, state.json.
+	Run string `json:"run,omitempty"`
 }
 
 // Caps on a report's fields, in bytes, applied by Emit. A longer value is cut on a
@@ -75,6 +77,7 @@ func (r Report) env() []string {
 		"STEPSEQ_NOTIFY_WHO=" + r.Who,
 		"STEPSEQ_NOTIFY_STATUS=" + r.Status,
 		"STEPSEQ_NOTIFY_EVENT=" + r.Event,
+		"STEPSEQ_NOTIFY_RUN=" + r.Run,
 		"STEPSEQ_NOTIFY_OUTPUT=" + cut(r.Output, 4<<10),
 		"STEPSEQ_NOTIFY_NEXT=" + r.Next,
 	}

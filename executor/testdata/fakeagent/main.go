@@ -105,6 +105,32 @@ func fakeAgent(args []string) int {
 				}
 				defer f.Close()
 			}
+		case "slots":
+			// slots:DIR/N holds one of N flocks DIR/slot<i> while running: an
+			// agent that finds all N taken (more than N agents at once) appends
+			// "STEP TRY PID NS" to DIR/over.
+			dir, n := filepath.Split(arg)
+			max, _ := strconv.Atoi(n)
+			_ = os.MkdirAll(dir, 0o755)
+			held := false
+			for i := 0; i < max && !held; i++ {
+				f, err := os.OpenFile(filepath.Join(dir, "slot"+strconv.Itoa(i)), os.O_RDWR|os.O_CREATE, 0o644)
+				if err != nil {
+					continue
+				}
+				if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+					held = true
+					defer f.Close()
+				} else {
+					f.Close()
+				}
+			}
+			if !held {
+				if o, err := os.OpenFile(filepath.Join(dir, "over"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+					fmt.Fprintf(o, "%s %s %d %d\n", os.Getenv("STEPSEQ_STEP"), os.Getenv("STEPSEQ_TRY"), os.Getpid(), time.Now().UnixNano())
+					_ = o.Close()
+				}
+			}
 		case "daemon":
 			// A child in a session of its own (setsid), which ignores SIGTERM and
 			// outlives the agent; its pid in PATH.

@@ -1,0 +1,558 @@
+package executor
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/watcher"
+)
+
+// One sidecar drives every run of its workspace (DESIGN §14): state.json, whose
+// driver is the Sidecar's own (plans dropped in plans/ go there, one at a
+// time), and each state.NAME.json beside it, started by `stepseq start` or
+// written by hand, each with a machine and a driver of its own. They share the
+// loop, the watcher (the union of their watch sets) and --max-agents; a run's
+// malformed file, failure or block stays its own.
+
+// DefaultMaxAgents bounds the agents a sidecar launches at once, across its
+// runs (--max-agents).
+const DefaultMaxAgents = 4
+
+// drivenRun is one run beside the workspace's own.
+type drivenRun struct {
+	name    string
+	d       *driver
+	closing bool // close asked: archived once its agent is gone
+}
+
+// runExit is the end of a run's agent, forwarded to the loop.
+type runExit struct {
+	r    *drivenRun
+	run  Started
+	exit core.Exit
+}
+
+// sidecarRuns is the Sidecar's part that holds the other runs.
+type sidecarRuns struct {
+	runs       map[string]*drivenRun
+	runExits   chan runExit
+	runTimers  chan *drivenRun
+	runInherit chan *drivenRun
+	loopDone   chan struct{} // closed when the loop has ended: forwarders give up
+	waiting    []*driver     // tries held back by --max-agents, in the order they came
+	union      watchUnion
+	mainClose  bool // the workspace's own run is being closed
+}
+
+func (s *Sidecar) initRuns() {
+	s.runs = map[string]*drivenRun{}
+	s.runExits = make(chan runExit)
+	s.runTimers = make(chan *drivenRun, 64)
+	s.runInherit = make(chan *drivenRun, 8)
+	s.loopDone = make(chan struct{})
+	s.union = watchUnion{owners: map[string]map[string]bool{}, trees: map[string]map[string]bool{}, sets: map[string][2][]string{}}
+	if s.opt.MaxAgents == 0 {
+		s.opt.MaxAgents = DefaultMaxAgents
+	}
+	// The workspace's own run: its watch set joins the union; the folder's
+	// entries (".") tell of run files that appear.
+	s.d.watchTo = func(paths, trees []string) error {
+		return s.watchFor("", append(slices.Clone(paths), s.rel(s.WS.CloseRequestPath())), trees)
+	}
+	s.d.admit = s.admit
+	s.union.set(rootOwner, []string{"."}, nil)
+}
+
+// mainBatch is the batch as the workspace's own run sees it: without the
+// folder's entries that only the watch for run files brought.
+func (s *Sidecar) mainBatch(b watcher.Batch) watcher.Batch {
+	out := watcher.Batch{Rescan: b.Rescan, Paths: b.Paths[:0:0]}
+	for _, p := range b.Paths {
+		if !strings.Contains(p, "/") && !slices.Contains(s.union.ownersOf(p), "") {
+			continue
+		}
+		out.Paths = append(out.Paths, p)
+	}
+	if len(out.Paths) == len(b.Paths) {
+		return b
+	}
+	return out
+}
+
+// rootOwner is the union's name for the sidecar's watch on the folder's
+// entries, where run files appear; the workspace's own run is "".
+const rootOwner = "\x00root"
+
+// watchFor sets run's part of the union, and arms the watcher with the union.
+func (s *Sidecar) watchFor(run string, paths, trees []string) error {
+	added, removed, treesChanged := s.union.set(run, paths, trees)
+	if s.d.w == nil {
+		allPaths, allTrees := s.union.all()
+		cfg := s.d.wcfg
+		cfg.Root, cfg.Paths, cfg.Trees = s.WS.Dir, allPaths, allTrees
+		w, err := watcher.New(cfg)
+		if err != nil {
+			return err
+		}
+		s.d.w = w
+		return nil
+	}
+	if treesChanged {
+		return s.d.w.Update(s.union.all())
+	}
+	if len(added) == 0 && len(removed) == 0 {
+		return nil
+	}
+	return s.d.w.Adjust(added, removed)
+}
+
+// admit says whether an agent may start now: fewer than --max-agents run
+// across the runs (pulled steps launch no process and do not count). A try
+// refused waits its turn, in the order the tries came.
+func (s *Sidecar) admit(d *driver) bool {
+	if s.opt.MaxAgents < 0 || s.liveAgents() < s.opt.MaxAgents && len(s.waiting) == 0 {
+		return true
+	}
+	s.waiting = append(s.waiting, d)
+	return false
+}
+
+// liveAgents counts the agent processes running for every run.
+func (s *Sidecar) liveAgents() int {
+	n := 0
+	count := func(d *driver) {
+		if d.active != nil && d.active.tryLock != nil {
+			n++
+		}
+	}
+	count(s.d)
+	for _, r := range s.runs {
+		count(r.d)
+	}
+	return n
+}
+
+// startWaiting starts the tries held back, oldest first, while agents may.
+func (s *Sidecar) startWaiting() {
+	for len(s.waiting) > 0 && (s.opt.MaxAgents < 0 || s.liveAgents() < s.opt.MaxAgents) {
+		d := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		l := d.waiting
+		if l == nil {
+			continue // stopped while it waited
+		}
+		d.waiting = nil
+		admit := d.admit
+		d.admit = nil // its turn has come
+		d.start(*l)
+		d.admit = admit
+	}
+}
+
+// discoverRuns takes up every run file in the folder not driven yet.
+func (s *Sidecar) discoverRuns() {
+	names, err := RunNames(s.WS.ForRun(MainRun))
+	if err != nil {
+		s.Logger.Warn("listing runs", "err", err)
+		return
+	}
+	for _, name := range names {
+		if name != MainRun && s.runs[name] == nil {
+			s.addRun(name)
+		}
+	}
+}
+
+// addRun starts driving run name: its machine reads its state file.
+func (s *Sidecar) addRun(name string) {
+	rw := s.WS.ForRun(name)
+	rt := &Runtime{WS: rw, Getenv: s.Getenv, Environ: s.Environ, Grace: s.Grace, PipeGrace: s.PipeGrace,
+		Logger: s.Logger.With("run", name), Journal: &Journal{Path: rw.JournalPath()}, Now: s.Now, Allow: s.Allow, root: s.Root()}
+	r := &drivenRun{name: name}
+	d := newDriver(s.d.ctx, rt, &StateFile{Path: rw.State}, s.lock, s.d.m.Config())
+	d.timer = time.AfterFunc(time.Hour, func() {
+		select {
+		case s.runTimers <- r:
+		case <-s.loopDone:
+		}
+	})
+	d.timer.Stop()
+	d.metrics, d.notifier, d.onChange = s.opt.Metrics, s.opt.Notifier, s.opt.OnChange
+	plans, closeReq := s.rel(s.opt.PlansDir), s.rel(rw.CloseRequestPath())
+	d.watchTo = func(paths, trees []string) error {
+		own := slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == plans })
+		return s.watchFor(name, append(own, closeReq), trees)
+	}
+	d.admit = s.admit
+	d.launched = func(run Started) {
+		go func() {
+			e := <-run.Done()
+			select {
+			case s.runExits <- runExit{r: r, run: run, exit: e}:
+			case <-s.loopDone:
+			}
+		}()
+	}
+	d.inheritedGone = func() {
+		select {
+		case s.runInherit <- r:
+		case <-s.loopDone:
+		}
+	}
+	r.d = d
+	s.runs[name] = r
+	rt.record(core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": rw.State, "run": name}})
+	if _, err := os.Lstat(rw.CloseRequestPath()); err == nil {
+		s.closeRun(r)
+		return
+	}
+	d.readState()
+	s.afterRun(r)
+}
+
+// afterRun drops a run whose state file is gone with nothing in flight.
+func (s *Sidecar) afterRun(r *drivenRun) {
+	if s.runs[r.name] != r {
+		return
+	}
+	m := r.d.m
+	_ = m.TakeRemoved() // a run file removed by hand: nothing to keep beyond its journal
+	if m.State() == nil && m.StateInvalid() == nil && !m.Busy() && r.d.active == nil && r.d.waiting == nil {
+		if _, err := os.Lstat(r.d.sf.Path); errors.Is(err, fs.ErrNotExist) {
+			s.dropRun(r)
+		}
+	}
+}
+
+// dropRun stops driving a run: its watches go, its timer stops.
+func (s *Sidecar) dropRun(r *drivenRun) {
+	r.d.timer.Stop()
+	r.d.endGroups()
+	if err := s.watchFor(r.name, nil, nil); err != nil {
+		s.Logger.Warn("updating watches", "err", err)
+	}
+	s.waiting = slices.DeleteFunc(s.waiting, func(d *driver) bool { return d == r.d })
+	delete(s.runs, r.name)
+	_ = r.d.rt.Journal.Close()
+}
+
+// closeRun carries out a close request (CloseRun): the run stops launching,
+// its agent is stopped as at shutdown, and once it is gone the run is archived.
+func (s *Sidecar) closeRun(r *drivenRun) {
+	if r.closing {
+		return
+	}
+	r.closing = true
+	r.d.rt.Logger.Info("closing the run")
+	r.d.feed(core.Shutdown{})
+	r.d.waiting = nil
+	if a := r.d.active; a != nil {
+		a.stopped = true
+		a.run.Stop()
+		return // archived once its exit comes
+	}
+	s.archiveClosed(r)
+}
+
+// archiveClosed archives a closed run whose agent is gone, and drops it.
+func (s *Sidecar) archiveClosed(r *drivenRun) {
+	r.d.endGroups()
+	if err := r.d.rt.WS.archive(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.d.rt.Logger.Error("the closed run could not be archived", "err", err)
+	}
+	s.dropRun(r)
+}
+
+// closeMain closes the workspace's own run: its state goes to the history and
+// state.json is removed; its agent, if one runs, is stopped. The machine then
+// reads the state gone, and a plan waiting in plans/ may start.
+func (s *Sidecar) closeMain() {
+	if _, err := os.Lstat(s.WS.State); err != nil {
+		_ = os.Remove(s.WS.CloseRequestPath())
+		return
+	}
+	s.Logger.Info("closing the workspace's own run")
+	if a := s.d.active; a != nil && !a.stopped {
+		a.stopped = true
+		a.run.Stop()
+	}
+	if err := s.WS.archive(); err != nil {
+		s.Logger.Error("the closed run could not be archived", "err", err)
+		return
+	}
+	s.d.readState()
+}
+
+// runExited takes the end of a run's agent.
+func (s *Sidecar) runExited(ev runExit) {
+	r := ev.r
+	if s.runs[r.name] != r || r.d.active == nil || r.d.active.run != ev.run {
+		return
+	}
+	r.d.finish(ev.exit)
+	if r.closing && r.d.active == nil {
+		s.archiveClosed(r)
+		return
+	}
+	s.afterRun(r)
+}
+
+// passRuns hands one watcher batch to the runs it concerns: each run's state
+// file, triggers, close request, reports and named paths. A run file that
+// appears is a new run.
+func (s *Sidecar) passRuns(b watcher.Batch) {
+	if b.Rescan {
+		s.discoverRuns()
+	}
+	for _, p := range b.Paths {
+		if !strings.Contains(p, "/") {
+			if name := RunOfStateFile(p); name != "" && s.runs[name] == nil {
+				if _, err := os.Lstat(RunStatePath(s.WS.Dir, name)); err == nil {
+					s.addRun(name)
+				}
+			}
+		}
+		if p == s.rel(s.WS.CloseRequestPath()) {
+			if _, err := os.Lstat(s.WS.CloseRequestPath()); err == nil {
+				s.closeMain()
+			}
+		}
+	}
+	per := map[*drivenRun][]string{}
+	for _, p := range b.Paths {
+		for _, name := range s.union.ownersOf(p) {
+			if r := s.runs[name]; r != nil {
+				per[r] = append(per[r], p)
+			}
+		}
+	}
+	if b.Rescan {
+		for _, r := range s.runs {
+			if _, ok := per[r]; !ok {
+				per[r] = nil
+			}
+		}
+	}
+	// In start order of names, so that a burst is taken the same way each time.
+	order := make([]*drivenRun, 0, len(per))
+	for r := range per {
+		order = append(order, r)
+	}
+	slices.SortFunc(order, func(a, b *drivenRun) int { return strings.Compare(a.name, b.name) })
+	for _, r := range order {
+		s.passRun(r, watcher.Batch{Paths: per[r], Rescan: b.Rescan})
+	}
+}
+
+// passRun is pass for one run beside the workspace's own: its state file, its
+// close request and its triggers, then the change itself. Its triggers are
+// drained at once: a run's trigger folder holds a few files.
+func (s *Sidecar) passRun(r *drivenRun, b watcher.Batch) {
+	if s.runs[r.name] != r {
+		return
+	}
+	ws := r.d.rt.WS
+	state, closeReq, triggers := s.rel(ws.State), s.rel(ws.CloseRequestPath()), s.rel(ws.TriggersDir())
+	stateChanged, triggersChanged := b.Rescan, b.Rescan
+	for _, p := range b.Paths {
+		switch {
+		case p == state:
+			stateChanged = true
+		case p == closeReq:
+			if _, err := os.Lstat(ws.CloseRequestPath()); err == nil {
+				s.closeRun(r)
+				return
+			}
+		case under(p, triggers):
+			triggersChanged = true
+		}
+	}
+	if b.Rescan {
+		if _, err := os.Lstat(ws.CloseRequestPath()); err == nil {
+			s.closeRun(r)
+			return
+		}
+	}
+	if r.closing {
+		return
+	}
+	if stateChanged {
+		r.d.readState()
+	}
+	if triggersChanged {
+		ts, errs := DrainTriggers(ws)
+		for _, err := range errs {
+			r.d.rt.Logger.Warn("ignored a trigger", "err", err)
+		}
+		if len(ts) > 0 {
+			r.d.feed(core.TriggersIn{Triggers: ts})
+		}
+	}
+	if len(b.Paths) > 0 || b.Rescan {
+		r.d.batch(b)
+	}
+	s.afterRun(r)
+}
+
+// stopRuns ends every run's agent at shutdown and waits for them, as stopActive
+// does for the workspace's own.
+func (s *Sidecar) stopRuns() {
+	live := 0
+	for _, r := range s.runs {
+		r.d.feed(core.Shutdown{})
+		r.d.waiting = nil
+		if a := r.d.active; a != nil {
+			a.stopped = true
+			a.run.Stop()
+			live++
+		}
+	}
+	for live > 0 {
+		ev := <-s.runExits
+		if s.runs[ev.r.name] == ev.r && ev.r.d.active != nil && ev.r.d.active.run == ev.run {
+			ev.r.d.finish(ev.exit)
+			live--
+		}
+	}
+	for _, r := range s.runs {
+		r.d.timer.Stop()
+		r.d.endGroups()
+		_ = r.d.rt.Journal.Close()
+	}
+}
+
+// Runs names the runs the sidecar drives beside the workspace's own, sorted.
+// For tests and the faces; call it from the loop (Sidecar.Do).
+func (s *Sidecar) runNames() []string {
+	names := make([]string, 0, len(s.runs))
+	for name := range s.runs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// watchUnion is the sidecar's one watch set: the union of its runs' sets, each
+// path with the runs that name it, so that a change reaches the runs it
+// concerns and no other.
+type watchUnion struct {
+	sets   map[string][2][]string     // run → its paths and trees
+	owners map[string]map[string]bool // path → the runs naming it
+	trees  map[string]map[string]bool // tree → the runs naming it
+}
+
+// set replaces run's part; it returns the paths the union gained and lost, and
+// whether its trees changed.
+func (u *watchUnion) set(run string, paths, trees []string) (added, removed []string, treesChanged bool) {
+	old := u.sets[run]
+	if len(paths) == 0 && len(trees) == 0 {
+		delete(u.sets, run)
+	} else {
+		u.sets[run] = [2][]string{slices.Clone(paths), slices.Clone(trees)}
+	}
+	oldSet, newSet := setOf(old[0]), setOf(paths)
+	for p := range newSet {
+		if oldSet[p] {
+			continue
+		}
+		if len(u.owners[p]) == 0 {
+			added = append(added, p)
+			u.owners[p] = map[string]bool{}
+		}
+		u.owners[p][run] = true
+	}
+	for p := range oldSet {
+		if newSet[p] {
+			continue
+		}
+		delete(u.owners[p], run)
+		if len(u.owners[p]) == 0 {
+			delete(u.owners, p)
+			removed = append(removed, p)
+		}
+	}
+	oldTrees, newTrees := setOf(old[1]), setOf(trees)
+	for t := range newTrees {
+		if !oldTrees[t] {
+			if len(u.trees[t]) == 0 {
+				treesChanged = true
+				u.trees[t] = map[string]bool{}
+			}
+			u.trees[t][run] = true
+		}
+	}
+	for t := range oldTrees {
+		if !newTrees[t] {
+			delete(u.trees[t], run)
+			if len(u.trees[t]) == 0 {
+				delete(u.trees, t)
+				treesChanged = true
+			}
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed, treesChanged
+}
+
+func setOf(list []string) map[string]bool {
+	m := make(map[string]bool, len(list))
+	for _, p := range list {
+		m[p] = true
+	}
+	return m
+}
+
+// all is the union's paths and trees, sorted.
+func (u *watchUnion) all() (paths, trees []string) {
+	for p := range u.owners {
+		paths = append(paths, p)
+	}
+	for t := range u.trees {
+		trees = append(trees, t)
+	}
+	slices.Sort(paths)
+	slices.Sort(trees)
+	return paths, trees
+}
+
+// ownersOf lists the runs a changed path concerns: those naming it, its folder
+// (a named folder's entries count) or a tree above it, and, for a folder made
+// on the way to a named path, those naming a path below it.
+func (u *watchUnion) ownersOf(p string) []string {
+	var out []string
+	add := func(m map[string]bool) {
+		for run := range m {
+			if !slices.Contains(out, run) {
+				out = append(out, run)
+			}
+		}
+	}
+	add(u.owners[p])
+	for a := p; a != "." && a != "/" && a != ""; {
+		a = path.Dir(a)
+		if a == path.Dir(p) {
+			add(u.owners[a])
+		}
+		add(u.trees[a])
+		if a == "." {
+			add(u.trees[""])
+			break
+		}
+	}
+	if len(out) == 0 {
+		prefix := p + "/"
+		for q, m := range u.owners {
+			if strings.HasPrefix(q, prefix) {
+				add(m)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,206 @@
+package executor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// waitRun waits until run name's state file satisfies cond.
+func (w *testWS) waitRun(name, what string, cond func(st *planspec.State) bool) *planspec.State {
+	w.t.Helper()
+	path := RunStatePath(w.dir, name)
+	var last error
+	deadline := time.Now().Add(effectWait)
+	for {
+		st, err := (&StateFile{Path: path}).Read()
+		if err == nil && cond(st) {
+			return st
+		}
+		last = err
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(path)
+			w.t.Fatalf("run %s: %s: not within %s (%v)\n%s", name, what, effectWait, last, data)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// writeRun writes run name's state file as an agent would, by hand.
+func (w *testWS) writeRun(name, js string) {
+	w.t.Helper()
+	w.writeFile(filepath.Base(RunStatePath(w.dir, name)), js)
+}
+
+// waitPIDs waits until n agents wrote their pid under dir (made here, before
+// they run), and reads them by file name.
+func (w *testWS) waitPIDs(dir string, n int) map[string]int {
+	w.t.Helper()
+	out := map[string]int{}
+	if err := os.MkdirAll(w.path(dir), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	waitFor(w.t, func() bool {
+		entries, _ := os.ReadDir(w.path(dir))
+		for _, e := range entries {
+			if data, err := os.ReadFile(filepath.Join(w.path(dir), e.Name())); err == nil && len(data) > 0 {
+				out[e.Name()] = atoi(string(data))
+			}
+		}
+		return len(out) >= n
+	})
+	return out
+}
+
+// TestSidecar_RunsSideBySide: one sidecar drives state.json and the runs beside
+// it — one written before it started, one after, one started by StartRun —
+// with their agents alive at the same time; a malformed run file beside them
+// stays its own, named with its line; each run's logs and journal are its own.
+func TestSidecar_RunsSideBySide(t *testing.T) {
+	t.Parallel()
+	step := func(name string) string {
+		return plan(`"stepseq":{"name":"p-`+name+`"}`,
+			`"instruction":"stamp:times/`+name+`.start pidfile:pids/`+name+` out:log-of-`+name+` waitfor:go stamp:times/`+name+`.end write:out/`+name+`","requiredOutputs":["out/`+name+`"]`,
+			`"instruction":"out:second-of-`+name+`"`)
+	}
+	w := newTestWS(t, step("main"))
+	w.writeRun("early", step("early"))
+	w.writeRun("bad", "{\n  \"stepQueue\": [\"x\"],\n  oops\n}\n")
+	if err := os.MkdirAll(w.path("pids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.startSidecar(SidecarOptions{})
+	w.writeRun("late", step("late"))
+	rt := w.chain().Runtime
+	pf := testRunPlan(t, w.dir, "started", "name: started\nsteps:\n  - id: s1\n    title: S1\n    instruction: stamp:times/started.start pidfile:pids/started out:log-of-started waitfor:go stamp:times/started.end write:out/started\n    requiredOutputs: [out/started]\n")
+	if info, err := rt.StartRun(RunStart{Plan: pf}); err != nil || info.Name != "started" {
+		t.Fatalf("StartRun: %+v %v", info, err)
+	}
+
+	// Four agents at once (the default --max-agents), one per run: each alive
+	// while the others are.
+	pids := w.waitPIDs("pids", 4)
+	for name, pid := range pids {
+		if !processExists(pid) {
+			t.Fatalf("agent of %s (pid %d) is gone before the release: the runs did not overlap", name, pid)
+		}
+	}
+	w.writeFile("go", "")
+	w.waitState("main DONE", done)
+	for _, name := range []string{"early", "late", "started"} {
+		w.waitRun(name, "DONE", done)
+		if data, _ := os.ReadFile(w.path(".stepseq/runs/" + name + "/logs/s1/1.log")); !strings.Contains(string(data), "log-of-"+name) {
+			t.Errorf("run %s: its log is not under .stepseq/runs/%s/logs", name, name)
+		}
+	}
+	// Their launches overlapped in time: every start came before every end.
+	var lastStart, firstEnd int64
+	for _, name := range []string{"main", "early", "late", "started"} {
+		s, _ := os.ReadFile(w.path("times/" + name + ".start"))
+		e, _ := os.ReadFile(w.path("times/" + name + ".end"))
+		start, end := atoi64(string(s)), atoi64(string(e))
+		lastStart = max(lastStart, start)
+		if firstEnd == 0 || end < firstEnd {
+			firstEnd = end
+		}
+	}
+	if lastStart >= firstEnd {
+		var b strings.Builder
+		for _, name := range []string{"main", "early", "late", "started"} {
+			s, _ := os.ReadFile(w.path("times/" + name + ".start"))
+			e, _ := os.ReadFile(w.path("times/" + name + ".end"))
+			j, _ := os.ReadFile(filepath.Join(w.dir, ".stepseq", "runs", name, "journal.jsonl"))
+			fmt.Fprintf(&b, "%s: %s → %s\n%s\n", name, s, e, j)
+		}
+		t.Errorf("the runs' agents did not overlap: last start %d, first end %d\n%s", lastStart, firstEnd, b.String())
+	}
+	if w.exists(".stepseq/logs/s1/2.log") {
+		t.Error("the workspace's own run ran s1 twice")
+	}
+	// The malformed file is judged once its writer had time to finish it.
+	waitFor(t, func() bool {
+		journal, _ := os.ReadFile(w.path(".stepseq/runs/bad/journal.jsonl"))
+		return strings.Contains(string(journal), `"event":"state-invalid"`) && strings.Contains(string(journal), "state.bad.json: not valid JSON at line 3")
+	})
+	runs, err := ListRuns(rt.WS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range runs {
+		got = append(got, r.Name+"="+r.Status)
+	}
+	want := []string{"main=done", "bad=invalid", "early=done", "late=done", "started=done"}
+	if !slices.Equal(got, want) {
+		t.Errorf("runs %v, want %v", got, want)
+	}
+}
+
+func atoi64(s string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	return n
+}
+
+// TestSidecar_CloseStopsTheRunsAgent: CloseRun beside a live sidecar stops the
+// run's agent as SIGTERM stops the sidecar's, archives the run, and leaves the
+// other runs running.
+func TestSidecar_CloseStopsTheRunsAgent(t *testing.T) {
+	t.Parallel()
+	w := newTestWS(t, plan("", `"instruction":"pidfile:pids/main waitfor:go"`))
+	w.writeRun("a", plan("", `"instruction":"pidfile:pids/a waitfor:never"`))
+	if err := os.MkdirAll(w.path("pids"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.startSidecar(SidecarOptions{})
+	pids := w.waitPIDs("pids", 2)
+	info, err := CloseRun(Workspace{Dir: w.dir}, "a", time.Second)
+	if err != nil || info.Status != RunClosed {
+		t.Fatalf("CloseRun: %+v, %v", info, err)
+	}
+	waitFor(t, func() bool { return !processExists(pids["a"]) })
+	if w.exists("state.a.json") || !w.exists(".stepseq/runs/a/closed.json") || w.exists(".stepseq/runs/a/close") {
+		t.Fatal("the closed run is not archived")
+	}
+	if !processExists(pids["main"]) {
+		t.Fatal("closing run a stopped the workspace's own agent")
+	}
+	w.writeFile("go", "")
+	w.waitState("main DONE", done)
+	if _, err := CloseRun(Workspace{Dir: w.dir}, "a", time.Second); err == nil {
+		t.Fatal("a closed run closed again")
+	}
+}
+
+// TestSidecar_MaxAgents: six runs, --max-agents 2: never more than two agents
+// alive at once (they hold one of two flocks; a third finds none), and the
+// others wait their turn and finish.
+func TestSidecar_MaxAgents(t *testing.T) {
+	t.Parallel()
+	w := newTestWS(t, "")
+	names := []string{"r1", "r2", "r3", "r4", "r5", "r6"}
+	for _, name := range names {
+		w.writeRun(name, plan("", `"instruction":"slots:lim/2 sleep:100ms"`))
+	}
+	w.startSidecar(SidecarOptions{MaxAgents: 2})
+	for _, name := range names {
+		w.waitRun(name, "DONE", done)
+	}
+	if data, err := os.ReadFile(w.path("lim/over")); err == nil {
+		t.Fatalf("more than 2 agents at once:\n%s", data)
+	}
+	queued := 0
+	for _, name := range names {
+		data, _ := os.ReadFile(w.path(".stepseq/runs/" + name + "/journal.jsonl"))
+		queued += strings.Count(string(data), `"event":"launch-queued"`)
+	}
+	if queued < len(names)-2 {
+		t.Errorf("%d launches waited for a slot, want at least %d", queued, len(names)-2)
+	}
+}
