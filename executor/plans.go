@@ -123,6 +123,29 @@ func (w Workspace) Archive(data []byte, name string) (string, error) {
 // still IN_PROGRESS is kept unless force; a state being replaced is archived first,
 // so nothing is lost. It returns the new state and where the old one went.
 func (r *Runtime) ApplyPlan(sf *StateFile, pf core.PlanFile, force bool) (*planspec.State, string, error) {
+	st, archived, err := r.PreparePlan(sf, pf, force)
+	if err != nil {
+		return nil, archived, err
+	}
+	if err := sf.Write(st); err != nil {
+		return nil, archived, err
+	}
+	r.recordApplied(pf, archived)
+	return st, archived, nil
+}
+
+func (r *Runtime) recordApplied(pf core.PlanFile, archived string) {
+	detail := map[string]any{"file": pf.Source, "hash": pf.Hash}
+	if archived != "" {
+		detail["archived"] = archived
+	}
+	r.record(core.Entry{Event: "plan", Reason: "applied", Detail: detail})
+}
+
+// PreparePlan is ApplyPlan up to the write: the plan admitted, its state made
+// and measured, the state it replaces archived. The sidecar hands the state to
+// its machine, which writes it (core.PlanApplied).
+func (r *Runtime) PreparePlan(sf *StateFile, pf core.PlanFile, force bool) (*planspec.State, string, error) {
 	if pf = r.AdmitPlan(pf, FromWorkspace); pf.Plan == nil {
 		return nil, "", pf.Err
 	}
@@ -161,13 +184,5 @@ func (r *Runtime) ApplyPlan(sf *StateFile, pf core.PlanFile, force bool) (*plans
 			return nil, "", err
 		}
 	}
-	if err := sf.Write(st); err != nil {
-		return nil, archived, err
-	}
-	detail := map[string]any{"file": pf.Source, "hash": pf.Hash}
-	if archived != "" {
-		detail["archived"] = archived
-	}
-	r.record(core.Entry{Event: "plan", Reason: "applied", Detail: detail})
 	return st, archived, nil
 }

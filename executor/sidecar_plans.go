@@ -84,7 +84,7 @@ func (s *Sidecar) intakePlans() {
 			_ = s.WS.WritePlanRecord(choice.Finish, prev)
 		}
 	}
-	st, archived, err := s.ApplyPlan(s.d.sf, *choice.Apply, true)
+	st, archived, err := s.PreparePlan(s.d.sf, *choice.Apply, true)
 	if errors.Is(err, ErrStateTooBig) {
 		// Refused for good, with the figure: the file is judged again when it changes.
 		pf := *choice.Apply
@@ -103,8 +103,11 @@ func (s *Sidecar) intakePlans() {
 	if active.Missing {
 		s.Logger.Info("state.json was removed: the plan runs again as new", "file", choice.Apply.Source)
 	}
+	s.recordApplied(*choice.Apply, archived)
 	s.setRecord(*choice.Apply, core.PlanActive, choice.Apply.Hash)
-	s.d.feed(core.StateRead{State: st})
+	// The machine writes it: one writer of state.json, with its rules for a
+	// write that fails.
+	s.d.feed(core.PlanApplied{State: st, Source: choice.Apply.Source})
 }
 
 // keepRemoved keeps the run whose state.json was removed in the history, as the

@@ -56,11 +56,15 @@ func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "apply PLAN [DIR]",
-		Short: "Turn a plan into DIR/state.json without a sidecar",
+		Short: "Turn a plan into DIR/state.json (beside a live sidecar: hand it over)",
 		Long: `apply writes DIR/state.json (default .) in the original format from PLAN, for a
-heartbeat (stepseq check) to run; a sidecar applies plans dropped in DIR/plans by
-itself. A state whose plan is still IN_PROGRESS is kept unless --force; a state being
-replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
+heartbeat (stepseq check) to run, holding the workspace lock while it writes. A state
+whose plan is still IN_PROGRESS is kept unless --force; a state being replaced is
+archived under DIR/.stepseq/history/ (stepseq history lists them).
+
+Beside a live sidecar (stepseq watch or mcp) apply writes nothing itself: it hands the
+plan to the sidecar as DIR/plans/NAME.yaml, as any agent would, and prints the
+sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 ` + exitCodesHelp,
 		Example: `  stepseq apply plans/research.yaml
   stepseq apply research.yaml ./workspace --force
@@ -94,14 +98,19 @@ replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
 				return err
 			}
 			defer rt.Close()
-			st, archived, err := rt.ApplyPlan(&executor.StateFile{Path: rt.WS.State}, pf, force)
-			if err != nil {
+			done, err := rt.Apply(&executor.StateFile{Path: rt.WS.State}, pf, force)
+			switch {
+			case errors.Is(err, executor.ErrApplyParams):
+				return &exitError{code: 2, err: err}
+			case err != nil:
 				return &exitError{code: 1, err: err}
+			case done.HandedTo != nil:
+				return handedOver(stdout, done, force)
 			}
-			if archived != "" {
-				fmt.Fprintf(stdout, "archived the previous state to %s\n", archived)
+			if done.Archived != "" {
+				fmt.Fprintf(stdout, "archived the previous state to %s\n", done.Archived)
 			}
-			fmt.Fprintf(stdout, "wrote %s: plan %s, %s\n", rt.WS.State, st.Settings.Name, plural(len(st.StepQueue), "step"))
+			fmt.Fprintf(stdout, "wrote %s: plan %s, %s\n", rt.WS.State, done.State.Settings.Name, plural(len(done.State.StepQueue), "step"))
 			return nil
 		},
 	}
@@ -110,6 +119,27 @@ replaced is archived under DIR/.stepseq/history/ (stepseq history lists them).
 	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
 	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")
 	return cmd
+}
+
+// handedOver says what the live sidecar made of the plan apply handed it.
+func handedOver(stdout io.Writer, done executor.Applied, force bool) error {
+	h, rec := done.HandedTo, done.Record
+	fmt.Fprintf(stdout, "a live sidecar (stepseq %s %d) runs this workspace: handed it %s\n", h.Kind, h.PID, done.File)
+	switch rec.Status {
+	case core.PlanInvalid:
+		for _, e := range rec.Errors {
+			fmt.Fprintln(stdout, e)
+		}
+		return &exitError{code: 1, err: fmt.Errorf("the sidecar refused %s", done.File)}
+	case core.PlanWaiting:
+		fmt.Fprintf(stdout, "%s waits for the plan that runs to finish\n", done.File)
+		if force {
+			fmt.Fprintln(stdout, "--force does not stop the plan a live sidecar runs: stepseq close it, or let it finish")
+		}
+	default:
+		fmt.Fprintf(stdout, "%s: %s\n", done.File, rec.Status)
+	}
+	return nil
 }
 
 // paramsCap caps a --params file: params are a few values.

@@ -88,6 +88,15 @@ type InheritedGone struct{}
 // whatever its status, after its delay.
 type RunCurrent struct{}
 
+// PlanApplied is a plan the driver took in (a file in plans/, a plan handed
+// over): its state replaces the one held and goes to disk through WriteState,
+// as every change of the state does, so that a write that fails stops the
+// launching and is retried like any other.
+type PlanApplied struct {
+	State  *planspec.State
+	Source string // the plan file, for the write's journal entry
+}
+
 // Shutdown stops launching; a running agent is stopped and its step stays
 // IN_PROGRESS, to be retried on the next start without spending a try.
 type Shutdown struct{}
@@ -103,6 +112,7 @@ func (Written) isInput()       {}
 func (InheritedGone) isInput() {}
 func (RunCurrent) isInput()    {}
 func (Shutdown) isInput()      {}
+func (PlanApplied) isInput()   {}
 
 // Effect is what the machine asks its driver to do, in order.
 type Effect interface{ isEffect() }
@@ -425,6 +435,8 @@ func (m *Machine) Handle(now time.Time, in Input) []Effect {
 		m.force = true
 	case Shutdown:
 		m.shutdown()
+	case PlanApplied:
+		m.planApplied(in)
 	}
 	m.settle()
 	return m.out

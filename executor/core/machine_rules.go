@@ -69,6 +69,18 @@ func (m *Machine) stateRead(in StateRead) {
 	}
 }
 
+// planApplied adopts a plan's new state, to be written: the file on disk still
+// holds what it replaces until the write is done.
+func (m *Machine) planApplied(in PlanApplied) {
+	if m.bad != nil {
+		m.log(slog.LevelInfo, "a plan replaces the state file that did not parse", "file", in.Source)
+	}
+	m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
+	m.dropUnlaunched()
+	m.adopt(in.State)
+	m.markDirty("plan applied: " + in.Source)
+}
+
 // dropUnlaunched forgets a try marked in memory whose launch waited for a write:
 // the file now says something else, and the core decides again from it.
 func (m *Machine) dropUnlaunched() {

@@ -26,6 +26,7 @@ import (
 //
 //	plan|state [persistent] [driver=D] [retries=N] [stamp] [runner]   a new machine on the YAML plan or JSON state given;
 //	                             runner: told first to run the step at the cursor (stepseq step)
+//	empty [persistent] [...]     a new machine on a workspace with no state file
 //	read [missing|invalid]       the state file read again: the JSON given, gone, or half-written
 //	at T                         the clock moves to t0+T
 //	file P... [mtime=T]          paths exist, modified at T (default: now)
@@ -43,6 +44,7 @@ import (
 //	timer                        the timer fires now
 //	trigger STEP... [retry] [from=F]   triggers queued
 //	edit                         the plan file edited: the input is its YAML
+//	apply                        a plan taken in from plans/q.yaml: the input is its YAML
 //	fail-writes [off]            writes fail (the input is why) until off
 //	shutdown | inherited-gone
 //	status                       what the machine holds
@@ -203,15 +205,16 @@ func argOr(d *datadriven.TestData, key, def string) string {
 func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 	verbose := d.HasArg("verbose")
 	switch d.Cmd {
-	case "plan", "state":
+	case "plan", "state", "empty":
 		var st *planspec.State
 		var err error
-		if d.Cmd == "plan" {
+		switch d.Cmd {
+		case "plan":
 			var p *planspec.Plan
 			if p, err = planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml"); err == nil {
 				st = p.State("plans/p.yaml", "h1")
 			}
-		} else {
+		case "state":
 			st, err = planspec.ParseState(strings.NewReader(d.Input), "state.json")
 		}
 		if err != nil {
@@ -229,6 +232,9 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		out := ""
 		if d.HasArg("runner") {
 			out = s.feed(RunCurrent{}, verbose)
+		}
+		if st == nil {
+			return out + s.feed(StateRead{Err: fs.ErrNotExist}, verbose)
 		}
 		return out + s.feed(StateRead{State: st}, verbose)
 	case "read":
@@ -349,6 +355,12 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 			ts = []Trigger{{From: argOr(d, "from", "check"), At: planspec.FormatISO(s.now)}}
 		}
 		return s.feed(TriggersIn{Triggers: ts}, verbose)
+	case "apply":
+		p, err := planspec.ParsePlan(strings.NewReader(d.Input), "plans/q.yaml")
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		return s.feed(PlanApplied{State: p.State("plans/q.yaml", "h3"), Source: "plans/q.yaml"}, verbose)
 	case "edit":
 		p, err := planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml")
 		if err != nil {
