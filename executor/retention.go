@@ -92,8 +92,9 @@ type Pruned struct {
 
 // Prune removes what is older than its retention as of now: archived states under
 // .stepseq/history, try logs under .stepseq/logs (by their step's status in the
-// current state; a running step's logs are never touched) and rotated journals.
-// A zero retention keeps that kind. Errors are collected; pruning goes on.
+// current state; a running step's logs are never touched) and rotated journals,
+// and, for the workspace's own run, the runs beside it (pruneRuns). A zero
+// retention keeps that kind. Errors are collected; pruning goes on.
 func Prune(ws Workspace, now time.Time, p RetentionPolicy) (Pruned, error) {
 	var out Pruned
 	var errs []error
@@ -110,7 +111,12 @@ func Prune(ws Workspace, now time.Time, p RetentionPolicy) (Pruned, error) {
 	}
 
 	// Archived runs: a DONE state is finished; anything else ended blocked or failed.
-	if entries, err := os.ReadDir(ws.HistoryDir()); err == nil {
+	// The history is the folder's, pruned once with its own run.
+	entries, err := os.ReadDir(ws.HistoryDir())
+	if ws.Run != "" {
+		entries, err = nil, fs.ErrNotExist
+	}
+	if err == nil {
 		for _, e := range entries {
 			fi, err := e.Info()
 			if err != nil || !fi.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
@@ -129,7 +135,7 @@ func Prune(ws Workspace, now time.Time, p RetentionPolicy) (Pruned, error) {
 
 	// Try logs, by their step's status now.
 	st, _ := (&StateFile{Path: ws.State}).Read()
-	logs := filepath.Join(ws.Dir, MetaDir, "logs")
+	logs := ws.runMeta("logs")
 	if dirs, err := os.ReadDir(logs); err == nil {
 		for _, d := range dirs {
 			if !d.IsDir() {
@@ -183,7 +189,72 @@ func Prune(ws Workspace, now time.Time, p RetentionPolicy) (Pruned, error) {
 			}
 		}
 	}
+	if ws.Run == "" {
+		pruned, err := pruneRuns(ws, now, p, expired)
+		out.Removed = append(out.Removed, pruned...)
+		errs = append(errs, err)
+	}
 	return out, errors.Join(errs...)
+}
+
+// pruneRuns prunes the runs beside the workspace's own (DESIGN §14): a closed
+// run and a finished one (its state DONE) go whole, state file and folder, once
+// their retention has passed since they were closed or last written; a run
+// still open keeps its state, and its logs and rotated journals are pruned as
+// the workspace's own are.
+func pruneRuns(ws Workspace, now time.Time, p RetentionPolicy, expired func(fs.FileInfo, time.Duration) bool) ([]string, error) {
+	var removed []string
+	var errs []error
+	gone := func(paths ...string) {
+		for _, path := range paths {
+			if err := os.RemoveAll(path); err != nil {
+				errs = append(errs, err)
+				return
+			}
+		}
+		rel, _ := filepath.Rel(ws.Dir, paths[len(paths)-1])
+		removed = append(removed, filepath.ToSlash(rel))
+	}
+	names := map[string]bool{}
+	if live, err := RunNames(ws); err == nil {
+		for _, n := range live {
+			if n != MainRun {
+				names[n] = true
+			}
+		}
+	}
+	if entries, err := os.ReadDir(ws.RunsDir()); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && ValidRunName(e.Name()) == nil && e.Name() != MainRun {
+				names[e.Name()] = true
+			}
+		}
+	}
+	for name := range names {
+		rw := ws.ForRun(name)
+		if fi, err := os.Stat(rw.State); err == nil {
+			if archivedDone(rw.State) && expired(fi, p.Finished) {
+				gone(rw.State, rw.RunDir())
+				continue
+			}
+			sub, err := Prune(rw, now, p)
+			removed = append(removed, sub.Removed...)
+			errs = append(errs, err)
+			continue
+		}
+		fi, err := os.Stat(rw.ClosedPath())
+		if err != nil {
+			continue // a folder without a run: a start under way, or its logs alone
+		}
+		keep := p.Failed
+		if archivedDone(rw.ClosedPath()) {
+			keep = p.Finished
+		}
+		if expired(fi, keep) {
+			gone(rw.RunDir())
+		}
+	}
+	return removed, errors.Join(errs...)
 }
 
 // archivedDone reports whether an archived state's plan was DONE. It reads the
