@@ -96,105 +96,137 @@ type Pruned struct {
 // and, for the workspace's own run, the runs beside it (pruneRuns). A zero
 // retention keeps that kind. Errors are collected; pruning goes on.
 func Prune(ws Workspace, now time.Time, p RetentionPolicy) (Pruned, error) {
-	var out Pruned
-	var errs []error
-	expired := func(fi fs.FileInfo, keep time.Duration) bool {
-		return keep > 0 && now.Sub(fi.ModTime()) > keep
+	pr := &pruner{ws: ws, now: now, p: p}
+	if ws.Run == "" { // the history is the folder's, pruned once with its own run
+		pr.history()
 	}
-	remove := func(path string) {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			return
-		}
-		rel, _ := filepath.Rel(ws.Dir, path)
-		out.Removed = append(out.Removed, filepath.ToSlash(rel))
-	}
-
-	// Archived runs: a DONE state is finished; anything else ended blocked or failed.
-	// The history is the folder's, pruned once with its own run.
-	entries, err := os.ReadDir(ws.HistoryDir())
-	if ws.Run != "" {
-		entries, err = nil, fs.ErrNotExist
-	}
-	if err == nil {
-		for _, e := range entries {
-			fi, err := e.Info()
-			if err != nil || !fi.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
-				continue
-			}
-			path := filepath.Join(ws.HistoryDir(), e.Name())
-			keep := p.Failed
-			if archivedDone(path) {
-				keep = p.Finished
-			}
-			if expired(fi, keep) {
-				remove(path)
-			}
-		}
-	}
-
-	// Try logs, by their step's status now.
 	st, _ := (&StateFile{Path: ws.State}).Read()
-	logs := ws.runMeta("logs")
-	if dirs, err := os.ReadDir(logs); err == nil {
-		for _, d := range dirs {
-			if !d.IsDir() {
-				continue
-			}
-			keep, running := p.Failed, false
-			if st != nil {
-				for id, run := range st.StepRuns {
-					if safeName(id) != d.Name() || run == nil {
-						continue
-					}
-					switch run.Status {
-					case planspec.StatusDone:
-						keep = p.Finished
-					case planspec.StatusInProgress:
-						running = true
-					}
-				}
-			}
-			if running {
-				continue
-			}
-			dir := filepath.Join(logs, d.Name())
-			files, _ := os.ReadDir(dir)
-			left := len(files)
-			for _, f := range files {
-				fi, err := f.Info()
-				if err == nil && fi.Mode().IsRegular() && expired(fi, keep) {
-					remove(filepath.Join(dir, f.Name()))
-					left--
-				}
-			}
-			if left == 0 {
-				_ = os.Remove(dir)
-			}
-		}
-	}
-
-	// Rotated journals: journal.jsonl.1 and older.
-	if entries, err := os.ReadDir(filepath.Dir(ws.JournalPath())); err == nil {
-		base := filepath.Base(ws.JournalPath()) + "."
-		for _, e := range entries {
-			if !strings.HasPrefix(e.Name(), base) {
-				continue
-			}
-			if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), base)); err != nil {
-				continue
-			}
-			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && expired(fi, p.Failed) {
-				remove(filepath.Join(filepath.Dir(ws.JournalPath()), e.Name()))
-			}
-		}
-	}
+	pr.logs(st)
+	pr.journals()
 	if ws.Run == "" {
-		pruned, err := pruneRuns(ws, now, p, expired)
-		out.Removed = append(out.Removed, pruned...)
-		errs = append(errs, err)
+		pruned, err := pruneRuns(ws, now, p, pr.expired)
+		pr.out.Removed = append(pr.out.Removed, pruned...)
+		pr.errs = append(pr.errs, err)
 	}
-	return out, errors.Join(errs...)
+	return pr.out, errors.Join(pr.errs...)
+}
+
+// pruner is one Prune: what it removed and what failed.
+type pruner struct {
+	ws   Workspace
+	now  time.Time
+	p    RetentionPolicy
+	out  Pruned
+	errs []error
+}
+
+func (pr *pruner) expired(fi fs.FileInfo, keep time.Duration) bool {
+	return keep > 0 && pr.now.Sub(fi.ModTime()) > keep
+}
+
+func (pr *pruner) remove(path string) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		pr.errs = append(pr.errs, err)
+		return
+	}
+	rel, _ := filepath.Rel(pr.ws.Dir, path)
+	pr.out.Removed = append(pr.out.Removed, filepath.ToSlash(rel))
+}
+
+// history prunes archived runs: a DONE state is finished; anything else ended
+// blocked or failed.
+func (pr *pruner) history() {
+	entries, err := os.ReadDir(pr.ws.HistoryDir())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		path := filepath.Join(pr.ws.HistoryDir(), e.Name())
+		keep := pr.p.Failed
+		if archivedDone(path) {
+			keep = pr.p.Finished
+		}
+		if pr.expired(fi, keep) {
+			pr.remove(path)
+		}
+	}
+}
+
+// logs prunes try logs by their step's status in st; a folder left empty goes too.
+func (pr *pruner) logs(st *planspec.State) {
+	logs := pr.ws.runMeta("logs")
+	dirs, err := os.ReadDir(logs)
+	if err != nil {
+		return
+	}
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		keep, running := pr.logKeep(st, d.Name())
+		if running {
+			continue
+		}
+		dir := filepath.Join(logs, d.Name())
+		files, _ := os.ReadDir(dir)
+		left := len(files)
+		for _, f := range files {
+			fi, err := f.Info()
+			if err == nil && fi.Mode().IsRegular() && pr.expired(fi, keep) {
+				pr.remove(filepath.Join(dir, f.Name()))
+				left--
+			}
+		}
+		if left == 0 {
+			_ = os.Remove(dir)
+		}
+	}
+}
+
+// logKeep is how long the logs in folder name are kept: a DONE step's as
+// finished, any other's as failed; running is true while its step runs.
+func (pr *pruner) logKeep(st *planspec.State, name string) (keep time.Duration, running bool) {
+	keep = pr.p.Failed
+	if st == nil {
+		return keep, false
+	}
+	for id, run := range st.StepRuns {
+		if safeName(id) != name || run == nil {
+			continue
+		}
+		switch run.Status {
+		case planspec.StatusDone:
+			keep = pr.p.Finished
+		case planspec.StatusInProgress:
+			running = true
+		}
+	}
+	return keep, running
+}
+
+// journals prunes rotated journals: journal.jsonl.1 and older.
+func (pr *pruner) journals() {
+	dir := filepath.Dir(pr.ws.JournalPath())
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	base := filepath.Base(pr.ws.JournalPath()) + "."
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), base) {
+			continue
+		}
+		if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), base)); err != nil {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && pr.expired(fi, pr.p.Failed) {
+			pr.remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // pruneRuns prunes the runs beside the workspace's own (DESIGN §14): a closed

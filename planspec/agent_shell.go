@@ -149,46 +149,19 @@ func CheckAgentArgv(argv []string, resolve func(string) string) error {
 func checkProgram(argv []string, resolve func(string) string) error {
 	i := 0
 	for {
-		if i >= len(argv) || argv[i] == "{prompt}" || argv[i] == "{changed}" {
-			prev := "the agent"
-			if i > 0 {
-				prev = fmt.Sprintf("%q", argv[i-1])
-			}
-			return &AgentCodeError{Reason: prev + " would run the prompt as its program"}
+		if err := checkProgramWord(argv, i); err != nil {
+			return err
 		}
 		word := argv[i]
-		if HasTemplate(word) {
-			return fmt.Errorf("%q: a ${…} template may not stand for the program: write the program in the plan, and templates in its arguments, like [claude, --model, \"${params.model}\"]", word)
-		}
-		names := []string{ProgramName(word)}
-		if resolve != nil {
-			if real := resolve(word); real != "" {
-				if rn := ProgramName(real); rn != names[0] {
-					names = append(names, rn)
-				}
-			}
-		}
-		// A busybox reached through another name runs the applet of that name.
-		if len(names) == 2 && names[1] == "busybox" {
-			names = names[:1]
-		}
+		names := programNames(word, resolve)
 		for _, n := range names {
 			if slices.Contains(shells, n) {
 				return &AgentCodeError{Reason: shellReason(word, n)}
 			}
 		}
-		var next int
-		wrapped := false
-		for _, n := range names {
-			if wr, ok := wrappers()[n]; ok {
-				for _, f := range argv[i+1:] {
-					if flagIs(f, wrapperCodeFlags()[n]) {
-						return &AgentCodeError{Reason: fmt.Sprintf("%q %s runs a command line", word, f)}
-					}
-				}
-				next, wrapped = skipWrapper(argv, i, wr), true
-				break
-			}
+		next, wrapped, err := unwrap(argv, i, names)
+		if err != nil {
+			return err
 		}
 		if wrapped {
 			i = next
@@ -203,6 +176,59 @@ func checkProgram(argv []string, resolve func(string) string) error {
 		}
 		return nil
 	}
+}
+
+// checkProgramWord refuses argv[i] as a program: no word left, a placeholder
+// the prompt or the changed paths stand in, or a template.
+func checkProgramWord(argv []string, i int) error {
+	if i >= len(argv) || argv[i] == "{prompt}" || argv[i] == "{changed}" {
+		prev := "the agent"
+		if i > 0 {
+			prev = fmt.Sprintf("%q", argv[i-1])
+		}
+		return &AgentCodeError{Reason: prev + " would run the prompt as its program"}
+	}
+	if word := argv[i]; HasTemplate(word) {
+		return fmt.Errorf("%q: a ${…} template may not stand for the program: write the program in the plan, and templates in its arguments, like [claude, --model, \"${params.model}\"]", word)
+	}
+	return nil
+}
+
+// programNames are the names a program word goes by: its own, and the one of the
+// file it resolves to when that differs. A busybox reached through another name
+// runs the applet of that name.
+func programNames(word string, resolve func(string) string) []string {
+	names := []string{ProgramName(word)}
+	if resolve != nil {
+		if real := resolve(word); real != "" {
+			if rn := ProgramName(real); rn != names[0] {
+				names = append(names, rn)
+			}
+		}
+	}
+	if len(names) == 2 && names[1] == "busybox" {
+		names = names[:1]
+	}
+	return names
+}
+
+// unwrap steps over the wrapper at argv[i] (env, nice, timeout…) to the word of
+// the program it runs; wrapped is false when argv[i] is no wrapper. A wrapper's
+// own flag that runs a command line is refused.
+func unwrap(argv []string, i int, names []string) (next int, wrapped bool, err error) {
+	for _, n := range names {
+		wr, ok := wrappers()[n]
+		if !ok {
+			continue
+		}
+		for _, f := range argv[i+1:] {
+			if flagIs(f, wrapperCodeFlags()[n]) {
+				return 0, false, &AgentCodeError{Reason: fmt.Sprintf("%q %s runs a command line", argv[i], f)}
+			}
+		}
+		return skipWrapper(argv, i, wr), true, nil
+	}
+	return 0, false, nil
 }
 
 func shellReason(word, name string) string {

@@ -129,7 +129,7 @@ func plainBlock(text string) (Report, bool) {
 	for line := range strings.SplitSeq(text, "\n") {
 		line = strings.TrimRight(line, "\r")
 		trimmed := strings.TrimSpace(line)
-		if trimmed == "" || strings.HasPrefix(trimmed, "#") || trimmed == "---" || strings.HasPrefix(trimmed, "```") {
+		if notReportLine(trimmed) {
 			continue
 		}
 		if last == "artifacts" && strings.HasPrefix(trimmed, "- ") {
@@ -138,57 +138,74 @@ func plainBlock(text string) (Report, bool) {
 		}
 		key, val, ok := strings.Cut(trimmed, ":")
 		key = strings.ToLower(strings.TrimSpace(key))
-		if !ok || line != strings.TrimLeft(line, " \t") {
-			return Report{}, false
-		}
-		val = strings.TrimSpace(val)
-		if seen[key] {
+		if !ok || line != strings.TrimLeft(line, " \t") || seen[key] {
 			return Report{}, false
 		}
 		seen[key] = true
 		last = key
-		switch key {
-		case "status":
-			rep.Status = strings.ToLower(unquote(val))
-		case "summary":
-			rep.Summary = unquote(val)
-		case "evidence":
-			rep.Evidence = unquote(val)
-		case "risk":
-			rep.Risk = unquote(val)
-		case "next":
-			rep.Next = unquote(val)
-		case "artifacts":
-			if val == "" {
-				continue
-			}
-			if strings.HasPrefix(val, "[") {
-				var list []string
-				if yaml.Unmarshal([]byte(val), &list) != nil {
-					return Report{}, false
-				}
-				rep.Artifacts = list
-				continue
-			}
-			for p := range strings.SplitSeq(val, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					rep.Artifacts = append(rep.Artifacts, p)
-				}
-			}
-		case "result":
-			if val == "" {
-				return Report{}, false // a nested result: YAML reads it
-			}
-			var v any
-			if yaml.Unmarshal([]byte(val), &v) != nil {
-				v = val
-			}
-			rep.Result, _ = json.Marshal(v)
-		default:
+		if !rep.setPlain(key, strings.TrimSpace(val)) {
 			return Report{}, false
 		}
 	}
 	return rep, len(seen) > 0
+}
+
+// notReportLine is a line a block may hold around its keys: blank, a comment,
+// a YAML document marker, a code fence.
+func notReportLine(trimmed string) bool {
+	return trimmed == "" || strings.HasPrefix(trimmed, "#") || trimmed == "---" || strings.HasPrefix(trimmed, "```")
+}
+
+// setPlain sets the report's key from a plain block's value; false when the key
+// is none of a report's, or its value is one plain lines cannot hold.
+func (rep *Report) setPlain(key, val string) bool {
+	switch key {
+	case "status":
+		rep.Status = strings.ToLower(unquote(val))
+	case "summary":
+		rep.Summary = unquote(val)
+	case "evidence":
+		rep.Evidence = unquote(val)
+	case "risk":
+		rep.Risk = unquote(val)
+	case "next":
+		rep.Next = unquote(val)
+	case "artifacts":
+		list, ok := plainList(val)
+		rep.Artifacts = append(rep.Artifacts, list...)
+		return ok
+	case "result":
+		if val == "" {
+			return false // a nested result: YAML reads it
+		}
+		var v any
+		if yaml.Unmarshal([]byte(val), &v) != nil {
+			v = val
+		}
+		rep.Result, _ = json.Marshal(v)
+	default:
+		return false
+	}
+	return true
+}
+
+// plainList is an artifacts value: a flow list, or names separated by commas;
+// none when empty (a "- name" line per artifact follows).
+func plainList(val string) ([]string, bool) {
+	if strings.HasPrefix(val, "[") {
+		var list []string
+		if yaml.Unmarshal([]byte(val), &list) != nil {
+			return nil, false
+		}
+		return list, true
+	}
+	var list []string
+	for p := range strings.SplitSeq(val, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			list = append(list, p)
+		}
+	}
+	return list, true
 }
 
 func unquote(s string) string {

@@ -175,17 +175,33 @@ func (sp *StepSpec) copy() StepSpec {
 }
 
 func (sp *StepSpec) equal(o *StepSpec) bool {
+	return sp.sameText(o) && sp.sameGates(o) && sp.sameAgent(o) && sp.sameReports(o) && sameObject(sp.raw, o.raw)
+}
+
+// sameText: what the step says, as given and as templates.
+func (sp *StepSpec) sameText(o *StepSpec) bool {
 	return sp.Title == o.Title && sp.Instruction == o.Instruction &&
-		slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
+		sp.InstructionTemplate == o.InstructionTemplate && sp.TitleTemplate == o.TitleTemplate
+}
+
+// sameGates: when the step runs and when it is done.
+func (sp *StepSpec) sameGates(o *StepSpec) bool {
+	return slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
-		slices.Equal(sp.On, o.On) && sp.Timeout == o.Timeout && sp.AwaitOutputs == o.AwaitOutputs &&
-		eqPtr(sp.Retries, o.Retries) && sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) &&
-		sp.AgentTemplate.Equal(o.AgentTemplate) && sp.InstructionTemplate == o.InstructionTemplate && sp.TitleTemplate == o.TitleTemplate &&
-		sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
+		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs
+}
+
+// sameAgent: who runs the step, how long, how often.
+func (sp *StepSpec) sameAgent(o *StepSpec) bool {
+	return sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) && sp.AgentTemplate.Equal(o.AgentTemplate) &&
+		sp.Timeout == o.Timeout && eqPtr(sp.Retries, o.Retries) && sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume)
+}
+
+// sameReports: what the step's worker reports, and by when.
+func (sp *StepSpec) sameReports(o *StepSpec) bool {
+	return sp.Reports == o.Reports && sp.LaunchTimeout == o.LaunchTimeout &&
 		sp.MilestoneTimeout == o.MilestoneTimeout && sp.IdleTimeout == o.IdleTimeout &&
-		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid && sp.ResultFrom == o.ResultFrom &&
-		sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume) &&
-		sameObject(sp.raw, o.raw)
+		bytes.Equal(sp.Result, o.Result) && sp.OnInvalid == o.OnInvalid && sp.ResultFrom == o.ResultFrom
 }
 
 func (r *StepRun) copy() StepRun {

@@ -110,82 +110,118 @@ type initRun struct {
 }
 
 func (in *initRun) run(gitHooks bool) error {
-	examplePath := filepath.Join(in.dir, "plans", "example.yaml")
-	schemaPath := filepath.Join(in.dir, executor.MetaDir, "schema.json")
-	schemaRel, err := filepath.Rel(filepath.Dir(examplePath), schemaPath)
+	plan, err := in.check(gitHooks)
 	if err != nil {
 		return err
 	}
-	example := fmt.Appendf(nil, examplePlan, filepath.ToSlash(schemaRel))
+	if err := in.apply(plan); err != nil {
+		return err
+	}
+	fmt.Fprintf(in.out, "next: stepseq validate %s, then STEP_AGENT_CMD='your agent command' stepseq watch %s\n", plan.examplePath, in.dir)
+	return nil
+}
+
+// initPlan is what an init will write, every refusal checked.
+type initPlan struct {
+	examplePath, schemaPath string
+	example                 []byte
+	claudeJSON              []byte // nil: no --claude
+	git                     string // git's path, when the hooks or --step need it
+	hooks                   []executor.HookInstall
+}
+
+// check finds what init would refuse, before anything is written: an example
+// plan that is not stepseq's, a Claude configuration it cannot merge, no git for
+// the hooks or --step.
+func (in *initRun) check(gitHooks bool) (initPlan, error) {
+	var plan initPlan
+	var err error
+	if plan.examplePath, plan.schemaPath, plan.example, err = in.examplePlan(); err != nil {
+		return plan, err
+	}
+	if in.claude {
+		if plan.claudeJSON, err = claudeConfig(in.claudePath(), in.force); err != nil {
+			return plan, err
+		}
+	}
+	if gitHooks || in.step != nil {
+		plan.git, _ = exec.LookPath("git")
+	}
+	if in.step != nil && plan.git == "" {
+		return plan, usageErr("--step sets git config stepseq.step: git is not on PATH")
+	}
+	if gitHooks {
+		hooksDir, err := executor.FindHooksDir(plan.git, in.dir)
+		if err != nil {
+			return plan, &exitError{code: 1, err: err}
+		}
+		if plan.hooks, err = executor.PlanHooks(hooksDir, githooks.FS); err != nil {
+			return plan, &exitError{code: 1, err: err}
+		}
+	}
+	return plan, nil
+}
+
+// examplePlan is the example plan init writes, naming the schema beside it, and
+// where both go; an example there that is not stepseq's is refused without
+// --force.
+func (in *initRun) examplePlan() (examplePath, schemaPath string, example []byte, err error) {
+	examplePath = filepath.Join(in.dir, "plans", "example.yaml")
+	schemaPath = filepath.Join(in.dir, executor.MetaDir, "schema.json")
+	schemaRel, err := filepath.Rel(filepath.Dir(examplePath), schemaPath)
+	if err != nil {
+		return "", "", nil, err
+	}
+	example = fmt.Appendf(nil, examplePlan, filepath.ToSlash(schemaRel))
 	current, err := os.ReadFile(examplePath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return err
+		return "", "", nil, err
 	case !bytes.Equal(current, example) && !in.force:
-		return &exitError{code: 1, err: fmt.Errorf("%s exists and is not stepseq's example: left as it is (give --force to replace it)", examplePath)}
+		return "", "", nil, &exitError{code: 1, err: fmt.Errorf("%s exists and is not stepseq's example: left as it is (give --force to replace it)", examplePath)}
 	}
+	return examplePath, schemaPath, example, nil
+}
 
-	var claudeJSON []byte
-	if in.claude {
-		if claudeJSON, err = claudeConfig(in.claudePath(), in.force); err != nil {
-			return err
-		}
-	}
-
-	var git string
-	if gitHooks || in.step != nil {
-		git, _ = exec.LookPath("git")
-	}
-	if in.step != nil && git == "" {
-		return usageErr("--step sets git config stepseq.step: git is not on PATH")
-	}
-	var hooks []executor.HookInstall
-	if gitHooks {
-		hooksDir, err := executor.FindHooksDir(git, in.dir)
-		if err != nil {
-			return &exitError{code: 1, err: err}
-		}
-		if hooks, err = executor.PlanHooks(hooksDir, githooks.FS); err != nil {
-			return &exitError{code: 1, err: err}
-		}
-	}
-
-	if err := in.write(schemaPath, planspec.Schema(), 0o644); err != nil {
+// apply writes what check found: the schema and the example, .gitignore, the
+// Claude configuration, the hooks and the hooks' step.
+func (in *initRun) apply(plan initPlan) error {
+	if err := in.write(plan.schemaPath, planspec.Schema(), 0o644); err != nil {
 		return err
 	}
-	if err := in.write(examplePath, example, 0o644); err != nil {
+	if err := in.write(plan.examplePath, plan.example, 0o644); err != nil {
 		return err
 	}
 	if err := in.ignoreMeta(); err != nil {
 		return err
 	}
-	if claudeJSON != nil {
-		if err := in.writeClaude(in.claudePath(), claudeJSON); err != nil {
+	if plan.claudeJSON != nil {
+		if err := in.writeClaude(in.claudePath(), plan.claudeJSON); err != nil {
 			return err
 		}
 	}
-	for _, h := range hooks {
+	for _, h := range plan.hooks {
 		if err := h.Install(in.out); err != nil {
 			return err
 		}
 	}
-	if len(hooks) > 0 && git != "" {
-		if top := executor.OtherTopLevel(git, in.dir); top != "" {
+	if len(plan.hooks) > 0 && plan.git != "" {
+		if top := executor.OtherTopLevel(plan.git, in.dir); top != "" {
 			fmt.Fprintf(in.stderr, "stepseq: note: the hooks trigger the workspace at the repository's top directory %s, not %s\n", top, in.dir)
 		}
 	}
-	if in.step != nil {
-		if err := executor.SetHookStep(git, in.dir, *in.step); err != nil {
-			return err
-		}
-		if *in.step == "" {
-			fmt.Fprintln(in.out, "set git config stepseq.step to \"\": the hooks trigger nothing")
-		} else {
-			fmt.Fprintf(in.out, "set git config stepseq.step %s: the hooks re-run it\n", *in.step)
-		}
+	if in.step == nil {
+		return nil
 	}
-	fmt.Fprintf(in.out, "next: stepseq validate %s, then STEP_AGENT_CMD='your agent command' stepseq watch %s\n", examplePath, in.dir)
+	if err := executor.SetHookStep(plan.git, in.dir, *in.step); err != nil {
+		return err
+	}
+	if *in.step == "" {
+		fmt.Fprintln(in.out, "set git config stepseq.step to \"\": the hooks trigger nothing")
+	} else {
+		fmt.Fprintf(in.out, "set git config stepseq.step %s: the hooks re-run it\n", *in.step)
+	}
 	return nil
 }
 
