@@ -27,7 +27,11 @@ func (s *Sidecar) intakePlans() {
 			continue
 		}
 		path := filepath.Join(s.opt.PlansDir, n)
-		pf := s.AdmitPlan(ReadPlanFileIn(s.Root(), s.rel(path)), FromWorkspace)
+		pf := ReadPlanFileIn(s.Root(), s.rel(path))
+		if pf.Plan != nil {
+			pf.Params = s.WS.SubmittedParams(pf.Name, pf.Hash)
+		}
+		pf = s.AdmitPlan(pf, FromWorkspace)
 		if errors.Is(pf.Err, fs.ErrNotExist) {
 			continue
 		}

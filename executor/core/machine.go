@@ -220,6 +220,9 @@ type Notification struct {
 	Next   string `json:"next"`
 	// Run names the run (DESIGN §14); empty for the workspace's own, state.json.
 	Run string `json:"run,omitempty"`
+	// Summary is what the plan's summary gave (DESIGN §13), carried by the
+	// plan's last report: its plan_done or plan_blocked.
+	Summary map[string]any `json:"summary,omitempty"`
 }
 
 // Notification events: what happened beyond the seed's six status words

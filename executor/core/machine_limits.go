@@ -1,8 +1,12 @@
 package core
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -182,6 +186,25 @@ func (m *Machine) notifyEvent(step string, try int, status, event, output, next 
 	m.notify(step, try, "stepseq", status, output, next)
 	if n, ok := m.out[len(m.out)-1].(Notify); ok {
 		n.Note.Event = event
+		if sv := m.st.Settings.SummaryValues; (event == EventPlanDone || event == EventPlanBlocked) && len(sv) > 0 {
+			n.Note.Summary = maps.Clone(sv)
+			n.Note.Output += "; summary: " + SummaryLine(sv)
+		}
 		m.out[len(m.out)-1] = n
 	}
+}
+
+// SummaryLine is a plan's summary in words, for a report's output: name=value
+// in name order, each value as JSON (a string as it is).
+func SummaryLine(values map[string]any) string {
+	parts := make([]string, 0, len(values))
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		v, ok := values[name].(string)
+		if !ok {
+			b, _ := json.Marshal(values[name])
+			v = string(b)
+		}
+		parts = append(parts, name+"="+FirstChars(v, 200))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -167,6 +167,9 @@ func (t *tools) planValidate(_ context.Context, _ *sdk.CallToolRequest, in PlanI
 type SubmitInput struct {
 	Name string `json:"name" jsonschema:"the plan file's name: letters, digits, ., _ and -; written as plans/<name>.yaml"`
 	YAML string `json:"yaml" jsonschema:"the plan, as YAML"`
+	// Params are the run's params, checked against the plan's params'
+	// schemas as stepseq apply --param checks them.
+	Params map[string]any `json:"params,omitempty" jsonschema:"the run's params by name, each checked against its schema in the plan's params; a param not given takes its default"`
 }
 
 // SubmitVerdict is the sidecar's verdict on a submitted plan. A plan that is
@@ -229,6 +232,10 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 	if r := t.admit(plan, rel); r != nil {
 		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
 	}
+	if _, err := plan.ResolveParams(in.Params); err != nil {
+		r := refusalOf(err)
+		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
+	}
 	dir := t.opt.plansDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, SubmitVerdict{}, fmt.Errorf("plans folder: %w", err)
@@ -252,6 +259,10 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		return err == nil && st.Settings.Source != rel && st.Status != planspec.StatusDone
 	}
 	err := waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
+		// The params first: the sidecar reads them when it sees the plan.
+		if err := ws.WritePlanParams(name, hash, in.Params); err != nil {
+			return err
+		}
 		return renameio.WriteFile(filepath.Join(dir, name+".yaml"), content, 0o644, renameio.WithTempDir(dir))
 	}, judged)
 	if err != nil {

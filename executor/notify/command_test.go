@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ func TestCommand_StdinAndEnvironment(t *testing.T) {
 	if err := json.Unmarshal([]byte(rec.Stdin), &got); err != nil {
 		t.Fatalf("stdin %q: %v", rec.Stdin, err)
 	}
-	if got != sent {
+	if !reflect.DeepEqual(got, sent) {
 		t.Errorf("stdin report %+v, want %+v", got, sent)
 	}
 	want := map[string]string{

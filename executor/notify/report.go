@@ -3,6 +3,7 @@ package notify
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,6 +30,9 @@ type Report struct {
 	Next   string `json:"next"`   // what comes next ("none" when done)
 	// Run names the run (DESIGN §14); empty for the workspace's own, state.json.
 	Run string `json:"run,omitempty"`
+	// Summary is what the plan's summary gave (DESIGN §13), on the plan's last
+	// report (event plan_done or plan_blocked).
+	Summary map[string]any `json:"summary,omitempty"`
 }
 
 // Caps on a report's fields, in bytes, applied by Emit. A longer value is cut on a
@@ -48,7 +52,25 @@ func (r Report) capped() Report {
 	r.Event = cut(r.Event, MaxFieldBytes)
 	r.Output = cut(r.Output, MaxOutputBytes)
 	r.Next = cut(r.Next, MaxNextBytes)
+	r.Summary = cappedSummary(r.Summary)
 	return r
+}
+
+// cappedSummary keeps a summary whose JSON is within MaxOutputBytes; a longer
+// one keeps its names, each value as its JSON cut to MaxFieldBytes.
+func cappedSummary(s map[string]any) map[string]any {
+	if len(s) == 0 {
+		return nil
+	}
+	if b, err := json.Marshal(s); err == nil && len(b) <= MaxOutputBytes {
+		return s
+	}
+	out := make(map[string]any, len(s))
+	for k, v := range s {
+		b, _ := json.Marshal(v)
+		out[cut(k, MaxFieldBytes)] = cut(string(b), MaxFieldBytes)
+	}
+	return out
 }
 
 // cut shortens s to at most max bytes of valid UTF-8, marking the cut.
@@ -80,6 +102,10 @@ func (r Report) env() []string {
 		"STEPSEQ_NOTIFY_RUN=" + r.Run,
 		"STEPSEQ_NOTIFY_OUTPUT=" + cut(r.Output, 4<<10),
 		"STEPSEQ_NOTIFY_NEXT=" + r.Next,
+	}
+	if len(r.Summary) > 0 {
+		b, _ := json.Marshal(r.Summary)
+		vars = append(vars, "STEPSEQ_NOTIFY_SUMMARY="+cut(string(b), 4<<10))
 	}
 	// A NUL cannot be passed in the environment; exec would refuse the command.
 	for i, v := range vars {

@@ -17,6 +17,8 @@ type page struct {
 	StatusClass string
 	Waiting     string
 	Blockers    []string
+	Params      []Field
+	Summary     []Field
 	Steps       []stepRow
 	Graph       graph
 	Phases      []phaseKey
@@ -76,7 +78,7 @@ func newPage(v View, now time.Time, logBytes int) page {
 	p := page{
 		Title: strings.Join(slices.DeleteFunc([]string{v.Status, v.Plan, "stepseq"}, func(s string) bool { return s == "" }), " · "),
 		Plan:  v.Plan, Status: v.Status, StatusClass: token(v.Status), Waiting: v.Waiting,
-		Blockers: v.Blockers,
+		Blockers: v.Blockers, Params: v.Params, Summary: v.Summary,
 	}
 	for _, ph := range knownPhases {
 		p.Phases = append(p.Phases, phaseKey{Class: phaseClass(ph), Label: phaseLabel(ph, v.Reports)})

@@ -39,6 +39,9 @@ type View struct {
 	Status   string // the plan's status: RUNNING, DONE, BLOCKED, …
 	Waiting  string // what the plan waits for, in words; may be empty
 	Blockers []string
+	// Params are the run's params and Summary what the plan's summary gave
+	// when it ended (DESIGN §13), by name, each value as JSON.
+	Params, Summary []Field
 	// Reports is whether the plan's workers report (DESIGN §7). Without reports
 	// a step in_progress is shown as "running": nobody said it was accepted.
 	Reports bool
@@ -50,6 +53,11 @@ type View struct {
 	// steps are drawn as a chain in their order. An edge naming no step is
 	// left out.
 	Edges [][2]string
+}
+
+// Field is one named value of the plan: a param, a summary's entry.
+type Field struct {
+	Name, Value string
 }
 
 // StepView is one step's line.

@@ -2,8 +2,11 @@ package web
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +89,7 @@ func (w *Workspace) View() View {
 	r, err := executor.Describe(w.rt, st, time.Now(), w.maxRetries)
 	w.mu.Unlock()
 	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
+	v.Params, v.Summary = fields(r.Params), fields(r.Summary)
 	if r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String() {
 		v.Status = PlanBlocked // the badge says what a person must know: the plan waits on them
 	}
@@ -150,3 +154,21 @@ func phaseOf(st *planspec.State, id string) string {
 		return phase
 	}
 }
+
+// fields are a plan's named values in name order, each as compact JSON (a
+// string as it is), cut to fieldRunes.
+func fields(m map[string]any) []Field {
+	out := make([]Field, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		v, ok := m[name].(string)
+		if !ok {
+			b, _ := json.Marshal(m[name])
+			v = string(b)
+		}
+		out = append(out, Field{Name: name, Value: cut(v, fieldRunes)})
+	}
+	return out
+}
+
+// fieldRunes bounds what the page shows of one param or summary value.
+const fieldRunes = 200

@@ -3,7 +3,10 @@ package web
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stepseq/stepseq/executor"
 )
@@ -102,5 +105,36 @@ func TestWorkspace_StepBlocker(t *testing.T) {
 	}
 	if build.Blocker != "build: max retries (3) exceeded" || build.Phase != PhaseBlocked {
 		t.Errorf("step build: phase %q, blocker %q; want blocked by its max retries", build.Phase, build.Blocker)
+	}
+}
+
+// A plan's params and, once it ended, its summary show under its name.
+func TestWorkspace_ParamsAndSummary(t *testing.T) {
+	dir := t.TempDir()
+	state := `{"plan": {"steps": {"a": {"title": "A", "instruction": "do a"}}}, "stepQueue": ["a"], "currentStep": 1,
+  "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "stepDelayMinutes": 0, "blockers": [], "artifacts": [], "status": "DONE",
+  "stepseq": {"name": "review", "params": {"target": "src", "max": 3}, "summary": {"fixed": "2"}, "summaryValues": {"fixed": 2, "doc": "<r.md>"}}}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	v := NewWorkspace(rt, 3, 13).View()
+	if want := []Field{{"max", "3"}, {"target", "src"}}; !slices.Equal(v.Params, want) {
+		t.Errorf("params %v, want %v", v.Params, want)
+	}
+	if want := []Field{{"doc", "<r.md>"}, {"fixed", "2"}}; !slices.Equal(v.Summary, want) {
+		t.Errorf("summary %v, want %v", v.Summary, want)
+	}
+	var buf strings.Builder
+	if err := tmpl().ExecuteTemplate(&buf, "live", pageData{Page: newPage(v, time.Now(), 100)}); err != nil {
+		t.Fatal(err)
+	}
+	if html := buf.String(); !strings.Contains(html, `<p class="fields" data-summary>summary: <code>doc</code> = <code>&lt;r.md&gt;</code> <code>fixed</code> = <code>2</code></p>`) ||
+		!strings.Contains(html, `<code>target</code> = <code>src</code>`) {
+		t.Errorf("the page shows:\n%s", html)
 	}
 }

@@ -1,0 +1,66 @@
+package mcp
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stepseq/stepseq/executor"
+)
+
+const greetPlan = `agent: mcp
+params:
+  count: {type: integer, minimum: 1, default: 1}
+  who: {type: string}
+summary:
+  told: params.who
+steps:
+  - id: greet
+    title: Greet ${params.who}
+    instruction: Greet ${params.who} ${params.count} times
+`
+
+// plan_submit {params}: params the schemas refuse are refused with
+// invalid_params and every problem by its path, and nothing is written; the
+// params given are the run's, its instruction rendered with them, and its
+// summary shown by status.
+func TestServer_SubmitParams(t *testing.T) {
+	w := newWorkspace(t)
+	cs := connect(t, NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}), "worker")
+	res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "greet", "yaml": greetPlan, "params": map[string]any{"count": 0, "extra": true}})
+	reasons := toStrings(out["reasons"])
+	if !res.IsError || out["code"] != string(InvalidParams) || len(reasons) != 3 ||
+		!strings.HasPrefix(reasons[0], "params.extra: unknown param") || !strings.HasPrefix(reasons[1], "params.count: ") ||
+		!strings.HasPrefix(reasons[2], "params.who: required") {
+		t.Fatalf("bad params: isError %v, %v", res.IsError, out)
+	}
+	if w.exists(t, "plans/greet.yaml") {
+		t.Error("a refused plan was written")
+	}
+
+	if _, errText := call(t, cs, "plan_submit", map[string]any{"name": "greet", "yaml": greetPlan, "params": map[string]any{"who": "Ada", "count": 2}}); errText != "" {
+		t.Fatal(errText)
+	}
+	out = waitTool(t, cs, "step_current", map[string]any{}, func(m map[string]any) bool { return m["step"] != nil })
+	cur, _ := out["step"].(map[string]any)
+	if cur["prompt"] != "Greet Ada 2 times" {
+		t.Errorf("step_current = %v", cur)
+	}
+	if _, errText := call(t, cs, "step_report", report(cur["token"].(string), "accepted", nil)); errText != "" {
+		t.Fatal(errText)
+	}
+	if _, errText := call(t, cs, "step_report", report(cur["token"].(string), "done", nil)); errText != "" {
+		t.Fatal(errText)
+	}
+	st := waitTool(t, cs, "status", map[string]any{}, func(m map[string]any) bool { return m["status"] == "DONE" && m["summary"] != nil })
+	params, _ := st["params"].(map[string]any)
+	summary, _ := st["summary"].(map[string]any)
+	if params["who"] != "Ada" || params["count"] != float64(2) || summary["told"] != "Ada" {
+		t.Errorf("status: params %v, summary %v", params, summary)
+	}
+}
+
+func (w *workspace) exists(t *testing.T, rel string) bool {
+	t.Helper()
+	_, err := executor.ReadFile(w.rt.WS.Dir+"/"+rel, executor.PlanCap)
+	return err == nil
+}
