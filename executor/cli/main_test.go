@@ -125,6 +125,19 @@ func fakeAgent() {
 			} else {
 				fmt.Printf("report %s: %s", val, out)
 			}
+		case "done-result":
+			// Accepted, then done with val as its result (JSON without spaces).
+			for _, status := range []string{"accepted", "done"} {
+				args := []string{"report", status, "--summary", "fake " + status, "--evidence", "evidence of " + status,
+					"--risk", "low — a test", "--next", "the next thing"}
+				if status == "done" {
+					args = append(args, "--result", val)
+				}
+				out, err := exec.Command("stepseq", args...).CombinedOutput()
+				if err != nil {
+					fmt.Printf("report %s refused: %s", status, out)
+				}
+			}
 		case "drop":
 			fmt.Println(dropReport(val, try))
 		case "blocked-before":
