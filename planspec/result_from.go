@@ -142,13 +142,19 @@ func LastJSON(text string) (json.RawMessage, bool) {
 	if json.Valid([]byte(s)) {
 		return json.RawMessage(s), true
 	}
-	// An object or array that starts a line: at most one try per line start,
-	// from the end, so that a long text costs a few scans of its tail.
-	for end := len(s); end > 0; {
+	// An object or array that starts a line and runs to the end, tried from
+	// the last line start up, at most maxJSONStarts of them: a value that
+	// closes early fails its check at once, and the bound keeps a text of
+	// many unclosed brackets from costing a scan of its tail per line.
+	tried := 0
+	for end := len(s); end > 0 && tried < maxJSONStarts; {
 		i := strings.LastIndexByte(s[:end], '\n')
-		line := s[i+1:]
-		if len(line) > 0 && (line[0] == '{' || line[0] == '[') && json.Valid([]byte(line)) {
-			return json.RawMessage(line), true
+		tail := s[i+1:]
+		if len(tail) > 0 && (tail[0] == '{' || tail[0] == '[') {
+			tried++
+			if json.Valid([]byte(tail)) {
+				return json.RawMessage(tail), true
+			}
 		}
 		if i < 0 {
 			break
@@ -161,6 +167,9 @@ func LastJSON(text string) (json.RawMessage, bool) {
 	}
 	return nil, false
 }
+
+// maxJSONStarts bounds the line starts LastJSON tries.
+const maxJSONStarts = 64
 
 // lastFence is the body of the text's last fenced code block when the text
 // ends with it (or with a line after it).

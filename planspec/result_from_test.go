@@ -54,3 +54,15 @@ func TestCheckResultFrom(t *testing.T) {
 		}
 	}
 }
+
+// A text of many lines that open a bracket and never close it costs a bounded
+// number of scans, and finds nothing.
+func BenchmarkLastJSON_Unclosed(b *testing.B) {
+	text := strings.Repeat("[\n", 1<<18) + "}"
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if _, ok := LastJSON(text); ok {
+			b.Fatal("found a value")
+		}
+	}
+}
