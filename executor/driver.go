@@ -47,8 +47,11 @@ type driver struct {
 	verdict  func(core.ReportVerdict)
 	notifier Notifier
 	onChange func() // after a state write or a notification: SidecarOptions.OnChange
-	metrics  *Metrics
-	ctx      context.Context
+	// onDrain and onIntake carry out the machine's DrainTriggers and
+	// IntakePlans (the sidecar's); nil: ignored.
+	onDrain, onIntake func()
+	metrics           *Metrics
+	ctx               context.Context
 	// returnsConfigErr: the driver ends with a configuration error that keeps
 	// the plan from launching (check, step, watch --exit-when-done), so the
 	// machine's line saying it is not logged as well.
@@ -225,6 +228,14 @@ func (d *driver) perform(e core.Effect) {
 		d.reportVerdict(e)
 	case core.WaitInherited:
 		d.waitInherited(e.Step)
+	case core.DrainTriggers:
+		if d.onDrain != nil {
+			d.onDrain()
+		}
+	case core.IntakePlans:
+		if d.onIntake != nil {
+			d.onIntake()
+		}
 	}
 }
 
@@ -760,6 +771,12 @@ func (d *driver) ModTime(rel string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return fi.ModTime(), true
+}
+
+// FolderModTime is a folder's modification time (core.FolderTimes): when an
+// entry last came or went.
+func (d *driver) FolderModTime(rel string) (time.Time, bool) {
+	return folderModTime(filepath.Join(d.rt.WS.Dir, filepath.FromSlash(rel)))
 }
 
 func (d *driver) Orphan(id string, try int, started string) core.TryState {

@@ -76,14 +76,12 @@ type Sidecar struct {
 	alive    atomic.Bool
 	passes   atomic.Uint64
 
-	// The trigger folder is drained off the loop once it has been quiet for
-	// opt.TriggerQuiet (at most TriggerHold after its first change), so that a burst
-	// of triggers is one drain, one input, one re-run.
+	// The trigger folder is drained off the loop once the machine says it has
+	// been quiet for opt.TriggerQuiet (core.DrainTriggers), so that a burst of
+	// triggers is one drain, one input, one re-run.
 	drain      chan drained // the drain in flight; nil when none
 	drainAgain bool         // the folder changed during the drain: drain it again
-	trigTimer  *time.Timer
-	planTimer  *time.Timer // another plan intake, once a file being written is still
-	trigFirst  time.Time   // the first trigger change not drained yet
+	intakeDue  bool         // the machine asked for another plan intake (core.IntakePlans)
 
 	longest atomic.Int64 // the longest turn of the loop, in ns
 	hb      Heartbeat    // when the loop last turned, for /healthz
@@ -92,10 +90,11 @@ type Sidecar struct {
 }
 
 // DefaultTriggerQuiet is how long the trigger folder must be still before it is
-// drained, and TriggerHold how long at most a trigger waits for a burst to end.
+// drained, and TriggerHold how long at most a trigger waits for a burst to end:
+// the machine's timers.
 const (
-	DefaultTriggerQuiet = 100 * time.Millisecond
-	TriggerHold         = 30 * time.Second
+	DefaultTriggerQuiet = core.DefaultTriggerQuiet
+	TriggerHold         = core.TriggerHold
 )
 
 type drained struct {
@@ -140,12 +139,12 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 		return nil, err
 	}
 	rt.Lock = lock
-	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, plansTooBig: map[[2]string]error{}, trigTimer: time.NewTimer(time.Hour)}
-	s.trigTimer.Stop()
-	s.planTimer = time.NewTimer(time.Hour)
-	s.planTimer.Stop()
+	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, plansTooBig: map[[2]string]error{}}
 	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
-		core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true})
+		core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true,
+			TriggerQuiet: opt.TriggerQuiet, TriggersDir: s.rel(rt.WS.TriggersDir())})
+	s.d.onDrain = s.startDrain
+	s.d.onIntake = func() { s.intakeDue = true }
 	s.d.returnsConfigErr = opt.ExitWhenDone // Run returns CannotLaunch
 	s.d.plans = opt.PlansDir
 	s.d.metrics = opt.Metrics
@@ -212,16 +211,14 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	defer s.close()
 	s.record(core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": s.WS.State}})
 	s.pass(watcher.Batch{Rescan: true})
-	// The triggers queued before the start are a burst already over.
-	s.trigTimer.Stop()
-	s.trigFirst = time.Time{}
-	// Ready once that drain is back (drained): a trigger written after ready is
-	// never taken by the start's drain, which would split a burst that began
-	// after the start into the start's part and the rest.
+	// The triggers queued before the start are a burst already over: drained at
+	// once. Ready once that drain is back (drained): a trigger written after
+	// ready is never taken by the start's drain, which would split a burst that
+	// began after the start into the start's part and the rest.
 	s.starting = true
-	s.startDrain()
+	s.d.feed(core.TriggersQueued{Now: true})
 	for {
-		if s.opt.ExitWhenDone && s.drain == nil && s.trigFirst.IsZero() {
+		if s.opt.ExitWhenDone && s.drain == nil && !s.d.m.TriggersPending() {
 			// Triggers not yet drained may re-run a step: the plan is not over.
 			switch {
 			case s.d.m.Done():
@@ -286,6 +283,10 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			began = time.Now()
 			s.took()
 			s.d.feed(core.TimerFired{})
+			if s.intakeDue {
+				s.intakeDue = false
+				s.intakePlans()
+			}
 			s.afterPlan()
 		case call := <-s.calls:
 			began = time.Now()
@@ -296,14 +297,6 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			began = time.Now()
 			s.d.inherited = nil
 			s.d.feed(core.InheritedGone{})
-		case <-s.planTimer.C:
-			began = time.Now()
-			s.took()
-			s.intakePlans()
-			s.afterPlan()
-		case <-s.trigTimer.C:
-			began = time.Now()
-			s.triggersQuiet()
 		case r := <-s.drain:
 			began = time.Now()
 			s.took()
@@ -354,29 +347,23 @@ func (s *Sidecar) pass(b watcher.Batch) {
 	s.passRuns(b)
 }
 
-// triggersChanged (re)starts the quiet window after a change in the trigger folder.
+// triggersChanged tells the machine the trigger folder changed, with the
+// folder's time: the machine's quiet window (re)starts.
 func (s *Sidecar) triggersChanged() {
-	now := time.Now()
-	if s.trigFirst.IsZero() {
-		s.trigFirst = now
+	in := core.TriggersQueued{}
+	if mod, ok := folderModTime(s.WS.TriggersDir()); ok {
+		in.Modified = mod
 	}
-	s.trigTimer.Reset(max(min(s.opt.TriggerQuiet, s.trigFirst.Add(TriggerHold).Sub(now)), 0))
+	s.d.feed(in)
 }
 
-// triggersQuiet drains the folder once it has been still for TriggerQuiet. The
-// folder's own modification time says when a trigger last came, whatever the lag
-// of the file events.
-func (s *Sidecar) triggersQuiet() {
-	now := time.Now()
-	if fi, err := os.Stat(s.WS.TriggersDir()); err == nil {
-		still := now.Sub(fi.ModTime())
-		if left := s.trigFirst.Add(TriggerHold).Sub(now); still < s.opt.TriggerQuiet && left > 0 {
-			s.trigTimer.Reset(min(s.opt.TriggerQuiet-still, left))
-			return
-		}
+// folderModTime is a folder's modification time: when an entry last came or went.
+func folderModTime(path string) (time.Time, bool) {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.IsDir() {
+		return time.Time{}, false
 	}
-	s.trigFirst = time.Time{}
-	s.startDrain()
+	return fi.ModTime(), true
 }
 
 // startDrain reads and removes the queued triggers off the loop: ten thousand files
@@ -455,7 +442,6 @@ func (s *Sidecar) close() {
 	s.alive.Store(false)
 	s.endCalls()
 	s.d.timer.Stop()
-	s.trigTimer.Stop()
 	if s.drain != nil {
 		s.requeue((<-s.drain).triggers)
 		s.drain = nil

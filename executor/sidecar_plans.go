@@ -21,6 +21,12 @@ func (s *Sidecar) intakePlans() {
 	}
 	var files []core.PlanFile
 	recs := map[string]core.PlanRecord{}
+	var unsettled time.Time
+	defer func() {
+		if !unsettled.IsZero() {
+			s.d.feed(core.PlanWriting{Modified: unsettled})
+		}
+	}()
 	for _, e := range entries {
 		n := e.Name()
 		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
@@ -35,7 +41,7 @@ func (s *Sidecar) intakePlans() {
 		if errors.Is(pf.Err, fs.ErrNotExist) {
 			continue
 		}
-		if pf.Plan == nil && s.beingWritten(path) {
+		if pf.Plan == nil && s.beingWritten(path, &unsettled) {
 			continue // judged once its writer is done: cp makes an empty file first
 		}
 		if err, ok := s.plansTooBig[[2]string{pf.Path, pf.Hash}]; ok {
@@ -136,21 +142,17 @@ func (s *Sidecar) setRecord(pf core.PlanFile, status, applied string) {
 	}
 }
 
-// planSettle is how long an invalid plan file must have been still before it is
-// judged: a writer (cp, an editor, an agent) may be midway.
-const planSettle = 200 * time.Millisecond
-
-// beingWritten reports whether the file at path changed less than planSettle ago,
-// and then asks for another intake once it has been still that long.
-func (s *Sidecar) beingWritten(path string) bool {
+// beingWritten reports whether the file at path may still be being written
+// (core.PlanSettling, on the clock the machine's inputs carry), and then keeps
+// its time in unsettled: the machine is told, and asks for another intake once
+// the file has been still long enough.
+func (s *Sidecar) beingWritten(path string, unsettled *time.Time) bool {
 	fi, err := os.Stat(path)
-	if err != nil {
+	if err != nil || !core.PlanSettling(s.now(), fi.ModTime()) {
 		return false
 	}
-	age := time.Since(fi.ModTime())
-	if age >= planSettle {
-		return false
+	if unsettled.IsZero() || fi.ModTime().Before(*unsettled) {
+		*unsettled = fi.ModTime()
 	}
-	s.planTimer.Reset(planSettle - age + core.MtimeSlack)
 	return true
 }

@@ -278,6 +278,10 @@ type MachineConfig struct {
 	// StampHeartbeat sets lastHeartbeatIso on every pass, as the check script does.
 	StampHeartbeat bool
 	Probe          Probe
+	// TriggerQuiet is the trigger folder's quiet window (0: DefaultTriggerQuiet),
+	// and TriggersDir that folder, workspace-relative, for FolderTimes.
+	TriggerQuiet time.Duration
+	TriggersDir  string
 }
 
 // Default report timers (DESIGN §7, §8).
@@ -356,6 +360,7 @@ type Machine struct {
 	// toldBlocked is the step whose hold on the plan was told: by this
 	// machine, or by the stepseq that wrote the blocked phase it read.
 	toldBlocked string
+	intake      intakeWaits
 	stamped     bool // lastHeartbeatIso was set by a decision of this machine
 }
 
@@ -440,6 +445,10 @@ func (m *Machine) Handle(now time.Time, in Input) []Effect {
 		m.shutdown()
 	case PlanApplied:
 		m.planApplied(in)
+	case TriggersQueued:
+		m.triggersQueued(in)
+	case PlanWriting:
+		m.planWriting(in)
 	}
 	m.settle()
 	return m.out
@@ -740,6 +749,8 @@ func (m *Machine) nextTimer() time.Time {
 	}
 	add(m.delayAt)
 	add(m.limitAt)
+	add(m.triggersDue())
+	add(m.intake.planAt)
 	add(m.badAt)
 	if m.writeErr != nil {
 		add(m.writeAt)
@@ -756,6 +767,7 @@ func (m *Machine) nextTimer() time.Time {
 }
 
 func (m *Machine) timerFired() {
+	m.intakeTimers()
 	if m.bad != nil && !m.badAt.IsZero() && !m.now.Before(m.badAt) {
 		m.badAt = time.Time{}
 		m.emit(ReadState{})

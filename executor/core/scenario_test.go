@@ -45,6 +45,8 @@ import (
 //	trigger STEP... [retry] [from=F]   triggers queued
 //	edit                         the plan file edited: the input is its YAML
 //	apply                        a plan taken in from plans/q.yaml: the input is its YAML
+//	triggers-queued [mtime=T] [now]   the trigger folder changed (modified at T); now: drain at once
+//	plan-writing mtime=T         a plan file that does not parse yet, modified at T
 //	fail-writes [off]            writes fail (the input is why) until off
 //	shutdown | inherited-gone
 //	status                       what the machine holds
@@ -78,6 +80,9 @@ func (w *world) Missing(paths []string) []string {
 }
 
 func (w *world) ModTime(rel string) (time.Time, bool) { t, ok := w.files[rel]; return t, ok }
+
+// FolderModTime answers the quiet window's question of the trigger folder.
+func (w *world) FolderModTime(rel string) (time.Time, bool) { t, ok := w.files[rel]; return t, ok }
 
 func (w *world) Orphan(id string, _ int, _ string) TryState { return w.orphans[id] }
 
@@ -226,7 +231,7 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		}
 		persistent := d.HasArg("persistent")
 		s.m = NewMachine(MachineConfig{Driver: argOr(d, "driver", map[bool]string{true: "watch", false: "check"}[persistent]),
-			MaxRetries: retries, Persistent: persistent, StampHeartbeat: d.HasArg("stamp"), Probe: s.w})
+			MaxRetries: retries, Persistent: persistent, StampHeartbeat: d.HasArg("stamp"), Probe: s.w, TriggersDir: MetaDir + "/triggers"})
 		s.timer = time.Time{}
 		s.last, s.lastBlk = map[string]string{}, nil
 		out := ""
@@ -367,6 +372,14 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 			d.Fatalf(t, "%v", err)
 		}
 		return s.feed(PlanEdited{Plan: p, Hash: "h2"}, verbose)
+	case "triggers-queued":
+		in := TriggersQueued{Now: d.HasArg("now")}
+		if v := argOr(d, "mtime", ""); v != "" {
+			in.Modified = s.dur(t, d, v)
+		}
+		return s.feed(in, verbose)
+	case "plan-writing":
+		return s.feed(PlanWriting{Modified: s.dur(t, d, argOr(d, "mtime", "0s"))}, verbose)
 	case "fail-writes":
 		if d.HasArg("off") {
 			s.failWrite = nil
@@ -517,6 +530,10 @@ func (s *scenario) print(b *strings.Builder, e Effect, verbose bool) {
 		}
 	case WaitInherited:
 		fmt.Fprintf(b, "wait for the inherited agent of %s\n", e.Step)
+	case DrainTriggers:
+		b.WriteString("drain the triggers\n")
+	case IntakePlans:
+		b.WriteString("take the plans in\n")
 	default:
 		fmt.Fprintf(b, "%T %+v\n", e, e)
 	}
