@@ -20,15 +20,34 @@ import (
 type PlanListing struct {
 	Name   string   `json:"name"`   // the plan's name: (default the file's name), as status and history say it
 	File   string   `json:"file"`   // relative to the workspace, slash-separated
-	Status string   `json:"status"` // active, waiting, invalid, finished, or new (not judged yet)
+	Status string   `json:"status"` // active, queued, rejected, finished, or new (not judged yet)
 	Errors []string `json:"errors,omitempty"`
 	// ErrorCount is len(Errors); the text keeps its own count for a cut list.
 	ErrorCount int    `json:"errorCount,omitempty"`
 	JudgedAt   string `json:"judgedAt,omitempty"`
 }
 
-// PlanNew is the listing status of a plan file that no sidecar has judged yet.
-const PlanNew = "new"
+// A plan listing's statuses, the words `list` (its table and --json) and
+// `status` say: the record's own words (core.PlanWaiting, core.PlanInvalid) are
+// those of the files under .stepseq/plans/, kept as they were written.
+const (
+	PlanActive   = core.PlanActive
+	PlanQueued   = "queued"   // valid, waiting for the active plan to finish (record: waiting)
+	PlanRejected = "rejected" // not valid, with its errors (record: invalid)
+	PlanFinished = core.PlanFinished
+	PlanNew      = "new" // a plan file that no sidecar has judged yet
+)
+
+// listingStatus is a plan record's status as a listing says it.
+func listingStatus(record string) string {
+	switch record {
+	case core.PlanWaiting:
+		return PlanQueued
+	case core.PlanInvalid:
+		return PlanRejected
+	}
+	return record
+}
 
 // ListPlans lists the plans of a workspace from the plan files in plansDir and the
 // records under .stepseq/plans/, sorted by name. A record whose plan file is gone
@@ -61,21 +80,21 @@ func ListPlans(ws Workspace, plansDir string, st *planspec.State) ([]PlanListing
 		}
 		switch {
 		case ok:
-			l.Status, l.Errors, l.JudgedAt = rec.Status, rec.Errors, rec.JudgedAt
+			l.Status, l.Errors, l.JudgedAt = listingStatus(rec.Status), rec.Errors, rec.JudgedAt
 			if rec.Status == core.PlanActive && st == nil && !fileExists(ws.State) {
 				// Its run went with state.json: a sidecar applies it again as new.
-				l.Status = core.PlanWaiting
+				l.Status = PlanQueued
 			}
 		default:
 			l.Status = PlanNew
 			if pf.Plan == nil {
-				l.Status, l.Errors = core.PlanInvalid, ErrorLines(pf.Err)
+				l.Status, l.Errors = PlanRejected, ErrorLines(pf.Err)
 			}
 		}
 		if st != nil && st.Settings.Source == source {
-			l.Status = core.PlanActive
+			l.Status = PlanActive
 			if st.Status == planspec.StatusDone {
-				l.Status = core.PlanFinished
+				l.Status = PlanFinished
 			}
 		}
 		l.ErrorCount = len(l.Errors)

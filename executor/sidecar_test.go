@@ -648,21 +648,21 @@ func TestListPlans_StateRemovedIsQueued(t *testing.T) {
 		}
 		return l[0].Status
 	}
-	if got := list(); got != core.PlanActive {
+	if got := list(); got != PlanActive {
 		t.Fatalf("status %s with its state in place, want active", got)
 	}
 	if err := os.Remove(w.state); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(); got != core.PlanWaiting {
-		t.Errorf("status %s once its state.json was removed, want waiting", got)
+	if got := list(); got != PlanQueued {
+		t.Errorf("status %s once its state.json was removed, want queued", got)
 	}
 	w.startSidecar(SidecarOptions{})
 	st := w.waitState("applied again", func(st *planspec.State) bool { return st.Run("a").Status == planspec.StatusInProgress })
 	if st.Settings.Source != "plans/p.yaml" || st.Run("a").Tries != 1 {
 		t.Errorf("source %q tries %d, want try 1 of plans/p.yaml", st.Settings.Source, st.Run("a").Tries)
 	}
-	if got := list(); got != core.PlanActive {
+	if got := list(); got != PlanActive {
 		t.Errorf("status %s once applied again, want active", got)
 	}
 }

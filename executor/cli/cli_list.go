@@ -10,17 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stepseq/stepseq/executor"
-	"github.com/stepseq/stepseq/executor/core"
 )
-
-// listWords are the plan record statuses as `stepseq list` says them.
-var listWords = map[string]string{
-	core.PlanActive:   "active",
-	core.PlanWaiting:  "queued",
-	core.PlanInvalid:  "rejected",
-	core.PlanFinished: "finished",
-	executor.PlanNew:  "new",
-}
 
 func newListCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
@@ -39,10 +29,12 @@ as recorded under DIR/.stepseq/plans/:
   finished  ran to DONE
   new       not seen by a sidecar yet (valid; an invalid one shows as rejected)
 
+--json gives the same words in "status".
+
 Exit status: 0, also when some plans are rejected; 2 on a usage error. stepseq
 validate exits 1 on a rejected plan, for scripts.`,
 		Example: `  stepseq list
-  stepseq list ./workspace --json | jq '.[] | select(.status == "invalid")'`,
+  stepseq list ./workspace --json | jq '.[] | select(.status == "rejected")'`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: dirCompletion,
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -76,11 +68,7 @@ validate exits 1 on a rejected plan, for scripts.`,
 				if p.ErrorCount > 0 {
 					errs = fmt.Sprint(p.ErrorCount)
 				}
-				word := listWords[p.Status]
-				if word == "" {
-					word = p.Status
-				}
-				rows = append(rows, []string{p.Name, p.File, word, errs})
+				rows = append(rows, []string{p.Name, p.File, p.Status, errs})
 			}
 			var b bytes.Buffer
 			writeTable(&b, rows, -1, false)

@@ -170,9 +170,9 @@ func (v *statusView) errNoState() error {
 	all, _ := executor.ListPlans(v.rt.WS, v.plans, nil)
 	for _, p := range all {
 		switch p.Status {
-		case core.PlanInvalid:
+		case executor.PlanRejected:
 			msg += fmt.Sprintf("\n%s was rejected with %s: stepseq validate %s", p.File, plural(p.ErrorCount, "error"), filepath.Join(v.plans, filepath.Base(p.File)))
-		case core.PlanWaiting, executor.PlanNew:
+		case executor.PlanQueued, executor.PlanNew:
 			msg += fmt.Sprintf("\n%s is queued: a sidecar (stepseq watch) applies it as a new run", p.File)
 		}
 	}
@@ -247,7 +247,7 @@ func (v *statusView) rejected(st *planspec.State) []executor.PlanListing {
 	for _, p := range all {
 		// A rejected edit of the active plan is listed active, with its errors:
 		// status names it as list does.
-		if p.Status == core.PlanInvalid || len(p.Errors) > 0 {
+		if p.Status == executor.PlanRejected || len(p.Errors) > 0 {
 			out = append(out, p)
 		}
 	}

@@ -172,3 +172,52 @@ func TestStatus_WideTitlesKeepTheColumns(t *testing.T) {
 		t.Errorf("displayWidth = %d, want 11", got)
 	}
 }
+
+// list's table and list --json say each plan's status in the same word, the one
+// status and DESIGN use (active, queued, rejected, finished, new), and name the
+// plan by its name:, as status and history do.
+func TestList_TableAndJSONAgree(t *testing.T) {
+	dir := t.TempDir()
+	plans := map[string]string{
+		"good.yaml": "name: shiny\nsteps:\n  - id: a\n    title: A\n    instruction: x\n",
+		"bad.yaml":  "name: broken\nsteps:\n  - id: a\n    titel: A\n",
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range plans {
+		if err := os.WriteFile(filepath.Join(dir, "plans", name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var table, js bytes.Buffer
+	if err := run(t.Context(), []string{"list", dir}, &table, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t.Context(), []string{"list", "--json", dir}, &js, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var listed []struct{ Name, File, Status string }
+	if err := json.Unmarshal(js.Bytes(), &listed); err != nil {
+		t.Fatalf("list --json: %v\n%s", err, js.String())
+	}
+	// A plan that does not parse is named by its file, as the sidecar names it.
+	want := map[string]string{"bad": "rejected", "shiny": "new"}
+	if len(listed) != len(want) {
+		t.Fatalf("list --json: %d plans, want %d\n%s", len(listed), len(want), js.String())
+	}
+	for _, p := range listed {
+		if want[p.Name] != p.Status {
+			t.Errorf("list --json: plan %q is %q, want %q", p.Name, p.Status, want[p.Name])
+		}
+		row := ""
+		for _, line := range strings.Split(table.String(), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == p.Name {
+				row = f[2]
+			}
+		}
+		if row != p.Status {
+			t.Errorf("plan %q: the table says %q, --json %q\n%s", p.Name, row, p.Status, table.String())
+		}
+	}
+}
