@@ -22,7 +22,13 @@ type LogPart struct {
 // read: a log that is a link out of the workspace, a FIFO, a device or a folder
 // is refused unread. A try with no log is fs.ErrNotExist.
 func (w Workspace) ReadLog(root *os.Root, step string, try int, from, most int64) (LogPart, error) {
-	rel, err := filepath.Rel(w.Dir, w.LogPath(step, try))
+	return w.ReadLogFile(root, w.LogPath(step, try), fmt.Sprintf("step %s try %d's log", step, try), from, most)
+}
+
+// ReadLogFile is ReadLog for a log of the workspace named by its path (an
+// earlier run's, set aside by SetAsideEarlierRun); what names it in errors.
+func (w Workspace) ReadLogFile(root *os.Root, path, what string, from, most int64) (LogPart, error) {
+	rel, err := filepath.Rel(w.Dir, path)
 	if err != nil {
 		return LogPart{}, err
 	}
@@ -37,7 +43,7 @@ func (w Workspace) ReadLog(root *os.Root, step string, try int, from, most int64
 		return LogPart{}, rootError(rel, err)
 	}
 	if err := regular(rel, fi); err != nil {
-		return LogPart{}, fmt.Errorf("step %s try %d's log: %w", step, try, err)
+		return LogPart{}, fmt.Errorf("%s: %w", what, err)
 	}
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -48,7 +54,7 @@ func (w Workspace) ReadLog(root *os.Root, step string, try int, from, most int64
 		return LogPart{}, err
 	}
 	if err := regular(rel, fi); err != nil {
-		return LogPart{}, fmt.Errorf("step %s try %d's log: %w", step, try, err)
+		return LogPart{}, fmt.Errorf("%s: %w", what, err)
 	}
 	p := LogPart{Size: fi.Size()}
 	if from > p.Size {

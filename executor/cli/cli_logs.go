@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,9 +24,10 @@ import (
 
 func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		ws     workspaceFlags
-		try    int
-		follow bool
+		ws      workspaceFlags
+		try     int
+		earlier int
+		follow  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "logs STEP [DIR]",
@@ -34,7 +36,8 @@ func newLogsCmd(stdout, stderr io.Writer) *cobra.Command {
 DIR/.stepseq/logs/<step>/<try>.log (default DIR .): the latest try unless --try.
 Tries are those of the step's latest run: a re-run (an on: change, a trigger)
 counts from 1 again, and the earlier run's logs are kept beside as
-earlier-<UTC time>-<try>.log.
+earlier-<UTC time>-<try>.log. --earlier N prints a try of the Nth run before the
+latest (1: the one just before), its latest try unless --try.
 
 -f follows a try that is running: it prints what the agent writes as it writes it,
 and ends when the try ends. A try that has not started yet is waited for.
@@ -43,7 +46,8 @@ Exit status: 0 when the log was printed, or the try printed nothing (said on std
 1 when the step is not in the plan or the try never ran; 2 on a usage error.`,
 		Example: `  stepseq logs build
   stepseq logs build ./workspace --try 2
-  stepseq logs build -f            # follow the running try until it ends`,
+  stepseq logs build -f            # follow the running try until it ends
+  stepseq logs build --earlier 1   # the run before an on: change ran it again`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: stepCompletion(&ws),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,13 +59,23 @@ Exit status: 0 when the log was printed, or the try printed nothing (said on std
 			if try < 0 || (cmd.Flags().Changed("try") && try == 0) {
 				return usageErr("--try %d: tries count from 1", try)
 			}
+			if earlier < 0 || (cmd.Flags().Changed("earlier") && earlier == 0) {
+				return usageErr("--earlier %d: earlier runs count from 1, the run before the latest", earlier)
+			}
 			l := &logReader{ws: wsp, step: args[0], try: try, out: stdout, stderr: stderr}
+			if earlier > 0 {
+				if follow {
+					return usageErr("--earlier and -f: an earlier run is over, there is nothing to follow")
+				}
+				return l.printEarlier(earlier)
+			}
 			return l.run(cmd.Context(), follow)
 		},
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	ws.addRunFlag(cmd, false)
 	cmd.Flags().IntVar(&try, "try", 0, "the try to print (default the latest)")
+	cmd.Flags().IntVar(&earlier, "earlier", 0, "print a try of the Nth run before the latest (1: the one just before)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing while the try runs; end when it ends")
 	return cmd
 }
@@ -74,8 +88,84 @@ type logReader struct {
 	out    io.Writer
 	stderr io.Writer
 
-	offset int64 // bytes of the log printed so far
-	output int64 // of which the agent wrote (not stepseq's header and footer)
+	offset int64  // bytes of the log printed so far
+	output int64  // of which the agent wrote (not stepseq's header and footer)
+	path   string // the log printed; "" for try's log of the latest run
+}
+
+// readLog reads the log printed past what was printed.
+func (l *logReader) readLog() (executor.LogPart, error) {
+	if l.path != "" {
+		return l.ws.ReadLogFile(nil, l.path, fmt.Sprintf("step %s's earlier log %s", l.step, filepath.Base(l.path)), l.offset, math.MaxInt64)
+	}
+	return l.ws.ReadLog(nil, l.step, l.try, l.offset, math.MaxInt64)
+}
+
+// logPath is the log printed.
+func (l *logReader) logPath() string {
+	if l.path != "" {
+		return l.path
+	}
+	return l.ws.LogPath(l.step, l.try)
+}
+
+// earlierRuns are the runs of the step set aside when it ran again from try 1,
+// newest first: each its time stamp and the tries it logged, by number.
+func (l *logReader) earlierRuns() []earlierRun {
+	entries, _ := os.ReadDir(filepath.Dir(l.ws.LogPath(l.step, 1)))
+	var runs []earlierRun
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "earlier-")
+		rest, log := strings.CutSuffix(rest, ".log")
+		i := strings.LastIndexByte(rest, '-')
+		if !ok || !log || i < 0 || !e.Type().IsRegular() {
+			continue
+		}
+		try, err := strconv.Atoi(rest[i+1:])
+		if err != nil || try < 1 {
+			continue
+		}
+		stamp := rest[:i]
+		if n := len(runs); n == 0 || runs[n-1].stamp != stamp {
+			runs = append(runs, earlierRun{stamp: stamp, tries: map[int]string{}})
+		}
+		runs[len(runs)-1].tries[try] = filepath.Join(filepath.Dir(l.ws.LogPath(l.step, 1)), e.Name())
+	}
+	slices.Reverse(runs) // ReadDir sorts by name: the stamps sort by time
+	return runs
+}
+
+type earlierRun struct {
+	stamp string
+	tries map[int]string // try → its log
+}
+
+// printEarlier prints a try of the nth run before the latest: its latest try
+// unless --try.
+func (l *logReader) printEarlier(n int) error {
+	runs := l.earlierRuns()
+	if n > len(runs) {
+		if len(runs) == 0 {
+			return &exitError{code: 1, err: fmt.Errorf("step %s has no earlier run: a run is set aside when the step runs again from try 1 (an on: change, a trigger)", l.step)}
+		}
+		return &exitError{code: 1, err: fmt.Errorf("step %s has %s: there is no earlier run %d", l.step, plural(len(runs), "earlier run"), n)}
+	}
+	r := runs[n-1]
+	if l.try == 0 {
+		for t := range r.tries {
+			l.try = max(l.try, t)
+		}
+	}
+	path, ok := r.tries[l.try]
+	if !ok {
+		return &exitError{code: 1, err: fmt.Errorf("step %s's earlier run %d (set aside %s) has no try %d", l.step, n, r.stamp, l.try)}
+	}
+	l.path = path
+	m, err := l.copyNew()
+	if err == nil && (m == 0 || l.output == 0) {
+		fmt.Fprintf(l.stderr, "step %s earlier run %d try %d printed nothing\n", l.step, n, l.try)
+	}
+	return err
 }
 
 // readState reads the workspace's state; nil when there is none or it does not parse.
@@ -141,9 +231,9 @@ func (l *logReader) run(ctx context.Context, follow bool) error {
 // copyNew prints what the log holds past what was printed. A log that shrank was
 // cut or rewritten: it is printed again from its start.
 func (l *logReader) copyNew() (int64, error) {
-	p, err := l.ws.ReadLog(nil, l.step, l.try, l.offset, math.MaxInt64)
+	p, err := l.readLog()
 	if errors.Is(err, executor.ErrNotRegular) {
-		return 0, fmt.Errorf("%s is not a log file", l.ws.LogPath(l.step, l.try))
+		return 0, fmt.Errorf("%s is not a log file", l.logPath())
 	}
 	if err != nil {
 		return 0, err
