@@ -155,9 +155,10 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 		OnLimit: func(err error) { s.watchLimited.Store(err != nil) }}
 	s.initRuns()
 	// The first watch set comes from the state as it is, so that nothing written
-	// between now and the first pass is missed.
+	// between now and the first pass is missed. The first pass takes the state
+	// as read here when the file has not changed since.
 	var conds *Conditions
-	st, _ := (&StateFile{Path: rt.WS.State}).Read()
+	st, _ := s.d.sf.Preread()
 	if st != nil {
 		conds, _ = rt.Conditions(st)
 	}

@@ -273,3 +273,45 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 		}
 	})
 }
+
+// Preread hands its state to the next ReadIfChanged when the file is as it read
+// it, once; a file changed since is parsed anew, and a write drops the state.
+func TestStateFile_Preread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	data := chainState(3, false).Marshal()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf := &StateFile{Path: path}
+	pre, err := sf.Preread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, changed, err := sf.ReadIfChanged(); err != nil || !changed || st != pre {
+		t.Fatalf("first read: changed %v, err %v, same state %v; want Preread's state, changed", changed, err, st == pre)
+	}
+	if st, changed, err := sf.ReadIfChanged(); err != nil || changed || st != nil {
+		t.Fatalf("second read: changed %v, err %v; want unchanged", changed, err)
+	}
+
+	if _, err := sf.Preread(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, bytes.Replace(data, []byte(`"Step step-001"`), []byte(`"Step step-00X"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, changed, err := sf.ReadIfChanged(); err != nil || !changed || st == pre || st.Steps["step-001"].Title != "Step step-00X" {
+		t.Fatalf("after a change: changed %v, err %v; want the new content parsed", changed, err)
+	}
+
+	if _, err := sf.Preread(); err != nil {
+		t.Fatal(err)
+	}
+	st := chainState(3, false)
+	if err := sf.Write(st); err != nil {
+		t.Fatal(err)
+	}
+	if got, changed, err := sf.ReadIfChanged(); err != nil || changed || got != nil {
+		t.Fatalf("after its own write: changed %v, err %v; want unchanged, the preread state dropped", changed, err)
+	}
+}
