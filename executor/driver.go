@@ -122,6 +122,16 @@ type runHooks struct {
 	inheritedGone func()
 }
 
+// recordNeeded says whether a try lock's record is of a try that st has in
+// progress and has not judged: a later stepseq may need the end it records.
+func recordNeeded(st *planspec.State) func(tryRecord) bool {
+	return func(r tryRecord) bool {
+		run := st.StepRuns[r.Step]
+		return r.Step != "" && run != nil && run.Status == planspec.StatusInProgress &&
+			run.Agent != nil && run.Agent.StartedIso == r.Started
+	}
+}
+
 func newDriver(ctx context.Context, rt *Runtime, sf *StateFile, lock *Lock, cfg core.MachineConfig) *driver {
 	d := &driver{rt: rt, sf: sf, lock: lock, launcher: ProcessLauncher{}, ctx: ctx}
 	d.timer = time.NewTimer(time.Hour)
@@ -330,7 +340,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []Agent, idx int) {
 	} else {
 		// The record of the agent is made, and locked, before it can run: the
 		// agent inherits the lock, so the record lives as long as it does.
-		h, err := takeTryLock(d.rt.WS.TryLockPath(l.Step), tryRecord{Step: l.Step, Try: l.Try, Started: tryStartedIso(st, l.Step)})
+		h, err := takeTryLock(d.rt.WS, tryRecord{Step: l.Step, Try: l.Try, Started: tryStartedIso(st, l.Step)}, recordNeeded(st))
 		if err != nil {
 			d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: startFailure(err)})
 			return
@@ -620,7 +630,7 @@ func (d *driver) waitInherited(step string) {
 	}
 	ch := make(chan struct{})
 	d.inherited = ch
-	path := d.rt.WS.TryLockPath(step)
+	path := tryLockOf(d.rt.WS, step)
 	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
 	ctx := d.ctx
 	go func() {
@@ -780,7 +790,7 @@ func (d *driver) FolderModTime(rel string) (time.Time, bool) {
 }
 
 func (d *driver) Orphan(id string, try int, started string) core.TryState {
-	return probeTry(d.rt.WS.TryLockPath(id), id, try, started)
+	return probeTry(d.rt.WS, id, try, started)
 }
 
 func (d *driver) CanLaunch(st *planspec.State, id string) error {

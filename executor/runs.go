@@ -468,7 +468,7 @@ func closedInfo(rw Workspace) RunInfo {
 // sidecar's shutdown does: SIGTERM to the group, SIGKILL after grace. Without a
 // live sidecar such an agent is one a stepseq that died left behind.
 func stopRunAgents(rw Workspace, grace time.Duration) {
-	dir := filepath.Dir(rw.TryLockPath("x"))
+	dir := filepath.Dir(rw.TryLockPath(0))
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".lock") {

@@ -46,8 +46,8 @@ func TestRunOfStateFile(t *testing.T) {
 		ws.LockPath() != "/w/.stepseq/lock" || ws.ReportsRel("s") != ".stepseq/runs/review/reports/s" {
 		t.Errorf("run paths: %+v %s %s", ws, ws.LogPath("s", 1), ws.ReportsRel("s"))
 	}
-	if ws.TryLockPath("s") != "/w/.stepseq/runs/review/agents/s.lock" {
-		t.Errorf("the try lock is the run's: %s", ws.TryLockPath("s"))
+	if ws.TryLockPath(0) != "/w/.stepseq/runs/review/agents/try-0.lock" {
+		t.Errorf("the try lock is the run's: %s", ws.TryLockPath(0))
 	}
 	main, _ := NewWorkspace("/w/state.json")
 	if main.LogPath("s", 1) != "/w/.stepseq/logs/s/1.log" || main.RunName() != MainRun || main.ReportsRel("s") != ReportsRel("s") {

@@ -298,7 +298,7 @@ func stillRunning(ws Workspace, id string, run *planspec.StepRun) bool {
 	if run.Agent == nil || run.Agent.StartedIso == "" {
 		return true
 	}
-	if probeTry(ws.TryLockPath(id), id, run.Tries, run.Agent.StartedIso).Alive {
+	if probeTry(ws, id, run.Tries, run.Agent.StartedIso).Alive {
 		return true // the try lock the agent holds, whoever launched it
 	}
 	h := readHolder(ws)

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -86,11 +87,11 @@ func TestCheck_KilledMidStepThenHeartbeats(t *testing.T) {
 		}
 	}
 	st := w.read()
-	path, started := w.chain().WS.TryLockPath("s1"), st.Run("s1").Agent.StartedIso
+	ws, started := w.chain().WS, st.Run("s1").Agent.StartedIso
 	w.writeFile("release", "")
 	// The agent's threads close its descriptors, the lock among them, a moment
 	// after its leader shows it ended: the lock says when it is gone.
-	waitFor(t, func() bool { return !probeTry(path, "s1", 1, started).Alive })
+	waitFor(t, func() bool { return !probeTry(ws, "s1", 1, started).Alive })
 	if err := w.check(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func inProgress(t *testing.T, instr string, rec *tryRecord) *testWS {
 	}
 	if rec != nil {
 		rec.Step, rec.Try, rec.Started = "s1", 1, st.Run("s1").Agent.StartedIso
-		h, err := takeTryLock(w.chain().WS.TryLockPath("s1"), *rec)
+		h, err := takeTryLock(w.chain().WS, *rec, func(tryRecord) bool { return false })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestCheck_OrphanJudgedByWhatItLeft(t *testing.T) {
 // launching a second one. The test holds the lock as such an agent would.
 func TestCheck_UnrecordedAgentHoldsItsLock(t *testing.T) {
 	w := inProgress(t, `"instruction":"write:out","requiredOutputs":["out"]`, &tryRecord{})
-	f, err := os.Open(w.chain().WS.TryLockPath("s1"))
+	f, err := os.Open(tryLockOf(w.chain().WS, "s1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,15 +230,90 @@ func TestTryLockFile_RecordsTheAgent(t *testing.T) {
 	run := w.startSidecar(SidecarOptions{})
 	w.waitPID("agent.pid")
 	st := w.read()
-	path, started := w.chain().WS.TryLockPath("s1"), st.Run("s1").Agent.StartedIso
-	if s := probeTry(path, "s1", 1, started); !s.Alive || !s.Recorded || s.PID == 0 {
+	ws, started := w.chain().WS, st.Run("s1").Agent.StartedIso
+	if s := probeTry(ws, "s1", 1, started); !s.Alive || !s.Recorded || s.PID == 0 {
 		t.Fatalf("while the agent runs: %+v, want alive, recorded, with its pid", s)
 	}
 	w.writeFile("release", "")
 	w.waitState("DONE", done)
 	run.stop(t)
-	s := probeTry(path, "s1", 1, started)
+	s := probeTry(ws, "s1", 1, started)
 	if s.Alive || !s.Exited || s.Code != 0 {
 		t.Errorf("after the step: %+v, want free, exited 0", s)
 	}
+}
+
+// The try locks are a pool: a chain of steps reuses one file; a file an agent
+// holds, or whose record is of a try still to judge, is not reused; a held file
+// naming the step refuses a second agent of it; a shorter record replaces a
+// longer one whole.
+func TestTryLock_Pool(t *testing.T) {
+	ws := Workspace{Dir: t.TempDir()}
+	none := func(tryRecord) bool { return false }
+	take := func(rec tryRecord, needed func(tryRecord) bool) *heldTry {
+		t.Helper()
+		h, err := takeTryLock(ws, rec, needed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for i, step := range []string{"a", "b", "c"} {
+		h := take(tryRecord{Step: step, Try: 1, Started: "t" + step}, none)
+		if h.f.Name() != ws.TryLockPath(0) {
+			t.Fatalf("step %d took %s, want the pool's first file again", i, h.f.Name())
+		}
+		h.ended(core.Exit{}, false)
+	}
+	long := strings.Repeat("x", 2*tryRecordSize)
+	held := take(tryRecord{Step: long, Try: 1, Started: "t"}, none) // an agent runs: file 0 held
+	needC := func(r tryRecord) bool { return r.Step == "c" }
+	if h := take(tryRecord{Step: "d", Try: 1, Started: "td"}, needC); h.f.Name() != ws.TryLockPath(1) {
+		t.Fatalf("d took %s beside a held file, want the next one", h.f.Name())
+	} else {
+		h.release()
+	}
+	needD := func(r tryRecord) bool { return r.Step == "d" }
+	e := take(tryRecord{Step: "e", Try: 1, Started: "te"}, needD)
+	if e.f.Name() != ws.TryLockPath(2) {
+		t.Fatalf("e took %s, want a new file: 0 is held, 1 holds d's try still to judge", e.f.Name())
+	}
+	if s := probeTry(ws, "d", 1, "td"); !s.Recorded || s.Alive {
+		t.Errorf("d's record after e's take: %+v, want recorded, not alive", s)
+	}
+	if s := probeTry(ws, long, 1, "t"); !s.Alive || !s.Recorded {
+		t.Errorf("the held try: %+v, want alive and recorded", s)
+	}
+
+	defer func(d time.Duration) { tryLockTake = d }(tryLockTake)
+	tryLockTake = 10 * time.Millisecond
+	if _, err := takeTryLock(ws, tryRecord{Step: "e", Try: 2, Started: "te2"}, none); !errors.Is(err, ErrAgentAlive) {
+		t.Errorf("a second try of e while e's lock is held: %v, want ErrAgentAlive", err)
+	}
+	e.ended(core.Exit{Code: 3}, false)
+	// e's next try overwrites e's own record (file 2), though file 0 is free too.
+	held.ended(core.Exit{}, false)
+	e2 := take(tryRecord{Step: "e", Try: 2, Started: "te2"}, none)
+	if e2.f.Name() != ws.TryLockPath(2) {
+		t.Errorf("e's next try took %s, want its own record's file", e2.f.Name())
+	}
+	e2.release()
+	// The long record is replaced by a short one, read back whole.
+	f := take(tryRecord{Step: "f", Try: 1, Started: "tf"}, none)
+	f.ended(core.Exit{Code: 4}, false)
+	if s := probeTry(ws, "f", 1, "tf"); !s.Recorded || !s.Exited || s.Code != 4 {
+		t.Errorf("f over the long record: %+v, want recorded, exited 4", s)
+	}
+	if n := len(mustReadDir(t, ws.runMeta("agents"))); n != 3 {
+		t.Errorf("%d files in the pool, want 3", n)
+	}
+}
+
+func mustReadDir(t *testing.T, dir string) []os.DirEntry {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }
