@@ -52,7 +52,8 @@ func (m *Machine) invalidResult(r *tryRun, in ReportIn, errs []string) {
 	m.emit(ReportVerdict{Ref: in.Ref, Step: in.Step, Reasons: reasons})
 	if abort && r.stopReason == "" {
 		r.stopReason = "invalid result: " + strings.Join(errs, "; ")
-		m.notifyEvent(in.Step, r.try, planspec.ReportMilestone, EventTryFailed, FirstChars(r.stopReason, ErrorChars), "retry by the usual rules")
+		// The user hears of it once, with the try's verdict when its agent is
+		// stopped (one transition, one report).
 		m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
 	}
 }

@@ -38,7 +38,8 @@ import (
 //	orphan STEP [alive] [exited code=N] [signal] [stopped] [recorded began=T]   what a try lock says
 //	cannot-launch [STEP]         the step's agent cannot start: the input is why; with no input, it can
 //	output T                     the running agent last wrote a byte at T
-//	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit]   the agent's end; the input is its stderr
+//	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit] [out=TEXT] [session=ID]
+//	                             the agent's end; the input is its stderr
 //	report STEP [try=N] [via=V] [ref=R] [written=T]   a report; the input is its YAML
 //	tick                         the clock moves to the timer asked for, which fires
 //	timer                        the timer fires now
@@ -415,6 +416,12 @@ func (s *scenario) exit(t *testing.T, d *datadriven.TestData, verbose bool) stri
 	if d.HasArg("failed") {
 		in.AgentFailed = strings.TrimSpace(d.Input)
 	}
+	if v := argOr(d, "out", ""); v != "" {
+		in.Exit.Stdout = v
+	}
+	if v := argOr(d, "session", ""); v != "" {
+		in.Session = planspec.AgentSession{Agent: "claude", ID: v}
+	}
 	if a, ok := d.Arg("limit"); ok {
 		l := Limit{Text: strings.TrimSpace(d.Input)}
 		if len(a.Vals) > 0 {
@@ -547,6 +554,9 @@ func runLine(run *planspec.StepRun) string {
 	}
 	if run.Error != nil {
 		line += " error=" + strings.ReplaceAll(*run.Error, "\n", `\n`)
+	}
+	if run.Stdout != nil {
+		line += " stdout=" + strings.ReplaceAll(*run.Stdout, "\n", `\n`)
 	}
 	if run.Agent != nil && run.Agent.Interruptions > 0 {
 		line += fmt.Sprintf(" interruptions=%d", run.Agent.Interruptions)
