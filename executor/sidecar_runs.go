@@ -47,7 +47,10 @@ type sidecarRuns struct {
 	loopDone   chan struct{} // closed when the loop has ended: forwarders give up
 	waiting    []*driver     // tries held back by --max-agents, in the order they came
 	union      watchUnion
-	mainClose  bool // the workspace's own run is being closed
+	// holdWatch: the union changes without the watcher until flushWatch, so
+	// that taking up a thousand runs is one update of the watcher.
+	holdWatch  bool
+	watchDirty bool
 }
 
 func (s *Sidecar) initRuns() {
@@ -92,6 +95,10 @@ const rootOwner = "\x00root"
 // watchFor sets run's part of the union, and arms the watcher with the union.
 func (s *Sidecar) watchFor(run string, paths, trees []string) error {
 	added, removed, treesChanged := s.union.set(run, paths, trees)
+	if s.holdWatch && s.d.w != nil {
+		s.watchDirty = s.watchDirty || len(added) > 0 || len(removed) > 0 || treesChanged
+		return nil
+	}
 	if s.d.w == nil {
 		allPaths, allTrees := s.union.all()
 		cfg := s.d.wcfg
@@ -162,9 +169,30 @@ func (s *Sidecar) discoverRuns() {
 		s.Logger.Warn("listing runs", "err", err)
 		return
 	}
+	s.holdWatch = true
+	var added []*drivenRun
 	for _, name := range names {
 		if name != MainRun && s.runs[name] == nil {
 			s.addRun(name)
+			if r := s.runs[name]; r != nil {
+				added = append(added, r)
+			}
+		}
+	}
+	s.holdWatch = false
+	if !s.watchDirty {
+		return
+	}
+	s.watchDirty = false
+	if err := s.d.w.Update(s.union.all()); err != nil {
+		s.Logger.Error("updating watches", "err", err)
+	}
+	// What changed between a run's first look and its watches armed sent no
+	// event: each looks again, the watches armed.
+	for _, r := range added {
+		if s.runs[r.name] == r && !r.closing {
+			r.d.batch(watcher.Batch{Rescan: true})
+			s.afterRun(r)
 		}
 	}
 }
@@ -445,6 +473,9 @@ type watchUnion struct {
 	sets   map[string][2][]string     // run → its paths and trees
 	owners map[string]map[string]bool // path → the runs naming it
 	trees  map[string]map[string]bool // tree → the runs naming it
+	// below counts, for each folder above a named path, the runs naming a path
+	// under it: a folder made on the way to a named path concerns them.
+	below map[string]map[string]int
 }
 
 // set replaces run's part; it returns the paths the union gained and lost, and
@@ -457,6 +488,9 @@ func (u *watchUnion) set(run string, paths, trees []string) (added, removed []st
 		u.sets[run] = [2][]string{slices.Clone(paths), slices.Clone(trees)}
 	}
 	oldSet, newSet := setOf(old[0]), setOf(paths)
+	if u.below == nil {
+		u.below = map[string]map[string]int{}
+	}
 	for p := range newSet {
 		if oldSet[p] {
 			continue
@@ -466,6 +500,12 @@ func (u *watchUnion) set(run string, paths, trees []string) (added, removed []st
 			u.owners[p] = map[string]bool{}
 		}
 		u.owners[p][run] = true
+		for a := path.Dir(p); a != "." && a != "/"; a = path.Dir(a) {
+			if u.below[a] == nil {
+				u.below[a] = map[string]int{}
+			}
+			u.below[a][run]++
+		}
 	}
 	for p := range oldSet {
 		if newSet[p] {
@@ -475,6 +515,14 @@ func (u *watchUnion) set(run string, paths, trees []string) (added, removed []st
 		if len(u.owners[p]) == 0 {
 			delete(u.owners, p)
 			removed = append(removed, p)
+		}
+		for a := path.Dir(p); a != "." && a != "/"; a = path.Dir(a) {
+			if u.below[a][run]--; u.below[a][run] <= 0 {
+				delete(u.below[a], run)
+				if len(u.below[a]) == 0 {
+					delete(u.below, a)
+				}
+			}
 		}
 	}
 	oldTrees, newTrees := setOf(old[1]), setOf(trees)
@@ -546,12 +594,9 @@ func (u *watchUnion) ownersOf(p string) []string {
 			break
 		}
 	}
-	if len(out) == 0 {
-		prefix := p + "/"
-		for q, m := range u.owners {
-			if strings.HasPrefix(q, prefix) {
-				add(m)
-			}
+	for run := range u.below[p] {
+		if !slices.Contains(out, run) {
+			out = append(out, run)
 		}
 	}
 	return out
