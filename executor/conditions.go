@@ -57,6 +57,10 @@ func (c *Conditions) condition(id, kind string) (*planspec.Condition, error) {
 			return c.compiled.Skip[id], nil
 		case planspec.CondCheck:
 			return c.compiled.Check[id], nil
+		case planspec.CondExit:
+			return c.compiled.Exit[id], nil
+		case planspec.CondAbort:
+			return c.compiled.Abort[id], nil
 		}
 		return nil, nil
 	}
@@ -69,7 +73,7 @@ func (c *Conditions) condition(id, kind string) (*planspec.Condition, error) {
 
 // compileStep compiles step id's conditions, so that Err reports their errors.
 func (c *Conditions) compileStep(id string) {
-	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip, planspec.CondCheck} {
+	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip, planspec.CondCheck, planspec.CondExit, planspec.CondAbort} {
 		_, _ = c.condition(id, kind)
 	}
 }
@@ -95,6 +99,7 @@ func (c *Conditions) env(now time.Time, id string) *planspec.Env {
 		Step:       id,
 		Vars:       c.st.Settings.Vars,
 		Params:     c.st.Settings.Params,
+		Loop:       c.st.LoopAround(id),
 		Getenv:     c.rt.Getenv,
 	}
 }
@@ -125,14 +130,16 @@ func (c *Conditions) Summary(now time.Time, summary map[string]string) map[strin
 	return planspec.EvalSummary(summary, c.env(now, ""))
 }
 
-// Cond evaluates step id's "when" (true when unset) or "skip" (false when unset)
-// as of now.
+// Cond evaluates step id's "when" (true when unset), or its "skip", "exit" or
+// "abort" (false when unset), as of now.
 func (c *Conditions) Cond(now time.Time, id, kind string) (bool, error) {
 	if c == nil {
 		return kind == "when", nil
 	}
-	if kind != planspec.CondWhen && kind != planspec.CondSkip {
-		return kind == planspec.CondWhen, nil
+	switch kind {
+	case planspec.CondWhen, planspec.CondSkip, planspec.CondExit, planspec.CondAbort:
+	default:
+		return false, nil
 	}
 	cond, err := c.condition(id, kind)
 	if err != nil {

@@ -32,6 +32,38 @@ type Report struct {
 	// Summary is what the plan's summary gave when it ended; absent before, and
 	// for a plan without one.
 	Summary map[string]any `json:"summary,omitempty"`
+	// Progress is where the step at the cursor stands in its loop, "round 2/5,
+	// step 1/3"; absent outside a loop. Loops are the plan's repeat groups.
+	Progress string       `json:"progress,omitempty"`
+	Loops    []LoopReport `json:"loops,omitempty"`
+}
+
+// LoopReport is a repeat group (DESIGN §13) and where its loop stands.
+type LoopReport struct {
+	Group string   `json:"group"`
+	Title string   `json:"title,omitempty"`
+	Steps []string `json:"steps"`
+	// Round is the round under way (0 before the loop starts), Max its rounds.
+	Round int `json:"round"`
+	Max   int `json:"max"`
+	// Rounds counts the finished rounds, those kept and those dropped.
+	Rounds int `json:"rounds"`
+	// Ended is exit, max or abort once the loop is over, Reason why.
+	Ended  string `json:"ended,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// loopReports are st's groups and their loops.
+func loopReports(st *planspec.State) []LoopReport {
+	var out []LoopReport
+	for _, g := range st.Settings.Groups {
+		lr := LoopReport{Group: g.ID, Title: g.Title, Steps: g.Steps}
+		if l := st.Loop(g.ID); l != nil {
+			lr.Round, lr.Max, lr.Rounds, lr.Ended, lr.Reason = l.Round, l.Max, len(l.Rounds)+l.Dropped, l.Ended, l.Reason
+		}
+		out = append(out, lr)
+	}
+	return out
 }
 
 // Runner is the stepseq process that holds a workspace's lock.
@@ -81,6 +113,8 @@ type StepReport struct {
 	LastReport *LastReport `json:"lastReport,omitempty"`
 	// Logs are the tries' output files that exist, oldest try first.
 	Logs []TryLogPath `json:"logs"`
+	// Progress is where the step stands in its loop: "round 2/5, step 1/3".
+	Progress string `json:"progress,omitempty"`
 }
 
 // TryLogPath is where one try's output is: `stepseq logs STEP --try N` prints it.
@@ -127,10 +161,14 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 	r := Report{
 		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep, Params: st.Settings.Params, Summary: st.Settings.SummaryValues,
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
+		Loops: loopReports(st),
+	}
+	if st.CurrentStep < len(st.StepQueue) {
+		r.Progress = st.Progress(st.StepQueue[st.CurrentStep])
 	}
 	for _, id := range st.StepQueue {
 		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: core.DisplayPhase(st, id), Errors: []planspec.TryError{},
-			MaxTries: core.RetryLimit(st, id, maxRetries)}
+			MaxTries: core.RetryLimit(st, id, maxRetries), Progress: st.Progress(id)}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}

@@ -11,6 +11,8 @@ import (
 // without a condition has no entry.
 type Compiled struct {
 	When, Skip, Check map[string]*Condition
+	// Exit and Abort are checked once the step is verified (DESIGN §13).
+	Exit, Abort map[string]*Condition
 }
 
 // Condition kinds, as the keys of a step spec name them.
@@ -18,10 +20,12 @@ const (
 	CondWhen  = "when"
 	CondSkip  = "skip"
 	CondCheck = "check"
+	CondExit  = "exit"
+	CondAbort = "abort"
 )
 
 // conditionKinds are a step's condition kinds in the order errors are reported.
-var conditionKinds = [...]string{CondWhen, CondSkip, CondCheck}
+var conditionKinds = [...]string{CondWhen, CondSkip, CondCheck, CondExit, CondAbort}
 
 // conditionSource is the source of sp's condition of the kind; "" when unset.
 func conditionSource(sp *StepSpec, kind string) string {
@@ -32,6 +36,10 @@ func conditionSource(sp *StepSpec, kind string) string {
 		return sp.Skip
 	case CondCheck:
 		return sp.Check
+	case CondExit:
+		return sp.Exit
+	case CondAbort:
+		return sp.Abort
 	}
 	return ""
 }
@@ -43,8 +51,10 @@ func conditionSource(sp *StepSpec, kind string) string {
 // bytecode is generated when it is first evaluated, so that a pass over a
 // 10,000-step state pays only for the conditions it reaches.
 func (s *State) Compile() (*Compiled, error) {
-	c := &Compiled{When: map[string]*Condition{}, Skip: map[string]*Condition{}, Check: map[string]*Condition{}}
-	into := map[string]map[string]*Condition{CondWhen: c.When, CondSkip: c.Skip, CondCheck: c.Check}
+	c := &Compiled{When: map[string]*Condition{}, Skip: map[string]*Condition{}, Check: map[string]*Condition{},
+		Exit: map[string]*Condition{}, Abort: map[string]*Condition{}}
+	into := map[string]map[string]*Condition{CondWhen: c.When, CondSkip: c.Skip, CondCheck: c.Check,
+		CondExit: c.Exit, CondAbort: c.Abort}
 	var errs StateErrors
 	known := s.knownSteps()
 	for _, id := range s.stepOrder() {
@@ -151,7 +161,7 @@ func (s *State) CompileLazily() (*LazyConditions, error) {
 	return &LazyConditions{s: s, known: s.knownSteps(), m: map[lazyKey]lazyCondition{}}, nil
 }
 
-// Get returns step id's condition of the kind (CondWhen, CondSkip or CondCheck),
+// Get returns step id's condition of the kind (CondWhen, CondSkip, CondCheck, CondExit or CondAbort),
 // compiled on the first call; nil when the step has none. Errors are those Compile
 // reports for that key, as StateErrors.
 func (l *LazyConditions) Get(id, kind string) (*Condition, error) {

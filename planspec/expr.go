@@ -51,9 +51,10 @@ type Condition struct {
 	params []string // param names named as params.NAME or params["NAME"]
 	value  bool     // a template's expression: any value, not a boolean
 
-	usesFS    bool // calls a function that reads the workspace
-	usesSteps bool
-	usesStep  bool
+	usesFS     bool // calls a function that reads the workspace
+	usesSteps  bool
+	usesStep   bool
+	usesRounds bool
 }
 
 // Env is what a condition sees when it is evaluated. Zero fields are safe: a zero
@@ -74,6 +75,9 @@ type Env struct {
 	Vars map[string]any
 	// Params are the run's params (DESIGN §13).
 	Params map[string]any
+	// Loop is the loop the step is in, or the latest one before it (State.LoopAround):
+	// round and rounds read it. Nil: round 0, no rounds.
+	Loop *Loop
 	// Getenv reads the environment for env(name).
 	Getenv func(string) string
 }

@@ -28,7 +28,7 @@ var pathFuncs = map[string]bool{
 // for "did you mean" hints.
 var conditionNames = []string{
 	"exists", "glob", "globCount", "size", "lines", "mtime", "age", "fresh", "read", "json",
-	"env", "now", "steps", "step", "vars", "params",
+	"env", "now", "steps", "step", "vars", "params", "round", "rounds", "result",
 }
 
 // newConditionConfig is expr.Compile's configuration for conditions: the typed
@@ -199,10 +199,12 @@ func (v *inspector) Visit(node *ast.Node) {
 		switch {
 		case n.Value == "steps":
 			c.usesSteps = true
-		case n.Value == "step":
+		case n.Value == "step" || n.Value == "result":
 			c.usesStep = true
+		case n.Value == "rounds":
+			c.usesRounds = true
 		case n.Value == "$env":
-			c.usesSteps, c.usesStep, c.usesFS = true, true, true
+			c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
 		case pathFuncs[n.Value] || n.Value == "glob" || n.Value == "globCount":
 			c.usesFS = true
 		}

@@ -40,6 +40,11 @@ type evaluation struct {
 	Step   runView                        `expr:"step"`
 	Vars   map[string]any                 `expr:"vars"`
 	Params map[string]any                 `expr:"params"`
+	// Round, Rounds and Result are DESIGN §13's: the round of the step's loop,
+	// its finished rounds, and the step's own result (for exit and abort).
+	Round  int                  `expr:"round"`
+	Rounds []map[string]runView `expr:"rounds"`
+	Result any                  `expr:"result"`
 
 	env     *Env
 	stats   []statEntry // what this evaluation already asked the file system
@@ -100,12 +105,20 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 	}
 	if c.usesStep {
 		ev.Step = viewOf(env.Runs[env.Step])
+		ev.Result = ev.Step.Result
+	}
+	if env.Loop != nil {
+		ev.Round = env.Loop.Round
+		if c.usesRounds {
+			ev.Rounds = roundViews(env.Loop)
+		}
 	}
 	return ev
 }
 
 func putEvaluation(ev *evaluation) {
 	ev.env, ev.Vars, ev.Params, ev.Step = nil, nil, nil, runView{}
+	ev.Round, ev.Rounds, ev.Result = 0, nil, nil
 	clear(ev.Steps)
 	clear(ev.stats)
 	ev.stats = ev.stats[:0]

@@ -7,7 +7,8 @@ import (
 
 // Mermaid draws the plan as a Mermaid flowchart: the steps top to bottom in the
 // order they run, each gate (when, skip) on the edge into its step, each check,
-// output and trigger in its step's box. Paste it into any Markdown that renders
+// output and trigger in its step's box, a repeat group as a subgraph with its
+// back edge and each exit as a dotted edge out of its loop. Paste it into any Markdown that renders
 // Mermaid, or https://mermaid.live.
 func (p *Plan) Mermaid() string { return p.MermaidPhases(nil) }
 
@@ -31,14 +32,51 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 	fmt.Fprintf(&b, "    %%%% plan %s\n", strings.Join(strings.Fields(p.Name), " "))
 	b.WriteString("    start([start])\n")
 	prev := "start"
+	// A group is a subgraph with its back edge; a step's exit is a dotted edge
+	// out of its loop, to the node after the group (outside a loop, to done).
+	groupAt := map[string]int{} // first step id → index of its group
+	for gi, g := range p.Groups {
+		if len(g.Steps) > 0 {
+			groupAt[g.Steps[0]] = gi
+		}
+	}
+	var inGroup *Group
+	var groupFirst string
+	var exits, toDone [][2]string // node, label
+	flushExits := func(to string) {
+		for _, e := range exits {
+			fmt.Fprintf(&b, "    %s -.->|\"%s\"| %s\n", e[0], mermaidText(e[1]), to)
+		}
+		exits = nil
+	}
 	for i, s := range p.Steps {
 		node := fmt.Sprintf("s%d", i+1)
+		flushTo := "" // the node that the loop before it leaves to
+		if inGroup == nil {
+			flushTo = node
+		}
+		if gi, ok := groupAt[s.ID]; ok {
+			g := &p.Groups[gi]
+			inGroup, groupFirst = g, node
+			title := g.ID
+			if t := strings.TrimSpace(g.Title); t != "" {
+				title += ": " + t
+			}
+			title += "\nrepeat: max " + strings.TrimSpace(g.Max)
+			if g.OnMax == OnMaxDone {
+				title += ", onMax: done"
+			}
+			fmt.Fprintf(&b, "    subgraph g%d[\"%s\"]\n", gi+1, mermaidText(title))
+		}
 		label := []string{s.ID + ": " + strings.TrimSpace(s.Spec.Title)}
 		if len(s.Spec.RequiredOutputs) > 0 {
 			label = append(label, "outputs: "+strings.Join(s.Spec.RequiredOutputs, ", "))
 		}
 		if s.Spec.Check != "" {
 			label = append(label, "check: "+strings.TrimSpace(s.Spec.Check))
+		}
+		if s.Spec.Abort != "" {
+			label = append(label, "abort if: "+strings.TrimSpace(s.Spec.Abort))
 		}
 		if len(s.Spec.On) > 0 {
 			label = append(label, "on: "+strings.Join(s.Spec.On, ", "))
@@ -58,9 +96,27 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 			fmt.Fprintf(&b, "    %s --> %s\n", prev, node)
 		}
 		prev = node
+		if flushTo != "" {
+			flushExits(flushTo)
+		}
+		if s.Spec.Exit != "" {
+			e := [2]string{node, "exit: " + strings.TrimSpace(s.Spec.Exit)}
+			if inGroup != nil {
+				exits = append(exits, e)
+			} else {
+				toDone = append(toDone, e)
+			}
+		}
+		if inGroup != nil && inGroup.Steps[len(inGroup.Steps)-1] == s.ID {
+			b.WriteString("    end\n")
+			fmt.Fprintf(&b, "    %s -->|\"next round\"| %s\n", node, groupFirst)
+			inGroup = nil
+		}
 	}
 	b.WriteString("    done([done])\n")
 	fmt.Fprintf(&b, "    %s --> done\n", prev)
+	exits = append(exits, toDone...)
+	flushExits("done")
 	if phase == nil {
 		return b.String()
 	}

@@ -29,7 +29,9 @@ type Plan struct {
 	// Params declares the plan's params (DESIGN §13); a run's values are
 	// Settings.Params, which this field hides in a Plan.
 	Params []Param
-	Steps  []PlanStep
+	// Steps are every step in file order, a group's steps in its place;
+	// Settings.Groups are the repeat groups among them (DESIGN §13).
+	Steps []PlanStep
 }
 
 // PlanStep is one step of a plan, in file order.

@@ -15,7 +15,10 @@ var (
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume",
+		"exit", "abort"}
+	// groupKeys are the keys of a repeat group (DESIGN §13).
+	groupKeys = []string{"id", "title", "repeat", "steps"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every

@@ -87,15 +87,27 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 	}
 	p.Steps = make([]PlanStep, 0, len(steps.Content))
 	first := map[string]int{} // id → line of its first step
-	for i, sn := range steps.Content {
-		st, idNode := d.step(sn, i)
-		if idNode != nil {
-			if line, dup := first[st.ID]; dup {
-				d.fail(idNode, fmt.Sprintf("steps[%d].id", i), "duplicate id %q: the first is at line %d; ids must be unique", st.ID, line)
-			} else {
-				first[st.ID] = idNode.Line
-			}
+	unique := func(id string, idNode *yaml.Node, field string) {
+		if idNode == nil {
+			return
 		}
+		if line, dup := first[id]; dup {
+			d.fail(idNode, field, "duplicate id %q: the first is at line %d; ids must be unique", id, line)
+		} else {
+			first[id] = idNode.Line
+		}
+	}
+	for i, sn := range steps.Content {
+		field := fmt.Sprintf("steps[%d]", i)
+		if isGroupNode(sn) {
+			g, gsteps, idNode := d.group(sn, field, unique)
+			unique(g.ID, idNode, field+".id")
+			p.Groups = append(p.Groups, g)
+			p.Steps = append(p.Steps, gsteps...)
+			continue
+		}
+		st, idNode := d.step(sn, field)
+		unique(st.ID, idNode, field+".id")
 		p.Steps = append(p.Steps, st)
 	}
 	d.compileConditions()
@@ -105,8 +117,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 }
 
 // step reads one entry of steps. It returns the id's node when the id is valid.
-func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
-	field := fmt.Sprintf("steps[%d]", i)
+func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 	var st PlanStep
 	if n.Kind == yaml.AliasNode {
 		d.alias(n, field)
@@ -163,6 +174,10 @@ func (d *planDecoder) step(n *yaml.Node, i int) (PlanStep, *yaml.Node) {
 			sp.Skip = d.condition(v, f)
 		case "check":
 			sp.Check = d.condition(v, f)
+		case "exit":
+			sp.Exit = d.condition(v, f)
+		case "abort":
+			sp.Abort = d.condition(v, f)
 		case "on":
 			sp.On, _ = d.strList(v, f, checkGlob)
 		case "timeout":

@@ -33,6 +33,31 @@ type jsonSchema struct {
 
 func ptr[T any](v T) *T { return &v }
 
+// group is the schema of a repeat group (DESIGN §13), whose entries are steps.
+func group(step *jsonSchema) *jsonSchema {
+	return &jsonSchema{
+		Type:                 "object",
+		Description:          "A repeat group: its steps run in order, once per round, until a step's exit holds or max rounds have run. Groups do not nest.",
+		Required:             []string{"id", "repeat", "steps"},
+		AdditionalProperties: ptr(false),
+		Properties: map[string]*jsonSchema{
+			"id":    {Type: "string", Pattern: idPatternJSON, Examples: []any{"rounds"}, Description: "Unique id of the group, among the steps' ids too."},
+			"title": {Type: "string", MinLength: ptr(1), Pattern: `\S`, Description: "A short line saying what the loop does."},
+			"repeat": {Type: "object", Required: []string{"max"}, AdditionalProperties: ptr(false),
+				Description: "How many rounds: round counts from 1; rounds holds the finished rounds' run records (the latest 10).",
+				Properties: map[string]*jsonSchema{
+					"max": {Description: "The most rounds the loop runs, from 1 to 1000.", AnyOf: []*jsonSchema{
+						{Type: "integer", Minimum: ptr(1)},
+						{Type: "string", MinLength: ptr(1), Description: "An expression evaluated when the loop starts, like params.max_rounds.", Examples: []any{"params.max_rounds"}},
+					}},
+					"onMax": {Type: "string", Enum: []string{OnMaxBlock, OnMaxDone},
+						Description: "What reaching max does: block (default) blocks the plan, did not converge in N rounds; done goes on with the step after the group."},
+				}},
+			"steps": {Type: "array", MinItems: ptr(1), Items: step, Description: "The steps each round runs, in order."},
+		},
+	}
+}
+
 // Schema returns the JSON Schema (draft 2020-12) of the plan format, for editors:
 // a plan that starts with `# yaml-language-server: $schema=<file>` gets
 // completion, hover docs and key checks. It describes what ParsePlan accepts
@@ -83,7 +108,7 @@ func Schema() []byte {
 		return list(preset("A preset."), desc)
 	}
 	condition := func(desc string) *jsonSchema {
-		s := text(desc + " An expr-lang expression that gives true or false; it can use exists(p), glob(pattern), globCount(pattern), size(p), lines(p), mtime(p), age(p), fresh(p), read(p), json(p), env(name), now(), steps, step and vars.")
+		s := text(desc + " An expr-lang expression that gives true or false; it can use exists(p), glob(pattern), globCount(pattern), size(p), lines(p), mtime(p), age(p), fresh(p), read(p), json(p), env(name), now(), steps, step, vars, params, and in a loop round and rounds.")
 		s.Examples = []any{`exists("approved.txt")`, `size("paper/draft.md") > 2000`}
 		return s
 	}
@@ -139,8 +164,8 @@ func Schema() []byte {
 				Description: "Name → expression, evaluated when the plan ends (done or blocked) with what a condition sees plus params; kept in state.json under stepseq.summaryValues and shown by stepseq status."},
 			"params": {Type: "object",
 				Description: "The run's parameters: name → JSON Schema (draft 2020-12) with an optional default; given by stepseq apply --param NAME=VALUE or --params FILE, read by expressions and ${…} templates as params.NAME. One without a default is required."},
-			"steps": {Type: "array", MinItems: ptr(1), Items: step,
-				Description: "The steps, in the order they run."},
+			"steps": {Type: "array", MinItems: ptr(1), Items: &jsonSchema{AnyOf: []*jsonSchema{step, group(step)}},
+				Description: "The steps, in the order they run; an entry with repeat is a group whose steps run once per round."},
 		},
 	}
 	reportKeys["limitWait"] = duration("Longest wait for an agent's usage limit to reset (every agent of the try out of quota); then the try fails with the limit as its error; default 12h.")
@@ -156,6 +181,8 @@ func Schema() []byte {
 	step.Properties["resultFrom"] = &jsonSchema{Type: "string", Pattern: "^(output|file:.+)$",
 		Description: "Where the step's result comes from when its agent reports none: output (the agent's final message: claude's result, codex's last agent message, gemini's response, opencode's last text; for a command, the last JSON value on stdout) or file:PATH (a JSON or YAML file in the workspace). A done report's result wins. The result is checked against result."}
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
+	step.Properties["exit"] = condition("Checked once the step is verified: when true, leaves the loop the step is in (the rest of the round is skipped); outside a loop, ends the plan DONE. result is the step's own result.")
+	step.Properties["abort"] = condition("Checked once the step is verified: when true, blocks the plan with this reason. result is the step's own result.")
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",
 		Items: &jsonSchema{Type: "object", AdditionalProperties: ptr(false), Description: "A sink: {command: [argv]} gets the report as JSON on stdin; {webhook: URL} gets it POSTed.",

@@ -37,9 +37,14 @@ func TestSchema(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(props)); !slices.Equal(got, slices.Sorted(slices.Values(planKeys))) {
 		t.Errorf("schema plan keys %v, parser %v", got, planKeys)
 	}
-	step := props["steps"].(map[string]any)["items"].(map[string]any)["properties"].(map[string]any)
+	entries := props["steps"].(map[string]any)["items"].(map[string]any)["anyOf"].([]any)
+	step := entries[0].(map[string]any)["properties"].(map[string]any)
 	if got := slices.Sorted(maps.Keys(step)); !slices.Equal(got, slices.Sorted(slices.Values(stepKeys))) {
 		t.Errorf("schema step keys %v, parser %v", got, stepKeys)
+	}
+	group := entries[1].(map[string]any)["properties"].(map[string]any)
+	if got := slices.Sorted(maps.Keys(group)); !slices.Equal(got, slices.Sorted(slices.Values(groupKeys))) {
+		t.Errorf("schema group keys %v, parser %v", got, groupKeys)
 	}
 }
 

@@ -95,6 +95,11 @@ type StepSpec struct {
 	// AgentTemplate is the agent as the plan wrote it when an argument holds a
 	// ${EXPR}: Agent holds its rendering once a try starts.
 	AgentTemplate AgentSpec
+	// Exit and Abort are checked once the step is verified (DESIGN §13): exit
+	// leaves the step's loop (outside one, ends the plan DONE), abort blocks
+	// the plan.
+	Exit  string
+	Abort string
 
 	raw object
 }
@@ -200,6 +205,9 @@ type Settings struct {
 	Resume    bool
 	// Notify are the plan's notification sinks.
 	Notify []NotifySink
+	// Groups are the plan's repeat groups, Loops where each stands (DESIGN §13).
+	Groups []Group
+	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
 	Hash   string // content hash of that plan file
 
@@ -221,6 +229,8 @@ func (s Settings) clone() Settings {
 	c.Summary = maps.Clone(s.Summary)
 	c.SummaryValues = maps.Clone(s.SummaryValues)
 	c.Notify = slices.Clone(s.Notify)
+	c.Groups = cloneGroups(s.Groups)
+	c.Loops = cloneLoops(s.Loops)
 	return c
 }
 
@@ -587,6 +597,8 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "instructionTemplate", sp.InstructionTemplate, sp.InstructionTemplate != "")
 	setOrDel(&o, "titleTemplate", sp.TitleTemplate, sp.TitleTemplate != "")
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
+	setOrDel(&o, "exit", sp.Exit, sp.Exit != "")
+	setOrDel(&o, "abort", sp.Abort, sp.Abort != "")
 	return o
 }
 
@@ -635,6 +647,8 @@ func (st *Settings) object() object {
 	setOrDel(&o, "limitWait", st.LimitWait, st.LimitWait > 0)
 	setOrDel(&o, "resume", st.Resume, st.Resume)
 	setOrDel(&o, "notify", st.Notify, len(st.Notify) > 0)
+	setOrDel(&o, "groups", st.Groups, len(st.Groups) > 0)
+	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
 	return o

@@ -213,6 +213,7 @@ func (d *stateDecoder) state(data []byte) *State {
 			d.fail(fmt.Sprintf("stepQueue[%d]", i), "step %q is queued but missing from plan.steps: add it there or remove it from stepQueue", id)
 		}
 	}
+	d.checkGroups(st)
 	return st
 }
 
@@ -239,6 +240,8 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	sp.When, _ = d.optStr(o, p, "when")
 	sp.Skip, _ = d.optStr(o, p, "skip")
 	sp.Check, _ = d.optStr(o, p, "check")
+	sp.Exit, _ = d.optStr(o, p, "exit")
+	sp.Abort, _ = d.optStr(o, p, "abort")
 	if r, ok := o.vals["on"]; ok {
 		sp.On = d.strList(p+"on", r)
 	}
@@ -406,6 +409,12 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	st.Resume, _ = d.optBool(o, p, "resume")
 	if r, ok := o.vals["notify"]; ok && !isNull(r) {
 		st.Notify = d.notify(p+"notify", r)
+	}
+	if r, ok := o.vals["groups"]; ok && !isNull(r) {
+		st.Groups = d.groups(p+"groups", r)
+	}
+	if r, ok := o.vals["loops"]; ok && !isNull(r) {
+		st.Loops = d.loops(p+"loops", r)
 	}
 	st.Source, _ = d.optStr(o, p, "source")
 	st.Hash, _ = d.optStr(o, p, "hash")

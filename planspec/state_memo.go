@@ -184,11 +184,12 @@ func (sp *StepSpec) sameText(o *StepSpec) bool {
 		sp.InstructionTemplate == o.InstructionTemplate && sp.TitleTemplate == o.TitleTemplate
 }
 
-// sameGates: when the step runs and when it is done.
+// sameGates: when the step runs, when it is done and what its end decides.
 func (sp *StepSpec) sameGates(o *StepSpec) bool {
 	return slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
-		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs
+		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs &&
+		sp.Exit == o.Exit && sp.Abort == o.Abort
 }
 
 // sameAgent: who runs the step, how long, how often.

@@ -411,6 +411,21 @@ func writeValues(b *bytes.Buffer, what string, values map[string]any) {
 	b.WriteString("\n")
 }
 
+// writeLoops writes a line per repeat group: where its loop stands.
+func writeLoops(b *bytes.Buffer, loops []executor.LoopReport) {
+	for _, l := range loops {
+		fmt.Fprintf(b, "loop %s (%s): ", l.Group, strings.Join(l.Steps, " → "))
+		switch {
+		case l.Round == 0:
+			b.WriteString("not started\n")
+		case l.Ended != "":
+			fmt.Fprintf(b, "ended in round %d/%d: %s\n", l.Round, l.Max, l.Reason)
+		default:
+			fmt.Fprintf(b, "round %d/%d\n", l.Round, l.Max)
+		}
+	}
+}
+
 // writeText writes the report as a table for people; times are shown relative
 // to now, the time the report was made.
 func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
@@ -422,6 +437,8 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	switch n := len(r.Steps); {
 	case r.Status == planspec.StatusDone:
 		fmt.Fprintf(b, ", %s\n", plural(n, "step"))
+	case r.Cursor < n && r.Progress != "":
+		fmt.Fprintf(b, ", step %d of %d (%s), %s\n", r.Cursor+1, n, r.Steps[r.Cursor].ID, r.Progress)
 	case r.Cursor < n:
 		fmt.Fprintf(b, ", step %d of %d (%s)\n", r.Cursor+1, n, r.Steps[r.Cursor].ID)
 	default:
@@ -429,6 +446,7 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	}
 	writeValues(b, "params", r.Params)
 	writeValues(b, "summary", r.Summary)
+	writeLoops(b, r.Loops)
 	b.WriteString("\n")
 
 	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}

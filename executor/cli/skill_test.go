@@ -27,11 +27,13 @@ func TestSkill_KeyListsMatchTheSchema(t *testing.T) {
 	}
 	var steps struct {
 		Items struct {
-			Properties map[string]json.RawMessage `json:"properties"`
+			AnyOf []struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"anyOf"`
 		} `json:"items"`
 	}
-	if err := json.Unmarshal(schema.Properties["steps"], &steps); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(schema.Properties["steps"], &steps); err != nil || len(steps.Items.AnyOf) != 2 {
+		t.Fatalf("steps' items: want anyOf a step and a group (%v)", err)
 	}
 	skill, err := os.ReadFile("../../examples/SKILL.md")
 	if err != nil {
@@ -40,7 +42,7 @@ func TestSkill_KeyListsMatchTheSchema(t *testing.T) {
 	for _, c := range []struct {
 		lead string
 		keys map[string]json.RawMessage
-	}{{"Plan keys:", schema.Properties}, {"Step keys:", steps.Items.Properties}} {
+	}{{"Plan keys:", schema.Properties}, {"Step keys:", steps.Items.AnyOf[0].Properties}, {"Group keys", steps.Items.AnyOf[1].Properties}} {
 		listed := skillKeys(t, string(skill), c.lead)
 		for k := range c.keys {
 			if !slices.Contains(listed, k) {

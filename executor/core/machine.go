@@ -797,6 +797,9 @@ func (m *Machine) notify(step string, try int, who, status, output, next string)
 	plan := ""
 	if m.st != nil {
 		plan = m.st.Settings.Name
+		if p := m.st.Progress(step); p != "" {
+			output += " (" + p + ")"
+		}
 	}
 	m.lastNote = m.now
 	m.emit(Notify{Note: Notification{Time: m.now, Plan: plan, Step: step, Try: try, Who: who, Status: status, Output: output, Next: next}})

@@ -257,7 +257,8 @@ func (m *Machine) advance() {
 		if m.judgeOrphan() {
 			return
 		}
-		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped, Render: m.render})
+		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped, Render: m.render,
+			Loop: m.loopEvent})
 	}
 	changed = m.summarize(d) || changed
 	if m.cfg.StampHeartbeat {
@@ -333,9 +334,65 @@ func (m *Machine) alive(id string) bool {
 
 func (m *Machine) cond(id, kind string) (bool, error) {
 	if m.conds == nil {
-		return kind == "when", nil
+		return StateCond(m.st, m.now, id, kind)
 	}
 	return m.conds.Cond(m.now, id, kind)
+}
+
+// StateCond evaluates step id's exit or abort with what st knows, without a
+// workspace: for a machine with no Probe, and a face that has no workspace at
+// hand. When and skip hold as unset.
+func StateCond(st *planspec.State, now time.Time, id, kind string) (bool, error) {
+	spec := st.Steps[id]
+	if spec == nil || kind != planspec.CondExit && kind != planspec.CondAbort {
+		return kind == planspec.CondWhen, nil
+	}
+	src := spec.Exit
+	if kind == planspec.CondAbort {
+		src = spec.Abort
+	}
+	if src == "" {
+		return false, nil
+	}
+	c, err := planspec.CompileCondition(src)
+	if err != nil {
+		return false, err
+	}
+	return c.Eval(&planspec.Env{Now: now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
+		Params: st.Settings.Params, Loop: st.LoopAround(id)})
+}
+
+// loopEvent journals a round's start or a loop's end, and tells the user.
+func (m *Machine) loopEvent(ev LoopEvent) {
+	detail := map[string]any{"round": ev.Round, "max": ev.Max}
+	if ev.Group != "" {
+		detail["group"] = ev.Group
+	}
+	if ev.How != "" {
+		detail["how"] = ev.How
+	}
+	m.journal(Entry{Event: ev.Kind, Step: ev.Step, Reason: ev.Reason, Detail: detail})
+	m.log(slog.LevelInfo, ev.Reason, "step", ev.Step)
+	if ev.Kind == LoopRound {
+		if ev.Round > 1 {
+			m.notifyEvent(ev.Step, 0, planspec.PhasePlanned, "round", ev.Reason, "step "+ev.Step)
+		}
+		return
+	}
+	if ev.How != planspec.LoopMax || m.st.Group(ev.Group) != nil && m.st.Group(ev.Group).OnMax == planspec.OnMaxDone {
+		m.notifyEvent(ev.Step, 0, planspec.PhaseDone, "loop-exit", ev.Reason, m.afterLoop(ev))
+	}
+}
+
+// afterLoop is what comes after a loop left by ev: the step after the group.
+func (m *Machine) afterLoop(ev LoopEvent) string {
+	if ev.How == planspec.LoopAbort {
+		return "stepseq retry " + ev.Step
+	}
+	if g := m.st.Group(ev.Group); g != nil && len(g.Steps) > 0 {
+		return m.nextStep(g.Steps[len(g.Steps)-1])
+	}
+	return "none"
 }
 
 // summarize keeps what the plan's summary gives once the plan ends, done or
@@ -360,7 +417,7 @@ func (m *Machine) summarize(d Decision) bool {
 		st.Settings.SummaryValues = s.Summary(m.now, st.Settings.Summary)
 	} else {
 		st.Settings.SummaryValues = planspec.EvalSummary(st.Settings.Summary, &planspec.Env{Now: m.now, Runs: st.StepRuns,
-			Vars: st.Settings.Vars, Params: st.Settings.Params})
+			Vars: st.Settings.Vars, Params: st.Settings.Params, Loop: st.LoopAround("")})
 	}
 	return true
 }
@@ -374,7 +431,7 @@ func (m *Machine) render(id string) (*planspec.StepSpec, error) {
 		return r.Render(m.now, id)
 	}
 	return planspec.RenderSpec(m.st.Steps[id], m.st.Settings.Agent, &planspec.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
-		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params})
+		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params, Loop: m.st.LoopAround(id)})
 }
 
 // dispatch marks the try in the state and asks for the write that records it; the

@@ -28,9 +28,9 @@ func MergePlan(st *planspec.State, p *planspec.Plan, hash string) {
 	}
 	st.StepQueue = queue
 	st.StepDelayMinutes = fresh.StepDelayMinutes
-	source, params := st.Settings.Source, st.Settings.Params
+	source, params, loops := st.Settings.Source, st.Settings.Params, st.Settings.Loops
 	st.Settings = fresh.Settings
-	st.Settings.Source, st.Settings.Params = source, params
+	st.Settings.Source, st.Settings.Params, st.Settings.Loops = source, params, loops
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
 	}

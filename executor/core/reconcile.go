@@ -68,6 +68,9 @@ type Facts struct {
 	// its title, instruction and agent arguments (planspec.RenderSpec). Nil
 	// means templates are not rendered.
 	Render func(id string) (*planspec.StepSpec, error)
+	// Loop, when set, hears each round that starts and each loop left (DESIGN
+	// §13), for the journal and the user.
+	Loop func(LoopEvent)
 }
 
 // Reconcile applies the check contract to st in memory: it advances the cursor past
@@ -85,13 +88,25 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			return Decision{Action: Idle, Reason: "no steps left"}, true
 		}
 		id := st.StepQueue[st.CurrentStep]
+		if d, stop, ch := enterLoop(st, id, f); stop {
+			return d, changed || ch
+		} else if ch {
+			changed = true
+		}
 		spec := st.Steps[id]
 		run := st.Run(id)
 		interrupted, reoffer := false, false
 		switch run.Status {
 		case planspec.StatusDone:
-			st.CurrentStep++
-			changed = true
+			d, move, ch := afterDone(st, id, f)
+			changed = changed || ch
+			switch move {
+			case loopStop:
+				return d, changed
+			case loopOn:
+				st.CurrentStep++
+				changed = true
+			}
 			continue
 		case planspec.StatusFailed:
 			if run.Phase == planspec.PhaseBlocked {

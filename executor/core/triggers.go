@@ -42,6 +42,7 @@ func Rerun(st *planspec.State, id string) error {
 	}
 	st.CurrentStep = min(st.CurrentStep, at)
 	st.Status = planspec.StatusInProgress
+	resetLoops(st, at)
 	return nil
 }
 

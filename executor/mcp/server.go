@@ -341,6 +341,9 @@ func statusText(r executor.Report) string {
 		}
 	}
 	fmt.Fprintf(&b, "plan %s: %s, %d of %d steps done\n", r.Plan, r.Status, done, len(r.Steps))
+	if r.Progress != "" {
+		fmt.Fprintf(&b, "%s\n", r.Progress)
+	}
 	if w := r.WaitingFor; w.Reason != "" {
 		fmt.Fprintf(&b, "%s %s: %s\n", w.Action, w.Step, w.Reason)
 	}
@@ -506,6 +509,7 @@ type Offer struct {
 	RequiredOutputs []string       `json:"requiredOutputs"`
 	Result          map[string]any `json:"result,omitempty" jsonschema:"the JSON Schema the done report's result must satisfy"`
 	Token           string         `json:"token" jsonschema:"pass it to step_report"`
+	Progress        string         `json:"progress,omitempty" jsonschema:"where the step stands in its loop: round 2/5, step 1/3"`
 }
 
 func clientID(req *sdk.CallToolRequest) string {
@@ -555,6 +559,11 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 	if len(o.Result) > 0 {
 		_ = json.Unmarshal(o.Result, &off.Result)
 	}
+	_ = t.opt.Engine.View(ctx, func(st *planspec.State) {
+		if st != nil {
+			off.Progress = st.Progress(o.Step)
+		}
+	})
 	return nil, CurrentOutput{Step: off}, nil
 }
 

@@ -22,7 +22,17 @@ type graph struct {
 	Width, Height int
 	Nodes         []graphNode
 	Edges         []graphEdge
+	Loops         []graphLoop
 }
+
+// graphLoop is the frame around a repeat group's steps, with its label.
+type graphLoop struct {
+	X, Y, W, H int
+	Label      string
+}
+
+// loopTop is the room above the steps for a loop's label.
+const loopTop = 16
 
 type graphNode struct {
 	X, Y   int
@@ -92,6 +102,10 @@ func layout(v View, rows []stepRow) graph {
 	}
 
 	g := graph{}
+	top := graphPad
+	if len(v.Loops) > 0 {
+		top += loopTop
+	}
 	perCol := map[int]int{}
 	cols, rowsMax := 0, 0
 	for i, s := range v.Steps {
@@ -100,14 +114,19 @@ func layout(v View, rows []stepRow) graph {
 		cols, rowsMax = max(cols, col[i]+1), max(rowsMax, r+1)
 		row := rows[i]
 		g.Nodes = append(g.Nodes, graphNode{
-			X: graphPad + col[i]*(nodeW+gapX), Y: graphPad + r*(nodeH+gapY), W: nodeW, H: nodeH,
+			X: graphPad + col[i]*(nodeW+gapX), Y: top + r*(nodeH+gapY), W: nodeW, H: nodeH,
 			Anchor: row.Anchor, StepID: s.ID, ID: cut(s.ID, labelRunes-2), Label: cut(s.Title, labelRunes),
 			Title: s.ID + ": " + s.Title + " (" + row.PhaseLabel + ")",
 			Class: row.PhaseClass, Phase: row.PhaseLabel, Tries: s.Tries,
 		})
 	}
 	g.Width = 2*graphPad + max(cols, 1)*nodeW + max(cols-1, 0)*gapX
-	g.Height = 2*graphPad + max(rowsMax, 1)*nodeH + max(rowsMax-1, 0)*gapY
+	g.Height = top + graphPad + max(rowsMax, 1)*nodeH + max(rowsMax-1, 0)*gapY
+	for _, l := range v.Loops {
+		if f, ok := loopFrame(g.Nodes, index, l); ok {
+			g.Loops = append(g.Loops, f)
+		}
+	}
 	for _, e := range edges {
 		path, bottom := edgePath(g.Nodes[e[0]], g.Nodes[e[1]])
 		g.Edges = append(g.Edges, graphEdge{Path: path})
@@ -151,6 +170,29 @@ func edgePath(a, b graphNode) (path string, bottom int) {
 	x2, y2 := b.X+nodeW/2+8, b.Y+nodeH+2
 	low := max(y1, y2) + gapY
 	return fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, x1, low, x2, low, x2, y2), low
+}
+
+// loopFrame is the frame around the nodes of loop l's steps; false when none
+// of them is drawn.
+func loopFrame(nodes []graphNode, index map[string]int, l LoopView) (graphLoop, bool) {
+	x1, y1, x2, y2 := -1, -1, -1, -1
+	for _, id := range l.Steps {
+		i, ok := index[id]
+		if !ok {
+			continue
+		}
+		n := nodes[i]
+		if x1 < 0 {
+			x1, y1, x2, y2 = n.X, n.Y, n.X+n.W, n.Y+n.H
+		}
+		x1, y1, x2, y2 = min(x1, n.X), min(y1, n.Y), max(x2, n.X+n.W), max(y2, n.Y+n.H)
+	}
+	if x1 < 0 {
+		return graphLoop{}, false
+	}
+	const pad = 6
+	return graphLoop{X: x1 - pad, Y: y1 - loopTop, W: x2 - x1 + 2*pad, H: y2 - y1 + loopTop + pad,
+		Label: cut(l.Label, (x2-x1)/7)}, true
 }
 
 // cut shortens s to at most n runes, marking the cut with an ellipsis.

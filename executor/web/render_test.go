@@ -126,3 +126,32 @@ func TestStripEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestLayout_Loop: a repeat group is drawn as a loop: a frame around its steps
+// with its label, and its back edge from its last step to its first.
+func TestLayout_Loop(t *testing.T) {
+	v := View{Steps: []StepView{{ID: "plan"}, {ID: "review"}, {ID: "respond"}, {ID: "resolve"}, {ID: "publish"}},
+		Edges: [][2]string{{"plan", "review"}, {"review", "respond"}, {"respond", "resolve"}, {"resolve", "publish"}, {"resolve", "review"}},
+		Loops: []LoopView{{Steps: []string{"review", "respond", "resolve"}, Label: "rounds · round 2/5"}}}
+	p := newPage(v, time.Now(), 0)
+	if len(p.Graph.Loops) != 1 || len(p.Graph.Edges) != 5 {
+		t.Fatalf("%d loops and %d edges, want 1 and 5", len(p.Graph.Loops), len(p.Graph.Edges))
+	}
+	f := p.Graph.Loops[0]
+	for i, n := range p.Graph.Nodes {
+		inside := n.X >= f.X && n.Y >= f.Y && n.X+n.W <= f.X+f.W && n.Y+n.H <= f.Y+f.H
+		if want := i >= 1 && i <= 3; inside != want {
+			t.Errorf("step %s inside the loop's frame: %v, want %v", n.StepID, inside, want)
+		}
+	}
+	if f.Y < 0 || f.X < 0 || f.X+f.W > p.Graph.Width {
+		t.Errorf("frame %+v outside the graph %dx%d", f, p.Graph.Width, p.Graph.Height)
+	}
+	html, _, _, err := New(newFakeSource(v), Options{}).fragment(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(html, `<g class="loop">`) || !strings.Contains(html, "rounds · round 2/5") {
+		t.Errorf("the page draws no loop:\n%s", html)
+	}
+}

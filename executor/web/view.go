@@ -53,6 +53,16 @@ type View struct {
 	// steps are drawn as a chain in their order. An edge naming no step is
 	// left out.
 	Edges [][2]string
+	// Loops are the plan's repeat groups (DESIGN §13), each drawn as a frame
+	// around its steps with its back edge.
+	Loops []LoopView
+}
+
+// LoopView is a repeat group: its steps, in order, and a label saying where
+// its loop stands ("rounds · round 2/5").
+type LoopView struct {
+	Steps []string
+	Label string
 }
 
 // Field is one named value of the plan: a param, a summary's entry.

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -131,6 +132,19 @@ func (w *Workspace) View() View {
 		v.Steps = append(v.Steps, sv)
 		if i > 0 {
 			v.Edges = append(v.Edges, [2]string{r.Steps[i-1].ID, s.ID})
+		}
+	}
+	for _, l := range r.Loops {
+		label := l.Group
+		switch {
+		case l.Ended != "":
+			label += fmt.Sprintf(" · ended in round %d/%d", l.Round, l.Max)
+		case l.Round > 0:
+			label += fmt.Sprintf(" · round %d/%d", l.Round, l.Max)
+		}
+		v.Loops = append(v.Loops, LoopView{Steps: l.Steps, Label: label})
+		if len(l.Steps) > 0 {
+			v.Edges = append(v.Edges, [2]string{l.Steps[len(l.Steps)-1], l.Steps[0]})
 		}
 	}
 	return v
