@@ -83,6 +83,23 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	defer d.closeWatcher()
 	defer d.timer.Stop()
 	defer d.endGroups()
+	c.begin(d, st, force)
+	if err := settle(ctx, d); err != nil {
+		return err
+	}
+	if err := d.m.Err(); err != nil {
+		return err
+	}
+	c.Logger.Info("chain stops", "action", d.m.Decision().Action.String(), "step", d.m.Decision().Step, "reason", d.m.Decision().Reason)
+	if d.m.ForcedFailed() {
+		return ErrStepFailed
+	}
+	return nil
+}
+
+// begin hands the machine what a chain starts from: the queued triggers, the
+// runner's "run the current step", and the state read.
+func (c *Chain) begin(d *driver, st *planspec.State, force bool) {
 	ts, errs := DrainTriggers(c.WS)
 	for _, err := range errs {
 		c.Logger.Warn("ignored a trigger", "err", err)
@@ -94,6 +111,11 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		d.feed(core.TriggersIn{Triggers: ts})
 	}
 	d.feed(core.StateRead{State: st})
+}
+
+// settle drives the machine until it settles: agent exits, timers and file
+// changes in, one at a time. A chain ended by ctx stops its agent.
+func settle(ctx context.Context, d *driver) error {
 	for !d.m.Settled() {
 		select {
 		case <-ctx.Done():
@@ -111,13 +133,6 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 			}
 		case <-d.watchErrors():
 		}
-	}
-	if err := d.m.Err(); err != nil {
-		return err
-	}
-	c.Logger.Info("chain stops", "action", d.m.Decision().Action.String(), "step", d.m.Decision().Step, "reason", d.m.Decision().Reason)
-	if d.m.ForcedFailed() {
-		return ErrStepFailed
 	}
 	return nil
 }

@@ -65,12 +65,47 @@ func SubmitReport(ctx context.Context, ws Workspace, step string, try int, rep p
 		return fmt.Errorf("report folder: %w", err)
 	}
 	path := filepath.Join(dir, strconv.Itoa(try)+"-"+strconv.FormatInt(time.Now().UnixNano(), 10)+".json")
-	w, err := watcher.New(watcher.Config{Root: ws.Dir, Paths: []string{ws.ReportsRel(step)}, Settle: time.Millisecond})
-	if err != nil {
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var verdict error
+	judged := false
+	cfg := watcher.Config{Root: ws.Dir, Paths: []string{ws.ReportsRel(step)}, Settle: time.Millisecond}
+	err = watcher.Follow(waitCtx, cfg, func(b *watcher.Batch) (time.Duration, bool, error) {
+		switch {
+		case data != nil:
+			// The first call: the folder is watched, so the verdict cannot go unseen.
+			if err := dropReport(ws, st, step, path, data); err != nil {
+				return 0, true, err
+			}
+			data = nil
+		case b == nil:
+			// Its file event is what the running stepseq acts on: another costs nothing.
+			now := time.Now()
+			_ = os.Chtimes(path, now, now)
+		}
+		verdict, judged = reportVerdict(path)
+		return verdictNudge, judged, nil
+	})
+	switch {
+	case err != nil:
+		if errors.Is(err, watcher.ErrStopped) {
+			return fmt.Errorf("%w: %s", ErrNoVerdict, path)
+		}
 		return err
+	case judged:
+		return verdict
+	case ctx.Err() != nil:
+		_ = os.Remove(path)
+		return ctx.Err()
 	}
-	defer w.Close()
-	if err := renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(dir)); err != nil {
+	return fmt.Errorf("%w after %s: %s", ErrNoVerdict, wait, path)
+}
+
+// dropReport writes the report where the stepseq that runs step reads it, and
+// refuses it when no stepseq runs the step, or says no verdict will come before
+// the agent exits.
+func dropReport(ws Workspace, st *planspec.State, step, path string, data []byte) error {
+	if err := renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(filepath.Dir(path))); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
 	lock, holder, err := TryLock(ws, "report")
@@ -84,38 +119,25 @@ func SubmitReport(ctx context.Context, ws Workspace, step string, try int, rep p
 		// the agent exits, and the agent must not wait for that.
 		return fmt.Errorf("%w: stepseq %s reads it when this agent exits", ErrNoVerdict, holder.Kind)
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	nudge := time.NewTicker(verdictNudge)
-	defer nudge.Stop()
-	for {
-		if why, err := os.ReadFile(path + ".why"); err == nil {
-			if _, err := os.Stat(path + ".rejected"); err == nil {
-				// The caller has the reasons: the files would only pile up.
-				_ = os.Remove(path + ".why")
-				_ = os.Remove(path + ".rejected")
-				return &RefusedError{Reasons: strings.Split(strings.TrimSpace(string(why)), "\n")}
-			}
-		}
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			if _, err := os.Stat(path + ".rejected"); errors.Is(err, os.ErrNotExist) {
-				return nil // taken: accepted
-			}
-		}
-		select {
-		case <-ctx.Done():
-			_ = os.Remove(path)
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("%w after %s: %s", ErrNoVerdict, wait, path)
-		case <-nudge.C:
-			now := time.Now()
-			_ = os.Chtimes(path, now, now)
-		case _, ok := <-w.Batches():
-			if !ok {
-				return fmt.Errorf("%w: %s", ErrNoVerdict, path)
-			}
-		case <-w.Errors():
+	return nil
+}
+
+// reportVerdict reads the verdict on the report at path: refused, with the
+// reasons in path.why beside path.rejected, or accepted once the report is
+// taken; judged is false while neither is so.
+func reportVerdict(path string) (verdict error, judged bool) {
+	if why, err := os.ReadFile(path + ".why"); err == nil {
+		if _, err := os.Stat(path + ".rejected"); err == nil {
+			// The caller has the reasons: the files would only pile up.
+			_ = os.Remove(path + ".why")
+			_ = os.Remove(path + ".rejected")
+			return &RefusedError{Reasons: strings.Split(strings.TrimSpace(string(why)), "\n")}, true
 		}
 	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(path + ".rejected"); errors.Is(err, os.ErrNotExist) {
+			return nil, true // taken: accepted
+		}
+	}
+	return nil, false
 }

@@ -23,18 +23,10 @@ func (w *Watcher) run() {
 	if w.fsw != nil {
 		events, ferrs, overflow = w.fsw.Events(), w.fsErrs.errs, w.fsErrs.kick
 	}
-	var tick <-chan time.Time
-	if w.poll != nil {
-		t := time.NewTicker(w.pollEvery)
-		defer t.Stop()
-		tick = t.C
-	}
-	if w.hold != nil {
-		select {
-		case <-w.hold:
-		case <-w.done:
-			return
-		}
+	tick, stopTick := w.pollTicker()
+	defer stopTick()
+	if !w.held() {
+		return
 	}
 	for {
 		if w.co.leading() {
@@ -74,17 +66,7 @@ func (w *Watcher) run() {
 			w.delivered.Add(1)
 			w.echoesDelivered()
 		case u := <-w.updates:
-			var err error
-			if u.delta {
-				err = w.adjust(u.added, u.removed)
-			} else {
-				err = w.update(u.scope)
-			}
-			if errors.Is(err, ErrWatchLimit) {
-				w.limitHit(err) // the caller's scope is in place, polled where unwatched
-				err = nil
-			}
-			u.reply <- err
+			u.reply <- w.apply(u)
 		case <-tick:
 			w.pollOnce()
 		case <-limitTick:
@@ -94,6 +76,45 @@ func (w *Watcher) run() {
 		}
 		w.countWatches()
 	}
+}
+
+// pollTicker is the ticker of a polling watcher; nil when it takes events.
+func (w *Watcher) pollTicker() (tick <-chan time.Time, stop func()) {
+	if w.poll == nil {
+		return nil, func() {}
+	}
+	t := time.NewTicker(w.pollEvery)
+	return t.C, t.Stop
+}
+
+// held waits for a test's hold to be released; false when the watcher closed
+// meanwhile.
+func (w *Watcher) held() bool {
+	if w.hold == nil {
+		return true
+	}
+	select {
+	case <-w.hold:
+		return true
+	case <-w.done:
+		return false
+	}
+}
+
+// apply changes the scope as Update or Adjust asked. A watch limit reached is
+// no error: the caller's scope is in place, polled where unwatched.
+func (w *Watcher) apply(u update) error {
+	var err error
+	if u.delta {
+		err = w.adjust(u.added, u.removed)
+	} else {
+		err = w.update(u.scope)
+	}
+	if errors.Is(err, ErrWatchLimit) {
+		w.limitHit(err)
+		err = nil
+	}
+	return err
 }
 
 func (w *Watcher) countWatches() {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,13 +17,7 @@ import (
 )
 
 func newReportCmd(stdout io.Writer) *cobra.Command {
-	var (
-		rep            planspec.Report
-		result         string
-		step, dir, run string
-		try            int
-		wait           time.Duration
-	)
+	var r reportCall
 	cmd := &cobra.Command{
 		Use:   "report STATUS --summary … --evidence … --risk … --next …",
 		Short: "A worker's report for its step: accepted, milestone, blocked or done",
@@ -45,77 +40,105 @@ needs its evidence and artifacts).
 		ValidArgsFunction: cobra.FixedCompletions([]cobra.Completion{
 			planspec.ReportAccepted, planspec.ReportMilestone, planspec.ReportBlocked, planspec.ReportDone}, cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep.Status = args[0]
-			if result != "" {
-				if !json.Valid([]byte(result)) {
-					return usageErr("--result: not valid JSON: give a JSON value, like '{\"words\": 1200}'")
-				}
-				rep.Result = json.RawMessage(result)
-			}
-			if step == "" {
-				step = os.Getenv("STEPSEQ_STEP")
-			}
-			if step == "" {
-				return usageErr("which step? run it from the agent stepseq started (STEPSEQ_STEP is set there), or give --step")
-			}
-			if try == 0 {
-				if v := os.Getenv("STEPSEQ_TRY"); v != "" {
-					n, err := strconv.Atoi(v)
-					if err != nil || n < 1 {
-						return usageErr("STEPSEQ_TRY=%q: want the try number stepseq set", v)
-					}
-					try = n
-				}
-			}
-			if run == "" {
-				run = os.Getenv("STEPSEQ_RUN")
-			}
-			if run != "" {
-				if err := executor.ValidRunName(run); err != nil {
-					return usageErr("--run: %v", err)
-				}
-			}
-			state := os.Getenv("STEPSEQ_STATE")
-			if dir != "" || state == "" || cmd.Flags().Changed("run") {
-				if dir == "" {
-					dir = os.Getenv("STEPSEQ_WORKSPACE")
-				}
-				if dir == "" {
-					dir = "."
-				}
-				state = executor.RunStatePath(dir, run)
-			}
-			ws, err := executor.NewWorkspace(state)
-			if err != nil {
+			r.rep.Status = args[0]
+			r.runGiven = cmd.Flags().Changed("run")
+			if err := r.resolve(); err != nil {
 				return err
 			}
-			err = executor.SubmitReport(cmd.Context(), ws, step, try, rep, wait)
-			switch {
-			case errors.Is(err, executor.ErrReportRefused):
-				return &exitError{code: 1, err: err}
-			case errors.Is(err, executor.ErrNoVerdict):
-				_, err = fmt.Fprintf(stdout, "%s: %v\n", rep.Status, err)
-				return err
-			case err != nil:
-				return err
-			}
-			_, err = fmt.Fprintf(stdout, "%s report taken for step %s\n", rep.Status, step)
-			return err
+			return r.submit(cmd.Context(), stdout)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&rep.Summary, "summary", "", "one sentence")
-	f.StringVar(&rep.Evidence, "evidence", "", "the first action, an artifact, the specific error, or the final artifact")
-	f.StringVar(&rep.Risk, "risk", "", "none, low, medium or high, then the reason")
-	f.StringVar(&rep.Next, "next", "", `what comes next ("none" when done)`)
-	f.StringArrayVar(&rep.Artifacts, "artifact", nil, "a workspace path the report names (repeat for more); done checks they exist")
-	f.StringVar(&result, "result", "", "the step's result as JSON")
-	f.StringVar(&step, "step", "", "the step (default $STEPSEQ_STEP)")
-	f.IntVar(&try, "try", 0, "the try (default $STEPSEQ_TRY)")
-	f.StringVar(&dir, "dir", "", "the workspace (default $STEPSEQ_WORKSPACE, else .)")
-	f.StringVar(&run, "run", "", "the run (default $STEPSEQ_RUN, else main: state.json)")
-	f.DurationVar(&wait, "wait", 10*time.Second, "how long to wait for the verdict")
+	f.StringVar(&r.rep.Summary, "summary", "", "one sentence")
+	f.StringVar(&r.rep.Evidence, "evidence", "", "the first action, an artifact, the specific error, or the final artifact")
+	f.StringVar(&r.rep.Risk, "risk", "", "none, low, medium or high, then the reason")
+	f.StringVar(&r.rep.Next, "next", "", `what comes next ("none" when done)`)
+	f.StringArrayVar(&r.rep.Artifacts, "artifact", nil, "a workspace path the report names (repeat for more); done checks they exist")
+	f.StringVar(&r.result, "result", "", "the step's result as JSON")
+	f.StringVar(&r.step, "step", "", "the step (default $STEPSEQ_STEP)")
+	f.IntVar(&r.try, "try", 0, "the try (default $STEPSEQ_TRY)")
+	f.StringVar(&r.dir, "dir", "", "the workspace (default $STEPSEQ_WORKSPACE, else .)")
+	f.StringVar(&r.run, "run", "", "the run (default $STEPSEQ_RUN, else main: state.json)")
+	f.DurationVar(&r.wait, "wait", 10*time.Second, "how long to wait for the verdict")
 	return cmd
+}
+
+// reportCall is one `stepseq report`: the report and where it goes.
+type reportCall struct {
+	rep            planspec.Report
+	result         string
+	step, dir, run string
+	runGiven       bool // --run was given
+	try            int
+	wait           time.Duration
+	state          string // resolved: the run's state file
+}
+
+// resolve completes the call from the agent's environment (STEPSEQ_STEP,
+// STEPSEQ_TRY, STEPSEQ_RUN, STEPSEQ_STATE, STEPSEQ_WORKSPACE) where no flag
+// says, and refuses what cannot be a report's.
+func (r *reportCall) resolve() error {
+	if r.result != "" {
+		if !json.Valid([]byte(r.result)) {
+			return usageErr("--result: not valid JSON: give a JSON value, like '{\"words\": 1200}'")
+		}
+		r.rep.Result = json.RawMessage(r.result)
+	}
+	if r.step == "" {
+		r.step = os.Getenv("STEPSEQ_STEP")
+	}
+	if r.step == "" {
+		return usageErr("which step? run it from the agent stepseq started (STEPSEQ_STEP is set there), or give --step")
+	}
+	if r.try == 0 {
+		if v := os.Getenv("STEPSEQ_TRY"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return usageErr("STEPSEQ_TRY=%q: want the try number stepseq set", v)
+			}
+			r.try = n
+		}
+	}
+	if r.run == "" {
+		r.run = os.Getenv("STEPSEQ_RUN")
+	}
+	if r.run != "" {
+		if err := executor.ValidRunName(r.run); err != nil {
+			return usageErr("--run: %v", err)
+		}
+	}
+	r.state = os.Getenv("STEPSEQ_STATE")
+	if r.dir != "" || r.state == "" || r.runGiven {
+		dir := r.dir
+		if dir == "" {
+			dir = os.Getenv("STEPSEQ_WORKSPACE")
+		}
+		if dir == "" {
+			dir = "."
+		}
+		r.state = executor.RunStatePath(dir, r.run)
+	}
+	return nil
+}
+
+// submit hands the report over and says the verdict: exit 1 when refused.
+func (r *reportCall) submit(ctx context.Context, stdout io.Writer) error {
+	ws, err := executor.NewWorkspace(r.state)
+	if err != nil {
+		return err
+	}
+	err = executor.SubmitReport(ctx, ws, r.step, r.try, r.rep, r.wait)
+	switch {
+	case errors.Is(err, executor.ErrReportRefused):
+		return &exitError{code: 1, err: err}
+	case errors.Is(err, executor.ErrNoVerdict):
+		_, err = fmt.Fprintf(stdout, "%s: %v\n", r.rep.Status, err)
+		return err
+	case err != nil:
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s report taken for step %s\n", r.rep.Status, r.step)
+	return err
 }
 
 func newRetryCmd(g *globals, stdout io.Writer) *cobra.Command {

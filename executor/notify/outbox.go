@@ -456,74 +456,103 @@ func (rd *reader) close() {
 // dropped before it since the last call. ok is false when the sink is up to date.
 func (o *outbox) read(rd *reader) (rec record, dropped uint64, ok bool, err error) {
 	for {
-		o.mu.Lock()
-		c := o.cursors[rd.sink]
-		if c == nil {
-			o.mu.Unlock()
-			return rec, dropped, false, ErrClosed
+		c, want, seg, nextFirst, due, err := o.locate(rd.sink, &dropped)
+		if err != nil || !due {
+			return rec, dropped, false, err
 		}
-		dropped += c.dropped
-		c.dropped = 0
-		want := c.next
-		if want >= o.next || len(o.segs) == 0 {
-			o.mu.Unlock()
-			return rec, dropped, false, nil
-		}
-		i := len(o.segs) - 1
-		for i > 0 && o.segs[i].first > want {
-			i--
-		}
-		seg := o.segs[i]
-		var nextFirst uint64
-		if i+1 < len(o.segs) {
-			nextFirst = o.segs[i+1].first
-		}
-		o.mu.Unlock()
-
 		if rd.f == nil || rd.segFirst != seg.first {
-			rd.close()
-			f, err := openFile(seg.path, os.O_RDONLY, 0)
+			err := rd.open(seg)
 			if errors.Is(err, fs.ErrNotExist) && nextFirst != 0 {
 				// Gone: the cap dropped it meanwhile (and moved the cursor), or
 				// someone removed it. Either way its reports are past.
-				o.mu.Lock()
-				if c.next < nextFirst {
-					c.dropped += nextFirst - c.next
-					c.next = nextFirst
-				}
-				o.mu.Unlock()
+				o.skip(c, nextFirst, true)
 				continue
 			}
 			if err != nil {
 				return rec, dropped, false, fmt.Errorf("outbox: %w", err)
 			}
-			rd.f, rd.segFirst, rd.off, rd.buf, rd.bufOff = f, seg.first, 0, rd.buf[:0], 0
 		}
-		for rd.off < seg.size {
-			line, err := rd.line(seg.size)
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				rd.off = seg.size // a damaged segment: what follows cannot be read
-				break
-			}
-			if err != nil {
-				return rec, dropped, false, fmt.Errorf("outbox: %w", err)
-			}
-			rd.off += int64(len(line)) + 1
-			if json.Unmarshal(line, &rec) != nil || rec.Seq < want {
-				continue
-			}
-			return rec, dropped, true, nil
+		rec, ok, err = rd.next(seg, want)
+		if ok || err != nil {
+			return rec, dropped, ok, err
 		}
 		if nextFirst == 0 {
 			return rec, dropped, false, nil
 		}
-		// The segment is read to its end: whatever it lacked is past.
-		o.mu.Lock()
-		if c.next < nextFirst {
-			c.next = nextFirst
-		}
-		o.mu.Unlock()
+		o.skip(c, nextFirst, false) // the segment is read to its end: whatever it lacked is past
 	}
+}
+
+// locate finds, under the lock, the sink's cursor, the record it wants next and
+// the segment that holds it, with the first record of the segment after (0: it
+// is the last). It adds what the cap dropped to *dropped. due is false when the
+// sink is up to date; a sink that is gone is ErrClosed.
+func (o *outbox) locate(sink string, dropped *uint64) (c *cursor, want uint64, seg segment, nextFirst uint64, due bool, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c = o.cursors[sink]
+	if c == nil {
+		return nil, 0, segment{}, 0, false, ErrClosed
+	}
+	*dropped += c.dropped
+	c.dropped = 0
+	want = c.next
+	if want >= o.next || len(o.segs) == 0 {
+		return c, want, segment{}, 0, false, nil
+	}
+	i := len(o.segs) - 1
+	for i > 0 && o.segs[i].first > want {
+		i--
+	}
+	if i+1 < len(o.segs) {
+		nextFirst = o.segs[i+1].first
+	}
+	return c, want, o.segs[i], nextFirst, true, nil
+}
+
+// skip moves the cursor on to the segment that begins at first; dropped counts
+// the reports skipped as the cap's.
+func (o *outbox) skip(c *cursor, first uint64, dropped bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c.next < first {
+		if dropped {
+			c.dropped += first - c.next
+		}
+		c.next = first
+	}
+}
+
+// open makes seg the segment rd reads, from its start.
+func (rd *reader) open(seg segment) error {
+	rd.close()
+	f, err := openFile(seg.path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	rd.f, rd.segFirst, rd.off, rd.buf, rd.bufOff = f, seg.first, 0, rd.buf[:0], 0
+	return nil
+}
+
+// next is the segment's next record at or after want; ok is false at the
+// segment's end, or where it is damaged (nothing after can be read).
+func (rd *reader) next(seg segment, want uint64) (rec record, ok bool, err error) {
+	for rd.off < seg.size {
+		line, err := rd.line(seg.size)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			rd.off = seg.size
+			return rec, false, nil
+		}
+		if err != nil {
+			return rec, false, fmt.Errorf("outbox: %w", err)
+		}
+		rd.off += int64(len(line)) + 1
+		if json.Unmarshal(line, &rec) != nil || rec.Seq < want {
+			continue
+		}
+		return rec, true, nil
+	}
+	return rec, false, nil
 }
 
 // line returns the record at rd.off, without its newline, reading no further than

@@ -43,86 +43,94 @@ func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.leave()
-
-	rc := http.NewResponseController(w)
-	write := func(b []byte) error {
-		if err := rc.SetWriteDeadline(time.Now().Add(h.opt.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no") // a proxy must not hold updates back
-	w.WriteHeader(http.StatusOK)
-	if err := write([]byte("retry: 2000\n\n")); err != nil {
+	es := h.openStream(w)
+	defer es.close()
+	if es.write([]byte("retry: 2000\n\n")) != nil || es.send() != nil {
 		return
 	}
-
 	heartbeat := time.NewTicker(h.opt.Heartbeat)
 	defer heartbeat.Stop()
-	wake := time.NewTimer(0) // the throttle or the refresh, whichever is due
-	wake.Stop()
-	defer wake.Stop()
-
-	var (
-		changed  <-chan struct{}
-		last     []byte
-		lastSent time.Time
-	)
-	send := func() error {
-		var (
-			msg     []byte
-			running bool
-			err     error
-		)
-		changed, msg, running, err = h.update()
-		if err != nil {
-			return err
-		}
-		if running && h.opt.Refresh > 0 {
-			wake.Reset(h.opt.Refresh)
-		}
-		if bytes.Equal(msg, last) {
-			return nil
-		}
-		last, lastSent = msg, time.Now()
-		return write(msg)
-	}
-	if send() != nil {
-		return
-	}
 	for {
+		var err error
 		select {
 		case <-r.Context().Done():
 			return
 		case <-h.done:
 			return
-		case <-changed:
-			changed = nil
-			if wait := h.opt.MinInterval - time.Since(lastSent); wait > 0 {
-				wake.Reset(wait) // the send then reads the newest view
+		case <-es.changed:
+			es.changed = nil
+			if wait := h.opt.MinInterval - time.Since(es.lastSent); wait > 0 {
+				es.wake.Reset(wait) // the send then reads the newest view
 				continue
 			}
-			if send() != nil {
-				return
-			}
-		case <-wake.C:
-			if send() != nil {
-				return
-			}
+			err = es.send()
+		case <-es.wake.C:
+			err = es.send()
 		case <-heartbeat.C:
-			if write([]byte(": keep-alive\n\n")) != nil {
-				return
-			}
+			err = es.write([]byte(": keep-alive\n\n"))
+		}
+		if err != nil {
+			return
 		}
 	}
+}
+
+// eventStream is one page's stream of events.
+type eventStream struct {
+	h    *Handler
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	wake *time.Timer // the throttle or the refresh, whichever is due
+
+	changed  <-chan struct{}
+	last     []byte
+	lastSent time.Time
+}
+
+// openStream answers with the stream's headers.
+func (h *Handler) openStream(w http.ResponseWriter) *eventStream {
+	es := &eventStream{h: h, w: w, rc: http.NewResponseController(w), wake: time.NewTimer(time.Hour)}
+	es.wake.Stop()
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no") // a proxy must not hold updates back
+	w.WriteHeader(http.StatusOK)
+	return es
+}
+
+func (es *eventStream) close() {
+	es.wake.Stop()
+	_ = es.rc.SetWriteDeadline(time.Time{})
+}
+
+// write sends b at once, within the write timeout.
+func (es *eventStream) write(b []byte) error {
+	if err := es.rc.SetWriteDeadline(time.Now().Add(es.h.opt.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := es.w.Write(b); err != nil {
+		return err
+	}
+	return es.rc.Flush()
+}
+
+// send writes the newest view unless it is the one sent last, and arms the
+// refresh while a step runs.
+func (es *eventStream) send() error {
+	changed, msg, running, err := es.h.update()
+	es.changed = changed
+	if err != nil {
+		return err
+	}
+	if running && es.h.opt.Refresh > 0 {
+		es.wake.Reset(es.h.opt.Refresh)
+	}
+	if bytes.Equal(msg, es.last) {
+		return nil
+	}
+	es.last, es.lastSent = msg, time.Now()
+	return es.write(msg)
 }
 
 // update is the newest "view" event and the channel that the next change
