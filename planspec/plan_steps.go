@@ -110,6 +110,11 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		unique(st.ID, idNode, field+".id")
 		p.Steps = append(p.Steps, st)
 	}
+	for i, st := range p.Steps {
+		if st.Spec.ResultFrom == ResultFromOutput && (IsPull(st.Spec.Agent) || st.Spec.Agent.IsZero() && IsPull(p.Agent)) {
+			d.fail(steps.Content[i], fmt.Sprintf("steps[%d].resultFrom", i), "resultFrom: output: a pulled step (agent: mcp) has no output: its worker reports the result with step_report, or writes it to a file (resultFrom: file:PATH)")
+		}
+	}
 	d.compileConditions()
 	d.checkRefs(first, p.Vars, p.ParamNames())
 	d.checkParamTypes(p.Params)
