@@ -50,6 +50,18 @@ func NewPullLauncher(key []byte) *PullLauncher {
 	return &PullLauncher{key: key}
 }
 
+// RunPullKey is the key that signs run's tokens, derived from the workspace's
+// (PullKey): a token of one run's try is no token of another's. The workspace's
+// own run ("") signs with the workspace's key itself.
+func RunPullKey(key []byte, run string) []byte {
+	if run == "" {
+		return key
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("stepseq run " + run))
+	return mac.Sum(nil)
+}
+
 // pullKeyRel is where the workspace keeps the key that signs its tokens, so that
 // a token outlives the process that issued it (a client that restarts `stepseq
 // mcp` between calls).

@@ -212,6 +212,9 @@ func (s *Sidecar) addRun(name string) {
 	})
 	d.timer.Stop()
 	d.metrics, d.notifier, d.onChange = s.opt.Metrics, s.opt.Notifier, s.opt.OnChange
+	// A run's pulled steps are offered through its files (its state, reports
+	// folder): the launcher dispatches them, and ends a try its done report ends.
+	d.pull = NewPullLauncher(RunPullKey(s.d.pull.key, name))
 	plans, closeReq := s.rel(s.opt.PlansDir), s.rel(rw.CloseRequestPath())
 	d.watchTo = func(paths, trees []string) error {
 		own := slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == plans })

@@ -63,19 +63,29 @@ func callOnce(t *testing.T, dir, name string, args any) (*sdk.CallToolResult, ma
 func TestBinary_PullClientReconnectsBetweenCalls(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	reconnectEveryCall(t, dir, func(name string, args any) (*sdk.CallToolResult, map[string]any) { return callOnce(t, dir, name, args) })
+	reconnectEveryCall(t, dir, "", func(name string, args any) (*sdk.CallToolResult, map[string]any) { return callOnce(t, dir, name, args) })
 }
 
 // TestBinary_PullClientReconnectsOverHTTP: the same worker over streamable
 // HTTP, against a live `watch --listen` that wants a token: a new session for
-// every call, closed after it, as a client that exits closes its own.
+// every call, closed after it, as a client that exits closes its own; for
+// state.json and for a run beside it.
 func TestBinary_PullClientReconnectsOverHTTP(t *testing.T) {
 	t.Parallel()
+	for _, run := range []string{"", "side"} {
+		t.Run("run="+run, func(t *testing.T) {
+			t.Parallel()
+			reconnectOverHTTP(t, run)
+		})
+	}
+}
+
+func reconnectOverHTTP(t *testing.T, run string) {
 	dir := t.TempDir()
 	const token = "the-reconnect-token-0123456789"
 	url := listenWatch(t, dir, token)
 	client := &http.Client{Transport: bearerTransport{token: token}}
-	reconnectEveryCall(t, dir, func(name string, args any) (*sdk.CallToolResult, map[string]any) {
+	reconnectEveryCall(t, dir, run, func(name string, args any) (*sdk.CallToolResult, map[string]any) {
 		t.Helper()
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: "reconnecting", Version: "1"}, nil).
 			Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: client}, nil)
@@ -131,11 +141,21 @@ func listenWatch(t *testing.T, dir, token string) string {
 
 // reconnectEveryCall drives a plan of three pulled steps with a new client for
 // every call (callOnce), and checks that it ends DONE with one try a step, no
-// error, no interruption.
-func reconnectEveryCall(t *testing.T, dir string, callOnce func(name string, args any) (*sdk.CallToolResult, map[string]any)) {
+// error, no interruption. The plan is submitted into state.json, or started as
+// run when one is named.
+func reconnectEveryCall(t *testing.T, dir, run string, callOnce func(name string, args any) (*sdk.CallToolResult, map[string]any)) {
 	t.Helper()
-	if res, out := callOnce("plan_submit", map[string]any{"name": "pull", "yaml": reconnectPlan}); res.IsError || out["status"] != "active" {
-		t.Fatalf("plan_submit: %v %v", out, res.Content)
+	onRun := map[string]any{}
+	stateFile := "state.json"
+	if run == "" {
+		if res, out := callOnce("plan_submit", map[string]any{"name": "pull", "yaml": reconnectPlan}); res.IsError || out["status"] != "active" {
+			t.Fatalf("plan_submit: %v %v", out, res.Content)
+		}
+	} else {
+		onRun["run"], stateFile = run, "state."+run+".json"
+		if res, out := callOnce("run_start", map[string]any{"plan": reconnectPlan, "run": run}); res.IsError {
+			t.Fatalf("run_start: %v %v", out, res.Content)
+		}
 	}
 	fi, err := os.Stat(filepath.Join(dir, ".stepseq", "pull.key"))
 	if err != nil {
@@ -149,7 +169,7 @@ func reconnectEveryCall(t *testing.T, dir string, callOnce func(name string, arg
 		t.Helper()
 		deadline := time.Now().Add(reconnectWait)
 		for {
-			res, out := callOnce("step_current", map[string]any{})
+			res, out := callOnce("step_current", onRun)
 			if res.IsError {
 				t.Fatalf("step_current: %v", res.Content)
 			}
@@ -191,14 +211,14 @@ func reconnectEveryCall(t *testing.T, dir string, callOnce func(name string, arg
 	}
 	deadline := time.Now().Add(reconnectWait)
 	for {
-		if _, out := callOnce("status", map[string]any{}); out["status"] == planspec.StatusDone {
+		if _, out := callOnce("status", onRun); out["status"] == planspec.StatusDone {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the plan is not DONE within %s", reconnectWait)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +232,11 @@ func reconnectEveryCall(t *testing.T, dir string, callOnce func(name string, arg
 			t.Errorf("step %s: tries %d, error %v, agent %+v; want one try, no error, no interruption", id, run.Tries, run.Error, run.Agent)
 		}
 	}
-	if j, _ := os.ReadFile(filepath.Join(dir, ".stepseq", "journal.jsonl")); strings.Contains(string(j), `"event":"interrupted"`) {
+	journal := filepath.Join(dir, ".stepseq", "journal.jsonl")
+	if run != "" {
+		journal = filepath.Join(dir, ".stepseq", "runs", run, "journal.jsonl")
+	}
+	if j, _ := os.ReadFile(journal); strings.Contains(string(j), `"event":"interrupted"`) {
 		t.Errorf("journal says interrupted:\n%s", j)
 	}
 }

@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,9 +79,7 @@ func (t *tools) runEngine(ws executor.Workspace) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("stepseq run " + ws.Run))
-	e := newFilesEngine(ws, mac.Sum(nil))
+	e := newFilesEngine(ws, executor.RunPullKey(key, ws.Run))
 	if t.runs == nil {
 		t.runs = map[string]Engine{}
 	}

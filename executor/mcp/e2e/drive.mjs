@@ -135,5 +135,18 @@ const side = await call("status", { run: "side" });
 if (side.plan !== "e2e" || side.steps.length !== 2) fail(`status of a run: ${JSON.stringify(side)}`);
 await call("logs", { run: "side", step: "fetch" });
 await refused("status", { run: "nope" }, "not_found");
+
+// The run's pulled steps, with run; its tokens name the run.
+cur = (await until("step_current", { run: "side" }, (o) => o.step, "the run's step never offered")).step;
+if (cur.id !== "fetch" || !cur.token.startsWith("side:")) fail(`step_current of the run: ${JSON.stringify(cur)}`);
+await call("step_report", report(cur.token, "accepted"));
+await refused("step_report", report(cur.token, "done", { url: "ftp://example.org" }), "invalid_result");
+v = await call("step_report", report(cur.token, "done", { url: "https://example.org" }));
+if (!v.accepted) fail(`the run's done refused: ${JSON.stringify(v)}`);
+cur = (await until("step_current", { run: "side" }, (o) => o.step && o.step.id === "use", "the run's second step never offered")).step;
+await call("step_report", { ...report(cur.token, "accepted"), run: "side" });
+await call("step_report", report(cur.token, "done"));
+await until("status", { run: "side" }, (o) => o.status === "DONE", "the run never DONE");
+await refused("run_close", { run: "nope" }, "not_found");
 await client.close();
 console.log(`e2e ${mode}: ok`);
