@@ -63,3 +63,22 @@ func TestCheck_AgentArgumentTemplateRefused(t *testing.T) {
 		})
 	}
 }
+
+// A preset's extra arguments render as a command's do: the CLI gets each
+// rendered value as one argument, after its own flags.
+func TestCheck_PresetArgumentTemplates(t *testing.T) {
+	bin := fakeBin(t, "codex")
+	fakeScript(t, bin, "codex", `{"type":"turn.completed"}`+"\n", "", 0)
+	w := newTestWS(t, plan(`"stepseq":{"agent":{"preset":"codex","args":["-m","${params.model}"]},"params":{"model":"gpt 5"}}`, `"instruction":"do s1"`))
+	if err := w.check(); err != nil {
+		t.Fatal(err)
+	}
+	runs := fakeRuns(t, bin, "codex")
+	if len(runs) != 1 {
+		t.Fatalf("codex ran %d times; state %s", len(runs), errText(w.read().Run("s1")))
+	}
+	argv := runs[0].Argv
+	if n := len(argv); n < 3 || argv[n-3] != "-m" || argv[n-2] != "gpt 5" || argv[n-1] != "do s1" {
+		t.Errorf("codex ran as %q", argv)
+	}
+}
