@@ -238,14 +238,20 @@ func (d *driver) perform(e core.Effect) {
 		d.reportVerdict(e)
 	case core.WaitInherited:
 		d.waitInherited(e.Step)
-	case core.DrainTriggers:
-		if d.onDrain != nil {
-			d.onDrain()
-		}
-	case core.IntakePlans:
-		if d.onIntake != nil {
-			d.onIntake()
-		}
+	case core.DrainTriggers, core.IntakePlans:
+		d.intake(e)
+	}
+}
+
+// intake carries out the machine's DrainTriggers and IntakePlans, where the
+// driver is a sidecar's.
+func (d *driver) intake(e core.Effect) {
+	f := d.onIntake
+	if _, ok := e.(core.DrainTriggers); ok {
+		f = d.onDrain
+	}
+	if f != nil {
+		f()
 	}
 }
 

@@ -212,53 +212,73 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 	verbose := d.HasArg("verbose")
 	switch d.Cmd {
 	case "plan", "state", "empty":
-		var st *planspec.State
-		var err error
-		switch d.Cmd {
-		case "plan":
-			var p *planspec.Plan
-			if p, err = planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml"); err == nil {
-				st = p.State("plans/p.yaml", "h1")
-			}
-		case "state":
-			st, err = planspec.ParseState(strings.NewReader(d.Input), "state.json")
+		return s.start(t, d, verbose)
+	case "tick":
+		if s.timer.IsZero() {
+			return "no timer is set\n"
 		}
-		if err != nil {
-			d.Fatalf(t, "%v", err)
-		}
-		retries := 3
-		if d.HasArg("retries") {
-			d.ScanArgs(t, "retries", &retries)
-		}
-		persistent := d.HasArg("persistent")
-		s.m = NewMachine(MachineConfig{Driver: argOr(d, "driver", map[bool]string{true: "watch", false: "check"}[persistent]),
-			MaxRetries: retries, Persistent: persistent, StampHeartbeat: d.HasArg("stamp"), Probe: s.w, TriggersDir: MetaDir + "/triggers"})
-		s.timer = time.Time{}
-		s.last, s.lastBlk = map[string]string{}, nil
-		out := ""
-		if d.HasArg("runner") {
-			out = s.feed(RunCurrent{}, verbose)
-		}
-		if st == nil {
-			return out + s.feed(StateRead{Err: fs.ErrNotExist}, verbose)
-		}
-		return out + s.feed(StateRead{State: st}, verbose)
-	case "read":
-		switch {
-		case d.HasArg("missing"):
-			return s.feed(StateRead{Err: fs.ErrNotExist}, verbose)
-		case d.HasArg("invalid"):
-			return s.feed(StateRead{Err: errors.New("state.json: unexpected end of JSON input")}, verbose)
-		}
-		st, err := planspec.ParseState(strings.NewReader(d.Input), "state.json")
-		if err != nil {
-			d.Fatalf(t, "%v", err)
-		}
-		return s.feed(StateRead{State: st}, verbose)
-	case "at":
-		s.now = s.dur(t, d, d.CmdArgs[0].Key)
+		s.now = s.timer
+		return "(now " + rel(s.now) + ")\n" + s.feed(TimerFired{}, verbose)
+	case "status":
+		return s.status()
+	}
+	if f, ok := scriptWorld[d.Cmd]; ok {
+		f(s, t, d)
 		return ""
-	case "file":
+	}
+	if f, ok := scenarioInputs[d.Cmd]; ok {
+		return s.feed(f(s, t, d), verbose)
+	}
+	d.Fatalf(t, "unknown command %q", d.Cmd)
+	return ""
+}
+
+// start makes a new machine on the plan, the state or no state given.
+func (s *scenario) start(t *testing.T, d *datadriven.TestData, verbose bool) string {
+	var st *planspec.State
+	var err error
+	switch d.Cmd {
+	case "plan":
+		var p *planspec.Plan
+		if p, err = planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml"); err == nil {
+			st = p.State("plans/p.yaml", "h1")
+		}
+	case "state":
+		st, err = planspec.ParseState(strings.NewReader(d.Input), "state.json")
+	}
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	retries := 3
+	if d.HasArg("retries") {
+		d.ScanArgs(t, "retries", &retries)
+	}
+	persistent := d.HasArg("persistent")
+	driver := "check"
+	if persistent {
+		driver = "watch"
+	}
+	s.m = NewMachine(MachineConfig{Driver: argOr(d, "driver", driver), MaxRetries: retries, Persistent: persistent,
+		StampHeartbeat: d.HasArg("stamp"), Probe: s.w, TriggersDir: MetaDir + "/triggers"})
+	s.timer = time.Time{}
+	s.last, s.lastBlk = map[string]string{}, nil
+	out := ""
+	if d.HasArg("runner") {
+		out = s.feed(RunCurrent{}, verbose)
+	}
+	if st == nil {
+		return out + s.feed(StateRead{Err: fs.ErrNotExist}, verbose)
+	}
+	return out + s.feed(StateRead{State: st}, verbose)
+}
+
+type scenarioCmd = func(s *scenario, t *testing.T, d *datadriven.TestData)
+
+// scriptWorld are the commands that change the world, or the driver's answers,
+// and feed nothing.
+var scriptWorld = map[string]scenarioCmd{
+	"at": func(s *scenario, t *testing.T, d *datadriven.TestData) { s.now = s.dur(t, d, d.CmdArgs[0].Key) },
+	"file": func(s *scenario, t *testing.T, d *datadriven.TestData) {
 		at := s.now
 		if v := argOr(d, "mtime", ""); v != "" {
 			at = s.dur(t, d, v)
@@ -266,40 +286,26 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		for _, p := range paths(d) {
 			s.w.files[p] = at
 		}
-		return ""
-	case "rm":
+	},
+	"rm": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
 		for _, p := range paths(d) {
 			delete(s.w.files, p)
 		}
-		return ""
-	case "touch":
-		for _, p := range paths(d) {
-			s.w.files[p] = s.now
-		}
-		return s.feed(FilesChanged{Paths: paths(d)}, verbose)
-	case "changed":
-		var ps []string
-		for _, p := range paths(d) {
-			if p != "rescan" && p != "verbose" {
-				ps = append(ps, p)
-			}
-		}
-		return s.feed(FilesChanged{Paths: ps, Rescan: d.HasArg("rescan")}, verbose)
-	case "cond":
+	},
+	"cond": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
 		id := d.CmdArgs[0].Key
 		for _, kind := range []string{"when", "skip"} {
 			if v := argOr(d, kind, ""); v != "" {
 				s.w.conds[id+"/"+kind] = v
 			}
 		}
-		return ""
-	case "check":
+	},
+	"check": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
 		for _, a := range d.CmdArgs {
 			s.w.checks[a.Key] = a.Vals[0]
 		}
-		return ""
-	case "orphan":
-		id := d.CmdArgs[0].Key
+	},
+	"orphan": func(s *scenario, t *testing.T, d *datadriven.TestData) {
 		ts := TryState{Alive: d.HasArg("alive"), Exited: d.HasArg("exited"), Stopped: d.HasArg("stopped"), Recorded: d.HasArg("recorded")}
 		if d.HasArg("code") {
 			d.ScanArgs(t, "code", &ts.Code)
@@ -310,9 +316,9 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		if v := argOr(d, "began", ""); v != "" {
 			ts.Began = s.dur(t, d, v)
 		}
-		s.w.orphans[id] = ts
-		return ""
-	case "cannot-launch":
+		s.w.orphans[d.CmdArgs[0].Key] = ts
+	},
+	"cannot-launch": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
 		id := ""
 		if len(d.CmdArgs) > 0 {
 			id = d.CmdArgs[0].Key
@@ -322,35 +328,58 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		} else {
 			delete(s.w.launchErr, id)
 		}
-		return ""
-	case "output":
-		s.w.lastOut = s.dur(t, d, d.CmdArgs[0].Key)
-		return ""
-	case "exit":
-		return s.exit(t, d, verbose)
-	case "report":
-		id := d.CmdArgs[0].Key
+	},
+	"output": func(s *scenario, t *testing.T, d *datadriven.TestData) { s.w.lastOut = s.dur(t, d, d.CmdArgs[0].Key) },
+	"fail-writes": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
+		s.failWrite = nil
+		if !d.HasArg("off") {
+			s.failWrite = errors.New(strings.TrimSpace(d.Input))
+		}
+	},
+}
+
+// scenarioInputs are the commands that feed the machine one input.
+var scenarioInputs = map[string]func(s *scenario, t *testing.T, d *datadriven.TestData) Input{
+	"read": func(_ *scenario, t *testing.T, d *datadriven.TestData) Input {
+		switch {
+		case d.HasArg("missing"):
+			return StateRead{Err: fs.ErrNotExist}
+		case d.HasArg("invalid"):
+			return StateRead{Err: errors.New("state.json: unexpected end of JSON input")}
+		}
+		st, err := planspec.ParseState(strings.NewReader(d.Input), "state.json")
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		return StateRead{State: st}
+	},
+	"touch": func(s *scenario, _ *testing.T, d *datadriven.TestData) Input {
+		for _, p := range paths(d) {
+			s.w.files[p] = s.now
+		}
+		return FilesChanged{Paths: paths(d)}
+	},
+	"changed": func(_ *scenario, _ *testing.T, d *datadriven.TestData) Input {
+		ps := slices.DeleteFunc(paths(d), func(p string) bool { return p == "rescan" || p == "verbose" })
+		return FilesChanged{Paths: ps, Rescan: d.HasArg("rescan")}
+	},
+	"exit": (*scenario).exit,
+	"report": func(s *scenario, t *testing.T, d *datadriven.TestData) Input {
 		rep, err := planspec.ParseReport(strings.NewReader(d.Input), "report")
 		if err != nil {
-			return "parse: " + err.Error()
+			d.Fatalf(t, "%v", err)
 		}
-		in := ReportIn{Step: id, Report: rep, Via: argOr(d, "via", "file"), Ref: argOr(d, "ref", "r")}
+		in := ReportIn{Step: d.CmdArgs[0].Key, Report: rep, Via: argOr(d, "via", "file"), Ref: argOr(d, "ref", "r")}
 		if d.HasArg("try") {
 			d.ScanArgs(t, "try", &in.Try)
 		}
 		if v := argOr(d, "written", ""); v != "" {
 			in.Written = s.dur(t, d, v)
 		}
-		return s.feed(in, verbose)
-	case "tick":
-		if s.timer.IsZero() {
-			return "no timer is set\n"
-		}
-		s.now = s.timer
-		return "(now " + rel(s.now) + ")\n" + s.feed(TimerFired{}, verbose)
-	case "timer":
-		return s.feed(TimerFired{}, verbose)
-	case "trigger":
+		return in
+	},
+	"timer": func(*scenario, *testing.T, *datadriven.TestData) Input { return TimerFired{} },
+	"trigger": func(s *scenario, _ *testing.T, d *datadriven.TestData) Input {
 		var ts []Trigger
 		for _, p := range paths(d) {
 			if p != "retry" && p != "verbose" {
@@ -360,46 +389,37 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		if len(ts) == 0 {
 			ts = []Trigger{{From: argOr(d, "from", "check"), At: planspec.FormatISO(s.now)}}
 		}
-		return s.feed(TriggersIn{Triggers: ts}, verbose)
-	case "apply":
+		return TriggersIn{Triggers: ts}
+	},
+	"apply": func(_ *scenario, t *testing.T, d *datadriven.TestData) Input {
 		p, err := planspec.ParsePlan(strings.NewReader(d.Input), "plans/q.yaml")
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}
-		return s.feed(PlanApplied{State: p.State("plans/q.yaml", "h3"), Source: "plans/q.yaml"}, verbose)
-	case "edit":
+		return PlanApplied{State: p.State("plans/q.yaml", "h3"), Source: "plans/q.yaml"}
+	},
+	"edit": func(_ *scenario, t *testing.T, d *datadriven.TestData) Input {
 		p, err := planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml")
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}
-		return s.feed(PlanEdited{Plan: p, Hash: "h2"}, verbose)
-	case "triggers-queued":
+		return PlanEdited{Plan: p, Hash: "h2"}
+	},
+	"triggers-queued": func(s *scenario, t *testing.T, d *datadriven.TestData) Input {
 		in := TriggersQueued{Now: d.HasArg("now")}
 		if v := argOr(d, "mtime", ""); v != "" {
 			in.Modified = s.dur(t, d, v)
 		}
-		return s.feed(in, verbose)
-	case "plan-writing":
-		return s.feed(PlanWriting{Modified: s.dur(t, d, argOr(d, "mtime", "0s"))}, verbose)
-	case "fail-writes":
-		if d.HasArg("off") {
-			s.failWrite = nil
-		} else {
-			s.failWrite = errors.New(strings.TrimSpace(d.Input))
-		}
-		return ""
-	case "shutdown":
-		return s.feed(Shutdown{}, verbose)
-	case "inherited-gone":
-		return s.feed(InheritedGone{}, verbose)
-	case "status":
-		return s.status()
-	}
-	d.Fatalf(t, "unknown command %q", d.Cmd)
-	return ""
+		return in
+	},
+	"plan-writing": func(s *scenario, t *testing.T, d *datadriven.TestData) Input {
+		return PlanWriting{Modified: s.dur(t, d, argOr(d, "mtime", "0s"))}
+	},
+	"shutdown":       func(*scenario, *testing.T, *datadriven.TestData) Input { return Shutdown{} },
+	"inherited-gone": func(*scenario, *testing.T, *datadriven.TestData) Input { return InheritedGone{} },
 }
 
-func (s *scenario) exit(t *testing.T, d *datadriven.TestData, verbose bool) string {
+func (s *scenario) exit(t *testing.T, d *datadriven.TestData) Input {
 	id := d.CmdArgs[0].Key
 	in := AgentExited{Step: id, Try: s.running[id]}
 	if d.HasArg("try") {
@@ -429,7 +449,7 @@ func (s *scenario) exit(t *testing.T, d *datadriven.TestData, verbose bool) stri
 		}
 		in.Limits = []Limit{l}
 	}
-	return s.feed(in, verbose)
+	return in
 }
 
 // feed hands the machine one input and answers its writes and reads as a driver
@@ -458,43 +478,15 @@ func (s *scenario) feed(in Input, verbose bool) string {
 func (s *scenario) print(b *strings.Builder, e Effect, verbose bool) {
 	switch e := e.(type) {
 	case WriteState:
-		fmt.Fprintf(b, "write (%s): %s cursor=%d", e.Reason, e.State.Status, e.State.CurrentStep)
-		if s.failWrite != nil {
-			fmt.Fprintf(b, " FAILS: %v", s.failWrite)
-		}
-		b.WriteString("\n")
-		if s.failWrite == nil {
-			s.runsChanged(b, e.State)
-		}
+		s.printWrite(b, e)
 	case ReadState:
 		b.WriteString("read state\n")
 	case StartAgent:
-		fmt.Fprintf(b, "start %s#%d", e.Step, e.Try)
-		if e.Resumed {
-			b.WriteString(" resumed")
-		}
-		if e.Resume.ID != "" {
-			fmt.Fprintf(b, " resume=%s", e.Resume.ID)
-		}
-		if len(e.Changed) > 0 {
-			fmt.Fprintf(b, " changed=%s", strings.Join(e.Changed, ","))
-		}
-		fmt.Fprintf(b, "\n  prompt: %s\n", e.Prompt)
+		printStart(b, e)
 	case StopAgent:
 		fmt.Fprintf(b, "stop %s#%d: %s\n", e.Step, e.Try, e.Reason)
 	case Notify:
-		n := e.Note
-		who := n.Step
-		if who == "" {
-			who = "plan"
-		} else {
-			who = fmt.Sprintf("%s#%d", n.Step, n.Try)
-		}
-		fmt.Fprintf(b, "notify %s %s %s", who, n.Who, n.Status)
-		if n.Event != "" {
-			fmt.Fprintf(b, " event=%s", n.Event)
-		}
-		fmt.Fprintf(b, ": %s (next: %s)\n", n.Output, n.Next)
+		printNote(b, e.Note)
 	case SetWatch:
 		if e.Delta {
 			fmt.Fprintf(b, "watch +%v -%v\n", e.Added, e.Removed)
@@ -504,37 +496,15 @@ func (s *scenario) print(b *strings.Builder, e Effect, verbose bool) {
 	case SetTimer:
 		fmt.Fprintf(b, "timer %s\n", rel(e.At))
 	case JournalEntry:
-		j := e.Entry
-		if !verbose && slices.Contains(scenarioRoutine, j.Event) {
-			return
+		if verbose || !slices.Contains(scenarioRoutine, e.Entry.Event) {
+			printEntry(b, e.Entry)
 		}
-		fmt.Fprintf(b, "journal %s", j.Event)
-		if j.Step != "" {
-			fmt.Fprintf(b, " %s", j.Step)
-			if j.Try > 0 {
-				fmt.Fprintf(b, "#%d", j.Try)
-			}
-		}
-		if j.Reason != "" {
-			fmt.Fprintf(b, ": %s", j.Reason)
-		}
-		for _, k := range slices.Sorted(maps.Keys(j.Detail)) {
-			fmt.Fprintf(b, " %s=%v", k, j.Detail[k])
-		}
-		b.WriteString("\n")
 	case Log:
 		if verbose {
 			fmt.Fprintf(b, "log %s %s %v\n", e.Level, e.Msg, e.Args)
 		}
 	case ReportVerdict:
-		if e.Accepted {
-			fmt.Fprintf(b, "verdict %s %s: accepted\n", e.Ref, e.Step)
-		} else {
-			fmt.Fprintf(b, "verdict %s %s: refused\n", e.Ref, e.Step)
-			for _, r := range e.Reasons {
-				fmt.Fprintf(b, "  - %s\n", r)
-			}
-		}
+		printVerdict(b, e)
 	case WaitInherited:
 		fmt.Fprintf(b, "wait for the inherited agent of %s\n", e.Step)
 	case DrainTriggers:
@@ -543,6 +513,70 @@ func (s *scenario) print(b *strings.Builder, e Effect, verbose bool) {
 		b.WriteString("take the plans in\n")
 	default:
 		fmt.Fprintf(b, "%T %+v\n", e, e)
+	}
+}
+
+func (s *scenario) printWrite(b *strings.Builder, e WriteState) {
+	fmt.Fprintf(b, "write (%s): %s cursor=%d", e.Reason, e.State.Status, e.State.CurrentStep)
+	if s.failWrite != nil {
+		fmt.Fprintf(b, " FAILS: %v\n", s.failWrite)
+		return
+	}
+	b.WriteString("\n")
+	s.runsChanged(b, e.State)
+}
+
+func printStart(b *strings.Builder, e StartAgent) {
+	fmt.Fprintf(b, "start %s#%d", e.Step, e.Try)
+	if e.Resumed {
+		b.WriteString(" resumed")
+	}
+	if e.Resume.ID != "" {
+		fmt.Fprintf(b, " resume=%s", e.Resume.ID)
+	}
+	if len(e.Changed) > 0 {
+		fmt.Fprintf(b, " changed=%s", strings.Join(e.Changed, ","))
+	}
+	fmt.Fprintf(b, "\n  prompt: %s\n", e.Prompt)
+}
+
+func printNote(b *strings.Builder, n Notification) {
+	who := "plan"
+	if n.Step != "" {
+		who = fmt.Sprintf("%s#%d", n.Step, n.Try)
+	}
+	fmt.Fprintf(b, "notify %s %s %s", who, n.Who, n.Status)
+	if n.Event != "" {
+		fmt.Fprintf(b, " event=%s", n.Event)
+	}
+	fmt.Fprintf(b, ": %s (next: %s)\n", n.Output, n.Next)
+}
+
+func printEntry(b *strings.Builder, j Entry) {
+	fmt.Fprintf(b, "journal %s", j.Event)
+	if j.Step != "" {
+		fmt.Fprintf(b, " %s", j.Step)
+		if j.Try > 0 {
+			fmt.Fprintf(b, "#%d", j.Try)
+		}
+	}
+	if j.Reason != "" {
+		fmt.Fprintf(b, ": %s", j.Reason)
+	}
+	for _, k := range slices.Sorted(maps.Keys(j.Detail)) {
+		fmt.Fprintf(b, " %s=%v", k, j.Detail[k])
+	}
+	b.WriteString("\n")
+}
+
+func printVerdict(b *strings.Builder, e ReportVerdict) {
+	if e.Accepted {
+		fmt.Fprintf(b, "verdict %s %s: accepted\n", e.Ref, e.Step)
+		return
+	}
+	fmt.Fprintf(b, "verdict %s %s: refused\n", e.Ref, e.Step)
+	for _, r := range e.Reasons {
+		fmt.Fprintf(b, "  - %s\n", r)
 	}
 }
 
