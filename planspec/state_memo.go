@@ -88,6 +88,7 @@ func (m *encodeMemo) rememberPlan(s *State, raw json.RawMessage) {
 	}
 	m.planRaw = raw
 	m.planIndented = nil
+	m.track.specs = false
 }
 
 func (m *encodeMemo) indentedPlan() []byte {
@@ -118,8 +119,8 @@ func (m *encodeMemo) planUnchanged(s *State) bool {
 	if m.planRaw == nil || len(m.planSteps) != len(s.Steps) {
 		return false
 	}
-	if m.track.on && !m.track.all {
-		return true // steps are added, removed or replaced only before a TouchAll
+	if m.track.on && !m.track.all && !m.track.specs {
+		return true // steps are added, removed or replaced only before a TouchAll or through ReplaceSpec
 	}
 	if m.frozen {
 		for id, sp := range s.Steps {

@@ -23,6 +23,7 @@ const runsClose = "\n  }"
 type runTracker struct {
 	on      bool
 	all     bool            // TouchAll: the next encoding compares everything
+	specs   bool            // ReplaceSpec: the next encoding compares the plan's specs
 	encoded bool            // an encoding was made since Track
 	touched map[string]bool // runs handed out or touched since the last encoding
 	// head is the start of stepRuns at depth one: the runs of order before
@@ -55,6 +56,14 @@ func (s *State) Touch(id string) {
 		t.touched = map[string]bool{}
 	}
 	t.touched[id] = true
+}
+
+// ReplaceSpec replaces step id's spec, as a try's rendering does (DESIGN §13),
+// and tells a tracked state so: the next encoding writes the plan again, where
+// the runs stay tracked.
+func (s *State) ReplaceSpec(id string, sp *StepSpec) {
+	s.Steps[id] = sp
+	s.memo.track.specs = true
 }
 
 // TouchAll tells a tracked state that anything may have changed: steps added or

@@ -148,3 +148,25 @@ func TestTrack_Touched(t *testing.T) {
 		t.Fatal("an untracked state: want all")
 	}
 }
+
+// TestState_ReplaceSpecIsWritten: a spec replaced on a tracked state, as a
+// try's rendering replaces it, is in the next encoding, and in the one after a
+// second replacement (a loop's next round renders the step again).
+func TestState_ReplaceSpecIsWritten(t *testing.T) {
+	st, err := ParseState(strings.NewReader(`{"plan":{"steps":{"a":{"title":"A","instruction":"round ${round}","instructionTemplate":"round ${round}"}}},
+		"stepQueue":["a"],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"}`), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Track()
+	_ = st.Marshal()
+	for _, text := range []string{"round 1", "round 2"} {
+		sp := *st.Steps["a"]
+		sp.Instruction = text
+		st.ReplaceSpec("a", &sp)
+		st.Run("a").Tries++
+		if out := string(st.Marshal()); !strings.Contains(out, `"instruction": "`+text+`"`) {
+			t.Fatalf("after ReplaceSpec(%q) the state says:\n%s", text, out)
+		}
+	}
+}

@@ -54,6 +54,12 @@ func TestScripts(t *testing.T) {
 				}
 				env.Setenv("GITONLY", dir)
 			}
+			// $EXAMPLES is the repository's examples/: scripts run its plans as they are.
+			examples, err := filepath.Abs("../../examples")
+			if err != nil {
+				return err
+			}
+			env.Setenv("EXAMPLES", examples)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -81,10 +87,15 @@ func TestScripts(t *testing.T) {
 //	                and exit 0 at once
 //	drop:STATUS     drop the seed's plain block in $STEPSEQ_REPORTS and wait for the
 //	                verdict: the file taken (accepted) or renamed .rejected
+//
+// With FAKEAGENT_ANSWERS set, it answers from that file instead (answer).
 func fakeAgent() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "fakeagent: no prompt")
 		os.Exit(2)
+	}
+	if answer() {
+		os.Exit(0)
 	}
 	try, _ := strconv.Atoi(os.Getenv("STEPSEQ_TRY"))
 	code := 0

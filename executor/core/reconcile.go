@@ -389,7 +389,7 @@ func renderTry(st *planspec.State, id string, now time.Time, render func(string)
 		rendered.Agent.Equal(spec.Agent) && rendered.AgentTemplate.Equal(spec.AgentTemplate) {
 		return spec, true
 	}
-	st.Steps[id] = rendered
+	st.ReplaceSpec(id, rendered)
 	return rendered, true
 }
 
