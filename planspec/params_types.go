@@ -86,6 +86,10 @@ var evaluationTypes = sync.OnceValue(func() types.Map {
 		if !f.IsExported() || name == "" {
 			continue
 		}
+		if f.Type.Kind() == reflect.Interface {
+			out[name] = types.Any // a nil interface would read as the type nil
+			continue
+		}
 		out[name] = types.TypeOf(reflect.Zero(f.Type).Interface())
 	}
 	return out

@@ -53,6 +53,16 @@ steps:
 			}
 		})
 	}
+	loop := typedParams + `steps:
+  - id: rounds
+    title: R
+    repeat: {max: params.count}
+    steps:
+      - {id: a, title: A, instruction: "round ${round}/${params.count}", exit: result.n == params.count && round < params.count}
+`
+	if _, err := ParsePlan(strings.NewReader(loop), "p.yaml"); err != nil {
+		t.Errorf("a loop reading result, round and params: %v", err)
+	}
 	bad := typedParams + "summary:\n  next: params.count + \"x\"\nsteps:\n  - {id: a, title: A, instruction: do a}\n"
 	if _, err := ParsePlan(strings.NewReader(bad), "p.yaml"); err == nil || !strings.Contains(err.Error(), "p.yaml:12:22: next: invalid operation: +") {
 		t.Errorf("summary: %v", err)
