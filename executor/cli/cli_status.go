@@ -343,7 +343,11 @@ func writeNote(b *bytes.Buffer, n notify.Report, now time.Time) {
 	if n.Step != "" {
 		where = fmt.Sprintf("%s try %d", n.Step, n.Try)
 	}
-	fmt.Fprintf(b, "  %s  %s  %s: %s", executor.ClockTime(n.Time, now), where, n.Status, firstLine(n.Output, 80))
+	status := n.Status
+	if n.Event != "" {
+		status += " (" + n.Event + ")" // what happened beyond the seed's word
+	}
+	fmt.Fprintf(b, "  %s  %s  %s: %s", executor.ClockTime(n.Time, now), where, status, firstLine(n.Output, 80))
 	if n.Next != "" && n.Next != "none" {
 		fmt.Fprintf(b, " — next: %s", firstLine(n.Next, 60))
 	}
