@@ -143,52 +143,19 @@ func (d *stateDecoder) state(data []byte) *State {
 	st.raw = top
 	v := top.vals
 	if raw, ok := v["plan"]; ok && !isNull(raw) {
-		st.planRaw, _ = d.object("plan", raw)
-		if sraw, ok := st.planRaw.vals["steps"]; ok && !isNull(sraw) {
-			steps, _ := d.object("plan.steps", sraw)
-			st.memo.stepsOrder = steps.keys
-			st.Steps = make(map[string]*StepSpec, len(steps.keys))
-			for _, id := range steps.keys {
-				if strings.ContainsRune(id, 0) {
-					// Refused here, not at launch: no agent can be told this id
-					// (STEPSEQ_STEP), and each launch would spend a try on it.
-					d.fail("plan.steps", "step id %q contains a NUL byte, which no agent can be given: rename the step (and its stepQueue entry)", clip(id, 60))
-				}
-				st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
-			}
-		}
+		d.plan(st, raw)
 	}
 	if raw, ok := v["stepQueue"]; ok {
 		st.StepQueue = nonNil(d.strList("stepQueue", raw))
 	}
 	if raw, ok := v["currentStep"]; ok && !isNull(raw) {
-		f, ok := d.number("currentStep", raw)
-		switch {
-		case !ok:
-		case f != math.Trunc(f) || f < 0 || f > math.MaxInt32:
-			d.fail("currentStep", "want a whole number ≥ 0 (an index into stepQueue), got %v", f)
-		default:
-			st.CurrentStep = int(f)
-		}
+		st.CurrentStep = d.currentStep(raw)
 	}
 	if raw, ok := v["stepRuns"]; ok && !isNull(raw) {
-		runs, _ := d.object("stepRuns", raw)
-		st.memo.runOrder = runs.keys
-		st.StepRuns = make(map[string]*StepRun, len(runs.keys))
-		for _, id := range runs.keys {
-			st.StepRuns[id] = d.stepRun("stepRuns."+id, runs.vals[id])
-			if !d.readOnly {
-				st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
-			}
-		}
+		d.stepRuns(st, raw)
 	}
 	if raw, ok := v["stepDelayMinutes"]; ok && !isNull(raw) {
-		if f, ok := d.number("stepDelayMinutes", raw); ok {
-			if f < 0 {
-				d.fail("stepDelayMinutes", "want minutes ≥ 0 (0 = no delay), got %v", f)
-			}
-			st.StepDelayMinutes = f
-		}
+		st.StepDelayMinutes = d.stepDelay(raw)
 	}
 	if raw, ok := v["blockers"]; ok {
 		st.Blockers = nonNil(d.strList("blockers", raw))
@@ -208,13 +175,76 @@ func (d *stateDecoder) state(data []byte) *State {
 	if raw, ok := v["plan"]; ok && len(d.errs) == 0 && !d.readOnly {
 		st.memo.rememberPlan(st, raw)
 	}
+	d.checkQueue(st)
+	d.checkGroups(st)
+	return st
+}
+
+// plan reads plan.steps, each step's spec in the file's order.
+func (d *stateDecoder) plan(st *State, raw json.RawMessage) {
+	st.planRaw, _ = d.object("plan", raw)
+	sraw, ok := st.planRaw.vals["steps"]
+	if !ok || isNull(sraw) {
+		return
+	}
+	steps, _ := d.object("plan.steps", sraw)
+	st.memo.stepsOrder = steps.keys
+	st.Steps = make(map[string]*StepSpec, len(steps.keys))
+	for _, id := range steps.keys {
+		if strings.ContainsRune(id, 0) {
+			// Refused here, not at launch: no agent can be told this id
+			// (STEPSEQ_STEP), and each launch would spend a try on it.
+			d.fail("plan.steps", "step id %q contains a NUL byte, which no agent can be given: rename the step (and its stepQueue entry)", clip(id, 60))
+		}
+		st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
+	}
+}
+
+// currentStep is the cursor: a whole number, an index into stepQueue.
+func (d *stateDecoder) currentStep(raw json.RawMessage) int {
+	f, ok := d.number("currentStep", raw)
+	switch {
+	case !ok:
+	case f != math.Trunc(f) || f < 0 || f > math.MaxInt32:
+		d.fail("currentStep", "want a whole number ≥ 0 (an index into stepQueue), got %v", f)
+	default:
+		return int(f)
+	}
+	return 0
+}
+
+// stepRuns reads every step's run record, in the file's order.
+func (d *stateDecoder) stepRuns(st *State, raw json.RawMessage) {
+	runs, _ := d.object("stepRuns", raw)
+	st.memo.runOrder = runs.keys
+	st.StepRuns = make(map[string]*StepRun, len(runs.keys))
+	for _, id := range runs.keys {
+		st.StepRuns[id] = d.stepRun("stepRuns."+id, runs.vals[id])
+		if !d.readOnly {
+			st.memo.rememberRun(id, st.StepRuns[id], runs.vals[id])
+		}
+	}
+}
+
+// stepDelay is stepDelayMinutes: minutes ≥ 0.
+func (d *stateDecoder) stepDelay(raw json.RawMessage) float64 {
+	f, ok := d.number("stepDelayMinutes", raw)
+	if !ok {
+		return 0
+	}
+	if f < 0 {
+		d.fail("stepDelayMinutes", "want minutes ≥ 0 (0 = no delay), got %v", f)
+	}
+	return f
+}
+
+// checkQueue refuses a queued step the plan does not have.
+func (d *stateDecoder) checkQueue(st *State) {
 	for i, id := range st.StepQueue {
 		if _, ok := st.Steps[id]; !ok {
 			d.fail(fmt.Sprintf("stepQueue[%d]", i), "step %q is queued but missing from plan.steps: add it there or remove it from stepQueue", id)
 		}
 	}
-	d.checkGroups(st)
-	return st
 }
 
 func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
@@ -245,16 +275,9 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if r, ok := o.vals["on"]; ok {
 		sp.On = d.strList(p+"on", r)
 	}
-	if r, ok := o.vals["timeout"]; ok && !isNull(r) {
-		sp.Timeout = d.duration(p+"timeout", r)
-	}
-	if r, ok := o.vals["awaitOutputs"]; ok && !isNull(r) {
-		sp.AwaitOutputs = d.duration(p+"awaitOutputs", r)
-	}
-	if r, ok := o.vals["retries"]; ok && !isNull(r) {
-		n := d.count(p+"retries", r)
-		sp.Retries = &n
-	}
+	sp.Timeout = d.optDuration(o, p, "timeout")
+	sp.AwaitOutputs = d.optDuration(o, p, "awaitOutputs")
+	sp.Retries = d.optCount(o, p, "retries")
 	if r, ok := o.vals["agent"]; ok {
 		sp.Agent = d.agent(p+"agent", r)
 	}
@@ -275,20 +298,13 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if b, ok := d.optBool(o, p, "resume"); ok {
 		sp.Resume = &b
 	}
-	if s, ok := d.optStr(o, p, "resultFrom"); ok && s != "" {
-		if err := CheckResultFrom(s); err != nil {
-			d.fail(p+"resultFrom", "%v", err)
-		} else {
-			sp.ResultFrom = s
-		}
-	}
-	if s, ok := d.optStr(o, p, "onInvalid"); ok && s != "" {
+	sp.ResultFrom = d.optWord(o, p, "resultFrom", CheckResultFrom)
+	sp.OnInvalid = d.optWord(o, p, "onInvalid", func(s string) error {
 		if s != OnInvalidRetry && s != OnInvalidAbort {
-			d.fail(p+"onInvalid", "want retry or abort, got %q", s)
-		} else {
-			sp.OnInvalid = s
+			return fmt.Errorf("want retry or abort, got %q", s)
 		}
-	}
+		return nil
+	})
 	return sp
 }
 
@@ -301,15 +317,14 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	r.raw = o
 	p := key + "."
 	if s, ok := d.optStr(o, p, "status"); ok {
-		switch s {
-		case StatusPending, StatusInProgress, StatusDone, StatusFailed:
+		if slices.Contains(runStatuses, s) {
 			r.Status = s
-		default:
+		} else {
 			d.fail(p+"status", "unknown status %q: want PENDING, IN_PROGRESS, DONE or FAILED", s)
 		}
 	}
-	if v, ok := o.vals["tries"]; ok && !isNull(v) {
-		r.Tries = d.count(p+"tries", v)
+	if n := d.optCount(o, p, "tries"); n != nil {
+		r.Tries = *n
 	}
 	if s, ok := d.optStr(o, p, "lastRunIso"); ok {
 		r.LastRunIso = s
@@ -323,19 +338,13 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	if s, ok := d.optStr(o, p, "error"); ok {
 		r.Error = &s
 	}
-	if v, ok := o.vals["skipped"]; ok && !isNull(v) {
-		if err := json.Unmarshal(v, &r.Skipped); err != nil {
-			d.fail(p+"skipped", "want true or false, got %s", describe(v))
+	r.Skipped, _ = d.optBool(o, p, "skipped")
+	r.Phase = d.optWord(o, p, "phase", func(s string) error {
+		if !slices.Contains(runPhases, s) {
+			return fmt.Errorf("unknown phase %q: want planned, dispatching, in_progress, blocked, reviewing, done or waiting", s)
 		}
-	}
-	if s, ok := d.optStr(o, p, "phase"); ok && s != "" {
-		switch s {
-		case PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseBlocked, PhaseReviewing, PhaseDone, PhaseWaiting:
-			r.Phase = s
-		default:
-			d.fail(p+"phase", "unknown phase %q: want planned, dispatching, in_progress, blocked, reviewing, done or waiting", s)
-		}
-	}
+		return nil
+	})
 	if v, ok := o.vals["reports"]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &r.Reports); err != nil {
 			d.fail(p+"reports", "want a list of reports {time, try, status, summary, evidence, risk, next}: %v", err)
@@ -355,6 +364,48 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	return r
 }
 
+// runStatuses and runPhases are the words a run record's status and phase take.
+var (
+	runStatuses = []string{StatusPending, StatusInProgress, StatusDone, StatusFailed}
+	runPhases   = []string{PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseBlocked, PhaseReviewing, PhaseDone, PhaseWaiting}
+)
+
+// optCount reads a whole number ≥ 0 that may be absent or null (nil).
+func (d *stateDecoder) optCount(o object, prefix, key string) *int {
+	r, ok := o.vals[key]
+	if !ok || isNull(r) {
+		return nil
+	}
+	n := d.count(prefix+key, r)
+	return &n
+}
+
+// optJSON decodes a member that may be absent or null into into; what it wants
+// is said when it is not that.
+func (d *stateDecoder) optJSON(o object, prefix, key string, into any, want string) {
+	r, ok := o.vals[key]
+	if !ok || isNull(r) {
+		return
+	}
+	if err := json.Unmarshal(r, into); err != nil {
+		d.fail(prefix+key, "want %s, got %s", want, describe(r))
+	}
+}
+
+// optWord reads a string member that check accepts; "" when it is absent, null,
+// empty or refused (the refusal is reported).
+func (d *stateDecoder) optWord(o object, prefix, key string, check func(string) error) string {
+	s, ok := d.optStr(o, prefix, key)
+	if !ok || s == "" {
+		return ""
+	}
+	if err := check(s); err != nil {
+		d.fail(prefix+key, "%v", err)
+		return ""
+	}
+	return s
+}
+
 func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	var st Settings
 	o, ok := d.object(key, raw)
@@ -370,35 +421,14 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	if r, ok := o.vals["fallback"]; ok {
 		st.Fallback = d.fallback(p+"fallback", r)
 	}
-	if r, ok := o.vals["maxRetries"]; ok && !isNull(r) {
-		n := d.count(p+"maxRetries", r)
-		st.MaxRetries = &n
-	}
-	if r, ok := o.vals["timeout"]; ok && !isNull(r) {
-		st.Timeout = d.duration(p+"timeout", r)
-	}
-	if r, ok := o.vals["vars"]; ok && !isNull(r) {
-		if err := json.Unmarshal(r, &st.Vars); err != nil {
-			d.fail(p+"vars", "want an object, got %s", describe(r))
-		}
-	}
-	if r, ok := o.vals["summary"]; ok && !isNull(r) {
-		if err := json.Unmarshal(r, &st.Summary); err != nil {
-			d.fail(p+"summary", "want an object of names to expressions, got %s", describe(r))
-		}
-	}
-	if r, ok := o.vals["summaryValues"]; ok && !isNull(r) {
-		if err := json.Unmarshal(r, &st.SummaryValues); err != nil {
-			d.fail(p+"summaryValues", "want an object, got %s", describe(r))
-		}
-	}
-	if r, ok := o.vals["params"]; ok && !isNull(r) {
-		if err := json.Unmarshal(r, &st.Params); err != nil {
-			d.fail(p+"params", "want an object, got %s", describe(r))
-		}
-		for k, v := range st.Params {
-			st.Params[k] = wholeNumbers(v)
-		}
+	st.MaxRetries = d.optCount(o, p, "maxRetries")
+	st.Timeout = d.optDuration(o, p, "timeout")
+	d.optJSON(o, p, "vars", &st.Vars, "an object")
+	d.optJSON(o, p, "summary", &st.Summary, "an object of names to expressions")
+	d.optJSON(o, p, "summaryValues", &st.SummaryValues, "an object")
+	d.optJSON(o, p, "params", &st.Params, "an object")
+	for k, v := range st.Params {
+		st.Params[k] = wholeNumbers(v)
 	}
 	st.Reports = d.reportsMode(o, p)
 	st.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
