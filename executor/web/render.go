@@ -25,6 +25,13 @@ type page struct {
 	Notes       []noteRow
 	// NotesLeftOut counts the older notifications the page leaves out.
 	NotesLeftOut int
+	Runs         []runRow
+}
+
+// runRow is a run beside the workspace's own, with its status's class.
+type runRow struct {
+	RunView
+	Class string
 }
 
 // maxNotes is how many notifications the page shows, the newest.
@@ -62,6 +69,7 @@ type noteRow struct {
 	Status, StatusClass string
 	Event               string
 	Output, Next        string
+	Run                 string
 }
 
 type timeText struct {
@@ -79,6 +87,9 @@ func newPage(v View, now time.Time, logBytes int) page {
 		Title: strings.Join(slices.DeleteFunc([]string{v.Status, v.Plan, "stepseq"}, func(s string) bool { return s == "" }), " · "),
 		Plan:  v.Plan, Status: v.Status, StatusClass: token(v.Status), Waiting: v.Waiting,
 		Blockers: v.Blockers, Params: v.Params, Summary: v.Summary,
+	}
+	for _, r := range v.Runs {
+		p.Runs = append(p.Runs, runRow{RunView: r, Class: runClass(r.Status)})
 	}
 	for _, ph := range knownPhases {
 		p.Phases = append(p.Phases, phaseKey{Class: phaseClass(ph), Label: phaseLabel(ph, v.Reports)})
@@ -112,7 +123,7 @@ func newPage(v View, now time.Time, logBytes int) page {
 	for _, n := range slices.Backward(notes) {
 		p.Notes = append(p.Notes, noteRow{
 			Time: newTimeText(n.Time, now), Step: n.Step, Try: n.Try,
-			Status: n.Status, StatusClass: token(n.Status), Event: n.Event, Output: n.Output, Next: n.Next,
+			Status: n.Status, StatusClass: token(n.Status), Event: n.Event, Output: n.Output, Next: n.Next, Run: n.Run,
 		})
 	}
 	return p
@@ -263,4 +274,17 @@ func logTail(s string, limit int) (tail string, cut bool) {
 		s = s[i+1:]
 	}
 	return s, cut
+}
+
+// runClass is the pill class of a run's status: a phase's colour.
+func runClass(status string) string {
+	switch status {
+	case "active":
+		return phaseClass(PhaseInProgress)
+	case "blocked", "invalid":
+		return phaseClass(PhaseBlocked)
+	case "done":
+		return phaseClass(PhaseDone)
+	}
+	return phaseClass(PhasePlanned)
 }

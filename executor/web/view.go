@@ -56,6 +56,18 @@ type View struct {
 	// Loops are the plan's repeat groups (DESIGN §13), each drawn as a frame
 	// around its steps with its back edge.
 	Loops []LoopView
+	// Runs are the workspace's other runs (DESIGN §14), beside the one shown.
+	Runs []RunView
+}
+
+// RunView is one run beside the workspace's own: state.NAME.json.
+type RunView struct {
+	Name, Plan string
+	Status     string // active, blocked, done, closed or invalid
+	Done       int    // steps DONE
+	Steps      int
+	Current    string // the step at the cursor
+	Error      string // why its state file cannot be read
 }
 
 // LoopView is a repeat group: its steps, in order, and a label saying where
@@ -104,6 +116,7 @@ type NoteView struct {
 	Event  string // what happened beyond the status word (DESIGN §8)
 	Output string
 	Next   string
+	Run    string // the run it is about; empty for the workspace's own
 }
 
 // Signal is the Changed half of a Source: Changed hands out a channel that the

@@ -78,9 +78,10 @@ func (w *Workspace) View() View {
 	if notes, err := notify.Recent(w.rt.WS.Dir, NotesShown); err == nil {
 		for _, n := range notes {
 			v.Notifications = append(v.Notifications, NoteView{Time: n.Time, Step: n.Step, Try: n.Try,
-				Status: n.Status, Event: n.Event, Output: n.Output, Next: n.Next})
+				Status: n.Status, Event: n.Event, Output: n.Output, Next: n.Next, Run: n.Run})
 		}
 	}
+	v.Runs = otherRuns(w.rt.WS)
 	st, err := (&executor.StateFile{Path: w.rt.WS.State}).Read()
 	if err != nil {
 		v.Status, v.Waiting = "NO STATE", err.Error()
@@ -148,6 +149,21 @@ func (w *Workspace) View() View {
 		}
 	}
 	return v
+}
+
+// otherRuns are the runs beside the workspace's own, as the page lists them.
+func otherRuns(ws executor.Workspace) []RunView {
+	runs, err := executor.ListRuns(ws.ForRun(executor.MainRun))
+	if err != nil {
+		return nil
+	}
+	var out []RunView
+	for _, r := range runs {
+		if r.Name != executor.MainRun {
+			out = append(out, RunView{Name: r.Name, Plan: r.Plan, Status: r.Status, Done: r.Done, Steps: r.Steps, Current: r.Current, Error: r.Error})
+		}
+	}
+	return out
 }
 
 // phaseOf is a step's phase in the page's words: the core's display phase,

@@ -138,3 +138,38 @@ func TestWorkspace_ParamsAndSummary(t *testing.T) {
 		t.Errorf("the page shows:\n%s", html)
 	}
 }
+
+// TestWorkspace_OtherRuns: the page lists the runs beside state.json (DESIGN
+// §14), a broken run file among them with its reason, and a notification
+// about a run names it.
+func TestWorkspace_OtherRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	one := `{"plan": {"steps": {"a": {"title": "A", "instruction": "do a"}, "b": {"title": "B", "instruction": "do b"}}}, "stepQueue": ["a", "b"], "currentStep": 1,
+  "stepRuns": {"a": {"status": "DONE", "tries": 1}}, "stepDelayMinutes": 0, "blockers": [], "artifacts": [], "status": "IN_PROGRESS", "stepseq": {"name": "rev"}}`
+	for name, content := range map[string]string{"state.json": one, "state.t1.json": one, "state.bad.json": "{\n oops"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	v := NewWorkspace(rt, 3, 13).View()
+	if len(v.Runs) != 2 || v.Runs[0].Name != "bad" || v.Runs[0].Status != "invalid" || v.Runs[1] != (RunView{Name: "t1", Plan: "rev", Status: "active", Done: 1, Steps: 2, Current: "b"}) {
+		t.Fatalf("runs %+v", v.Runs)
+	}
+	v.Notifications = []NoteView{{Step: "b", Try: 1, Status: "dispatching", Run: "t1"}}
+	var buf strings.Builder
+	if err := tmpl().ExecuteTemplate(&buf, "live", pageData{Page: newPage(v, time.Now(), 100)}); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{`<tr data-run="t1">`, `<td class="num">1/2</td>`, `state.bad.json: not valid JSON at line 2`, `<span class="muted" data-run>t1:</span> b`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page does not show %q:\n%s", want, html)
+		}
+	}
+}
