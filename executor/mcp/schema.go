@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -237,36 +238,37 @@ func checkValue(v any, s *jsonschema.Schema, path string, problems *[]string) {
 	}
 	switch x := v.(type) {
 	case map[string]any:
-		for _, k := range s.Required {
-			if _, ok := x[k]; !ok {
-				msg := path + "." + k + ": missing"
-				if p := s.Properties[k]; p != nil && p.Description != "" {
-					msg += " (" + p.Description + ")"
-				}
-				*problems = append(*problems, msg)
-			}
-		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			p := s.Properties[k]
-			if p == nil {
-				if a := s.AdditionalProperties; a != nil && a.Not != nil {
-					*problems = append(*problems, fmt.Sprintf("%s.%s: unknown; %s", path, k, takes(s)))
-				}
-				continue
-			}
-			checkValue(x[k], p, path+"."+k, problems)
-		}
+		checkObject(x, s, path, problems)
 	case []any:
 		if s.Items != nil {
 			for i, e := range x {
 				checkValue(e, s.Items, fmt.Sprintf("%s[%d]", path, i), problems)
 			}
 		}
+	}
+}
+
+// checkObject appends what is wrong with object x against s, at path: a
+// required field missing, a field s does not name, each field's own problems.
+func checkObject(x map[string]any, s *jsonschema.Schema, path string, problems *[]string) {
+	for _, k := range s.Required {
+		if _, ok := x[k]; !ok {
+			msg := path + "." + k + ": missing"
+			if p := s.Properties[k]; p != nil && p.Description != "" {
+				msg += " (" + p.Description + ")"
+			}
+			*problems = append(*problems, msg)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(x)) {
+		p := s.Properties[k]
+		if p == nil {
+			if a := s.AdditionalProperties; a != nil && a.Not != nil {
+				*problems = append(*problems, fmt.Sprintf("%s.%s: unknown; %s", path, k, takes(s)))
+			}
+			continue
+		}
+		checkValue(x[k], p, path+"."+k, problems)
 	}
 }
 
@@ -284,12 +286,7 @@ func takes(s *jsonschema.Schema) string {
 	if len(s.Properties) == 0 {
 		return "this tool takes no argument"
 	}
-	keys := make([]string, 0, len(s.Properties))
-	for k := range s.Properties {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return "it takes " + strings.Join(keys, ", ")
+	return "it takes " + strings.Join(slices.Sorted(maps.Keys(s.Properties)), ", ")
 }
 
 func isType(v any, typ string) bool {

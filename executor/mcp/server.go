@@ -209,20 +209,30 @@ func (t *tools) admit(p *planspec.Plan, rel string) *Refusal {
 // .stepseq/plans/<name>.json must fit the 255 bytes of a file name.
 const maxPlanName = 200
 
-func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, SubmitVerdict, error) {
-	name := strings.TrimSuffix(strings.TrimSuffix(in.Name, ".yaml"), ".plan")
+// submittedName is the plan file's name plan_submit writes, or the refusal
+// (invalid_params) of a name the sidecar would never read.
+func submittedName(given string) (string, error) {
+	name := strings.TrimSuffix(strings.TrimSuffix(given, ".yaml"), ".plan")
 	if name == "" || strings.Trim(name, "._-") == "" || strings.ContainsAny(name, "/\\") || strings.ContainsFunc(name, func(r rune) bool {
 		return !(r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
 	}) {
-		return nil, SubmitVerdict{}, refuse(InvalidParams, fmt.Sprintf("name %q: want letters, digits, \".\", \"_\" or \"-\", like \"research\"", in.Name))
+		return "", refuse(InvalidParams, fmt.Sprintf("name %q: want letters, digits, \".\", \"_\" or \"-\", like \"research\"", given))
 	}
 	// Refused at once, with the reason: the sidecar reads no hidden plan file, so
 	// waiting for its verdict would only time out.
 	if strings.HasPrefix(name, ".") {
-		return nil, SubmitVerdict{}, refuse(InvalidParams, fmt.Sprintf("name %q: a name that starts with \".\" is a hidden file, which the sidecar does not read; start it with a letter or digit, like %q", in.Name, strings.TrimLeft(name, ".")))
+		return "", refuse(InvalidParams, fmt.Sprintf("name %q: a name that starts with \".\" is a hidden file, which the sidecar does not read; start it with a letter or digit, like %q", given, strings.TrimLeft(name, ".")))
 	}
 	if len(name) > maxPlanName {
-		return nil, SubmitVerdict{}, refuse(InvalidParams, fmt.Sprintf("name %q: longer than %d bytes; a file name must fit the file system", in.Name[:40]+"…", maxPlanName))
+		return "", refuse(InvalidParams, fmt.Sprintf("name %q: longer than %d bytes; a file name must fit the file system", given[:40]+"…", maxPlanName))
+	}
+	return name, nil
+}
+
+func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, SubmitVerdict, error) {
+	name, err := submittedName(in.Name)
+	if err != nil {
+		return nil, SubmitVerdict{}, err
 	}
 	rel := "plans/" + name + ".yaml"
 	plan, v := validate(in.YAML)
@@ -258,7 +268,7 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		st, err := (&executor.StateFile{Path: ws.State}).Read()
 		return err == nil && st.Settings.Source != rel && st.Status != planspec.StatusDone
 	}
-	err := waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
+	err = waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
 		// The params first: the sidecar reads them when it sees the plan.
 		if err := ws.WritePlanParams(name, hash, in.Params); err != nil {
 			return err
