@@ -63,7 +63,21 @@ func TestServer_RunPulledInProcess(t *testing.T) {
 
 func TestBinary_RunPulledStdio(t *testing.T) {
 	t.Parallel()
-	driveRun(t, stdioSession(t, t.TempDir()))
+	cs := stdioSession(t, t.TempDir())
+	driveRun(t, cs)
+	// The run's notifications name it; the workspace's own run has none.
+	waitTool(t, cs, "notifications", map[string]any{"run": "side"}, func(o map[string]any) bool {
+		l, _ := o["notifications"].([]any)
+		for _, n := range l {
+			if n.(map[string]any)["run"] != "side" {
+				t.Fatalf("notifications of run side: %v", n)
+			}
+		}
+		return len(l) > 0 && l[len(l)-1].(map[string]any)["status"] == "done"
+	})
+	if out, _ := call(t, cs, "notifications", map[string]any{"run": "main"}); len(out["notifications"].([]any)) != 0 {
+		t.Errorf("notifications of the workspace's own run, which ran nothing: %v", out)
+	}
 }
 
 // TestBinary_RunPulledOverHTTP: the same against a live watch --listen, over
