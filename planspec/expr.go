@@ -55,6 +55,9 @@ type Condition struct {
 	usesSteps  bool
 	usesStep   bool
 	usesRounds bool
+	// stepsNamed: every use of steps is steps.ID (or steps["ID"]) with a
+	// literal id, so an evaluation needs only those steps' records.
+	stepsNamed bool
 }
 
 // Env is what a condition sees when it is evaluated. Zero fields are safe: a zero

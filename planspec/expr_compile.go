@@ -184,12 +184,15 @@ func (c *Condition) inspect(root *ast.Node) error {
 	if v.err != nil {
 		return v.err
 	}
+	c.stepsNamed = v.stepsIdents == v.stepsNamed
 	return nil
 }
 
 type inspector struct {
 	c   *Condition
 	err *ConditionError
+	// stepsIdents counts the uses of steps, stepsNamed those that are steps.ID.
+	stepsIdents, stepsNamed int
 }
 
 func (v *inspector) Visit(node *ast.Node) {
@@ -199,6 +202,7 @@ func (v *inspector) Visit(node *ast.Node) {
 		switch {
 		case n.Value == "steps":
 			c.usesSteps = true
+			v.stepsIdents++
 		case n.Value == "step" || n.Value == "result":
 			c.usesStep = true
 		case n.Value == "rounds":
@@ -213,8 +217,11 @@ func (v *inspector) Visit(node *ast.Node) {
 		prop, isStr := n.Property.(*ast.StringNode)
 		switch {
 		case !ok || !isStr:
-		case id.Value == "steps" && !slices.Contains(c.steps, prop.Value):
-			c.steps = append(c.steps, prop.Value)
+		case id.Value == "steps":
+			v.stepsNamed++
+			if !slices.Contains(c.steps, prop.Value) {
+				c.steps = append(c.steps, prop.Value)
+			}
 		case id.Value == "vars" && !slices.Contains(c.vars, prop.Value):
 			c.vars = append(c.vars, prop.Value)
 		case id.Value == "params" && !slices.Contains(c.params, prop.Value):

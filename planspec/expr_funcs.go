@@ -98,7 +98,16 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 	ev := evaluations.Get().(*evaluation)
 	ev.env = env
 	ev.Vars, ev.Params = env.Vars, env.Params
-	if c.usesSteps {
+	switch {
+	case c.usesSteps && c.stepsNamed:
+		// Only the records the expression names: a condition of a 10,000-step
+		// plan reads one or two.
+		for _, id := range c.steps {
+			if r, ok := env.Runs[id]; ok {
+				ev.Steps[id] = viewOf(r)
+			}
+		}
+	case c.usesSteps:
 		for id, r := range env.Runs {
 			ev.Steps[id] = viewOf(r)
 		}

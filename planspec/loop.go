@@ -54,6 +54,10 @@ type Loop struct {
 	// it runs. Reason says why, for status and the journal.
 	Ended  string `json:"ended,omitempty"`
 	Reason string `json:"reason,omitempty"`
+
+	// views are Rounds as conditions see them, decoded once: made where Rounds
+	// are read or kept, never by an evaluation, so that evaluations only read.
+	views []map[string]runView
 }
 
 // How a loop ended.
@@ -98,6 +102,7 @@ func (s *State) KeepRound(g *Group, l *Loop) {
 		l.Rounds = slices.Delete(l.Rounds, 0, over)
 		l.Dropped += over
 	}
+	l.views = decodeRounds(l.Rounds) // a new slice: a clone may share the old one
 }
 
 func cloneLoops(ls map[string]*Loop) map[string]*Loop {
@@ -223,8 +228,15 @@ func roundViews(l *Loop) []map[string]runView {
 	if l == nil {
 		return nil
 	}
-	out := make([]map[string]runView, len(l.Rounds))
-	for i, rec := range l.Rounds {
+	if len(l.views) == len(l.Rounds) {
+		return l.views
+	}
+	return decodeRounds(l.Rounds)
+}
+
+func decodeRounds(rounds []RoundRecord) []map[string]runView {
+	out := make([]map[string]runView, len(rounds))
+	for i, rec := range rounds {
 		m := make(map[string]runView, len(rec))
 		for id, rr := range rec {
 			v := runView{Status: rr.Status, Tries: rr.Tries, LastRunIso: rr.LastRunIso, Skipped: rr.Skipped, Error: rr.Error}
@@ -260,7 +272,9 @@ func (d *stateDecoder) loops(key string, raw json.RawMessage) map[string]*Loop {
 	for id, l := range ls {
 		if l == nil {
 			delete(ls, id)
+			continue
 		}
+		l.views = decodeRounds(l.Rounds)
 	}
 	return ls
 }

@@ -402,8 +402,8 @@ func (s *State) MarshalPieces() [][]byte {
 	}
 	o.setRaw("artifacts", nil) // written from the memo's indented list below
 	o.set("status", s.Status)
-	if !s.Settings.empty() {
-		o.set("stepseq", s.Settings.object())
+	if so := s.Settings.object(); len(so.keys) > 0 { // encoded once: a loop's rounds are most of it
+		o.set("stepseq", so)
 	} else {
 		o.del("stepseq")
 	}

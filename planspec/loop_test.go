@@ -1,0 +1,94 @@
+package planspec
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// loopOf is a loop at round n, its n-1 finished rounds (at most MaxRoundsKept)
+// each with a review and a respond record.
+func loopOf(n int) *Loop {
+	l := &Loop{Round: n, Max: 1000}
+	for i := 1; i < n; i++ {
+		rec := RoundRecord{
+			"review":  {Status: StatusDone, Tries: 1, Result: json.RawMessage(fmt.Sprintf(`{"doc_path":"r%d.md","findings_total":%d}`, i, i))},
+			"respond": {Status: StatusDone, Tries: 1, Result: json.RawMessage(fmt.Sprintf(`{"fixed_count":%d}`, i))},
+		}
+		l.Rounds = append(l.Rounds, rec)
+	}
+	if over := len(l.Rounds) - MaxRoundsKept; over > 0 {
+		l.Rounds, l.Dropped = l.Rounds[over:], over
+	}
+	l.views = decodeRounds(l.Rounds)
+	return l
+}
+
+// TestTemplate_RoundAndRounds: templates and summaries read the loop's round
+// and its finished rounds, each a map of step id → run record.
+func TestTemplate_RoundAndRounds(t *testing.T) {
+	env := &Env{Loop: loopOf(3), Params: map[string]any{"max": 5}}
+	tpl, err := CompileTemplate("[Round ${round}/${params.max}] after ${len(rounds)} rounds, ${rounds[1].review.result.doc_path}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tpl.Render(env); err != nil || got != "[Round 3/5] after 2 rounds, r2.md" {
+		t.Fatalf("rendered %q, %v", got, err)
+	}
+	sum := EvalSummary(map[string]string{"rounds": "round", "fixed": "sum(map(rounds, #.respond?.result?.fixed_count ?? 0))"}, env)
+	if fmt.Sprint(sum["rounds"]) != "3" || fmt.Sprint(sum["fixed"]) != "3" {
+		t.Fatalf("summary %v", sum)
+	}
+	c, err := CompileCondition("result.findings_total == 0 && step.tries == 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]*StepRun{"review": {Status: StatusDone, Tries: 1, Result: json.RawMessage(`{"findings_total":0}`)}}
+	if ok, err := c.Eval(&Env{Runs: runs, Step: "review"}); !ok || err != nil {
+		t.Fatalf("exit on the step's own result: %v, %v", ok, err)
+	}
+}
+
+// TestCondition_StepsNamed: an expression that names its steps reads only
+// their records, and one that reaches steps otherwise reads them all.
+func TestCondition_StepsNamed(t *testing.T) {
+	runs := map[string]*StepRun{"a": {Status: StatusDone}, "b": {Status: StatusFailed}}
+	for _, tc := range []struct {
+		src  string
+		want bool
+	}{
+		{`steps.a.status == "DONE" && steps["b"].status == "FAILED"`, true},
+		{`len(steps) == 2`, true},
+		{`all(["a", "b"], {steps[#].status != ""})`, true},
+		{`steps.c.status == ""`, true},
+	} {
+		c, err := CompileCondition(tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.Eval(&Env{Runs: runs}); got != tc.want || err != nil {
+			t.Errorf("%s = %v, %v; want %v", tc.src, got, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkRenderTemplate_Loop: one template of a loop's step, reading round,
+// rounds and params, at round 12 (10 rounds kept).
+func BenchmarkRenderTemplate_Loop(b *testing.B) {
+	tpl, err := CompileTemplate("[Round ${round}/${params.max}] Review ${params.target}; the last round found ${rounds[len(rounds)-1].review.result.findings_total}.")
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := &Env{Loop: loopOf(12), Params: map[string]any{"max": 20, "target": "src/"}}
+	b.ReportAllocs()
+	var out string
+	for b.Loop() {
+		if out, err = tpl.Render(env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !strings.HasPrefix(out, "[Round 12/20] Review src/; the last round found 11.") {
+		b.Fatalf("rendered %q", out)
+	}
+}
