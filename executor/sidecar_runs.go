@@ -458,17 +458,6 @@ func (s *Sidecar) stopRuns() {
 	}
 }
 
-// Runs names the runs the sidecar drives beside the workspace's own, sorted.
-// For tests and the faces; call it from the loop (Sidecar.Do).
-func (s *Sidecar) runNames() []string {
-	names := make([]string, 0, len(s.runs))
-	for name := range s.runs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // watchUnion is the sidecar's one watch set: the union of its runs' sets, each
 // path with the runs that name it, so that a change reaches the runs it
 // concerns and no other.
