@@ -115,6 +115,9 @@ type StepReport struct {
 	Logs []TryLogPath `json:"logs"`
 	// Progress is where the step stands in its loop: "round 2/5, step 1/3".
 	Progress string `json:"progress,omitempty"`
+	// Result is the step's kept result (steps.ID.result): its done report's,
+	// or the one its resultFrom gave (DESIGN §13).
+	Result any `json:"result,omitempty"`
 }
 
 // TryLogPath is where one try's output is: `stepseq logs STEP --try N` prints it.
@@ -174,6 +177,9 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 		}
 		if run := st.StepRuns[id]; run != nil {
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
+			if len(run.Result) > 0 {
+				_ = json.Unmarshal(run.Result, &s.Result) // the state holds it as JSON
+			}
 			if n := len(run.Reports); n > 0 {
 				s.LastReport = lastReport(run.Reports[n-1])
 			}

@@ -131,6 +131,13 @@ func (m *Machine) resultFrom(t *tryExit, from string) (json.RawMessage, string) 
 	return raw, ""
 }
 
+// hasResultFrom reports whether step id's result may come from its output or a
+// file when its done report carries none.
+func hasResultFrom(st *planspec.State, id string) bool {
+	sp := st.Steps[id]
+	return sp != nil && sp.ResultFrom != ""
+}
+
 // keepResult records the result of a verified try in its run record, for
 // status, MCP and conditions (steps.ID.result): its done report's, else the
 // one its resultFrom gave.

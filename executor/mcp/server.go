@@ -518,6 +518,7 @@ type Offer struct {
 	Prompt          string         `json:"prompt"`
 	RequiredOutputs []string       `json:"requiredOutputs"`
 	Result          map[string]any `json:"result,omitempty" jsonschema:"the JSON Schema the done report's result must satisfy"`
+	ResultFile      string         `json:"resultFile,omitempty" jsonschema:"the workspace file the step's result is read from (JSON or YAML) when the done report gives none"`
 	Token           string         `json:"token" jsonschema:"pass it to step_report"`
 	Progress        string         `json:"progress,omitempty" jsonschema:"where the step stands in its loop: round 2/5, step 1/3"`
 }
@@ -572,6 +573,7 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 	_ = t.opt.Engine.View(ctx, func(st *planspec.State) {
 		if st != nil {
 			off.Progress = st.Progress(o.Step)
+			off.ResultFile = st.ResultFromFile(o.Step)
 		}
 	})
 	return nil, CurrentOutput{Step: off}, nil

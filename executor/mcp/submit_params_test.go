@@ -1,6 +1,9 @@
 package mcp
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,6 +20,8 @@ steps:
   - id: greet
     title: Greet ${params.who}
     instruction: Greet ${params.who} ${params.count} times
+    resultFrom: file:out/greet.yaml
+    result: {type: object, required: [greeted]}
 `
 
 // plan_submit {params}: params the schemas refuse are refused with
@@ -42,8 +47,15 @@ func TestServer_SubmitParams(t *testing.T) {
 	}
 	out = waitTool(t, cs, "step_current", map[string]any{}, func(m map[string]any) bool { return m["step"] != nil })
 	cur, _ := out["step"].(map[string]any)
-	if cur["prompt"] != "Greet Ada 2 times" {
+	if cur["prompt"] != "Greet Ada 2 times" || cur["resultFile"] != "out/greet.yaml" {
 		t.Errorf("step_current = %v", cur)
+	}
+	// The worker reports done without a result: the file it wrote is the result.
+	if err := os.MkdirAll(filepath.Join(w.rt.WS.Dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.rt.WS.Dir, "out/greet.yaml"), []byte("greeted: Ada\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if _, errText := call(t, cs, "step_report", report(cur["token"].(string), "accepted", nil)); errText != "" {
 		t.Fatal(errText)
@@ -56,6 +68,10 @@ func TestServer_SubmitParams(t *testing.T) {
 	summary, _ := st["summary"].(map[string]any)
 	if params["who"] != "Ada" || params["count"] != float64(2) || summary["told"] != "Ada" {
 		t.Errorf("status: params %v, summary %v", params, summary)
+	}
+	steps, _ := st["steps"].([]any)
+	if s0, _ := steps[0].(map[string]any); fmt.Sprint(s0["result"]) != "map[greeted:Ada]" {
+		t.Errorf("status: step %v", steps[0])
 	}
 }
 
