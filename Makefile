@@ -67,13 +67,18 @@ testreport:
 # Debian's chromium (the live page's browser test), and from the npm registry
 # playwright-core (driving it) and the MCP TypeScript SDK (a third-party MCP
 # client), each with npm ci from its lock file; Debian's nodejs and npm when
-# there is no npm.
+# there is no npm; Debian's python3 (the original scripts' model, executor/cli/testdata/original).
 E2E_NPM := executor/web/e2e executor/mcp/e2e
 e2e-deps:
 	@if [ ! -x /usr/bin/chromium ]; then \
 		echo "e2e-deps: installing chromium (Debian's package)"; \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if ! command -v python3 >/dev/null; then \
+		echo "e2e-deps: installing python3 (Debian's package; the original scripts' model runs on it)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 >/dev/null; \
 	fi
 	@for d in $(E2E_NPM); do \
 		if [ ! -f $$d/node_modules/.package-lock.json ]; then \

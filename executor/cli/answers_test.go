@@ -8,17 +8,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A fakeagent with FAKEAGENT_ANSWERS set answers as a worker of a plan whose
 // prompts it does not read (examples/plans/review-rounds.yaml): the file holds,
 // by step id, the answers of its successive runs, each
 //
-//	{"result": {...}, "write": "path"}
+//	{"result": {...}, "write": "path", "wait": "path"}
 //
 // The n-th run of a step (counted in .answers/STEP beside the file) writes its
-// file, reports accepted, then done with its result through stepseq report, and
-// exits 0. A step with no answer left reports done without a result.
+// file, reports accepted, waits for its wait file when it has one (for a
+// minute at most), then reports done with its result through stepseq report,
+// and exits 0. A step with no answer left reports done without a result.
 
 // answer runs the answer of this run of the step; false when the mode is off.
 func answer() bool {
@@ -35,6 +37,7 @@ func answer() bool {
 	var answers map[string][]struct {
 		Result json.RawMessage `json:"result"`
 		Write  string          `json:"write"`
+		Wait   string          `json:"wait"`
 	}
 	if err := json.Unmarshal(data, &answers); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeagent: answers:", err)
@@ -45,13 +48,17 @@ func answer() bool {
 	n, _ := strconv.Atoi(strings.TrimSpace(string(seen)))
 	writeFile(counter, strconv.Itoa(n+1))
 	var result json.RawMessage
+	wait := ""
 	if list := answers[step]; n < len(list) {
-		result = list[n].Result
+		result, wait = list[n].Result, list[n].Wait
 		if list[n].Write != "" {
 			writeFile(list[n].Write, "written by fakeagent\n")
 		}
 	}
 	for _, status := range []string{"accepted", "done"} {
+		if status == "done" && wait != "" {
+			awaitFile(wait)
+		}
 		args := []string{"report", status, "--summary", "fake " + status, "--evidence", "evidence of " + status,
 			"--risk", "low — a test", "--next", "the next thing"}
 		if status == "done" && len(result) > 0 {
@@ -63,4 +70,18 @@ func answer() bool {
 		}
 	}
 	return true
+}
+
+// awaitFile waits until path exists, polling with a deadline of a minute: the
+// script's go-ahead to an agent that stands for a step that takes a while.
+func awaitFile(path string) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "fakeagent: %s never came\n", path)
+			os.Exit(3)
+		}
+	}
 }

@@ -60,6 +60,12 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("EXAMPLES", examples)
+			// $ORIGINAL holds a model of the original check and runner scripts.
+			original, err := filepath.Abs("testdata/original")
+			if err != nil {
+				return err
+			}
+			env.Setenv("ORIGINAL", original)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -162,17 +168,7 @@ func fakeAgent() {
 				os.Exit(0)
 			}
 		case "wait":
-			// The agent stands for a step that takes a while: it waits for the
-			// script's go-ahead, polling with a deadline.
-			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-				if _, err := os.Stat(val); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					fmt.Fprintf(os.Stderr, "fakeagent: %s never came\n", val)
-					os.Exit(3)
-				}
-			}
+			awaitFile(val)
 		}
 	}
 	os.Exit(code)
