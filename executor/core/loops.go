@@ -179,6 +179,19 @@ func nextRound(st *planspec.State, g *planspec.Group, l *planspec.Loop) {
 	st.CurrentStep = slices.Index(st.StepQueue, g.Steps[0])
 }
 
+// unconverged is the group whose last step is id and its loop, when the loop
+// reached max and blocked the plan; nil otherwise.
+func unconverged(st *planspec.State, id string) (*planspec.Group, *planspec.Loop) {
+	g, at := st.GroupOf(id)
+	if g == nil || at != len(g.Steps)-1 || g.OnMax == planspec.OnMaxDone {
+		return nil, nil
+	}
+	if l := st.Loop(g.ID); l != nil && l.Ended == planspec.LoopMax {
+		return g, l
+	}
+	return nil, nil
+}
+
 // resetLoops forgets the loops of the groups a re-run from queue index at runs
 // again: those from at on start over at round 1; one that at is inside goes on
 // in its round.

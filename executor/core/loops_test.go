@@ -346,3 +346,22 @@ func TestRerun_RestartsTheLoop(t *testing.T) {
 		t.Fatalf("after a re-run: loop %+v, cursor %d", st.Loop("loop"), st.CurrentStep)
 	}
 }
+
+// TestRetry_GrantsARound: stepseq retry on a loop that did not converge grants
+// one more round, and the loop converges in it.
+func TestRetry_GrantsARound(t *testing.T) {
+	r := loopRig(t, readExample(t), map[string]any{"max_rounds": 2})
+	findings := []int{3, 2, 0}
+	answer := reviewer(findings, []bool{true, true, true})
+	if got := stepsOf(drive(t, r, answer)); got != "review@1 respond@1 resolve@1 review@2 respond@2 resolve@2" || !r.m.Blocked() {
+		t.Fatalf("launched %q, blocked %v", got, r.m.Blocked())
+	}
+	r.feed(TriggersIn{Triggers: []Trigger{{Step: "resolve", Retry: true, From: "test"}}})
+	if got := stepsOf(drive(t, r, answer)); got != "review@3 publish" {
+		t.Fatalf("after the retry: launched %q", got)
+	}
+	st := r.m.State()
+	if l := st.Loop("rounds"); !r.m.Done() || l.Max != 3 || l.Ended != planspec.LoopExit || len(st.Blockers) != 0 {
+		t.Fatalf("done %v, loop %+v, blockers %q", r.m.Done(), l, st.Blockers)
+	}
+}

@@ -87,9 +87,21 @@ func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
 // Retry gives a blocked or failed step a new try, as `stepseq retry` asks: the
 // blocker's text and its next go into the error, so the troubleshoot prompt carries
 // them, and a step out of tries is granted one more.
+//
+// A loop that did not converge is granted one more round instead: its last step
+// stays verified, and the next round starts at the group's first step.
 func Retry(st *planspec.State, id string, limit int) error {
 	if !slices.Contains(st.StepQueue, id) {
 		return fmt.Errorf("no step %q in stepQueue (steps: %s)", id, strings.Join(st.StepQueue, ", "))
+	}
+	if g, l := unconverged(st, id); l != nil {
+		clearBlocker(st, g.ID)
+		st.Run(id).Phase = planspec.PhaseDone
+		l.Max++
+		l.Ended, l.Reason = "", ""
+		nextRound(st, g, l)
+		st.Status = planspec.StatusInProgress
+		return nil
 	}
 	run := st.Run(id)
 	if run.Status != planspec.StatusFailed && run.Phase != planspec.PhaseBlocked {
