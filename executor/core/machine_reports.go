@@ -31,36 +31,12 @@ const reportSlack = 20 * time.Millisecond
 // report judges a worker's report and, when it is accepted, moves the try.
 func (m *Machine) report(in ReportIn) {
 	rep := in.Report
-	r := m.run
-	var run *planspec.StepRun
-	var reasons []string
-	switch {
-	case m.st == nil || m.bad != nil:
-		reasons = append(rep.Problems(), "no valid state: nothing is running")
-	default:
-		running := 0
-		if r != nil && r.step == in.Step && r.launched {
-			running = r.try
-		}
-		reasons = AdmitReport(m.st, in.Step, in.Try, running, rep)
-		switch {
-		case running == 0 || in.Try != 0 && in.Try != running || m.st.Steps[in.Step] == nil:
-		case in.Try == 0 && !in.Written.IsZero() && in.Written.Before(r.dispatched.Add(-reportSlack)):
-			reasons = append(reasons, fmt.Sprintf("stale: written before try %d of step %s started", r.try, in.Step))
-		default:
-			run = m.st.Run(in.Step) // the running try's: its evidence is checked too
-		}
-	}
-	if run != nil && rep.Status == planspec.ReportDone && len(rep.Artifacts) > 0 && m.cfg.Probe != nil {
-		if gone := m.cfg.Probe.Missing(rep.Artifacts); len(gone) > 0 {
-			reasons = append(reasons, "artifacts not found in the workspace: "+strings.Join(gone, ", "))
-		}
-	}
+	run, reasons := m.admit(in)
 	// A done report without a result, for a step whose result comes from
 	// elsewhere (resultFrom), leaves the result to the verdict.
 	if len(reasons) == 0 && rep.Status == planspec.ReportDone && (len(rep.Result) > 0 || !hasResultFrom(m.st, in.Step)) {
 		if bad := m.resultProblems(in.Step, rep); len(bad) > 0 {
-			m.invalidResult(r, in, bad)
+			m.invalidResult(m.run, in, bad)
 			return
 		}
 	}
@@ -70,6 +46,42 @@ func (m *Machine) report(in ReportIn) {
 		m.emit(ReportVerdict{Ref: in.Ref, Step: in.Step, Reasons: reasons})
 		return
 	}
+	m.take(in, run)
+}
+
+// admit is every reason the machine refuses the report, and the run record of
+// the try it is for: AdmitReport against the try that runs, a report written
+// before that try started, a done report's artifacts not in the workspace.
+func (m *Machine) admit(in ReportIn) (run *planspec.StepRun, reasons []string) {
+	rep := in.Report
+	r := m.run
+	if m.st == nil || m.bad != nil {
+		return nil, append(rep.Problems(), "no valid state: nothing is running")
+	}
+	running := 0
+	if r != nil && r.step == in.Step && r.launched {
+		running = r.try
+	}
+	reasons = AdmitReport(m.st, in.Step, in.Try, running, rep)
+	switch {
+	case running == 0 || in.Try != 0 && in.Try != running || m.st.Steps[in.Step] == nil:
+		return nil, reasons
+	case in.Try == 0 && !in.Written.IsZero() && in.Written.Before(r.dispatched.Add(-reportSlack)):
+		return nil, append(reasons, fmt.Sprintf("stale: written before try %d of step %s started", r.try, in.Step))
+	}
+	run = m.st.Run(in.Step) // the running try's: its evidence is checked too
+	if rep.Status == planspec.ReportDone && len(rep.Artifacts) > 0 && m.cfg.Probe != nil {
+		if gone := m.cfg.Probe.Missing(rep.Artifacts); len(gone) > 0 {
+			reasons = append(reasons, "artifacts not found in the workspace: "+strings.Join(gone, ", "))
+		}
+	}
+	return run, reasons
+}
+
+// take records an accepted report and moves the try's phase: the state records
+// it before its sender hears it was taken, and the user is told.
+func (m *Machine) take(in ReportIn, run *planspec.StepRun) {
+	rep, r := in.Report, m.run
 	from := run.Phase
 	to := transitions[rep.Status].to
 	run.Reports = append(run.Reports, planspec.ReportRecord{Time: planspec.FormatISO(m.now), Try: r.try, Via: in.Via, Report: rep})
