@@ -83,7 +83,10 @@ func afterDone(st *planspec.State, id string, f Facts) (Decision, loopMove, bool
 	if spec == nil {
 		return Decision{}, loopOn, false
 	}
-	if spec.Abort != "" {
+	// A step its skip marked DONE was not verified: its exit and abort are not
+	// asked, and the round goes on.
+	verified := !st.Run(id).Skipped
+	if verified && spec.Abort != "" {
 		ok, err := cond(f, id, planspec.CondAbort)
 		if err != nil {
 			return blockOn(st, id, fmt.Sprintf("%s: abort: %v", id, err))
@@ -101,7 +104,7 @@ func afterDone(st *planspec.State, id string, f Facts) (Decision, loopMove, bool
 			return blockOn(st, id, text)
 		}
 	}
-	if spec.Exit != "" && (l == nil || l.Ended == "") {
+	if verified && spec.Exit != "" && (l == nil || l.Ended == "") {
 		ok, err := cond(f, id, planspec.CondExit)
 		if err != nil {
 			return blockOn(st, id, fmt.Sprintf("%s: exit: %v", id, err))

@@ -19,6 +19,13 @@ import (
 type stateConds struct{ st *planspec.State }
 
 func (c stateConds) Cond(now time.Time, id, kind string) (bool, error) {
+	if sp := c.st.Steps[id]; kind == planspec.CondSkip && sp != nil && sp.Skip != "" {
+		cond, err := planspec.CompileCondition(sp.Skip)
+		if err != nil {
+			return false, err
+		}
+		return cond.Eval(&planspec.Env{Now: now, Runs: c.st.StepRuns, Step: id, Loop: c.st.LoopAround(id)})
+	}
 	return StateCond(c.st, now, id, kind)
 }
 func (c stateConds) Check(time.Time, string) func() (bool, error) { return nil }
@@ -306,6 +313,15 @@ steps:
 		drive(t, r, func(string, int) any { return nil })
 		if !r.m.Blocked() || !strings.HasPrefix(r.m.Decision().Reason, "work: exit: ") {
 			t.Fatalf("blocked %v: %q", r.m.Blocked(), r.m.Decision().Reason)
+		}
+	})
+	t.Run("a skipped step's exit is not asked", func(t *testing.T) {
+		r := loopRig(t, fmt.Sprintf(loopPlan, 2, "done", "        skip: round == 1\n        exit: result.stop"), nil)
+		if got := stepsOf(drive(t, r, func(string, int) any { return map[string]any{"stop": true} })); got != "work@2 after" {
+			t.Fatalf("launched %q", got)
+		}
+		if l := r.m.State().Loop("loop"); !r.m.Done() || l.Ended != planspec.LoopExit || l.Round != 2 {
+			t.Fatalf("done %v, loop %+v", r.m.Done(), l)
 		}
 	})
 	t.Run("rounds are bounded and the state stays flat", func(t *testing.T) {
