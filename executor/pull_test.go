@@ -160,30 +160,6 @@ func TestSidecar_PullLaunchTimeout(t *testing.T) {
 	}
 }
 
-func TestSidecar_PullInvalidRetryIsBounded(t *testing.T) {
-	plan := strings.Replace(pullPlan, "    result:\n", "    retries: 0\n    result:\n", 1)
-	w, sc := pullWS(t, plan)
-	ctx := context.Background()
-	take(t, sc, "a")
-	if ok, _, _ := sc.Report(ctx, "fetch", 0, report("accepted", ""), "mcp"); !ok {
-		t.Fatal("accepted refused")
-	}
-	for i := 1; i <= planspec.MaxInvalidResults; i++ {
-		ok, reasons, _ := sc.Report(ctx, "fetch", 0, report("done", `{"url":7}`), "mcp")
-		if ok || !strings.Contains(reasons[0], "send done again") || !strings.Contains(reasons[1], "/url: ") {
-			t.Fatalf("invalid result %d: %v %q", i, ok, reasons)
-		}
-	}
-	ok, reasons, _ := sc.Report(ctx, "fetch", 0, report("done", `{}`), "mcp")
-	if ok || !strings.Contains(reasons[0], "the try fails") || !strings.Contains(reasons[1], "missing propert") {
-		t.Fatalf("invalid result past the bound: %v %q", ok, reasons)
-	}
-	w.waitState("fetch FAILED", func(st *planspec.State) bool {
-		r := st.StepRuns["fetch"]
-		return r != nil && r.Status == planspec.StatusFailed && r.Error != nil && strings.Contains(*r.Error, "invalid result")
-	})
-}
-
 func TestChain_PullStepNeedsASidecar(t *testing.T) {
 	p, err := planspec.ParsePlan(strings.NewReader(pullPlan), "pull.yaml")
 	if err != nil {
