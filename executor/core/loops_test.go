@@ -233,6 +233,15 @@ func TestMachine_LoopJournal(t *testing.T) {
 	if seen == 0 {
 		t.Fatal("no notification about the loop's steps")
 	}
+	next := ""
+	for _, e := range effs {
+		if n, ok := e.(Notify); ok && n.Note.Step == "resolve" && n.Note.Status == planspec.PhaseDone {
+			next = n.Note.Next
+		}
+	}
+	if next != "round 2/3: step review" {
+		t.Errorf("the verified end of round 1 says next %q", next)
+	}
 	if !strings.Contains(notesText(effs, "review", 2), "round 2/3, step 1/3") {
 		t.Errorf("round 2's review launch said %q", notesText(effs, "review", 2))
 	}

@@ -590,6 +590,12 @@ func (m *Machine) conclude(t *tryExit) {
 }
 
 func (m *Machine) nextStep(id string) string {
+	if g, at := m.st.GroupOf(id); g != nil && at == len(g.Steps)-1 {
+		// The end of a round: the next one, unless an exit or max ends the loop.
+		if l := m.st.Loop(g.ID); l != nil && l.Ended == "" && l.Round < l.Max {
+			return fmt.Sprintf("round %d/%d: step %s", l.Round+1, l.Max, g.Steps[0])
+		}
+	}
 	i := slices.Index(m.st.StepQueue, id)
 	if i >= 0 && i+1 < len(m.st.StepQueue) {
 		return "step " + m.st.StepQueue[i+1]

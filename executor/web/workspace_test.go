@@ -173,3 +173,32 @@ func TestWorkspace_OtherRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspace_ViewLoop: a repeat group of the state is a loop of the view:
+// its steps, its label saying the round, and its back edge.
+func TestWorkspace_ViewLoop(t *testing.T) {
+	dir := t.TempDir()
+	state := `{
+  "plan": {"steps": {"a": {"title": "A", "instruction": "do a"}, "b": {"title": "B", "instruction": "do b"}, "c": {"title": "C", "instruction": "do c"}}},
+  "stepQueue": ["a", "b", "c"], "currentStep": 0,
+  "stepRuns": {"a": {"status": "PENDING", "tries": 0}},
+  "stepDelayMinutes": 0, "blockers": [], "artifacts": [], "status": "IN_PROGRESS",
+  "stepseq": {"name": "loop", "groups": [{"id": "rounds", "max": "5", "steps": ["a", "b"]}],
+    "loops": {"rounds": {"round": 2, "max": 5}}}
+}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	v := NewWorkspace(rt, 3, 13).View()
+	if len(v.Loops) != 1 || !slices.Equal(v.Loops[0].Steps, []string{"a", "b"}) || v.Loops[0].Label != "rounds · round 2/5" {
+		t.Fatalf("loops %+v", v.Loops)
+	}
+	if !slices.Contains(v.Edges, [2]string{"b", "a"}) {
+		t.Errorf("edges %v: no back edge from b to a", v.Edges)
+	}
+}
