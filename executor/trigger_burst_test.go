@@ -80,6 +80,7 @@ func checkBurst(t *testing.T, entries []core.Entry) {
 
 // Ten thousand triggers queued before the sidecar starts are one re-run.
 func TestSidecar_TriggerBurstQueuedBeforeStart(t *testing.T) {
+	t.Parallel()
 	w := newTestWS(t, plan("", `"instruction":"write:a"`, `"instruction":"write:b"`))
 	if err := w.check(); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 // speaks MCP with stepseq's tools, and its workspace is the project: it runs the
 // project's plan, and a plan submitted through it lands in the project's plans/.
 func TestInitClaude_ServerSpeaksMCP(t *testing.T) {
+	t.Parallel()
 	stepseq, _ := builtBinaries(t)
 	bin := filepath.Dir(stepseq)
 	proj := t.TempDir()

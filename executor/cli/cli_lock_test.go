@@ -20,6 +20,7 @@ import (
 // takes the lock (it does not exit 2 calling the workspace locked), waits for the
 // old agent instead of launching another, and finishes the step.
 func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
+	t.Parallel()
 	stepseq, demo := builtBinaries(t)
 	fake := filepath.Join(filepath.Dir(demo), "fakeagent")
 	dir := t.TempDir()

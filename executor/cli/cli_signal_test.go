@@ -6,24 +6,41 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
 // builtBinaries builds stepseq, the demo agent and the executor's fake agent for
-// the signal tests, which need real processes to signal.
+// the signal tests, which need real processes to signal: once for every test that
+// asks, into a folder of their own that no test writes to.
 func builtBinaries(t *testing.T) (stepseq, agent string) {
 	t.Helper()
-	dir := t.TempDir()
-	for pkg, name := range map[string]string{"github.com/stepseq/stepseq": "stepseq", "github.com/stepseq/stepseq/examples/demoagent": "demoagent", "github.com/stepseq/stepseq/executor/testdata/fakeagent": "fakeagent"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
-		if err != nil {
-			t.Fatal(&buildError{pkg: pkg, out: string(out)})
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "stepseq-cli-bin-")
+		if binErr != nil {
+			return
 		}
+		for pkg, name := range map[string]string{"github.com/stepseq/stepseq": "stepseq", "github.com/stepseq/stepseq/examples/demoagent": "demoagent", "github.com/stepseq/stepseq/executor/testdata/fakeagent": "fakeagent"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
+			if err != nil {
+				binErr = &buildError{pkg: pkg, out: string(out)}
+				return
+			}
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return filepath.Join(dir, "stepseq"), filepath.Join(dir, "demoagent")
+	return filepath.Join(binDir, "stepseq"), filepath.Join(binDir, "demoagent")
 }
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
 
 type buildError struct{ pkg, out string }
 
@@ -86,6 +103,7 @@ func alive(pid int) bool {
 }
 
 func TestWatch_SIGTERMStopsGracefully(t *testing.T) {
+	t.Parallel()
 	stepseq, demo := builtBinaries(t)
 	cmd, dir, agent := startWatch(t, stepseq, demo)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -106,6 +124,7 @@ func TestWatch_SIGTERMStopsGracefully(t *testing.T) {
 }
 
 func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	stepseq, agent := builtBinaries(t)
 	cmd, dir, first := startWatch(t, stepseq, agent)
 	_ = cmd.Process.Kill()
@@ -163,6 +182,7 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 // TestWatch_TwoSignalsAtOnceAreOneStop: coreutils timeout signals the process and
 // then its group; the two signals are one graceful stop, not a forced exit.
 func TestWatch_TwoSignalsAtOnceAreOneStop(t *testing.T) {
+	t.Parallel()
 	stepseq, demo := builtBinaries(t)
 	cmd, _, agent := startWatch(t, stepseq, demo)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -177,6 +197,7 @@ func TestWatch_TwoSignalsAtOnceAreOneStop(t *testing.T) {
 
 // After a Ctrl-C the step is not running: status says interrupted, to be retried.
 func TestStatus_AfterCtrlCShowsInterrupted(t *testing.T) {
+	t.Parallel()
 	stepseq, demo := builtBinaries(t)
 	cmd, dir, _ := startWatch(t, stepseq, demo)
 	_ = cmd.Process.Signal(syscall.SIGINT)

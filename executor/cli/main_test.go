@@ -26,10 +26,21 @@ import (
 // TestMain lets the test binary be stepseq, and the agents the scripts need, as
 // commands on the scripts' PATH.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(builtCleanup{m}, map[string]func(){
 		"stepseq":   func() { os.Exit(Main(version)) },
 		"fakeagent": fakeAgent,
 	})
+}
+
+// builtCleanup runs the tests, then removes the binaries builtBinaries made.
+type builtCleanup struct{ m *testing.M }
+
+func (c builtCleanup) Run() int {
+	code := c.m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	return code
 }
 
 // TestScripts runs every testdata/script/*.txtar: the command line, end to end.
