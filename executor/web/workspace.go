@@ -74,13 +74,7 @@ func (w *Workspace) WatchFeed(ctx context.Context) error {
 // View reads the workspace as of now. A state file that cannot be read is a
 // page that says so in Waiting, with the notifications still shown.
 func (w *Workspace) View() View {
-	v := View{Notifications: []NoteView{}}
-	if notes, err := notify.Recent(w.rt.WS.Dir, NotesShown); err == nil {
-		for _, n := range notes {
-			v.Notifications = append(v.Notifications, NoteView{Time: n.Time, Step: n.Step, Try: n.Try,
-				Status: n.Status, Event: n.Event, Output: n.Output, Next: n.Next, Run: n.Run})
-		}
-	}
+	v := View{Notifications: w.notes()}
 	v.Runs = otherRuns(w.rt.WS)
 	st, err := (&executor.StateFile{Path: w.rt.WS.State}).Read()
 	if err != nil {
@@ -106,49 +100,73 @@ func (w *Workspace) View() View {
 		defer root.Close()
 	}
 	for i, s := range r.Steps {
-		sv := StepView{ID: s.ID, Title: s.Title, Status: s.Status, Tries: s.Tries,
-			DurationMs: s.DurationMs, Running: s.Running}
-		if s.Error != nil {
-			sv.Error = *s.Error
-		}
-		run := st.StepRuns[s.ID]
-		sv.Phase = phaseOf(st, s.ID)
-		switch b, own := core.StepBlocker(st, s.ID); {
-		case own && (sv.Phase == PhaseBlocked || s.Status == planspec.StatusFailed && st.Status != planspec.StatusDone):
-			sv.Blocker = b
-		case sv.Phase == PhaseBlocked:
-			sv.Blocker = sv.Error // a worker's blocked report names it
-		}
-		if run != nil && len(run.Reports) > 0 {
-			last := run.Reports[len(run.Reports)-1]
-			at, _ := planspec.ParseISO(last.Time)
-			sv.LastReport = &ReportView{Status: last.Status, Summary: last.Summary, Evidence: last.Evidence,
-				Risk: last.Risk, Next: last.Next, Time: at}
-		}
-		if s.Tries > 0 {
-			if p, err := w.rt.WS.ReadLog(root, s.ID, s.Tries, 0, w.tail); err == nil {
-				sv.LogTail = string(p.Data)
-			}
-		}
-		v.Steps = append(v.Steps, sv)
+		v.Steps = append(v.Steps, w.stepView(root, st, s))
 		if i > 0 {
 			v.Edges = append(v.Edges, [2]string{r.Steps[i-1].ID, s.ID})
 		}
 	}
 	for _, l := range r.Loops {
-		label := l.Group
-		switch {
-		case l.Ended != "":
-			label += fmt.Sprintf(" · ended in round %d/%d", l.Round, l.Max)
-		case l.Round > 0:
-			label += fmt.Sprintf(" · round %d/%d", l.Round, l.Max)
-		}
-		v.Loops = append(v.Loops, LoopView{Steps: l.Steps, Label: label})
+		v.Loops = append(v.Loops, loopView(l))
 		if len(l.Steps) > 0 {
 			v.Edges = append(v.Edges, [2]string{l.Steps[len(l.Steps)-1], l.Steps[0]})
 		}
 	}
 	return v
+}
+
+// notes are the newest notifications, as the page shows them.
+func (w *Workspace) notes() []NoteView {
+	out := []NoteView{}
+	notes, err := notify.Recent(w.rt.WS.Dir, NotesShown)
+	if err != nil {
+		return out
+	}
+	for _, n := range notes {
+		out = append(out, NoteView{Time: n.Time, Step: n.Step, Try: n.Try,
+			Status: n.Status, Event: n.Event, Output: n.Output, Next: n.Next, Run: n.Run})
+	}
+	return out
+}
+
+// stepView is one step's line: status's report of it, its phase and blocker as
+// the core says, its worker's last report and its current try's log tail.
+func (w *Workspace) stepView(root *os.Root, st *planspec.State, s executor.StepReport) StepView {
+	sv := StepView{ID: s.ID, Title: s.Title, Status: s.Status, Tries: s.Tries,
+		DurationMs: s.DurationMs, Running: s.Running}
+	if s.Error != nil {
+		sv.Error = *s.Error
+	}
+	sv.Phase = phaseOf(st, s.ID)
+	switch b, own := core.StepBlocker(st, s.ID); {
+	case own && (sv.Phase == PhaseBlocked || s.Status == planspec.StatusFailed && st.Status != planspec.StatusDone):
+		sv.Blocker = b
+	case sv.Phase == PhaseBlocked:
+		sv.Blocker = sv.Error // a worker's blocked report names it
+	}
+	if run := st.StepRuns[s.ID]; run != nil && len(run.Reports) > 0 {
+		last := run.Reports[len(run.Reports)-1]
+		at, _ := planspec.ParseISO(last.Time)
+		sv.LastReport = &ReportView{Status: last.Status, Summary: last.Summary, Evidence: last.Evidence,
+			Risk: last.Risk, Next: last.Next, Time: at}
+	}
+	if s.Tries > 0 {
+		if p, err := w.rt.WS.ReadLog(root, s.ID, s.Tries, 0, w.tail); err == nil {
+			sv.LogTail = string(p.Data)
+		}
+	}
+	return sv
+}
+
+// loopView is a repeat group as the graph draws it: its steps, and its round.
+func loopView(l executor.LoopReport) LoopView {
+	label := l.Group
+	switch {
+	case l.Ended != "":
+		label += fmt.Sprintf(" · ended in round %d/%d", l.Round, l.Max)
+	case l.Round > 0:
+		label += fmt.Sprintf(" · round %d/%d", l.Round, l.Max)
+	}
+	return LoopView{Steps: l.Steps, Label: label}
 }
 
 // otherRuns are the runs beside the workspace's own, as the page lists them.
