@@ -433,6 +433,34 @@ func writeLoops(b *bytes.Buffer, loops []executor.LoopReport) {
 // writeText writes the report as a table for people; times are shown relative
 // to now, the time the report was made.
 func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
+	writeHeadline(b, r, color)
+	writeValues(b, "params", r.Params)
+	writeValues(b, "summary", r.Summary)
+	writeLoops(b, r.Loops)
+	b.WriteString("\n")
+
+	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}
+	var cells [7]string
+	writeRows(b, len(r.Steps)+1, func(i int) []string {
+		if i == 0 {
+			return header
+		}
+		cells = stepCells(r.Steps[i-1], now)
+		return cells[:]
+	}, 2, color)
+
+	if len(r.Blockers) > 0 {
+		b.WriteString("\nblockers:\n")
+		for _, bl := range r.Blockers {
+			fmt.Fprintf(b, "  %s\n", bl)
+		}
+	}
+	b.WriteString("\n")
+	writeNow(b, r)
+}
+
+// writeHeadline writes the plan's line: its name, status and where it stands.
+func writeHeadline(b *bytes.Buffer, r executor.Report, color bool) {
 	name := r.Plan
 	if name == "" {
 		name = "(unnamed)"
@@ -448,55 +476,41 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 	default:
 		fmt.Fprintf(b, ", all %s passed\n", plural(n, "step"))
 	}
-	writeValues(b, "params", r.Params)
-	writeValues(b, "summary", r.Summary)
-	writeLoops(b, r.Loops)
-	b.WriteString("\n")
+}
 
-	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}
-	var cells [7]string
-	writeRows(b, len(r.Steps)+1, func(i int) []string {
-		if i == 0 {
-			return header
-		}
-		s := r.Steps[i-1]
-		lastRun := "-"
-		if s.LastRunIso != nil {
-			lastRun = *s.LastRunIso
-			if t, err := planspec.ParseISO(*s.LastRunIso); err == nil {
-				lastRun = executor.ClockTime(t, now)
-			}
-		}
-		duration := "-"
-		if s.DurationMs != nil {
-			duration = shortDuration(time.Duration(*s.DurationMs) * time.Millisecond)
-			if s.Running {
-				duration = "running " + duration
-			}
-		}
-		status := s.Status
-		if status == planspec.StatusInProgress || s.Phase == planspec.PhaseBlocked || s.Phase == planspec.PhaseWaiting {
-			status = s.Phase // never "in progress" before the worker said so
-		}
-		if s.Skipped {
-			status += " (skipped)"
-		}
-		errText := ""
-		if s.Error != nil {
-			errText = firstLine(*s.Error, 60)
-		}
-		tries := strconv.Itoa(s.Tries) + " of " + strconv.Itoa(s.MaxTries)
-		cells = [...]string{s.ID, clip(s.Title, 40), status, tries, lastRun, duration, errText}
-		return cells[:]
-	}, 2, color)
-
-	if len(r.Blockers) > 0 {
-		b.WriteString("\nblockers:\n")
-		for _, bl := range r.Blockers {
-			fmt.Fprintf(b, "  %s\n", bl)
+// stepCells is a step's row of the table.
+func stepCells(s executor.StepReport, now time.Time) [7]string {
+	lastRun := "-"
+	if s.LastRunIso != nil {
+		lastRun = *s.LastRunIso
+		if t, err := planspec.ParseISO(*s.LastRunIso); err == nil {
+			lastRun = executor.ClockTime(t, now)
 		}
 	}
-	b.WriteString("\n")
+	duration := "-"
+	if s.DurationMs != nil {
+		duration = shortDuration(time.Duration(*s.DurationMs) * time.Millisecond)
+		if s.Running {
+			duration = "running " + duration
+		}
+	}
+	status := s.Status
+	if status == planspec.StatusInProgress || s.Phase == planspec.PhaseBlocked || s.Phase == planspec.PhaseWaiting {
+		status = s.Phase // never "in progress" before the worker said so
+	}
+	if s.Skipped {
+		status += " (skipped)"
+	}
+	errText := ""
+	if s.Error != nil {
+		errText = firstLine(*s.Error, 60)
+	}
+	tries := strconv.Itoa(s.Tries) + " of " + strconv.Itoa(s.MaxTries)
+	return [...]string{s.ID, clip(s.Title, 40), status, tries, lastRun, duration, errText}
+}
+
+// writeNow writes who moves the plan and what it waits for now.
+func writeNow(b *bytes.Buffer, r executor.Report) {
 	switch {
 	case r.Runner != nil && r.Runner.Kind == "watch":
 		fmt.Fprintf(b, "sidecar: live (pid %d)\n", r.Runner.PID)
