@@ -176,6 +176,16 @@ func TestSidecar_CloseStopsTheRunsAgent(t *testing.T) {
 	if _, err := CloseRun(Workspace{Dir: w.dir}, "a", time.Second); err == nil {
 		t.Fatal("a closed run closed again")
 	}
+	// The workspace's own run, closed beside the live sidecar, goes to the history.
+	if _, err := CloseRun(Workspace{Dir: w.dir}, MainRun, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if w.exists("state.json") || w.exists(".stepseq/close") {
+		t.Fatal("state.json stays after its close")
+	}
+	if hist, err := History(w.chain().WS); err != nil || len(hist) != 1 {
+		t.Fatalf("history after closing main: %+v, %v", hist, err)
+	}
 }
 
 // TestSidecar_MaxAgents: six runs, --max-agents 2: never more than two agents
