@@ -318,6 +318,7 @@ func (s *Sidecar) closeMain() {
 		return
 	}
 	s.d.readState()
+	_ = s.d.m.TakeRemoved() // archived already: the history holds it once
 }
 
 // runExited takes the end of a run's agent.
