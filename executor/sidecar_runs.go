@@ -188,12 +188,17 @@ func (s *Sidecar) discoverRuns() {
 		s.Logger.Error("updating watches", "err", err)
 	}
 	// What changed between a run's first look and its watches armed sent no
-	// event: each looks again, the watches armed.
+	// event: each looks again, the watches armed, its close request first.
 	for _, r := range added {
-		if s.runs[r.name] == r && !r.closing {
-			r.d.batch(watcher.Batch{Rescan: true})
-			s.afterRun(r)
+		if s.runs[r.name] != r || r.closing {
+			continue
 		}
+		if _, err := os.Lstat(r.d.rt.WS.CloseRequestPath()); err == nil {
+			s.closeRun(r)
+			continue
+		}
+		r.d.batch(watcher.Batch{Rescan: true})
+		s.afterRun(r)
 	}
 }
 
@@ -244,6 +249,14 @@ func (s *Sidecar) addRun(name string) {
 		return
 	}
 	d.readState()
+	// The run's first write (a step dispatched, which a client may answer
+	// with a close at once) comes before its watch set, the close request's
+	// with it: a request made between the two sent no event. Looked for once
+	// the watches are armed; from then on every watch set holds it.
+	if _, err := os.Lstat(rw.CloseRequestPath()); err == nil && !s.holdWatch {
+		s.closeRun(r)
+		return
+	}
 	s.afterRun(r)
 }
 
@@ -294,7 +307,12 @@ func (s *Sidecar) closeRun(r *drivenRun) {
 // archiveClosed archives a closed run whose agent is gone, and drops it.
 func (s *Sidecar) archiveClosed(r *drivenRun) {
 	r.d.endGroups()
-	if err := r.d.rt.WS.archive(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	switch err := r.d.rt.WS.archive(); {
+	case errors.Is(err, fs.ErrNotExist):
+		// Its state file was removed by hand: nothing to archive, and the
+		// request is answered (CloseRun waits for it to go).
+		_ = os.Remove(r.d.rt.WS.CloseRequestPath())
+	case err != nil:
 		r.d.rt.Logger.Error("the closed run could not be archived", "err", err)
 	}
 	s.dropRun(r)
