@@ -621,61 +621,77 @@ func (m *Machine) written(err error) {
 // watch asks for the watch set when it changed.
 func (m *Machine) watch() {
 	var paths, trees []string
-	switch {
-	case m.cfg.Persistent:
-		if m.cfg.Probe == nil {
+	if m.cfg.Persistent {
+		var done bool
+		if paths, trees, done = m.persistentWatch(); done {
 			return
 		}
-		if m.base.gen != m.planGen || m.base.paths == nil {
-			m.base.gen = m.planGen
-			m.base.paths, m.base.trees = m.cfg.Probe.WatchSet(m.st, m.conds)
-			m.base.paths = slices.Compact(slices.Sorted(slices.Values(m.base.paths)))
-		}
-		extra := m.reportWatches()
-		sameBase := m.setOf.ok && m.setOf.gen == m.base.gen
-		if sameBase && slices.Equal(extra, m.setOf.extra) {
-			return // nothing to compare: the set is made of the same parts
-		}
-		paths, trees = insertAllSorted(m.base.paths, extra), m.base.trees
-		was := m.setOf.extra
-		m.setOf.ok, m.setOf.gen, m.setOf.extra = true, m.base.gen, extra
-		if sameBase {
-			w := SetWatch{Paths: paths, Trees: trees, Delta: true}
-			for _, p := range extra {
-				if !slices.Contains(was, p) {
-					w.Added = append(w.Added, p)
-				}
-			}
-			for _, p := range was {
-				if !slices.Contains(extra, p) {
-					w.Removed = append(w.Removed, p)
-				}
-			}
-			m.watched = [2][]string{paths, trees}
-			m.emit(w)
-			return
-		}
-	default:
-		// A one-shot driver watches a running step's reports only where the plan
-		// takes them; others are read when the agent exits.
-		if m.run != nil && m.run.launched && m.st != nil && m.st.UsesReports(m.run.step) {
-			paths = append(paths, m.cfg.Probe.ReportsDir(m.run.step))
-		}
-		if m.awaiting != nil && m.st != nil {
-			if spec := m.st.Steps[m.awaiting.step]; spec != nil {
-				paths = append(paths, spec.RequiredOutputs...)
-			}
-		}
-	}
-	if !m.cfg.Persistent {
-		slices.Sort(paths)
-		paths = slices.Compact(paths)
+	} else {
+		paths = m.oneShotWatch()
 	}
 	if slices.Equal(paths, m.watched[0]) && slices.Equal(trees, m.watched[1]) {
 		return
 	}
 	m.watched = [2][]string{paths, trees}
 	m.emit(SetWatch{Paths: paths, Trees: trees})
+}
+
+// persistentWatch is a persistent driver's watch set: the plan's (made again
+// only for a new plan) with the running try's report folders. When only those
+// changed, the change goes out as a delta here, and done is true; done is true
+// too when nothing changed.
+func (m *Machine) persistentWatch() (paths, trees []string, done bool) {
+	if m.cfg.Probe == nil {
+		return nil, nil, true
+	}
+	if m.base.gen != m.planGen || m.base.paths == nil {
+		m.base.gen = m.planGen
+		m.base.paths, m.base.trees = m.cfg.Probe.WatchSet(m.st, m.conds)
+		m.base.paths = slices.Compact(slices.Sorted(slices.Values(m.base.paths)))
+	}
+	extra := m.reportWatches()
+	sameBase := m.setOf.ok && m.setOf.gen == m.base.gen
+	if sameBase && slices.Equal(extra, m.setOf.extra) {
+		return nil, nil, true // nothing to compare: the set is made of the same parts
+	}
+	paths, trees = insertAllSorted(m.base.paths, extra), m.base.trees
+	was := m.setOf.extra
+	m.setOf.ok, m.setOf.gen, m.setOf.extra = true, m.base.gen, extra
+	if !sameBase {
+		return paths, trees, false
+	}
+	w := SetWatch{Paths: paths, Trees: trees, Delta: true, Added: missingFrom(was, extra), Removed: missingFrom(extra, was)}
+	m.watched = [2][]string{paths, trees}
+	m.emit(w)
+	return nil, nil, true
+}
+
+// missingFrom are the paths of in that list lacks.
+func missingFrom(list, in []string) []string {
+	var out []string
+	for _, p := range in {
+		if !slices.Contains(list, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// oneShotWatch is what a one-shot driver watches, sorted: a running step's
+// reports only where the plan takes them (others are read when the agent
+// exits), and the outputs an exited try awaits.
+func (m *Machine) oneShotWatch() []string {
+	var paths []string
+	if m.run != nil && m.run.launched && m.st != nil && m.st.UsesReports(m.run.step) {
+		paths = append(paths, m.cfg.Probe.ReportsDir(m.run.step))
+	}
+	if m.awaiting != nil && m.st != nil {
+		if spec := m.st.Steps[m.awaiting.step]; spec != nil {
+			paths = append(paths, spec.RequiredOutputs...)
+		}
+	}
+	slices.Sort(paths)
+	return slices.Compact(paths)
 }
 
 // reportWatches are the report folders a persistent machine watches beyond
