@@ -165,17 +165,9 @@ func takeFreeTryLock(ws Workspace, rec tryRecord, needed func(tryRecord) bool) (
 		f.Close() // releases the lock
 	}
 	if free == nil {
-		path := ws.TryLockPath(n)
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return nil, "", fmt.Errorf("try lock: %w", err)
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, path, nil
-			}
-			return nil, "", fmt.Errorf("try lock %s: %w", path, err)
+		f, busy, err := newTryLock(ws.TryLockPath(n))
+		if f == nil {
+			return nil, busy, err
 		}
 		keep(f, 0)
 	}
@@ -187,6 +179,23 @@ func takeFreeTryLock(ws Workspace, rec tryRecord, needed func(tryRecord) bool) (
 		h.rec.Began = fi.ModTime().UnixNano()
 	}
 	return h, "", nil
+}
+
+// newTryLock adds a file to the pool at path, locked; busy is path when another
+// stepseq locked it first (f nil, no error).
+func newTryLock(path string) (f *os.File, busy string, err error) {
+	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, "", fmt.Errorf("try lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, path, nil
+		}
+		return nil, "", fmt.Errorf("try lock %s: %w", path, err)
+	}
+	return f, "", nil
 }
 
 // recordOf reads the record an open try lock holds, and the file's size. A
