@@ -54,22 +54,16 @@ type graphEdge struct {
 // layout places the steps left to right: a step's column is one more than the
 // deepest step with an arrow into it, so every arrow points right unless the
 // edges make a cycle. Within a column steps keep their order in the view.
-func layout(v View, rows []stepRow) graph {
-	n := len(v.Steps)
-	index := make(map[string]int, n)
-	for i, s := range v.Steps {
-		if _, dup := index[s.ID]; !dup {
-			index[s.ID] = i
-		}
-	}
-	edges := graphEdges(v, index)
+// columns places each of n steps in a column after every step it follows:
+// Kahn's order, taking the lowest index first so that a chain keeps its order,
+// and a cycle broken at the first step left.
+func columns(n int, edges [][2]int) []int {
 	preds := make([][]int, n)
 	indeg := make([]int, n)
 	for _, e := range edges {
 		preds[e[1]] = append(preds[e[1]], e[0])
 		indeg[e[1]]++
 	}
-	// Kahn's order, taking the lowest index first so that a chain keeps its order.
 	col := make([]int, n)
 	placed := make([]bool, n)
 	for range n {
@@ -81,12 +75,7 @@ func layout(v View, rows []stepRow) graph {
 			}
 		}
 		if next < 0 { // a cycle: break it at the first step left
-			for i := range n {
-				if !placed[i] {
-					next = i
-					break
-				}
-			}
+			next = slices.Index(placed, false)
 		}
 		placed[next] = true
 		for _, p := range preds[next] {
@@ -100,7 +89,19 @@ func layout(v View, rows []stepRow) graph {
 			}
 		}
 	}
+	return col
+}
 
+func layout(v View, rows []stepRow) graph {
+	n := len(v.Steps)
+	index := make(map[string]int, n)
+	for i, s := range v.Steps {
+		if _, dup := index[s.ID]; !dup {
+			index[s.ID] = i
+		}
+	}
+	edges := graphEdges(v, index)
+	col := columns(n, edges)
 	g := graph{}
 	top := graphPad
 	if len(v.Loops) > 0 {
