@@ -619,13 +619,6 @@ func (r *StepRun) object() object {
 	return o
 }
 
-// empty reports whether the settings would write an empty object: judged on what
-// object() keeps, not on the keys read, so that {"timeout": ""} (read as no
-// timeout) is written the same way on every round trip.
-func (st *Settings) empty() bool {
-	return len(st.object().keys) == 0
-}
-
 func (st *Settings) object() object {
 	o := st.raw
 	o.keys = slices.Clone(o.keys)
