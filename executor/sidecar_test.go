@@ -477,7 +477,9 @@ func TestSidecar_PlanJudgedOnceWritten(t *testing.T) {
 // deltas the journal names, and once the plan is done the watcher holds what a
 // fresh watcher on the plan's set and the last step's folder holds.
 func TestSidecar_WatchFollowsSteps(t *testing.T) {
-	w := newTestWS(t, plan("", `"instruction":"exit:0","requiredOutputs":["out/a.txt"]`, `"instruction":"write:out/b.txt"`, `"instruction":"exit:0"`))
+	// s1's agent waits for its output, which the test writes: the step ends once,
+	// after the file is there, however slowly the test gets to write it.
+	w := newTestWS(t, plan("", `"instruction":"waitfor:out/a.txt","requiredOutputs":["out/a.txt"]`, `"instruction":"write:out/b.txt"`, `"instruction":"exit:0"`))
 	run := w.startSidecar(SidecarOptions{})
 	w.writeFile("out/a.txt", "a")
 	w.waitState("DONE", done)

@@ -161,14 +161,19 @@ func fakeAgent(args []string) int {
 func ignoreTerm() { signal.Ignore(syscall.SIGTERM) }
 
 // waitForFile blocks until path exists, woken by fsnotify rather than a poll.
+// Its folder need not exist yet: the nearest folder above it that does is
+// watched, and each wake watches what has been made since.
 func waitForFile(path string) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return
 	}
 	defer w.Close()
-	_ = w.Add(filepath.Dir(path))
 	for {
+		dir := filepath.Dir(path)
+		for w.Add(dir) != nil && filepath.Dir(dir) != dir {
+			dir = filepath.Dir(dir)
+		}
 		if _, err := os.Stat(path); err == nil {
 			return
 		}
