@@ -50,8 +50,11 @@ type driver struct {
 	// onDrain and onIntake carry out the machine's DrainTriggers and
 	// IntakePlans (the sidecar's); nil: ignored.
 	onDrain, onIntake func()
-	metrics           *Metrics
-	ctx               context.Context
+	// onWritten follows each state write that succeeded, with the state
+	// written; nil: none.
+	onWritten func(*planspec.State)
+	metrics   *Metrics
+	ctx       context.Context
 	// returnsConfigErr: the driver ends with a configuration error that keeps
 	// the plan from launching (check, step, watch --exit-when-done), so the
 	// machine's line saying it is not logged as well.
@@ -187,6 +190,9 @@ func (d *driver) perform(e core.Effect) {
 		}
 		err := d.sf.WriteVisible(e.State)
 		d.metrics.written(e.State, touched, all)
+		if err == nil && d.onWritten != nil {
+			d.onWritten(e.State)
+		}
 		if err == nil && d.onChange != nil {
 			d.onChange()
 		}

@@ -82,6 +82,7 @@ type Sidecar struct {
 	drain      chan drained // the drain in flight; nil when none
 	drainAgain bool         // the folder changed during the drain: drain it again
 	intakeDue  bool         // the machine asked for another plan intake (core.IntakePlans)
+	applying   *applying    // the plan handed to the machine, until state.json holds it
 
 	longest atomic.Int64 // the longest turn of the loop, in ns
 	hb      Heartbeat    // when the loop last turned, for /healthz
@@ -145,6 +146,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 			TriggerQuiet: opt.TriggerQuiet, TriggersDir: s.rel(rt.WS.TriggersDir())})
 	s.d.onDrain = s.startDrain
 	s.d.onIntake = func() { s.intakeDue = true }
+	s.d.onWritten = s.planWritten
 	s.d.returnsConfigErr = opt.ExitWhenDone // Run returns CannotLaunch
 	s.d.plans = opt.PlansDir
 	s.d.metrics = opt.Metrics

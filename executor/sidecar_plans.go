@@ -113,11 +113,37 @@ func (s *Sidecar) intakePlans() {
 	if active.Missing {
 		s.Logger.Info("state.json was removed: the plan runs again as new", "file", choice.Apply.Source)
 	}
-	s.recordApplied(*choice.Apply, archived)
-	s.setRecord(*choice.Apply, core.PlanActive, choice.Apply.Hash)
 	// The machine writes it: one writer of state.json, with its rules for a
-	// write that fails.
+	// write that fails. The journal and the plan's record say it is applied
+	// once state.json holds it (planWritten): a record saying so over a state
+	// that does not would keep a restarted sidecar from ever applying it, and
+	// a state that holds it without the record is taken as applied
+	// (ChoosePlans).
+	s.applying = &applying{file: *choice.Apply, archived: archived}
 	s.d.feed(core.PlanApplied{State: st, Source: choice.Apply.Source})
+}
+
+// applying is a plan handed to the machine whose state is not written yet.
+type applying struct {
+	file     core.PlanFile
+	archived string // where the state it replaces went
+}
+
+// planWritten follows every state write of the workspace's own run: the first
+// that holds the plan being applied, made durable, is when the journal and the
+// plan's record say it is applied.
+func (s *Sidecar) planWritten(st *planspec.State) {
+	p := s.applying
+	if p == nil || st.Settings.Source != p.file.Source || st.Settings.Hash != p.file.Hash {
+		return
+	}
+	s.applying = nil
+	if err := s.d.sf.Sync(); err != nil {
+		s.Logger.Error("state written but its folder not synced: a power cut may bring the previous state back", "err", err)
+		s.record(core.Entry{Event: "write-error", Reason: err.Error()})
+	}
+	s.recordApplied(p.file, p.archived)
+	s.setRecord(p.file, core.PlanActive, p.file.Hash)
 }
 
 // keepRemoved keeps the run whose state.json was removed in the history, as the
