@@ -3,11 +3,15 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -102,4 +106,35 @@ func TestBinary_RunPulledBesideWatch(t *testing.T) {
 	dir := t.TempDir()
 	listenWatch(t, dir, "the-beside-token-0123456789")
 	driveRun(t, stdioSession(t, dir))
+}
+
+// TestServer_RunCloseAsOffered: beside the in-process sidecar, run_close made
+// the moment step_current offers the run's pulled step closes it, every time:
+// the run is archived, its state file gone for good, its step no longer
+// offered. Five runs, each closed at once.
+func TestServer_RunCloseAsOffered(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t)
+	cs := connect(t, NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}), "closer")
+	for i := range 5 {
+		name := "c" + strconv.Itoa(i)
+		if _, errText := call(t, cs, "run_start", map[string]any{"plan": pullPlan, "run": name}); errText != "" {
+			t.Fatal(errText)
+		}
+		waitTool(t, cs, "step_current", map[string]any{"run": name}, func(o map[string]any) bool { return o["step"] != nil })
+		res, out := callRaw(t, cs, "run_close", map[string]any{"run": name})
+		if run, _ := out["run"].(map[string]any); res.IsError || run["status"] != executor.RunClosed {
+			t.Fatalf("run_close %s: %v", name, out)
+		}
+		if _, err := os.Lstat(filepath.Join(w.rt.WS.Dir, "state."+name+".json")); !os.IsNotExist(err) {
+			t.Fatalf("state.%s.json is still there (%v)", name, err)
+		}
+		if res, out := callRaw(t, cs, "step_current", map[string]any{"run": name}); !res.IsError {
+			t.Fatalf("step_current of closed run %s: %v", name, out)
+		}
+	}
+	out, _ := call(t, cs, "run_list", map[string]any{"filter": executor.RunClosed})
+	if runs, _ := out["runs"].([]any); len(runs) != 5 {
+		t.Errorf("run_list closed: %v, want the 5 runs", out)
+	}
 }
