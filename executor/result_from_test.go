@@ -2,6 +2,9 @@ package executor
 
 import (
 	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -152,5 +155,37 @@ func TestCheck_ResultFromFileMissing(t *testing.T) {
 				t.Errorf("status %s, error %q, want %q", run.Status, errText(run), tc.want)
 			}
 		})
+	}
+}
+
+// A template that reads env() is refused before anything is launched, and the
+// environment's value reaches no file: not the state check writes, its logs or
+// its journal (DESIGN §15, secrets stay put).
+func TestCheck_TemplateEnvNeverRendered(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3t-template-value"
+	w := newTestWS(t, plan("",
+		`"titleTemplate":"T ${env(\"STEPSEQ_TEST_SECRET\")}","instruction":"write","instructionTemplate":"write:${env(\"STEPSEQ_TEST_SECRET\")}.txt"`))
+	w.env["STEPSEQ_TEST_SECRET"] = secret
+	_ = w.check() // the step fails; what matters is what was written
+	st := w.read()
+	if st.Run("s1").Status == planspec.StatusDone || !strings.Contains(errText(st.Run("s1")), "pass the value as a param") {
+		t.Errorf("s1: %s, error %q; want it failed with the fix", st.Run("s1").Status, errText(st.Run("s1")))
+	}
+	if logCount(w, "s1") != 0 {
+		t.Errorf("s1's agent was launched %d times", logCount(w, "s1"))
+	}
+	err := filepath.WalkDir(w.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(data), secret) {
+			t.Errorf("%s holds the environment's value:\n%s", p, data)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

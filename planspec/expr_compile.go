@@ -200,6 +200,9 @@ func (v *inspector) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.IdentifierNode:
 		switch {
+		case c.value && (n.Value == "env" || n.Value == "$env"):
+			v.refuse(n, n.Value+" is not allowed in a ${…} template, a summary or a max: what it gives is kept "+
+				"in state.json in plain text; pass the value as a param (params.NAME), or let the agent read its environment")
 		case n.Value == "steps":
 			c.usesSteps = true
 			v.stepsIdents++
@@ -254,11 +257,16 @@ func (v *inspector) Visit(node *ast.Node) {
 }
 
 func (v *inspector) fail(at ast.Node, fn string, err error) {
+	v.refuse(at, fn+": "+err.Error())
+}
+
+// refuse keeps the first error found, at the node's place.
+func (v *inspector) refuse(at ast.Node, msg string) {
 	if v.err != nil {
 		return
 	}
 	line, col := position(v.c.src, at.Location().From)
-	v.err = &ConditionError{Source: v.c.src, Line: line, Column: col, Msg: fn + ": " + err.Error()}
+	v.err = &ConditionError{Source: v.c.src, Line: line, Column: col, Msg: msg}
 }
 
 // position turns a character offset into a 1-based line and column.

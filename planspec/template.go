@@ -10,7 +10,8 @@ import (
 
 // Template is a text with ${EXPR} in it (DESIGN §13): an instruction, a title or
 // an agent argument, compiled once when the plan is loaded and rendered when a
-// try starts. $${ is a literal ${. It is immutable and safe for concurrent use.
+// try starts. $${ is a literal ${. Its expressions may not read env(): the text
+// it renders is kept in the state. It is immutable and safe for concurrent use.
 type Template struct {
 	src   string
 	parts []templatePart

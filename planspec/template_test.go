@@ -60,6 +60,8 @@ func TestTemplate_CompileErrors(t *testing.T) {
 		{"a ${}", 1, 3, "empty ${}"},
 		{"ok\nthen ${1 +}", 2, 10, ""},
 		{"x ${nosuch}", 1, 5, `unknown name "nosuch"`},
+		{`x ${env("TOKEN")}`, 1, 5, "env is not allowed in a ${…} template"},
+		{"x\n${len($env.env(\"TOKEN\"))}", 2, 7, "$env is not allowed"},
 	} {
 		_, err := CompileTemplate(tc.src)
 		ce, ok := err.(*ConditionError)
@@ -87,6 +89,39 @@ func TestParsePlan_TemplateErrorsLocated(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors %q\nwant %q", err, want)
 		}
+	}
+}
+
+// What env() gives would be kept in state.json as rendered: validate refuses it
+// in every template and summary, located, with the fix. A condition may still
+// read it (its value stays out of the state and of its errors).
+func TestParsePlan_TemplateMayNotReadEnv(t *testing.T) {
+	src := `agent: [tool, "--key=${env('KEY')}"]
+summary: {key: env("KEY")}
+steps:
+  - id: a
+    title: T ${env("KEY")}
+    instruction: use ${env("KEY")}
+    when: env("KEY") != ""
+`
+	_, err := ParsePlan(strings.NewReader(src), "plans/p.yaml")
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	const fix = "env is not allowed in a ${…} template, a summary or a max: what it gives is kept in state.json in plain text; " +
+		"pass the value as a param (params.NAME), or let the agent read its environment"
+	for _, want := range []string{
+		"plans/p.yaml:1:24: agent: " + fix,
+		"plans/p.yaml:2:16: key: " + fix,
+		"plans/p.yaml:5:16: title: " + fix,
+		"plans/p.yaml:6:24: instruction: " + fix,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors:\n%v\nwant %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "when:") {
+		t.Errorf("a condition reading env() was refused: %v", err)
 	}
 }
 
