@@ -25,6 +25,9 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 			d.alias(v, key)
 			return
 		}
+		if d.planDefault(p, key, v) {
+			return
+		}
 		switch key {
 		case "name":
 			if s, ok := d.str(v, key); ok {
@@ -33,40 +36,8 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 				}
 				p.Name = s
 			}
-		case "agent":
-			p.Agent = d.agent(v, key)
-		case "fallback":
-			p.Fallback = d.fallback(v, key)
-		case "stepDelay":
-			p.StepDelay = d.duration(v, key)
-		case "maxRetries":
-			p.MaxRetries = d.count(v, key)
-		case "timeout":
-			p.Timeout = d.duration(v, key)
-		case "reports":
-			p.Reports = d.reportsMode(v, key)
-		case "launchTimeout":
-			p.LaunchTimeout = d.duration(v, key)
-		case "milestoneTimeout":
-			p.MilestoneTimeout = d.duration(v, key)
-		case "idleTimeout":
-			p.IdleTimeout = d.duration(v, key)
-		case "heartbeat":
-			p.Heartbeat = d.duration(v, key)
-		case "limitWait":
-			p.LimitWait = d.duration(v, key)
-		case "resume":
-			p.Resume, _ = d.boolean(v, key)
-		case "notify":
-			p.Notify = d.notify(v, key)
 		case "vars":
-			if v.Kind != yaml.MappingNode {
-				d.fail(v, key, "vars: want a mapping of names to values, like {topic: solar}, got %s", describeNode(v))
-				return
-			}
-			if vars, ok := d.value(v, key, 0); ok {
-				p.Vars = vars.(map[string]any)
-			}
+			p.Vars = d.vars(v, key)
 		case "params":
 			p.Params = d.params(v, key)
 		case "summary":
@@ -85,6 +56,65 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		d.fail(steps, "steps", "steps: want a non-empty list of steps, each with id, title and instruction, got %s", describeNode(steps))
 		return p
 	}
+	first := d.planSteps(p, steps)
+	d.checkPulledOutputs(p, steps)
+	d.compileConditions()
+	d.checkRefs(first, p.Vars, p.ParamNames())
+	d.checkParamTypes(p.Params)
+	return p
+}
+
+// planDefault reads a top-level key that sets how the plan's steps run by
+// default (agent, timeouts, reports, notify, …); false when key is not one.
+func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
+	switch key {
+	case "agent":
+		p.Agent = d.agent(v, key)
+	case "fallback":
+		p.Fallback = d.fallback(v, key)
+	case "stepDelay":
+		p.StepDelay = d.duration(v, key)
+	case "maxRetries":
+		p.MaxRetries = d.count(v, key)
+	case "timeout":
+		p.Timeout = d.duration(v, key)
+	case "reports":
+		p.Reports = d.reportsMode(v, key)
+	case "launchTimeout":
+		p.LaunchTimeout = d.duration(v, key)
+	case "milestoneTimeout":
+		p.MilestoneTimeout = d.duration(v, key)
+	case "idleTimeout":
+		p.IdleTimeout = d.duration(v, key)
+	case "heartbeat":
+		p.Heartbeat = d.duration(v, key)
+	case "limitWait":
+		p.LimitWait = d.duration(v, key)
+	case "resume":
+		p.Resume, _ = d.boolean(v, key)
+	case "notify":
+		p.Notify = d.notify(v, key)
+	default:
+		return false
+	}
+	return true
+}
+
+// vars reads the plan's vars: a mapping of names to values.
+func (d *planDecoder) vars(v *yaml.Node, key string) map[string]any {
+	if v.Kind != yaml.MappingNode {
+		d.fail(v, key, "vars: want a mapping of names to values, like {topic: solar}, got %s", describeNode(v))
+		return nil
+	}
+	if vars, ok := d.value(v, key, 0); ok {
+		return vars.(map[string]any)
+	}
+	return nil
+}
+
+// planSteps reads the entries of steps, steps and repeat groups, into p and
+// returns each id with the line of its first step; an id seen twice is an error.
+func (d *planDecoder) planSteps(p *Plan, steps *yaml.Node) map[string]int {
 	p.Steps = make([]PlanStep, 0, len(steps.Content))
 	first := map[string]int{} // id → line of its first step
 	unique := func(id string, idNode *yaml.Node, field string) {
@@ -110,15 +140,17 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		unique(st.ID, idNode, field+".id")
 		p.Steps = append(p.Steps, st)
 	}
+	return first
+}
+
+// checkPulledOutputs refuses resultFrom: output on a pulled step: its worker
+// has no output to read the result from.
+func (d *planDecoder) checkPulledOutputs(p *Plan, steps *yaml.Node) {
 	for i, st := range p.Steps {
 		if st.Spec.ResultFrom == ResultFromOutput && (IsPull(st.Spec.Agent) || st.Spec.Agent.IsZero() && IsPull(p.Agent)) {
 			d.fail(steps.Content[i], fmt.Sprintf("steps[%d].resultFrom", i), "resultFrom: output: a pulled step (agent: mcp) has no output: its worker reports the result with step_report, or writes it to a file (resultFrom: file:PATH)")
 		}
 	}
-	d.compileConditions()
-	d.checkRefs(first, p.Vars, p.ParamNames())
-	d.checkParamTypes(p.Params)
-	return p
 }
 
 // step reads one entry of steps. It returns the id's node when the id is valid.
@@ -151,89 +183,50 @@ func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 		}
 		switch key {
 		case "id":
-			if isNullNode(v) {
-				d.fail(v, f, "empty id: want letters, digits, \".\", \"_\" or \"-\", like \"build\"")
-				return
+			if id, ok := d.stepID(v, f); ok {
+				st.ID = id
+				if checkID("id", id) == nil {
+					idNode = v
+				}
 			}
-			s, ok := d.str(v, f)
-			if !ok {
-				return
-			}
-			st.ID = s
-			if err := checkID("id", s); err != nil {
-				d.fail(v, f, "%v", err)
-				return
-			}
-			idNode = v
 		case "title":
 			sp.Title = d.text(v, f, `a short line, like "Write the paper"`)
 			d.template(v, f, sp.Title)
 		case "instruction":
 			sp.Instruction = d.text(v, f, "the prompt the agent gets")
 			d.template(v, f, sp.Instruction)
-		case "requiredOutputs":
-			sp.RequiredOutputs, _ = d.strList(v, f, checkPath)
-		case "when":
-			sp.When = d.condition(v, f)
-		case "skip":
-			sp.Skip = d.condition(v, f)
-		case "check":
-			sp.Check = d.condition(v, f)
-		case "exit":
-			sp.Exit = d.condition(v, f)
-		case "abort":
-			sp.Abort = d.condition(v, f)
-		case "on":
-			sp.On, _ = d.strList(v, f, checkGlob)
-		case "timeout":
-			sp.Timeout = d.duration(v, f)
-		case "awaitOutputs":
-			sp.AwaitOutputs = d.duration(v, f)
-		case "retries":
-			sp.Retries = d.count(v, f)
-		case "agent":
-			sp.Agent = d.agent(v, f)
-		case "fallback":
-			sp.Fallback = d.fallback(v, f)
-		case "reports":
-			sp.Reports = d.reportsMode(v, f)
-		case "launchTimeout":
-			sp.LaunchTimeout = d.duration(v, f)
-		case "milestoneTimeout":
-			sp.MilestoneTimeout = d.duration(v, f)
-		case "idleTimeout":
-			sp.IdleTimeout = d.duration(v, f)
-		case "limitWait":
-			sp.LimitWait = d.duration(v, f)
-		case "resume":
-			if b, ok := d.boolean(v, f); ok {
-				sp.Resume = &b
-			}
-		case "result":
-			sp.Result = d.resultSchema(v, f)
-		case "onInvalid":
-			if s, ok := d.str(v, f); ok {
-				if s != OnInvalidRetry && s != OnInvalidAbort {
-					d.fail(v, f, "onInvalid: want retry or abort, got %q", clip(s, 40))
-				} else {
-					sp.OnInvalid = s
-				}
-			}
-		case "resultFrom":
-			if s, ok := d.str(v, f); ok {
-				if err := CheckResultFrom(s); err != nil {
-					d.fail(v, f, "%v", err)
-				} else {
-					sp.ResultFrom = s
-				}
-			}
 		default:
-			d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
+			if !d.stepCondition(sp, key, v, f) && !d.stepRun(sp, key, v, f) && !d.stepResult(sp, key, v, f) {
+				d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
+			}
 		}
 	})
+	d.stepRequired(n, field, st.ID, idNode != nil, hasID, hasTitle, hasInstruction)
+	return st, idNode
+}
+
+// stepID reads a step's id; ok when v is a string, which the step keeps even
+// when it is not a valid id (that is reported here).
+func (d *planDecoder) stepID(v *yaml.Node, f string) (id string, ok bool) {
+	if isNullNode(v) {
+		d.fail(v, f, "empty id: want letters, digits, \".\", \"_\" or \"-\", like \"build\"")
+		return "", false
+	}
+	s, ok := d.str(v, f)
+	if !ok {
+		return "", false
+	}
+	if err := checkID("id", s); err != nil {
+		d.fail(v, f, "%v", err)
+	}
+	return s, true
+}
+
+// stepRequired reports the id, title and instruction a step lacks.
+func (d *planDecoder) stepRequired(n *yaml.Node, field, id string, validID, hasID, hasTitle, hasInstruction bool) {
 	what := "this step"
-	if idNode != nil {
-		what = fmt.Sprintf("step %q", st.ID)
+	if validID {
+		what = fmt.Sprintf("step %q", id)
 	}
 	if !hasID {
 		d.fail(n, field+".id", "missing id: every step needs a unique id, like \"build\"")
@@ -244,7 +237,93 @@ func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 	if !hasInstruction {
 		d.fail(n, field+".instruction", "missing instruction in %s: want the prompt the agent gets", what)
 	}
-	return st, idNode
+}
+
+// stepCondition reads a key that says when the step runs, is skipped, is done
+// or aborts, or which files it follows; false when key is not one.
+func (d *planDecoder) stepCondition(sp *StepSpec, key string, v *yaml.Node, f string) bool {
+	switch key {
+	case "when":
+		sp.When = d.condition(v, f)
+	case "skip":
+		sp.Skip = d.condition(v, f)
+	case "check":
+		sp.Check = d.condition(v, f)
+	case "exit":
+		sp.Exit = d.condition(v, f)
+	case "abort":
+		sp.Abort = d.condition(v, f)
+	case "on":
+		sp.On, _ = d.strList(v, f, checkGlob)
+	default:
+		return false
+	}
+	return true
+}
+
+// stepRun reads a key that says how the step's agent runs: which agent, its
+// deadlines, its retries, its reports; false when key is not one.
+func (d *planDecoder) stepRun(sp *StepSpec, key string, v *yaml.Node, f string) bool {
+	switch key {
+	case "timeout":
+		sp.Timeout = d.duration(v, f)
+	case "awaitOutputs":
+		sp.AwaitOutputs = d.duration(v, f)
+	case "retries":
+		sp.Retries = d.count(v, f)
+	case "agent":
+		sp.Agent = d.agent(v, f)
+	case "fallback":
+		sp.Fallback = d.fallback(v, f)
+	case "reports":
+		sp.Reports = d.reportsMode(v, f)
+	case "launchTimeout":
+		sp.LaunchTimeout = d.duration(v, f)
+	case "milestoneTimeout":
+		sp.MilestoneTimeout = d.duration(v, f)
+	case "idleTimeout":
+		sp.IdleTimeout = d.duration(v, f)
+	case "limitWait":
+		sp.LimitWait = d.duration(v, f)
+	case "resume":
+		if b, ok := d.boolean(v, f); ok {
+			sp.Resume = &b
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// stepResult reads a key that says what the step must leave: its outputs and
+// its result, where the result is read from and what an invalid one does;
+// false when key is not one.
+func (d *planDecoder) stepResult(sp *StepSpec, key string, v *yaml.Node, f string) bool {
+	switch key {
+	case "requiredOutputs":
+		sp.RequiredOutputs, _ = d.strList(v, f, checkPath)
+	case "result":
+		sp.Result = d.resultSchema(v, f)
+	case "onInvalid":
+		if s, ok := d.str(v, f); ok {
+			if s != OnInvalidRetry && s != OnInvalidAbort {
+				d.fail(v, f, "onInvalid: want retry or abort, got %q", clip(s, 40))
+			} else {
+				sp.OnInvalid = s
+			}
+		}
+	case "resultFrom":
+		if s, ok := d.str(v, f); ok {
+			if err := CheckResultFrom(s); err != nil {
+				d.fail(v, f, "%v", err)
+			} else {
+				sp.ResultFrom = s
+			}
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // text reads a required, non-blank string.
