@@ -195,63 +195,84 @@ type inspector struct {
 	stepsIdents, stepsNamed int
 }
 
+// Visit notes what a node of the condition reads: names, steps.ID, vars and
+// params, literal paths and globs.
 func (v *inspector) Visit(node *ast.Node) {
-	c := v.c
 	switch n := (*node).(type) {
 	case *ast.IdentifierNode:
-		switch {
-		case c.value && (n.Value == "env" || n.Value == "$env"):
-			v.refuse(n, n.Value+" is not allowed in a ${…} template, a summary or a max: what it gives is kept "+
-				"in state.json in plain text; pass the value as a param (params.NAME), or let the agent read its environment")
-		case n.Value == "steps":
-			c.usesSteps = true
-			v.stepsIdents++
-		case n.Value == "step" || n.Value == "result":
-			c.usesStep = true
-		case n.Value == "rounds":
-			c.usesRounds = true
-		case n.Value == "$env":
-			c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
-		case pathFuncs[n.Value] || n.Value == "glob" || n.Value == "globCount":
-			c.usesFS = true
-		}
+		v.identifier(n)
 	case *ast.MemberNode:
-		id, ok := n.Node.(*ast.IdentifierNode)
-		prop, isStr := n.Property.(*ast.StringNode)
-		switch {
-		case !ok || !isStr:
-		case id.Value == "steps":
-			v.stepsNamed++
-			if !slices.Contains(c.steps, prop.Value) {
-				c.steps = append(c.steps, prop.Value)
-			}
-		case id.Value == "vars" && !slices.Contains(c.vars, prop.Value):
-			c.vars = append(c.vars, prop.Value)
-		case id.Value == "params" && !slices.Contains(c.params, prop.Value):
-			c.params = append(c.params, prop.Value)
-		}
+		v.member(n)
 	case *ast.CallNode:
-		fn, ok := n.Callee.(*ast.IdentifierNode)
-		if !ok || len(n.Arguments) == 0 {
-			return
+		v.call(n)
+	}
+}
+
+// identifier notes which of the condition's inputs a bare name reads (steps,
+// step, rounds, the file functions) and refuses env where values are kept.
+func (v *inspector) identifier(n *ast.IdentifierNode) {
+	c := v.c
+	switch {
+	case c.value && (n.Value == "env" || n.Value == "$env"):
+		v.refuse(n, n.Value+" is not allowed in a ${…} template, a summary or a max: what it gives is kept "+
+			"in state.json in plain text; pass the value as a param (params.NAME), or let the agent read its environment")
+	case n.Value == "steps":
+		c.usesSteps = true
+		v.stepsIdents++
+	case n.Value == "step" || n.Value == "result":
+		c.usesStep = true
+	case n.Value == "rounds":
+		c.usesRounds = true
+	case n.Value == "$env":
+		c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
+	case pathFuncs[n.Value] || n.Value == "glob" || n.Value == "globCount":
+		c.usesFS = true
+	}
+}
+
+// member notes the steps, vars and params named as steps.ID, vars.NAME and
+// params.NAME.
+func (v *inspector) member(n *ast.MemberNode) {
+	c := v.c
+	id, ok := n.Node.(*ast.IdentifierNode)
+	prop, isStr := n.Property.(*ast.StringNode)
+	switch {
+	case !ok || !isStr:
+	case id.Value == "steps":
+		v.stepsNamed++
+		if !slices.Contains(c.steps, prop.Value) {
+			c.steps = append(c.steps, prop.Value)
 		}
-		arg, ok := n.Arguments[0].(*ast.StringNode)
-		if !ok {
-			return
+	case id.Value == "vars" && !slices.Contains(c.vars, prop.Value):
+		c.vars = append(c.vars, prop.Value)
+	case id.Value == "params" && !slices.Contains(c.params, prop.Value):
+		c.params = append(c.params, prop.Value)
+	}
+}
+
+// call checks and notes the literal path or glob a file function is given.
+func (v *inspector) call(n *ast.CallNode) {
+	c := v.c
+	fn, ok := n.Callee.(*ast.IdentifierNode)
+	if !ok || len(n.Arguments) == 0 {
+		return
+	}
+	arg, ok := n.Arguments[0].(*ast.StringNode)
+	if !ok {
+		return
+	}
+	switch {
+	case pathFuncs[fn.Value]:
+		if err := checkPath(arg.Value); err != nil {
+			v.fail(arg, fn.Value, err)
+		} else if !slices.Contains(c.paths, arg.Value) {
+			c.paths = append(c.paths, arg.Value)
 		}
-		switch {
-		case pathFuncs[fn.Value]:
-			if err := checkPath(arg.Value); err != nil {
-				v.fail(arg, fn.Value, err)
-			} else if !slices.Contains(c.paths, arg.Value) {
-				c.paths = append(c.paths, arg.Value)
-			}
-		case fn.Value == "glob" || fn.Value == "globCount":
-			if err := checkGlob(arg.Value); err != nil {
-				v.fail(arg, fn.Value, err)
-			} else if !slices.Contains(c.globs, arg.Value) {
-				c.globs = append(c.globs, arg.Value)
-			}
+	case fn.Value == "glob" || fn.Value == "globCount":
+		if err := checkGlob(arg.Value); err != nil {
+			v.fail(arg, fn.Value, err)
+		} else if !slices.Contains(c.globs, arg.Value) {
+			c.globs = append(c.globs, arg.Value)
 		}
 	}
 }

@@ -58,40 +58,11 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 		if gi, ok := groupAt[s.ID]; ok {
 			g := &p.Groups[gi]
 			inGroup, groupFirst = g, node
-			title := g.ID
-			if t := strings.TrimSpace(g.Title); t != "" {
-				title += ": " + t
-			}
-			title += "\nrepeat: max " + strings.TrimSpace(g.Max)
-			if g.OnMax == OnMaxDone {
-				title += ", onMax: done"
-			}
-			fmt.Fprintf(&b, "    subgraph g%d[\"%s\"]\n", gi+1, mermaidText(title))
+			fmt.Fprintf(&b, "    subgraph g%d[\"%s\"]\n", gi+1, mermaidText(mermaidGroupTitle(g)))
 		}
-		label := []string{s.ID + ": " + strings.TrimSpace(s.Spec.Title)}
-		if len(s.Spec.RequiredOutputs) > 0 {
-			label = append(label, "outputs: "+strings.Join(s.Spec.RequiredOutputs, ", "))
-		}
-		if s.Spec.Check != "" {
-			label = append(label, "check: "+strings.TrimSpace(s.Spec.Check))
-		}
-		if s.Spec.Abort != "" {
-			label = append(label, "abort if: "+strings.TrimSpace(s.Spec.Abort))
-		}
-		if len(s.Spec.On) > 0 {
-			label = append(label, "on: "+strings.Join(s.Spec.On, ", "))
-		}
-		fmt.Fprintf(&b, "    %s[\"%s\"]\n", node, mermaidText(strings.Join(label, "\n")))
-
-		var gates []string
-		if s.Spec.When != "" {
-			gates = append(gates, "when: "+strings.TrimSpace(s.Spec.When))
-		}
-		if s.Spec.Skip != "" {
-			gates = append(gates, "skip if: "+strings.TrimSpace(s.Spec.Skip))
-		}
-		if len(gates) > 0 {
-			fmt.Fprintf(&b, "    %s -->|\"%s\"| %s\n", prev, mermaidText(strings.Join(gates, "\n")), node)
+		fmt.Fprintf(&b, "    %s[\"%s\"]\n", node, mermaidText(mermaidStepLabel(s)))
+		if gates := mermaidGates(s); gates != "" {
+			fmt.Fprintf(&b, "    %s -->|\"%s\"| %s\n", prev, mermaidText(gates), node)
 		} else {
 			fmt.Fprintf(&b, "    %s --> %s\n", prev, node)
 		}
@@ -117,9 +88,60 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 	fmt.Fprintf(&b, "    %s --> done\n", prev)
 	exits = append(exits, toDone...)
 	flushExits("done")
-	if phase == nil {
-		return b.String()
+	if phase != nil {
+		p.mermaidClasses(&b, phase)
 	}
+	return b.String()
+}
+
+// mermaidGroupTitle is a repeat group's subgraph title: its id and title, and
+// how many rounds it may run.
+func mermaidGroupTitle(g *Group) string {
+	title := g.ID
+	if t := strings.TrimSpace(g.Title); t != "" {
+		title += ": " + t
+	}
+	title += "\nrepeat: max " + strings.TrimSpace(g.Max)
+	if g.OnMax == OnMaxDone {
+		title += ", onMax: done"
+	}
+	return title
+}
+
+// mermaidStepLabel is a step's box: its id and title, with what makes it done
+// (outputs, check), what aborts it and which files it follows.
+func mermaidStepLabel(s PlanStep) string {
+	label := []string{s.ID + ": " + strings.TrimSpace(s.Spec.Title)}
+	if len(s.Spec.RequiredOutputs) > 0 {
+		label = append(label, "outputs: "+strings.Join(s.Spec.RequiredOutputs, ", "))
+	}
+	if s.Spec.Check != "" {
+		label = append(label, "check: "+strings.TrimSpace(s.Spec.Check))
+	}
+	if s.Spec.Abort != "" {
+		label = append(label, "abort if: "+strings.TrimSpace(s.Spec.Abort))
+	}
+	if len(s.Spec.On) > 0 {
+		label = append(label, "on: "+strings.Join(s.Spec.On, ", "))
+	}
+	return strings.Join(label, "\n")
+}
+
+// mermaidGates labels the edge into a step with its gates (when, skip); "" when
+// it has none.
+func mermaidGates(s PlanStep) string {
+	var gates []string
+	if s.Spec.When != "" {
+		gates = append(gates, "when: "+strings.TrimSpace(s.Spec.When))
+	}
+	if s.Spec.Skip != "" {
+		gates = append(gates, "skip if: "+strings.TrimSpace(s.Spec.Skip))
+	}
+	return strings.Join(gates, "\n")
+}
+
+// mermaidClasses colours each step's box by the phase that phase gives it.
+func (p *Plan) mermaidClasses(b *strings.Builder, phase func(id string) string) {
 	used := map[string][]string{}
 	for i, s := range p.Steps {
 		if ph := phase(s.ID); ph != "" {
@@ -128,11 +150,10 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 	}
 	for _, ps := range phaseStyles {
 		if nodes := used[ps.phase]; len(nodes) > 0 {
-			fmt.Fprintf(&b, "    classDef %s %s\n", strings.ReplaceAll(ps.phase, "_", ""), ps.style)
-			fmt.Fprintf(&b, "    class %s %s\n", strings.Join(nodes, ","), strings.ReplaceAll(ps.phase, "_", ""))
+			fmt.Fprintf(b, "    classDef %s %s\n", strings.ReplaceAll(ps.phase, "_", ""), ps.style)
+			fmt.Fprintf(b, "    class %s %s\n", strings.Join(nodes, ","), strings.ReplaceAll(ps.phase, "_", ""))
 		}
 	}
-	return b.String()
 }
 
 // mermaidReplacer escapes text for a quoted Mermaid label with entity codes:
