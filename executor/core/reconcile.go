@@ -98,84 +98,150 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 		interrupted, reoffer := false, false
 		switch run.Status {
 		case planspec.StatusDone:
-			d, move, ch := afterDone(st, id, f)
+			d, stop, ch := pastDone(st, id, f)
 			changed = changed || ch
-			switch move {
-			case loopStop:
+			if stop {
 				return d, changed
-			case loopOn:
-				st.CurrentStep++
-				changed = true
 			}
 			continue
 		case planspec.StatusFailed:
-			if run.Phase == planspec.PhaseBlocked {
-				// A worker said it cannot go on: the step holds the plan until
-				// someone retries it.
-				return Decision{Action: Blocked, Step: id, Reason: workerBlocker(st, id)}, changed
+			d, blocked, ch := failedTry(st, id, run, f)
+			changed = changed || ch
+			if blocked {
+				return d, changed
 			}
-			limit := RetryLimit(st, id, f.MaxRetries)
-			if run.Tries >= limit {
-				changed = recordBlocker(st, id, run.Tries) || changed
-				return Decision{Action: Blocked, Step: id, Reason: BlockerText(id, run.Tries)}, changed
-			}
-			run.Status = planspec.StatusPending
-			changed = true
 		case planspec.StatusInProgress:
-			// stepseq's record of a try that never got its verdict: its agent was
-			// running, or had exited 0 and its outputs were awaited, when stepseq
-			// stopped.
-			if run.Agent != nil && run.Agent.StartedIso != "" && st.IsPull(id) {
-				reoffer = true
-			} else if run.Agent != nil && run.Agent.StartedIso != "" {
-				if f.Alive != nil && f.Alive(id) {
-					return Decision{Action: Running, Step: id, Reason: "agent from an earlier run is still alive"}, changed
-				}
-				msg := fmt.Sprintf("Interrupted: the agent started at %s ended without stepseq seeing it finish", run.Agent.StartedIso)
-				run.Error = &msg
-				interrupted = true
-				changed = true
+			var d Decision
+			var running bool
+			d, running, interrupted, reoffer = unfinishedTry(st, id, run, f)
+			if running {
+				return d, changed
 			}
+			changed = changed || interrupted
 		}
-		if skip, err := cond(f, id, "skip"); err == nil && skip {
-			run.Status = planspec.StatusDone
-			run.Phase = planspec.PhaseDone
-			run.Skipped = true
-			run.LastRunIso = planspec.FormatISO(f.Now)
+		if skipByCondition(id, run, f) {
 			changed = true
-			if f.Skipped != nil {
-				f.Skipped(id)
-			}
 			continue
 		}
-		if ok, err := cond(f, id, "when"); err != nil || !ok {
-			reason := fmt.Sprintf("waiting for when: %s", spec.When)
-			if err != nil {
-				reason += fmt.Sprintf(" (%v)", err)
-			}
-			return Decision{Action: Gated, Step: id, Reason: reason}, changed
+		if d, held := heldBack(id, spec, run, f); held {
+			return d, changed
 		}
-		if at, ok := limitUntil(run); ok && f.Now.Before(at) {
-			return Decision{Action: LimitWaiting, Step: id, At: at, Reason: "usage limit: " + run.Agent.Limit.Error}, changed
-		}
-		if reoffer {
-			return Decision{Action: Launch, Step: id, Prompt: reofferPrompt(id, spec, run), Reoffer: true,
-				Reason: fmt.Sprintf("try %d offered again: stepseq stopped while it was pulled", run.Tries)}, changed
-		}
-		if at, ok := readyAt(st, id); ok && !interrupted && f.Now.Before(at) {
-			return Decision{Action: Delayed, Step: id, At: at, Reason: st.StepDelayReason()}, changed
-		}
-		if rendered, ok := renderTry(st, id, f.Now, f.Render); !ok {
+		d, started, ch := startTry(st, id, spec, run, f, interrupted, reoffer)
+		changed = changed || ch
+		if !started {
 			// The try failed before anything was launched; the retry rule
 			// above decides what comes next.
-			changed = true
 			continue
-		} else if rendered != spec {
-			spec, changed = rendered, true
 		}
-		return Decision{Action: Launch, Step: id, Prompt: Prompt(id, spec, run), Interrupted: interrupted,
-			Reason: launchReason(run, interrupted)}, changed
+		return d, changed
 	}
+}
+
+// startTry decides a step free to start: its pulled try offered again, a wait
+// for the plan's stepDelay, or the launch of its try with its templates
+// rendered. started is false when rendering failed the try before anything
+// was launched.
+func startTry(st *planspec.State, id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts, interrupted, reoffer bool) (d Decision, started, changed bool) {
+	if reoffer {
+		return Decision{Action: Launch, Step: id, Prompt: reofferPrompt(id, spec, run), Reoffer: true,
+			Reason: fmt.Sprintf("try %d offered again: stepseq stopped while it was pulled", run.Tries)}, true, false
+	}
+	if at, ok := readyAt(st, id); ok && !interrupted && f.Now.Before(at) {
+		return Decision{Action: Delayed, Step: id, At: at, Reason: st.StepDelayReason()}, true, false
+	}
+	rendered, ok := renderTry(st, id, f.Now, f.Render)
+	if !ok {
+		return Decision{}, false, true
+	}
+	if rendered != spec {
+		spec, changed = rendered, true
+	}
+	return Decision{Action: Launch, Step: id, Prompt: Prompt(id, spec, run), Interrupted: interrupted,
+		Reason: launchReason(run, interrupted)}, true, changed
+}
+
+// pastDone decides a DONE step: the cursor moves on, a loop goes round again,
+// or the plan stops there (stop, with the decision saying why).
+func pastDone(st *planspec.State, id string, f Facts) (d Decision, stop, changed bool) {
+	d, move, changed := afterDone(st, id, f)
+	switch move {
+	case loopStop:
+		return d, true, changed
+	case loopOn:
+		st.CurrentStep++
+		changed = true
+	}
+	return d, false, changed
+}
+
+// failedTry decides a FAILED step: blocked (by its worker, or out of tries),
+// which holds the plan, or back to PENDING for its retry. It reports whether
+// st changed.
+func failedTry(st *planspec.State, id string, run *planspec.StepRun, f Facts) (d Decision, blocked, changed bool) {
+	if run.Phase == planspec.PhaseBlocked {
+		// A worker said it cannot go on: the step holds the plan until
+		// someone retries it.
+		return Decision{Action: Blocked, Step: id, Reason: workerBlocker(st, id)}, true, false
+	}
+	limit := RetryLimit(st, id, f.MaxRetries)
+	if run.Tries >= limit {
+		changed = recordBlocker(st, id, run.Tries)
+		return Decision{Action: Blocked, Step: id, Reason: BlockerText(id, run.Tries)}, true, changed
+	}
+	run.Status = planspec.StatusPending
+	return Decision{}, false, true
+}
+
+// unfinishedTry decides an IN_PROGRESS step: stepseq's record of a try that
+// never got its verdict (its agent was running, or had exited 0 and its
+// outputs were awaited, when stepseq stopped). A pulled try is offered again;
+// a process that still lives is running; one that is gone interrupted the try,
+// which is recorded on run.
+func unfinishedTry(st *planspec.State, id string, run *planspec.StepRun, f Facts) (d Decision, running, interrupted, reoffer bool) {
+	if run.Agent == nil || run.Agent.StartedIso == "" {
+		return Decision{}, false, false, false
+	}
+	if st.IsPull(id) {
+		return Decision{}, false, false, true
+	}
+	if f.Alive != nil && f.Alive(id) {
+		return Decision{Action: Running, Step: id, Reason: "agent from an earlier run is still alive"}, true, false, false
+	}
+	msg := fmt.Sprintf("Interrupted: the agent started at %s ended without stepseq seeing it finish", run.Agent.StartedIso)
+	run.Error = &msg
+	return Decision{}, false, true, false
+}
+
+// skipByCondition marks the step DONE, skipped, when its skip holds, and tells
+// f.Skipped; it reports whether it did.
+func skipByCondition(id string, run *planspec.StepRun, f Facts) bool {
+	if skip, err := cond(f, id, "skip"); err != nil || !skip {
+		return false
+	}
+	run.Status = planspec.StatusDone
+	run.Phase = planspec.PhaseDone
+	run.Skipped = true
+	run.LastRunIso = planspec.FormatISO(f.Now)
+	if f.Skipped != nil {
+		f.Skipped(id)
+	}
+	return true
+}
+
+// heldBack says whether the step may not start yet: its when is false (or
+// fails), or its agents are out of quota until a time still to come.
+func heldBack(id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts) (Decision, bool) {
+	if ok, err := cond(f, id, "when"); err != nil || !ok {
+		reason := fmt.Sprintf("waiting for when: %s", spec.When)
+		if err != nil {
+			reason += fmt.Sprintf(" (%v)", err)
+		}
+		return Decision{Action: Gated, Step: id, Reason: reason}, true
+	}
+	if at, ok := limitUntil(run); ok && f.Now.Before(at) {
+		return Decision{Action: LimitWaiting, Step: id, At: at, Reason: "usage limit: " + run.Agent.Limit.Error}, true
+	}
+	return Decision{}, false
 }
 
 func cond(f Facts, id, kind string) (bool, error) {
