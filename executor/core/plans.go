@@ -86,6 +86,11 @@ type ActivePlan struct {
 	Missing bool
 }
 
+// holds reports whether the state came from pf's file with pf's very content.
+func (a ActivePlan) holds(pf PlanFile) bool {
+	return a.Present && a.Source == pf.Source && a.Hash == pf.Hash
+}
+
 // PlanUpdate is one plan record to write.
 type PlanUpdate struct {
 	File    PlanFile
@@ -119,26 +124,13 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 		// The state holding this very content is this plan applied, whatever
 		// its record says: a stepseq killed between the state's write and the
 		// record's left no record, or an older one.
-		inState := pf.Plan != nil && active.Present && active.Source == pf.Source && active.Hash == pf.Hash
+		inState := pf.Plan != nil && active.holds(pf)
 		applied := rec.AppliedHash
 		if inState {
 			applied = pf.Hash
 		}
 		if h, ok := seen[pf.Path]; !ok || h != pf.Hash { // a refused file has no hash, and is judged too
-			status := PlanWaiting
-			switch {
-			case pf.Plan == nil:
-				status = PlanInvalid
-			case inState:
-				// The running plan's own content, back after an edit: its record
-				// says so, not the verdict on the edit.
-				status = PlanActive
-				if active.Done {
-					status = PlanFinished
-				}
-			case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
-				status = rec.Status
-			}
+			status := judgedStatus(pf, rec, active.Done, inState)
 			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: status, Applied: applied, Reject: pf.Plan == nil})
 		}
 		if pf.Plan == nil {
@@ -165,14 +157,41 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 			out.Updates = append(out.Updates, PlanUpdate{File: pf, Status: PlanWaiting, Applied: rec.AppliedHash})
 		}
 	}
-	if next == nil {
-		return out
+	if next != nil {
+		out.takeTurn(next, nextGone, recs, active, busy)
 	}
+	return out
+}
+
+// judgedStatus is the status a plan file's record takes when its content is
+// judged: invalid, the state's own plan (active, or finished once done), the
+// status its record gave this same content before, else waiting.
+func judgedStatus(pf PlanFile, rec PlanRecord, done, inState bool) string {
+	switch {
+	case pf.Plan == nil:
+		return PlanInvalid
+	case inState:
+		// The running plan's own content, back after an edit: its record
+		// says so, not the verdict on the edit.
+		if done {
+			return PlanFinished
+		}
+		return PlanActive
+	case rec.AppliedHash == pf.Hash && (rec.Status == PlanActive || rec.Status == PlanFinished):
+		return rec.Status
+	}
+	return PlanWaiting
+}
+
+// takeTurn gives next, the first plan file not applied before, its turn: it
+// waits while a plan is in progress or a try is in flight, else it is applied
+// and the previous plan's record, if it still says active, is finished.
+func (out *PlanIntake) takeTurn(next *PlanFile, nextGone bool, recs map[string]PlanRecord, active ActivePlan, busy bool) {
 	if active.Present && !active.Done || busy {
 		if !nextGone { // a gone plan's record stays active until it is applied again
 			out.Updates = append(out.Updates, PlanUpdate{File: *next, Status: PlanWaiting})
 		}
-		return out
+		return
 	}
 	out.Apply = next
 	if active.Present && active.Source != "" {
@@ -181,5 +200,4 @@ func ChoosePlans(files []PlanFile, recs map[string]PlanRecord, seen map[string]s
 			out.Finish = name
 		}
 	}
-	return out
 }
