@@ -100,8 +100,7 @@ func Prune(ws Workspace, now time.Time, p RetentionPolicy) (Pruned, error) {
 	if ws.Run == "" { // the history is the folder's, pruned once with its own run
 		pr.history()
 	}
-	st, _ := (&StateFile{Path: ws.State}).Read()
-	pr.logs(st)
+	pr.logs()
 	pr.journals()
 	if ws.Run == "" {
 		pruned, err := pruneRuns(ws, now, p, pr.expired)
@@ -156,13 +155,16 @@ func (pr *pruner) history() {
 	}
 }
 
-// logs prunes try logs by their step's status in st; a folder left empty goes too.
-func (pr *pruner) logs(st *planspec.State) {
+// logs prunes try logs by their step's status in the current state; a folder
+// left empty goes too. The state is read only when there are logs to judge: a
+// thousand runs without logs cost a thousand directory reads, not state reads.
+func (pr *pruner) logs() {
 	logs := pr.ws.runMeta("logs")
 	dirs, err := os.ReadDir(logs)
-	if err != nil {
+	if err != nil || len(dirs) == 0 {
 		return
 	}
+	st, _ := (&StateFile{Path: pr.ws.State}).Read()
 	for _, d := range dirs {
 		if !d.IsDir() {
 			continue
@@ -265,7 +267,8 @@ func pruneRuns(ws Workspace, now time.Time, p RetentionPolicy, expired func(fs.F
 	for name := range names {
 		rw := ws.ForRun(name)
 		if fi, err := os.Stat(rw.State); err == nil {
-			if archivedDone(rw.State) && expired(fi, p.Finished) {
+			// The age first: a run written within its retention is not read.
+			if expired(fi, p.Finished) && archivedDone(rw.State) {
 				gone(rw.State, rw.RunDir())
 				continue
 			}

@@ -9,9 +9,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -231,13 +234,17 @@ func ListRuns(ws Workspace) ([]RunInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]RunInfo, 0, len(names))
+	out := make([]RunInfo, len(names))
 	live := map[string]bool{}
 	for _, name := range names {
-		rw := ws.ForRun(name)
-		out = append(out, runInfo(rw, name, rw.State, false))
 		live[name] = true
 	}
+	// Each run's file is read and parsed on its own: spread over a few
+	// goroutines, a thousand runs list in a fraction of the time one takes.
+	inParallel(len(names), func(i int) {
+		rw := ws.ForRun(names[i])
+		out[i] = runInfo(rw, names[i], rw.State, false)
+	})
 	entries, _ := os.ReadDir(ws.RunsDir())
 	for _, e := range entries {
 		if !e.IsDir() || live[e.Name()] || ValidRunName(e.Name()) != nil {
@@ -249,6 +256,23 @@ func ListRuns(ws Workspace) ([]RunInfo, error) {
 		}
 	}
 	return out, nil
+}
+
+// inParallel calls f(0) … f(n-1) from a few goroutines (twice the CPUs: file
+// reads wait on the disk), and returns once every call has returned.
+func inParallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, 2*runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // RunStart asks StartRun for a run.

@@ -169,11 +169,18 @@ func (s *Sidecar) discoverRuns() {
 		s.Logger.Warn("listing runs", "err", err)
 		return
 	}
-	s.holdWatch = true
-	var added []*drivenRun
+	var fresh []string
 	for _, name := range names {
 		if name != MainRun && s.runs[name] == nil {
-			s.addRun(name)
+			fresh = append(fresh, name)
+		}
+	}
+	files := prereadStates(s.WS, fresh)
+	s.holdWatch = true
+	var added []*drivenRun
+	for i, name := range fresh {
+		if s.runs[name] == nil {
+			s.addRun(name, files[i])
 			if r := s.runs[name]; r != nil {
 				added = append(added, r)
 			}
@@ -202,13 +209,17 @@ func (s *Sidecar) discoverRuns() {
 	}
 }
 
-// addRun starts driving run name: its machine reads its state file.
-func (s *Sidecar) addRun(name string) {
+// addRun starts driving run name: its machine reads its state file, sf (nil:
+// one not read yet).
+func (s *Sidecar) addRun(name string, sf *StateFile) {
 	rw := s.WS.ForRun(name)
+	if sf == nil {
+		sf = &StateFile{Path: rw.State}
+	}
 	rt := &Runtime{WS: rw, Getenv: s.Getenv, Environ: s.Environ, Grace: s.Grace, PipeGrace: s.PipeGrace,
 		Logger: s.Logger.With("run", name), Journal: &Journal{Path: rw.JournalPath()}, Now: s.Now, Allow: s.Allow, root: s.Root()}
 	r := &drivenRun{name: name}
-	d := newDriver(s.d.ctx, rt, &StateFile{Path: rw.State}, s.lock, s.d.m.Config())
+	d := newDriver(s.d.ctx, rt, sf, s.lock, s.d.m.Config())
 	d.timer = time.AfterFunc(time.Hour, func() {
 		select {
 		case s.runTimers <- r:
@@ -364,7 +375,7 @@ func (s *Sidecar) passRuns(b watcher.Batch) {
 		if !strings.Contains(p, "/") {
 			if name := RunOfStateFile(p); name != "" && s.runs[name] == nil {
 				if _, err := os.Lstat(RunStatePath(s.WS.Dir, name)); err == nil {
-					s.addRun(name)
+					s.addRun(name, nil)
 				}
 			}
 		}

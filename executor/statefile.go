@@ -306,3 +306,15 @@ func mib(n int) string {
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
+
+// prereadStates reads and parses the state files of the runs names beside one
+// another (Preread), for a loop that then takes them up one at a time: the
+// loop finds each state parsed, and parses again only a file that changed since.
+func prereadStates(ws Workspace, names []string) []*StateFile {
+	files := make([]*StateFile, len(names))
+	inParallel(len(names), func(i int) {
+		files[i] = &StateFile{Path: RunStatePath(ws.Dir, names[i])}
+		_, _ = files[i].Preread()
+	})
+	return files
+}
