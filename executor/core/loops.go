@@ -74,11 +74,8 @@ func afterDone(st *planspec.State, id string, f Facts) (Decision, loopMove, bool
 		l = st.Loop(g.ID)
 	}
 	last := g != nil && at == len(g.Steps)-1
-	switch {
-	case l != nil && l.Ended == planspec.LoopMax && last && g.OnMax != planspec.OnMaxDone:
-		return Decision{Action: Blocked, Step: id, Reason: g.ID + ": " + l.Reason}, loopStop, false
-	case hasBlocker(st, id+": aborted"):
-		return Decision{Action: Blocked, Step: id, Reason: workerBlocker(st, id)}, loopStop, false
+	if d, blocked := stillBlocked(st, id, g, l, last); blocked {
+		return d, loopStop, false
 	}
 	if spec == nil {
 		return Decision{}, loopOn, false
@@ -87,21 +84,8 @@ func afterDone(st *planspec.State, id string, f Facts) (Decision, loopMove, bool
 	// asked, and the round goes on.
 	verified := !st.Run(id).Skipped
 	if verified && spec.Abort != "" {
-		ok, err := cond(f, id, planspec.CondAbort)
-		if err != nil {
-			return blockOn(st, id, fmt.Sprintf("%s: abort: %v", id, err))
-		}
-		if ok {
-			text := fmt.Sprintf("%s: aborted: abort: %s holds", id, spec.Abort)
-			if l != nil && l.Ended == "" {
-				l.Ended, l.Reason = planspec.LoopAbort, text
-			}
-			ev := LoopEvent{Kind: LoopLeft, Step: id, How: planspec.LoopAbort, Reason: text}
-			if l != nil {
-				ev.Group, ev.Round, ev.Max = g.ID, l.Round, l.Max
-			}
-			tell(f, ev)
-			return blockOn(st, id, text)
+		if d, move, changed, held := abortHolds(st, id, g, l, f); held {
+			return d, move, changed
 		}
 	}
 	if verified && spec.Exit != "" && (l == nil || l.Ended == "") {
@@ -117,6 +101,51 @@ func afterDone(st *planspec.State, id string, f Facts) (Decision, loopMove, bool
 	if l == nil || l.Ended != "" || !last {
 		return Decision{}, loopOn, false
 	}
+	return endRound(st, id, g, l, f)
+}
+
+// stillBlocked says whether the plan stays blocked on step id, DONE before:
+// its loop, of which it is the last step, reached max and blocks, or its abort
+// held.
+func stillBlocked(st *planspec.State, id string, g *planspec.Group, l *planspec.Loop, last bool) (Decision, bool) {
+	switch {
+	case l != nil && l.Ended == planspec.LoopMax && last && g.OnMax != planspec.OnMaxDone:
+		return Decision{Action: Blocked, Step: id, Reason: g.ID + ": " + l.Reason}, true
+	case hasBlocker(st, id+": aborted"):
+		return Decision{Action: Blocked, Step: id, Reason: workerBlocker(st, id)}, true
+	}
+	return Decision{}, false
+}
+
+// abortHolds asks step id's abort. When it holds, or cannot be evaluated, the
+// plan is blocked and the step's loop, if it runs, ends aborted; held is false
+// when it does not hold.
+func abortHolds(st *planspec.State, id string, g *planspec.Group, l *planspec.Loop, f Facts) (d Decision, move loopMove, changed, held bool) {
+	ok, err := cond(f, id, planspec.CondAbort)
+	if err != nil {
+		d, move, changed = blockOn(st, id, fmt.Sprintf("%s: abort: %v", id, err))
+		return d, move, changed, true
+	}
+	if !ok {
+		return Decision{}, loopOn, false, false
+	}
+	text := fmt.Sprintf("%s: aborted: abort: %s holds", id, st.Steps[id].Abort)
+	if l != nil && l.Ended == "" {
+		l.Ended, l.Reason = planspec.LoopAbort, text
+	}
+	ev := LoopEvent{Kind: LoopLeft, Step: id, How: planspec.LoopAbort, Reason: text}
+	if l != nil {
+		ev.Group, ev.Round, ev.Max = g.ID, l.Round, l.Max
+	}
+	tell(f, ev)
+	d, move, changed = blockOn(st, id, text)
+	return d, move, changed, true
+}
+
+// endRound is the group's last step verified, its loop still running: the
+// round is kept, and the next one starts, or max ends the loop, which blocks
+// the plan unless onMax says done.
+func endRound(st *planspec.State, id string, g *planspec.Group, l *planspec.Loop, f Facts) (Decision, loopMove, bool) {
 	st.KeepRound(g, l)
 	if l.Round < l.Max {
 		nextRound(st, g, l)
