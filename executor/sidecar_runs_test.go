@@ -214,3 +214,34 @@ func TestSidecar_MaxAgents(t *testing.T) {
 		t.Errorf("%d launches waited for a slot, want at least %d", queued, len(names)-2)
 	}
 }
+
+// TestSidecar_RunPulledStep: a run's agent: mcp step is dispatched by the
+// sidecar as the workspace's own are (no process, no configuration error), and
+// a worker's report in the run's report folder finishes it. The worker writes
+// as soon as it reads the dispatch: the folder exists and is watched by then.
+func TestSidecar_RunPulledStep(t *testing.T) {
+	t.Parallel()
+	w := newTestWS(t, "")
+	w.startSidecar(SidecarOptions{})
+	pf := testRunPlan(t, w.dir, "pulled", "name: pulled\nsteps:\n  - id: s1\n    title: S1\n    agent: mcp\n    instruction: do it\n")
+	if _, err := w.chain().Runtime.StartRun(RunStart{Plan: pf}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			j, _ := os.ReadFile(w.path(".stepseq/runs/pulled/journal.jsonl"))
+			ents, _ := os.ReadDir(w.path(".stepseq/runs/pulled/reports/s1"))
+			t.Logf("journal:\n%s\nreports: %v", j, ents)
+		}
+	}()
+	w.waitRun("pulled", "s1 dispatched", func(st *planspec.State) bool {
+		return st.Run("s1").Status == planspec.StatusInProgress && st.Run("s1").Tries == 1 && len(st.Blockers) == 0
+	})
+	if fi, err := os.Stat(w.path(".stepseq/runs/pulled/reports/s1")); err != nil || !fi.IsDir() {
+		t.Fatalf("s1 is dispatched in the state before its report folder exists: %v", err)
+	}
+	w.writeFile(".stepseq/runs/pulled/reports/s1/1-accepted.txt", "status: accepted\nsummary: on it\nevidence: read the step\nrisk: none\nnext: do it\n")
+	w.waitRun("pulled", "s1 accepted", func(st *planspec.State) bool { return st.Run("s1").Phase != "dispatching" })
+	w.writeFile(".stepseq/runs/pulled/reports/s1/1-done.txt", "status: done\nsummary: done it\nevidence: it is done\nrisk: none\nnext: none\n")
+	w.waitRun("pulled", "DONE", done)
+}

@@ -554,14 +554,17 @@ func (m *Machine) ForcedFailed() bool { return m.forceFail }
 func (m *Machine) Decision() Decision { return m.told }
 
 // settle runs after every input: triggers and on: globs between agents, the core's
-// decision, the write, the watches and the timer.
+// decision, the watches, the write and the timer. The watches come before the
+// write: a write may offer a step (a pulled step's dispatch), and what its
+// worker writes once it reads the offer (a report in the step's folder) must
+// find the folder watched.
 func (m *Machine) settle() {
 	if m.st != nil && m.bad == nil && !m.Busy() {
 		m.applyTriggers()
 	}
 	m.advance()
-	m.flush()
 	m.watch()
+	m.flush()
 	m.arm()
 }
 

@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stepseq/stepseq/executor"
 )
@@ -92,8 +94,36 @@ func TestServer_Runs(t *testing.T) {
 	if out, errText := call(t, cs, "trigger", map[string]any{"run": "owls", "step": "look"}); errText != "" || out["queued"] != true {
 		t.Errorf("trigger in a run: %v %s", out, errText)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(w.rt.WS.Dir, ".stepseq", "runs", "owls", "triggers")); len(entries) == 0 {
-		t.Error("the run's trigger is not in its folder")
+	// The trigger is the run's. The sidecar takes it from the run's folder at
+	// once; while the run's step is offered (look is dispatched, pulled) the
+	// run's machine holds it, and applies it once the step is done: the run's
+	// journal then records it. A trigger taken before the dispatch is applied
+	// at once, and journaled the same way.
+	cur := waitTool(t, cs, "step_current", map[string]any{"run": "owls"}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)
+	if cur["id"] != "look" {
+		t.Fatalf("step_current of run owls: %v", cur)
+	}
+	for _, status := range []string{"accepted", "done"} {
+		if out, errText := call(t, cs, "step_report", report(cur["token"].(string), status, nil)); out["accepted"] != true {
+			t.Fatalf("%s: %v %s", status, out, errText)
+		}
+	}
+	journal := filepath.Join(w.rt.WS.Dir, ".stepseq", "runs", "owls", "journal.jsonl")
+	triggered := func() bool {
+		data, _ := os.ReadFile(journal)
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if bytes.Contains(line, []byte(`"event":"trigger"`)) && bytes.Contains(line, []byte(`"step":"look"`)) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(30 * time.Second); !triggered(); {
+		if time.Now().After(deadline) {
+			data, _ := os.ReadFile(journal)
+			t.Fatalf("the run's trigger is not in its journal:\n%s", data)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 
 	feed := `{"id":"a1","time":"2026-02-10T21:30:00Z","step":"s1","status":"done"}` + "\n" +
