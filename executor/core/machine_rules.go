@@ -236,38 +236,71 @@ func (m *Machine) retry(id, from string) {
 func (m *Machine) advance() {
 	m.dropPastDelay()
 	m.limitAt = time.Time{} // the decision below sets it again while the wait holds
-	if m.st == nil || m.bad != nil || m.conds == nil && m.cfg.Probe != nil || m.Busy() || m.stopping || m.inherited {
+	if !m.canDecide() {
 		return
 	}
-	if m.writeErr != nil {
-		return // no try runs that the file on disk does not record
+	d, changed, ok := m.decide()
+	if !ok {
+		return
 	}
-	var d Decision
-	var changed bool
+	changed = m.summarize(d) || changed
+	changed = m.stampHeartbeat() || changed
+	m.sayDecision(d)
+	if changed {
+		m.markDirty(d.Reason)
+	}
+	m.act(d)
+}
+
+// canDecide says whether a decision may be taken now: a good state is held,
+// its conditions can be asked, nothing is in flight, inherited or stopping,
+// and the file on disk records what the machine holds (no try runs that it
+// does not record).
+func (m *Machine) canDecide() bool {
+	if m.st == nil || m.bad != nil || m.conds == nil && m.cfg.Probe != nil || m.Busy() || m.stopping || m.inherited {
+		return false
+	}
+	return m.writeErr == nil
+}
+
+// decide is the core's decision: the runner's when it is forced, else
+// Reconcile's. ok is false when there is none to act on: a forced try whose
+// template failed, or an orphan's try judged instead.
+func (m *Machine) decide() (d Decision, changed, ok bool) {
 	if m.force {
-		var ok bool
 		if d, ok, changed = runnerDecision(m.st, m.now, m.render); !ok {
 			m.force = false
 			if changed {
 				m.markDirty("runner: a template failed: " + *m.st.Run(m.st.StepQueue[m.st.CurrentStep]).Error)
 			}
-			return
+			return d, changed, false
 		}
-	} else {
-		if m.judgeOrphan() {
-			return
-		}
-		d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped, Render: m.render,
-			Loop: m.loopEvent})
+		return d, changed, true
 	}
-	changed = m.summarize(d) || changed
-	if m.cfg.StampHeartbeat {
-		// Every check sets lastHeartbeatIso, as the original's does: the first
-		// decision is written whatever it is; later ones go with the next write.
-		m.st.LastHeartbeatIso = planspec.FormatISO(m.now)
-		changed = changed || !m.stamped
-		m.stamped = true
+	if m.judgeOrphan() {
+		return Decision{}, false, false
 	}
+	d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped, Render: m.render,
+		Loop: m.loopEvent})
+	return d, changed, true
+}
+
+// stampHeartbeat sets lastHeartbeatIso when the config asks, as the
+// original's every check does: the first decision is written whatever it is;
+// later ones go with the next write. It reports whether that needs a write.
+func (m *Machine) stampHeartbeat() bool {
+	if !m.cfg.StampHeartbeat {
+		return false
+	}
+	m.st.LastHeartbeatIso = planspec.FormatISO(m.now)
+	changed := !m.stamped
+	m.stamped = true
+	return changed
+}
+
+// sayDecision journals a decision that differs from the last one told (and
+// every launch), and logs why a step waits when that is new.
+func (m *Machine) sayDecision(d Decision) {
 	same := d.Action == m.told.Action && d.Step == m.told.Step && d.Reason == m.told.Reason
 	if !same || d.Action == Launch {
 		m.journal(Entry{Event: "decide", Step: d.Step, Reason: d.Reason, Detail: map[string]any{"action": d.Action.String(), "driver": m.cfg.Driver}})
@@ -280,9 +313,11 @@ func (m *Machine) advance() {
 		m.log(level, "step waits", "step", d.Step, "why", d.Reason)
 	}
 	m.told = d
-	if changed {
-		m.markDirty(d.Reason)
-	}
+}
+
+// act does what the decision says: launch, set the delay or limit timer,
+// wait on an inherited agent, tell of a block or of the plan done.
+func (m *Machine) act(d Decision) {
 	switch d.Action {
 	case Launch:
 		m.dispatch(d)
