@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -244,4 +245,36 @@ func TestSidecar_RunPulledStep(t *testing.T) {
 	w.waitRun("pulled", "s1 accepted", func(st *planspec.State) bool { return st.Run("s1").Phase != "dispatching" })
 	w.writeFile(".stepseq/runs/pulled/reports/s1/1-done.txt", "status: done\nsummary: done it\nevidence: it is done\nrisk: none\nnext: none\n")
 	w.waitRun("pulled", "DONE", done)
+}
+
+// TestSidecar_RunTriggerHeldAtStop: a trigger the sidecar took from a run's
+// folder while the run's pulled step is offered waits for the step to end; a
+// sidecar stopped before then withdraws the try and applies it: the run's
+// state is reset and its journal records the trigger.
+func TestSidecar_RunTriggerHeldAtStop(t *testing.T) {
+	t.Parallel()
+	w := newTestWS(t, "")
+	sc := w.startSidecar(SidecarOptions{})
+	rt := w.chain().Runtime
+	pf := testRunPlan(t, w.dir, "held", "name: held\nsteps:\n  - id: s1\n    title: S1\n    agent: mcp\n    instruction: do it\n")
+	if _, err := rt.StartRun(RunStart{Plan: pf}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRun("held", "s1 dispatched", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusInProgress })
+	ws := rt.WS.ForRun("held")
+	if err := WriteTrigger(ws, core.Trigger{Step: "s1", From: "trigger"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		entries, _ := os.ReadDir(ws.TriggersDir())
+		return len(entries) == 0
+	})
+	sc.stop(t)
+	j, _ := os.ReadFile(w.path(".stepseq/runs/held/journal.jsonl"))
+	if !strings.Contains(string(j), `"event":"trigger","step":"s1"`) {
+		t.Fatalf("the run's journal does not record the trigger taken during the step:\n%s", j)
+	}
+	if st, err := (&StateFile{Path: ws.State}).Read(); err != nil || st.Run("s1").Status != planspec.StatusPending || st.Run("s1").Tries != 0 {
+		t.Fatalf("the run's state after the stop: %v, want s1 PENDING with no try", err)
+	}
 }
