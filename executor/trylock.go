@@ -3,12 +3,12 @@ package executor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -93,9 +93,6 @@ type heldTry struct {
 // record names the same step and is held means an agent of that step still
 // runs: ErrAgentAlive, once a reader's brief hold would have ended.
 func takeTryLock(ws Workspace, rec tryRecord, needed func(tryRecord) bool) (*heldTry, error) {
-	if err := os.MkdirAll(ws.runMeta("agents"), 0o755); err != nil {
-		return nil, fmt.Errorf("try lock: %w", err)
-	}
 	deadline := time.Now().Add(tryLockTake)
 	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
 		h, busy, err := takeFreeTryLock(ws, rec, needed)
@@ -184,6 +181,9 @@ func takeFreeTryLock(ws Workspace, rec tryRecord, needed func(tryRecord) bool) (
 // newTryLock adds a file to the pool at path, locked; busy is path when another
 // stepseq locked it first (f nil, no error).
 func newTryLock(path string) (f *os.File, busy string, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, "", fmt.Errorf("try lock: %w", err)
+	}
 	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, "", fmt.Errorf("try lock: %w", err)
@@ -208,15 +208,15 @@ func recordOf(f *os.File) (tryRecord, int64) {
 	}
 	data, err := io.ReadAll(io.NewSectionReader(f, 0, min(fi.Size(), recordCap.Bytes)))
 	if err == nil {
-		_ = json.Unmarshal(bytes.TrimSpace(data), &rec)
+		rec = parseRecord(bytes.TrimSpace(data))
 	}
 	return rec, fi.Size()
 }
 
 func (h *heldTry) save() error {
-	data, _ := json.Marshal(h.rec)
-	if pad := tryRecordSize - 1 - len(data); pad > 0 {
-		data = append(data, bytes.Repeat([]byte(" "), pad)...)
+	data := h.rec.appendJSON(make([]byte, 0, tryRecordSize))
+	for len(data) < tryRecordSize-1 {
+		data = append(data, ' ')
 	}
 	data = append(data, '\n')
 	_, err := h.f.WriteAt(data, 0)
