@@ -287,15 +287,7 @@ func TestTools_NullArguments(t *testing.T) {
 // verdict, plan_submit says busy (the same call may succeed later).
 func TestTools_BusyWithoutASidecar(t *testing.T) {
 	dir := t.TempDir()
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
-	eng, err := FilesEngine(rt.WS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt, eng := filesRuntime(t, filepath.Join(dir, "state.json"))
 	cs := connect(t, NewServer(Options{Runtime: rt, Engine: eng, PlanWait: 100 * time.Millisecond}), "worker")
 	res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan})
 	if !res.IsError || out["code"] != string(Busy) || !strings.Contains(strings.Join(toStrings(out["reasons"]), ""), "no verdict within") {

@@ -148,15 +148,7 @@ func TestServer_Runs(t *testing.T) {
 // run_close takes the lock and closes it itself.)
 func TestServer_RunClose(t *testing.T) {
 	dir := t.TempDir()
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
-	eng, err := FilesEngine(rt.WS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt, eng := filesRuntime(t, filepath.Join(dir, "state.json"))
 	cs := connect(t, NewServer(Options{Runtime: rt, Engine: eng}), "closer")
 	if _, errText := call(t, cs, "run_start", map[string]any{"plan": pullPlan, "run": "r1"}); errText != "" {
 		t.Fatal(errText)

@@ -40,6 +40,23 @@ type workspace struct {
 	sc *executor.Sidecar
 }
 
+// filesRuntime is a runtime of its own on the state file at state, with the
+// engine that acts through the workspace's files, as a server beside another
+// process's sidecar has.
+func filesRuntime(t testing.TB, state string) (*executor.Runtime, Engine) {
+	t.Helper()
+	rt, err := executor.NewRuntime(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	eng, err := FilesEngine(rt.WS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt, eng
+}
+
 func newWorkspace(t testing.TB) *workspace {
 	t.Helper()
 	return workspaceAt(t, t.TempDir())
@@ -248,16 +265,8 @@ func TestServer_StatusWithoutAPlan(t *testing.T) {
 }
 
 func TestServer_PullPlanThroughFiles(t *testing.T) {
-	w := newWorkspace(t)                               // holds the lock: this server acts through the files
-	rt, err := executor.NewRuntime(w.rt.WS.State, nil) // its own, as another process has
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
-	eng, err := FilesEngine(rt.WS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorkspace(t)                      // holds the lock: this server acts through the files
+	rt, eng := filesRuntime(t, w.rt.WS.State) // its own, as another process has
 	srv := NewServer(Options{Runtime: rt, Engine: eng})
 	t.Cleanup(func() {
 		if t.Failed() {
