@@ -259,15 +259,11 @@ func (s *Sidecar) addRun(name string, sf *StateFile) {
 		s.closeRun(r)
 		return
 	}
+	// The machine arms a run's watches, its close request's with them, before
+	// the first write that offers a step, so a close made on seeing the offer
+	// sends an event. (Runs that discoverRuns takes up together, their
+	// watches held, look again once they are armed.)
 	d.readState()
-	// The run's first write (a step dispatched, which a client may answer
-	// with a close at once) comes before its watch set, the close request's
-	// with it: a request made between the two sent no event. Looked for once
-	// the watches are armed; from then on every watch set holds it.
-	if _, err := os.Lstat(rw.CloseRequestPath()); err == nil && !s.holdWatch {
-		s.closeRun(r)
-		return
-	}
 	s.afterRun(r)
 }
 
