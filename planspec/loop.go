@@ -291,8 +291,10 @@ func (d *stateDecoder) checkGroups(st *State) {
 		if strings.TrimSpace(g.Max) == "" {
 			d.fail(key+".max", "want the number of rounds, or an expression giving it")
 		}
-		if g.OnMax != "" && g.OnMax != OnMaxBlock && g.OnMax != OnMaxDone {
-			d.fail(key+".onMax", "want block or done, got %q", clip(g.OnMax, 40))
+		if g.OnMax != "" {
+			if err := checkWord(g.OnMax, onMaxWords); err != nil {
+				d.fail(key+".onMax", "%v", err)
+			}
 		}
 		if len(g.Steps) == 0 {
 			d.fail(key+".steps", "want the group's step ids, consecutive in stepQueue")

@@ -163,6 +163,29 @@ func (d *planDecoder) pairs(n *yaml.Node, field string, fn func(key string, k, v
 	}
 }
 
+// fields calls fn for each key of a mapping as pairs does, with the key's field
+// (field.key), after refusing a value that is an alias.
+func (d *planDecoder) fields(n *yaml.Node, field string, fn func(key, f string, k, v *yaml.Node)) {
+	d.pairs(n, field, func(key string, k, v *yaml.Node) {
+		f := join(field, key)
+		if v.Kind == yaml.AliasNode {
+			d.alias(v, f)
+			return
+		}
+		fn(key, f, k, v)
+	})
+}
+
+// hasKey reports whether mapping n has key, whatever its value.
+func hasKey(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.Value == key {
+			return true
+		}
+	}
+	return false
+}
+
 func orTop(field string) string {
 	if field == "" {
 		return "plan"
@@ -310,19 +333,6 @@ func lastKey(field string) string {
 		field = field[:i]
 	}
 	return field
-}
-
-// reportsMode reads reports: required or optional.
-func (d *planDecoder) reportsMode(n *yaml.Node, field string) string {
-	s, ok := d.str(n, field)
-	if !ok {
-		return ""
-	}
-	if s != ReportsRequired && s != ReportsOptional {
-		d.fail(n, field, "reports: want required or optional, got %q", clip(s, 40))
-		return ""
-	}
-	return s
 }
 
 // notify reads the plan's sinks: a list of {command: [argv]} or {webhook: URL}.

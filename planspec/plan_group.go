@@ -11,15 +11,7 @@ import (
 // isGroupNode reports whether an entry of steps is a repeat group: a mapping
 // with repeat or steps.
 func isGroupNode(n *yaml.Node) bool {
-	if n.Kind != yaml.MappingNode {
-		return false
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i]; k.Kind == yaml.ScalarNode && (k.Value == "repeat" || k.Value == "steps") {
-			return true
-		}
-	}
-	return false
+	return n.Kind == yaml.MappingNode && (hasKey(n, "repeat") || hasKey(n, "steps"))
 }
 
 // group reads a repeat group (DESIGN §13): its id, title and repeat, and its
@@ -29,12 +21,7 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 	var g Group
 	var idNode, stepsNode *yaml.Node
 	hasRepeat, hasID := false, false
-	d.pairs(n, field, func(key string, k, v *yaml.Node) {
-		f := field + "." + key
-		if v.Kind == yaml.AliasNode {
-			d.alias(v, f)
-			return
-		}
+	d.fields(n, field, func(key, f string, k, v *yaml.Node) {
 		switch key {
 		case "id":
 			hasID = true
@@ -107,24 +94,13 @@ func (d *planDecoder) repeat(n *yaml.Node, field string, g *Group) {
 		return
 	}
 	hasMax := false
-	d.pairs(n, field, func(key string, k, v *yaml.Node) {
-		f := field + "." + key
-		if v.Kind == yaml.AliasNode {
-			d.alias(v, f)
-			return
-		}
+	d.fields(n, field, func(key, f string, k, v *yaml.Node) {
 		switch key {
 		case "max":
 			hasMax = true
 			g.Max = d.maxRounds(v, f)
 		case "onMax":
-			if s, ok := d.str(v, f); ok {
-				if s != OnMaxBlock && s != OnMaxDone {
-					d.fail(v, f, "onMax: want block (the plan is blocked: did not converge) or done (the plan goes on), got %q", clip(s, 40))
-				} else {
-					g.OnMax = s
-				}
-			}
+			g.OnMax = d.oneOf(v, f, onMaxWords)
 		default:
 			d.unknownKey(k, field, []string{"max", "onMax"}, nil, "", "")
 		}

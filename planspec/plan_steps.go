@@ -20,11 +20,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		return p
 	}
 	var steps *yaml.Node
-	d.pairs(n, "", func(key string, k, v *yaml.Node) {
-		if v.Kind == yaml.AliasNode {
-			d.alias(v, key)
-			return
-		}
+	d.fields(n, "", func(key, _ string, k, v *yaml.Node) {
 		if d.planDefault(p, key, v) {
 			return
 		}
@@ -79,7 +75,7 @@ func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
 	case "timeout":
 		p.Timeout = d.duration(v, key)
 	case "reports":
-		p.Reports = d.reportsMode(v, key)
+		p.Reports = d.oneOf(v, key, reportsWords)
 	case "launchTimeout":
 		p.LaunchTimeout = d.duration(v, key)
 	case "milestoneTimeout":
@@ -166,21 +162,7 @@ func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 	}
 	sp := &st.Spec
 	var idNode *yaml.Node
-	var hasID, hasTitle, hasInstruction bool
-	d.pairs(n, field, func(key string, k, v *yaml.Node) {
-		f := field + "." + key
-		switch key {
-		case "id":
-			hasID = true
-		case "title":
-			hasTitle = true
-		case "instruction":
-			hasInstruction = true
-		}
-		if v.Kind == yaml.AliasNode {
-			d.alias(v, f)
-			return
-		}
+	d.fields(n, field, func(key, f string, k, v *yaml.Node) {
 		switch key {
 		case "id":
 			if id, ok := d.stepID(v, f); ok {
@@ -201,7 +183,7 @@ func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 			}
 		}
 	})
-	d.stepRequired(n, field, st.ID, idNode != nil, hasID, hasTitle, hasInstruction)
+	d.stepRequired(n, field, st.ID, idNode != nil)
 	return st, idNode
 }
 
@@ -222,19 +204,20 @@ func (d *planDecoder) stepID(v *yaml.Node, f string) (id string, ok bool) {
 	return s, true
 }
 
-// stepRequired reports the id, title and instruction a step lacks.
-func (d *planDecoder) stepRequired(n *yaml.Node, field, id string, validID, hasID, hasTitle, hasInstruction bool) {
+// stepRequired reports the id, title and instruction a step lacks; one given
+// as an alias is there (and refused as an alias).
+func (d *planDecoder) stepRequired(n *yaml.Node, field, id string, validID bool) {
 	what := "this step"
 	if validID {
 		what = fmt.Sprintf("step %q", id)
 	}
-	if !hasID {
+	if !hasKey(n, "id") {
 		d.fail(n, field+".id", "missing id: every step needs a unique id, like \"build\"")
 	}
-	if !hasTitle {
+	if !hasKey(n, "title") {
 		d.fail(n, field+".title", "missing title in %s: want a short line, like \"Write the paper\"", what)
 	}
-	if !hasInstruction {
+	if !hasKey(n, "instruction") {
 		d.fail(n, field+".instruction", "missing instruction in %s: want the prompt the agent gets", what)
 	}
 }
@@ -276,7 +259,7 @@ func (d *planDecoder) stepRun(sp *StepSpec, key string, v *yaml.Node, f string) 
 	case "fallback":
 		sp.Fallback = d.fallback(v, f)
 	case "reports":
-		sp.Reports = d.reportsMode(v, f)
+		sp.Reports = d.oneOf(v, f, reportsWords)
 	case "launchTimeout":
 		sp.LaunchTimeout = d.duration(v, f)
 	case "milestoneTimeout":
@@ -305,13 +288,7 @@ func (d *planDecoder) stepResult(sp *StepSpec, key string, v *yaml.Node, f strin
 	case "result":
 		sp.Result = d.resultSchema(v, f)
 	case "onInvalid":
-		if s, ok := d.str(v, f); ok {
-			if s != OnInvalidRetry && s != OnInvalidAbort {
-				d.fail(v, f, "onInvalid: want retry or abort, got %q", clip(s, 40))
-			} else {
-				sp.OnInvalid = s
-			}
-		}
+		sp.OnInvalid = d.oneOf(v, f, onInvalidWords)
 	case "resultFrom":
 		if s, ok := d.str(v, f); ok {
 			if err := CheckResultFrom(s); err != nil {

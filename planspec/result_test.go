@@ -88,7 +88,7 @@ func TestParsePlan_ResultErrors(t *testing.T) {
 		{"bad schema", "    result: {type: 12}\n", "r.yaml:5:13: result: not a valid JSON Schema"},
 		{"not a mapping", "    result: [1]\n", "r.yaml:5:13: result: want a JSON Schema"},
 		{"remote ref", "    result: {$ref: \"file:///etc/passwd\"}\n", "r.yaml:5:13: result: not a valid JSON Schema"},
-		{"onInvalid", "    onInvalid: later\n", `r.yaml:5:16: onInvalid: want retry or abort, got "later"`},
+		{"onInvalid", "    onInvalid: later\n", `r.yaml:5:16: onInvalid: want retry (the try stays open for a corrected report) or abort (the try fails), got "later"`},
 		{"agent word", "    agent: claude-ish\n", "r.yaml:5:12: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

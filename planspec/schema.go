@@ -50,7 +50,7 @@ func group(step *jsonSchema) *jsonSchema {
 						{Type: "integer", Minimum: ptr(1)},
 						{Type: "string", MinLength: ptr(1), Description: "An expression evaluated when the loop starts, like params.max_rounds.", Examples: []any{"params.max_rounds"}},
 					}},
-					"onMax": {Type: "string", Enum: []string{OnMaxBlock, OnMaxDone},
+					"onMax": {Type: "string", Enum: texts(onMaxWords),
 						Description: "What reaching max does: block (default) blocks the plan, did not converge in N rounds; done goes on with the step after the group."},
 				}},
 			"steps": {Type: "array", MinItems: ptr(1), Items: step, Description: "The steps each round runs, in order."},
@@ -114,7 +114,7 @@ func Schema() []byte {
 	}
 
 	reports := func(desc string) *jsonSchema {
-		return &jsonSchema{Type: "string", Enum: []string{ReportsRequired, ReportsOptional}, Description: desc}
+		return &jsonSchema{Type: "string", Enum: texts(reportsWords), Description: desc}
 	}
 	reportKeys := map[string]*jsonSchema{
 		"reports":          reports("Whether the worker must report (accepted, milestone, blocked, done) with `stepseq report`, a file in .stepseq/reports/<step>/ or MCP; default optional."),
@@ -176,7 +176,7 @@ func Schema() []byte {
 	}
 	step.Properties["result"] = &jsonSchema{Type: "object", Description: "A JSON Schema (draft 2020-12) the result of the worker's done report must satisfy; checked when the plan is validated.",
 		Examples: []any{map[string]any{"type": "object", "required": []any{"url"}}}}
-	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: []string{OnInvalidRetry, OnInvalidAbort},
+	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: texts(onInvalidWords),
 		Description: "What a result that fails the schema does: retry (default) refuses the report and waits for a corrected one, at most 3 times; abort fails the try."}
 	step.Properties["resultFrom"] = &jsonSchema{Type: "string", Pattern: "^(output|file:.+)$",
 		Description: "Where the step's result comes from when its agent reports none: output (the agent's final message: claude's result, codex's last agent message, gemini's response, opencode's last text; for a command, the last JSON value on stdout) or file:PATH (a JSON or YAML file in the workspace). A done report's result wins. The result is checked against result."}

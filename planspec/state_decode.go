@@ -287,7 +287,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if r, ok := o.vals["agentTemplate"]; ok {
 		sp.AgentTemplate = d.agent(p+"agentTemplate", r)
 	}
-	sp.Reports = d.reportsMode(o, p)
+	sp.Reports = d.oneOf(o, p, "reports", reportsWords)
 	sp.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
 	sp.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
 	sp.IdleTimeout = d.optDuration(o, p, "idleTimeout")
@@ -299,12 +299,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 		sp.Resume = &b
 	}
 	sp.ResultFrom = d.optWord(o, p, "resultFrom", CheckResultFrom)
-	sp.OnInvalid = d.optWord(o, p, "onInvalid", func(s string) error {
-		if s != OnInvalidRetry && s != OnInvalidAbort {
-			return fmt.Errorf("want retry or abort, got %q", s)
-		}
-		return nil
-	})
+	sp.OnInvalid = d.oneOf(o, p, "onInvalid", onInvalidWords)
 	return sp
 }
 
@@ -317,10 +312,10 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	r.raw = o
 	p := key + "."
 	if s, ok := d.optStr(o, p, "status"); ok {
-		if slices.Contains(runStatuses, s) {
-			r.Status = s
+		if err := checkWord(s, runStatusWords); err != nil {
+			d.fail(p+"status", "%v", err)
 		} else {
-			d.fail(p+"status", "unknown status %q: want PENDING, IN_PROGRESS, DONE or FAILED", s)
+			r.Status = s
 		}
 	}
 	if n := d.optCount(o, p, "tries"); n != nil {
@@ -339,12 +334,7 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 		r.Error = &s
 	}
 	r.Skipped, _ = d.optBool(o, p, "skipped")
-	r.Phase = d.optWord(o, p, "phase", func(s string) error {
-		if !slices.Contains(runPhases, s) {
-			return fmt.Errorf("unknown phase %q: want planned, dispatching, in_progress, blocked, reviewing, done or waiting", s)
-		}
-		return nil
-	})
+	r.Phase = d.oneOf(o, p, "phase", runPhaseWords)
 	if v, ok := o.vals["reports"]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &r.Reports); err != nil {
 			d.fail(p+"reports", "want a list of reports {time, try, status, summary, evidence, risk, next}: %v", err)
@@ -363,12 +353,6 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	}
 	return r
 }
-
-// runStatuses and runPhases are the words a run record's status and phase take.
-var (
-	runStatuses = []string{StatusPending, StatusInProgress, StatusDone, StatusFailed}
-	runPhases   = []string{PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseBlocked, PhaseReviewing, PhaseDone, PhaseWaiting}
-)
 
 // optCount reads a whole number ≥ 0 that may be absent or null (nil).
 func (d *stateDecoder) optCount(o object, prefix, key string) *int {
@@ -430,7 +414,7 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	for k, v := range st.Params {
 		st.Params[k] = wholeNumbers(v)
 	}
-	st.Reports = d.reportsMode(o, p)
+	st.Reports = d.oneOf(o, p, "reports", reportsWords)
 	st.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
 	st.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
 	st.IdleTimeout = d.optDuration(o, p, "idleTimeout")
@@ -473,18 +457,6 @@ func (d *stateDecoder) optDuration(o object, prefix, key string) Duration {
 		return d.duration(prefix+key, r)
 	}
 	return 0
-}
-
-func (d *stateDecoder) reportsMode(o object, prefix string) string {
-	s, ok := d.optStr(o, prefix, "reports")
-	if !ok || s == "" {
-		return ""
-	}
-	if s != ReportsRequired && s != ReportsOptional {
-		d.fail(prefix+"reports", "want required or optional, got %q", s)
-		return ""
-	}
-	return s
 }
 
 func (d *stateDecoder) notify(key string, raw json.RawMessage) []NotifySink {
