@@ -110,7 +110,7 @@ func (s *Sidecar) intakePlans() {
 		return
 	}
 	s.Logger.Info("plan applied", "file", choice.Apply.Source, "steps", len(st.StepQueue), "archived", archived)
-	if active.Missing {
+	if choice.Again {
 		s.Logger.Info("state.json was removed: the plan runs again as new", "file", choice.Apply.Source)
 	}
 	// The machine writes it: one writer of state.json, with its rules for a

@@ -655,6 +655,7 @@ func TestChoosePlans(t *testing.T) {
 		active  ActivePlan
 		busy    bool
 		apply   string
+		again   bool // apply is the active plan run again as new
 		edit    string
 		updates []string // name:status
 	}{
@@ -682,7 +683,9 @@ func TestChoosePlans(t *testing.T) {
 		{name: "the active plan's state removed: applied again as new", files: []PlanFile{valid("a", "h1")},
 			seen:   map[string]string{"/ws/plans/a.yaml": "h1"},
 			recs:   map[string]PlanRecord{"a": {Status: PlanActive, AppliedHash: "h1"}},
-			active: ActivePlan{Missing: true}, apply: "a"},
+			active: ActivePlan{Missing: true}, apply: "a", again: true},
+		{name: "a fresh workspace: the first plan is not run again", files: []PlanFile{valid("a", "h1")},
+			active: ActivePlan{Missing: true}, apply: "a", updates: []string{"a:waiting"}},
 		{name: "the active plan's state removed, its try still in flight: its record stays", files: []PlanFile{valid("a", "h1")},
 			seen:   map[string]string{"/ws/plans/a.yaml": "h1"},
 			recs:   map[string]PlanRecord{"a": {Status: PlanActive, AppliedHash: "h1"}},
@@ -717,6 +720,9 @@ func TestChoosePlans(t *testing.T) {
 			}
 			if name(got.Apply) != c.apply || name(got.Edit) != c.edit {
 				t.Errorf("apply %q edit %q, want %q %q", name(got.Apply), name(got.Edit), c.apply, c.edit)
+			}
+			if got.Again != c.again {
+				t.Errorf("again %v, want %v", got.Again, c.again)
 			}
 			var ups []string
 			for _, u := range got.Updates {

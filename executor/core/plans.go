@@ -106,6 +106,9 @@ type PlanIntake struct {
 	Apply   *PlanFile // the plan to apply now
 	// Finish names the previous plan whose record still says active.
 	Finish string
+	// Again is true when Apply is the active plan applied again as new because
+	// its state file was removed (not a plan's first run).
+	Again bool
 }
 
 // ChoosePlans decides plan intake without I/O: the first valid plan file not applied
@@ -193,7 +196,7 @@ func (out *PlanIntake) takeTurn(next *PlanFile, nextGone bool, recs map[string]P
 		}
 		return
 	}
-	out.Apply = next
+	out.Apply, out.Again = next, nextGone
 	if active.Present && active.Source != "" {
 		name := planspec.PlanName(active.Source)
 		if rec, ok := recs[name]; ok && rec.Status == PlanActive {
