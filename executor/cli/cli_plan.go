@@ -23,7 +23,7 @@ func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Check plan files; print every error as file:line:col: message",
 		Long: `validate parses each FILE as a plan, strictly (an unknown key is an error), and
 prints every error of every file as file:line:col: message, or "ok" with the number
-of steps. It changes nothing.
+of steps and each loop (repeat group) with its steps and its rounds. It changes nothing.
 ` + exitCodesHelp,
 		Example: `  stepseq validate plans/*.yaml
   stepseq validate plans/example.yaml && cp plans/example.yaml ../ws/plans/`,
@@ -33,7 +33,7 @@ of steps. It changes nothing.
 			for _, path := range args {
 				pf := executor.ReadPlanFile(path, path)
 				if pf.Plan != nil {
-					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, plural(len(pf.Plan.Steps), "step"))
+					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
 					continue
 				}
 				bad++
@@ -45,6 +45,18 @@ of steps. It changes nothing.
 			return nil
 		},
 	}
+}
+
+// planShape is validate's word on a valid plan: its steps, then each loop with
+// its steps and how many rounds it may run ("4 steps; loop rounds: 3 steps, up
+// to params.max_rounds rounds").
+func planShape(p *planspec.Plan) string {
+	var b strings.Builder
+	b.WriteString(plural(len(p.Steps), "step"))
+	for _, g := range p.Groups {
+		fmt.Fprintf(&b, "; loop %s: %s, up to %s rounds", g.ID, plural(len(g.Steps), "step"), g.Max)
+	}
+	return b.String()
 }
 
 func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
