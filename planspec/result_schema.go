@@ -21,7 +21,12 @@ import (
 // additionalProperties, prefixItems and items, each node compiled with its own
 // keywords and its children's schemas emptied. A value is valid when the whole
 // schema holds it; when it does not, every node of the tree that the value
-// reaches reports the first of its own violations at the value's path.
+// reaches reports its own violations at the value's path: a node that fails is
+// checked again keyword by keyword, so that a missing field and an unknown one
+// are both told.
+//
+// The MCP tools' arguments are checked with it too: what a schema accepts is
+// decided here, for results, params and arguments alike.
 type ResultSchema struct {
 	whole *jsonschema.Resolved
 	tree  *resultNode // nil when a reference needs the whole schema around it
@@ -31,6 +36,7 @@ type ResultSchema struct {
 // nodes of the values under it.
 type resultNode struct {
 	own        *jsonschema.Resolved
+	parts      func() []*jsonschema.Resolved // own, a keyword (or a few that go together) each; compiled when own first fails
 	props      map[string]*resultNode
 	additional *resultNode // additionalProperties when a schema and there are no patternProperties
 	prefix     []*resultNode
@@ -247,7 +253,68 @@ func compileNode(s any, defs map[string]any, root bool, expanding []string) (*re
 		return nil, err
 	}
 	n.own, err = resolveSchema(own)
+	n.parts = sync.OnceValue(func() []*jsonschema.Resolved { return splitOwn(own) })
 	return n, err
+}
+
+// Keywords that only mean something together, and those that assert nothing
+// or that every part needs.
+var (
+	keywordGroups = [][]string{
+		{"properties", "patternProperties", "additionalProperties"},
+		{"prefixItems", "items", "additionalItems"},
+		{"contains", "minContains", "maxContains"},
+		{"if", "then", "else"},
+	}
+	sharedKeys   = []string{"$schema", "$defs", "definitions"}
+	notAsserting = []string{"title", "description", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly",
+		"contentMediaType", "contentEncoding", "contentSchema"}
+)
+
+// splitOwn compiles a node's own keywords as parts, each asserting one thing,
+// so that a value is told every way it breaks the node: the library stops at
+// the first. Nil when the node asserts one thing, or when its keywords cannot
+// be split (unevaluated* reads every other keyword).
+func splitOwn(own map[string]any) []*jsonschema.Resolved {
+	if own["unevaluatedProperties"] != nil || own["unevaluatedItems"] != nil {
+		return nil
+	}
+	var parts [][]string
+	done := map[string]bool{}
+	for k := range own {
+		if done[k] || slices.Contains(sharedKeys, k) || slices.Contains(notAsserting, k) {
+			continue
+		}
+		part := []string{k}
+		for _, g := range keywordGroups {
+			if slices.Contains(g, k) {
+				part = g
+			}
+		}
+		for _, g := range part {
+			done[g] = true
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) < 2 {
+		return nil
+	}
+	slices.SortFunc(parts, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	out := make([]*jsonschema.Resolved, 0, len(parts))
+	for _, part := range parts {
+		doc := map[string]any{}
+		for _, k := range append(slices.Clip(part), sharedKeys...) {
+			if v, ok := own[k]; ok {
+				doc[k] = v
+			}
+		}
+		r, err := resolveSchema(doc)
+		if err != nil {
+			return nil // own compiled: its parts do; if not, own alone is told
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // lookupDef is the schema a reference "#/$defs/name" (or "#/definitions/name")
@@ -278,24 +345,55 @@ func (rs *ResultSchema) Validate(result json.RawMessage) []string {
 	if err := json.Unmarshal(result, &inst); err != nil {
 		return []string{"/: not JSON: " + err.Error()}
 	}
+	vs := rs.Violations(inst)
+	if vs == nil {
+		return nil
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = instancePath(v.Path) + ": " + v.Msg
+	}
+	return out
+}
+
+// A Violation is one way a value breaks a schema.
+type Violation struct {
+	Path    []string // where in the value: object keys and array indexes, from the top; nil for the value itself
+	Keyword string   // the keyword broken, like type, anyOf, required or additionalProperties
+	Msg     string   // the library's words, without the schema locations
+}
+
+// Violations checks a decoded JSON value (what encoding/json makes of it: maps,
+// slices, float64) against the schema: nil when it holds, else every violation,
+// in the order of their paths.
+func (rs *ResultSchema) Violations(inst any) []Violation {
 	err := rs.whole.Validate(inst)
 	if err == nil {
 		return nil
 	}
-	var out []string
+	var out []Violation
 	if rs.tree != nil {
 		rs.tree.collect(inst, nil, &out)
 	}
 	if len(out) == 0 { // a violation only the whole sees, as through a reference
-		out = []string{"/: " + violation(err)}
+		out = []Violation{newViolation(nil, err)}
 	}
 	return out
 }
 
 // collect appends the violations of inst, at path, against n and its children.
-func (n *resultNode) collect(inst any, path []string, out *[]string) {
+func (n *resultNode) collect(inst any, path []string, out *[]Violation) {
 	if err := n.own.Validate(inst); err != nil {
-		*out = append(*out, instancePath(path)+": "+violation(err))
+		told := false
+		for _, p := range n.parts() {
+			if err := p.Validate(inst); err != nil {
+				*out = append(*out, newViolation(path, err))
+				told = true
+			}
+		}
+		if !told {
+			*out = append(*out, newViolation(path, err))
+		}
 	}
 	under := func(c *resultNode, key string, v any) {
 		if c != nil {
@@ -325,6 +423,18 @@ func (n *resultNode) collect(inst any, path []string, out *[]string) {
 			under(c, fmt.Sprint(i), e)
 		}
 	}
+}
+
+func newViolation(path []string, err error) Violation {
+	msg := violation(err)
+	kw, _, _ := strings.Cut(msg, ": ")
+	switch {
+	case strings.HasPrefix(msg, "unexpected additional properties"):
+		kw = "additionalProperties"
+	case strings.ContainsAny(kw, " \n"):
+		kw = "" // not a keyword's words
+	}
+	return Violation{Path: path, Keyword: kw, Msg: msg}
 }
 
 // violation is the library's message without the schema locations it wraps it

@@ -3,6 +3,7 @@ package planspec
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,6 +136,19 @@ func TestResultSchema_EveryViolation(t *testing.T) {
 		if strings.Contains(errs[i], "validating ") {
 			t.Errorf("violation %d = %q names schema locations", i, errs[i])
 		}
+	}
+
+	// A node broken two ways is told both, each with its keyword.
+	closed, err := CompileResultSchema(json.RawMessage(`{"type":"object","required":["a"],"properties":{"a":{}},"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kws []string
+	for _, v := range closed.Violations(map[string]any{"b": 1.0}) {
+		kws = append(kws, v.Keyword)
+	}
+	if !slices.Equal(kws, []string{"additionalProperties", "required"}) {
+		t.Errorf("a missing and an unknown field: keywords %q, want additionalProperties and required", kws)
 	}
 
 	tree, err := CompileResultSchema(json.RawMessage(`{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#"}}},"required":["id"]}`))

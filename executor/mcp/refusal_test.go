@@ -283,6 +283,20 @@ func TestTools_NullArguments(t *testing.T) {
 	}
 }
 
+// TestTools_EveryArgumentProblem: a call wrong in several ways is told each,
+// located: a missing field with what it is, an unknown one with what the tool
+// takes, a value of the wrong type with the type wanted.
+func TestTools_EveryArgumentProblem(t *testing.T) {
+	w := newWorkspace(t)
+	cs := connect(t, NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}), "typos")
+	res, out := callRaw(t, cs, "logs", map[string]any{"stp": "fetch", "try": "1", "tail": 5})
+	want := []string{"arguments.stp: unknown; it takes run, step, tail, try", "arguments.step: missing (the step id)",
+		`arguments.try: the string "1"; want an integer`}
+	if got := toStrings(out["reasons"]); !res.IsError || out["code"] != string(InvalidParams) || !slices.Equal(got, want) {
+		t.Errorf("logs with three problems: isError %v, %v; want reasons %q", res.IsError, out, want)
+	}
+}
+
 // TestTools_BusyWithoutASidecar: beside a workspace whose sidecar gives no
 // verdict, plan_submit says busy (the same call may succeed later).
 func TestTools_BusyWithoutASidecar(t *testing.T) {

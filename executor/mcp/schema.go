@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // Tools' schemas are inferred from their Go types, then made portable: no bare
@@ -26,14 +28,18 @@ import (
 // with an error that refusalOf maps to its code.
 func addTool[In, Out any](s *sdk.Server, t *sdk.Tool, h func(context.Context, *sdk.CallToolRequest, In) (*sdk.CallToolResult, Out, error)) {
 	in := schemaFor[In](true)
-	resolved, err := in.Resolve(nil)
+	raw, err := json.Marshal(in)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: %s: input schema: %v", t.Name, err)) // a fixed type
+	}
+	check, err := planspec.CompileResultSchema(raw)
 	if err != nil {
 		panic(fmt.Sprintf("mcp: %s: input schema: %v", t.Name, err)) // a fixed type
 	}
 	t.InputSchema, t.OutputSchema = in, withRefusal(schemaFor[Out](false))
 	s.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var args In
-		if r := decodeArgs(req.Params.Arguments, in, resolved, &args); r != nil {
+		if r := decodeArgs(req.Params.Arguments, in, check, &args); r != nil {
 			return refusalResult(r, nil), nil
 		}
 		res, out, err := h(ctx, req, args)
@@ -190,24 +196,21 @@ func withRefusal(out *jsonschema.Schema) *jsonschema.Schema {
 
 // decodeArgs checks a call's arguments against the tool's input schema and
 // decodes them into v: nil, or a refusal (invalid_params) with every problem
-// located as arguments.FIELD.
-func decodeArgs(raw json.RawMessage, in *jsonschema.Schema, resolved *jsonschema.Resolved, v any) *Refusal {
+// located as arguments.FIELD. What the schema accepts is planspec's validator's
+// to say; here its violations are put in words that name the place and say what
+// the tool takes.
+func decodeArgs(raw json.RawMessage, in *jsonschema.Schema, check *planspec.ResultSchema, v any) *Refusal {
 	var args any = map[string]any{}
 	if len(raw) > 0 && string(raw) != "null" { // no arguments: none given
 		if err := json.Unmarshal(raw, &args); err != nil {
 			return refuse(InvalidParams, "arguments: not JSON: "+err.Error())
 		}
 	}
-	var problems []string
-	checkValue(args, in, "arguments", &problems)
-	if len(problems) == 0 {
-		// What the checks above do not cover (a pattern, a bound) the schema's
-		// own validation says; its words for a null are mended.
-		if err := resolved.Validate(args); err != nil {
-			problems = append(problems, "arguments: "+strings.ReplaceAll(err.Error(), "<invalid reflect.Value>", "null"))
+	if vs := check.Violations(args); len(vs) > 0 {
+		var problems []string
+		for _, vi := range vs {
+			problems = append(problems, explain(vi, args, in)...)
 		}
-	}
-	if len(problems) > 0 {
 		return refuse(InvalidParams, problems...)
 	}
 	data, _ := json.Marshal(args)
@@ -217,59 +220,55 @@ func decodeArgs(raw json.RawMessage, in *jsonschema.Schema, resolved *jsonschema
 	return nil
 }
 
-// checkValue appends to problems what is wrong with v against s, at path.
-func checkValue(v any, s *jsonschema.Schema, path string, problems *[]string) {
-	if len(s.AnyOf) > 0 {
-		for _, b := range s.AnyOf {
-			var p []string
-			if checkValue(v, b, path, &p); len(p) == 0 {
-				return
+// explain words a violation of the arguments args against schema in: the value
+// at its place and what the place takes; each field missing, with what it is;
+// each field unknown, with the fields the tool takes.
+func explain(vi planspec.Violation, args any, in *jsonschema.Schema) []string {
+	path, v, s := "arguments", args, in
+	for _, tok := range vi.Path {
+		switch x := v.(type) {
+		case map[string]any:
+			path, v = path+"."+tok, x[tok]
+			if s != nil {
+				s = s.Properties[tok]
 			}
-		}
-		*problems = append(*problems, mismatch(v, s, path))
-		return
-	}
-	if s.Type != "" && !isType(v, s.Type) {
-		*problems = append(*problems, mismatch(v, s, path))
-		return
-	}
-	if len(s.Enum) > 0 && !slices.ContainsFunc(s.Enum, func(e any) bool { return reflect.DeepEqual(e, v) }) {
-		*problems = append(*problems, fmt.Sprintf("%s: %s; want one of %v", path, describe(v), s.Enum))
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		checkObject(x, s, path, problems)
-	case []any:
-		if s.Items != nil {
-			for i, e := range x {
-				checkValue(e, s.Items, fmt.Sprintf("%s[%d]", path, i), problems)
+		case []any:
+			path, v = path+"["+tok+"]", nil
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(x) {
+				v = x[i]
+			}
+			if s != nil {
+				s = s.Items
 			}
 		}
 	}
-}
-
-// checkObject appends what is wrong with object x against s, at path: a
-// required field missing, a field s does not name, each field's own problems.
-func checkObject(x map[string]any, s *jsonschema.Schema, path string, problems *[]string) {
-	for _, k := range s.Required {
-		if _, ok := x[k]; !ok {
-			msg := path + "." + k + ": missing"
-			if p := s.Properties[k]; p != nil && p.Description != "" {
-				msg += " (" + p.Description + ")"
+	obj, _ := v.(map[string]any)
+	switch {
+	case s == nil:
+	case vi.Keyword == "type" || vi.Keyword == "anyOf":
+		return []string{mismatch(v, s, path)}
+	case vi.Keyword == "required":
+		var out []string
+		for _, k := range s.Required {
+			if _, ok := obj[k]; !ok {
+				msg := path + "." + k + ": missing"
+				if p := s.Properties[k]; p != nil && p.Description != "" {
+					msg += " (" + p.Description + ")"
+				}
+				out = append(out, msg)
 			}
-			*problems = append(*problems, msg)
 		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(x)) {
-		p := s.Properties[k]
-		if p == nil {
-			if a := s.AdditionalProperties; a != nil && a.Not != nil {
-				*problems = append(*problems, fmt.Sprintf("%s.%s: unknown; %s", path, k, takes(s)))
+		return out
+	case vi.Keyword == "additionalProperties":
+		var out []string
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			if s.Properties[k] == nil {
+				out = append(out, fmt.Sprintf("%s.%s: unknown; %s", path, k, takes(s)))
 			}
-			continue
 		}
-		checkValue(x[k], p, path+"."+k, problems)
+		return out
 	}
+	return []string{path + ": " + strings.ReplaceAll(vi.Msg, "<invalid reflect.Value>", "null")}
 }
 
 // mismatch says that v at path is not what s takes.
@@ -287,32 +286,6 @@ func takes(s *jsonschema.Schema) string {
 		return "this tool takes no argument"
 	}
 	return "it takes " + strings.Join(slices.Sorted(maps.Keys(s.Properties)), ", ")
-}
-
-func isType(v any, typ string) bool {
-	switch typ {
-	case "null":
-		return v == nil
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "boolean":
-		_, ok := v.(bool)
-		return ok
-	case "number":
-		_, ok := v.(float64)
-		return ok
-	case "integer":
-		f, ok := v.(float64)
-		return ok && f == math.Trunc(f) && !math.IsInf(f, 0)
-	case "array":
-		_, ok := v.([]any)
-		return ok
-	case "object":
-		_, ok := v.(map[string]any)
-		return ok
-	}
-	return true
 }
 
 // describe names a value's JSON type, with a short string's value.

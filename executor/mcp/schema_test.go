@@ -1,0 +1,62 @@
+package mcp
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// TestDecodeArgs: arguments are decoded when the input schema holds them, and
+// refused otherwise with every problem in words, each at its place.
+func TestDecodeArgs(t *testing.T) {
+	type item struct {
+		Name string `json:"name"`
+	}
+	type input struct {
+		ID    string   `json:"id" jsonschema:"the id"`
+		N     int      `json:"n,omitempty"`
+		Tags  []string `json:"tags,omitempty"`
+		Items []item   `json:"items,omitempty"`
+		Value any      `json:"value,omitempty"`
+	}
+	in := schemaFor[input](true)
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := planspec.CompileResultSchema(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, args string
+		want       []string // nil: accepted
+	}{
+		{"accepted", `{"id": "a", "n": 2, "tags": ["x"], "items": [{"name": "i"}], "value": [1]}`, nil},
+		{"no arguments", `null`, []string{"arguments.id: missing (the id)"}},
+		{"not an object", `[1]`, []string{"arguments: an array; want an object"}},
+		{"not JSON", `{`, []string{"arguments: not JSON: unexpected end of JSON input"}},
+		{"nulls", `{"id": null, "tags": [null], "value": null}`, []string{
+			"arguments.id: null; want a string (leave it out rather than send null)",
+			"arguments.tags[0]: null; want a string",
+			"arguments.value: null; want an object or an array or a string or a number or a boolean (leave it out rather than send null)"}},
+		{"deep", `{"id": "a", "items": [{"name": "i"}, {"name": 3, "x": 1}]}`, []string{
+			"arguments.items[1].x: unknown; it takes name", "arguments.items[1].name: the number 3; want a string"}},
+		{"a fraction", `{"id": "a", "n": 1.5}`, []string{"arguments.n: the number 1.5; want an integer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got input
+			r := decodeArgs(json.RawMessage(tc.args), in, check, &got)
+			switch {
+			case tc.want == nil && r != nil:
+				t.Errorf("refused: %q", r.Reasons)
+			case tc.want == nil && (got.ID != "a" || got.N != 2 || len(got.Items) != 1):
+				t.Errorf("decoded as %+v", got)
+			case tc.want != nil && (r == nil || r.Code != InvalidParams || !slices.Equal(r.Reasons, tc.want)):
+				t.Errorf("got %+v\nwant %q", r, tc.want)
+			}
+		})
+	}
+}
