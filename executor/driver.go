@@ -111,8 +111,8 @@ func tryStartedIso(st *planspec.State, id string) string {
 // runHooks are what a sidecar driving many runs shares between their drivers.
 type runHooks struct {
 	// watchTo, when set, takes the driver's watch set instead of a watcher of
-	// its own.
-	watchTo func(paths, trees []string) error
+	// its own: the whole set, or with Delta what it gained and lost.
+	watchTo func(core.SetWatch) error
 	// admit, when set, says whether an agent may start now (--max-agents); a
 	// try it refuses waits in waiting until the sidecar starts it.
 	admit   func(*driver) bool
@@ -516,74 +516,78 @@ func (d *driver) endGroups() {
 }
 
 func (d *driver) setWatch(e core.SetWatch) {
-	paths, trees := e.Paths, e.Trees
-	// A delta applies to the set the watcher holds, when it holds the last one.
-	delta := e.Delta && d.w != nil && d.watchedOK
-	if !delta && slices.Equal(paths, d.watched[0]) && slices.Equal(trees, d.watched[1]) {
+	// A delta applies to the set last handed on, when it was.
+	e.Delta = e.Delta && d.watchedOK && (d.watchTo != nil || d.w != nil)
+	if !e.Delta && slices.Equal(e.Paths, d.watched[0]) && slices.Equal(e.Trees, d.watched[1]) {
 		return
 	}
-	// The running step's report folder exists before it is watched, where the
-	// plan takes reports: the worker's first report never races the folder's
-	// creation.
-	if st := d.m.State(); st != nil {
-		named := paths
-		if delta {
-			named = e.Added
-		}
-		for _, p := range named {
-			if id, ok := d.rt.WS.reportsStep(p + "/"); ok && st.UsesReports(id) {
-				_ = os.MkdirAll(d.rt.WS.ReportsDir(id), 0o755)
-			}
-		}
-	}
+	d.makeReportFolders(e)
 	d.watchedOK = false
-	if d.watchTo != nil {
-		// The sidecar's one watcher holds the union of its runs' sets.
-		if err := d.watchTo(paths, trees); err != nil {
-			d.rt.Logger.Error("updating watches", "err", err)
-			return
-		}
-		if d.m.Config().Persistent {
-			d.rt.record(watchEntry(d.watched, e, delta))
-		}
-		d.watched = [2][]string{paths, trees}
-		d.watchedOK = true
+	if !d.armWatch(e) {
 		return
-	}
-	switch {
-	case delta:
-		if err := d.w.Adjust(e.Added, e.Removed); err != nil {
-			d.rt.Logger.Error("updating watches", "err", err)
-			return
-		}
-	case d.w != nil:
-		if err := d.w.Update(paths, trees); err != nil {
-			d.rt.Logger.Error("updating watches", "err", err)
-			return
-		}
-	case len(paths) == 0 && len(trees) == 0:
-		return
-	default:
-		cfg := d.wcfg
-		cfg.Root, cfg.Paths, cfg.Trees = d.rt.WS.Dir, paths, trees
-		w, err := watcher.New(cfg)
-		if err != nil {
-			d.rt.Logger.Error("watching", "err", err)
-			return
-		}
-		d.w = w
 	}
 	if d.m.Config().Persistent {
-		d.rt.record(watchEntry(d.watched, e, delta))
+		d.rt.record(watchEntry(d.watched, e, e.Delta))
 	}
-	d.watched = [2][]string{paths, trees}
+	d.watched = [2][]string{e.Paths, e.Trees}
 	d.watchedOK = true
-	if !d.m.Config().Persistent {
+	if !d.m.Config().Persistent && d.watchTo == nil {
 		// A one-shot driver watches a path only once it waits for it (an
 		// awaited output): one that came between the machine's look and now
 		// sent no event, so the machine looks again, the watch armed.
 		d.feed(core.FilesChanged{})
 	}
+}
+
+// makeReportFolders makes the report folder of each step the new watch set
+// names, where the plan takes reports, before it is watched: the worker's
+// first report never races the folder's creation.
+func (d *driver) makeReportFolders(e core.SetWatch) {
+	st := d.m.State()
+	if st == nil {
+		return
+	}
+	named := e.Paths
+	if e.Delta {
+		named = e.Added
+	}
+	for _, p := range named {
+		if id, ok := d.rt.WS.reportsStep(p + "/"); ok && st.UsesReports(id) {
+			_ = os.MkdirAll(d.rt.WS.ReportsDir(id), 0o755)
+		}
+	}
+}
+
+// armWatch hands the watch set on: to the sidecar's one watcher, which holds
+// the union of its runs' sets, or to the driver's own, made the first time
+// there is something to watch. False when nothing holds it.
+func (d *driver) armWatch(e core.SetWatch) bool {
+	var err error
+	switch {
+	case d.watchTo != nil:
+		err = d.watchTo(e)
+	case e.Delta:
+		err = d.w.Adjust(e.Added, e.Removed)
+	case d.w != nil:
+		err = d.w.Update(e.Paths, e.Trees)
+	case len(e.Paths) == 0 && len(e.Trees) == 0:
+		return false
+	default:
+		cfg := d.wcfg
+		cfg.Root, cfg.Paths, cfg.Trees = d.rt.WS.Dir, e.Paths, e.Trees
+		w, err := watcher.New(cfg)
+		if err != nil {
+			d.rt.Logger.Error("watching", "err", err)
+			return false
+		}
+		d.w = w
+		return true
+	}
+	if err != nil {
+		d.rt.Logger.Error("updating watches", "err", err)
+		return false
+	}
+	return true
 }
 
 // watchEntry journals a new watch set: whole the first time, then what changed,

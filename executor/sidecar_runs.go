@@ -59,14 +59,18 @@ func (s *Sidecar) initRuns() {
 	s.runTimers = make(chan *drivenRun, 64)
 	s.runInherit = make(chan *drivenRun, 8)
 	s.loopDone = make(chan struct{})
-	s.union = watchUnion{owners: map[string]map[string]bool{}, trees: map[string]map[string]bool{}, sets: map[string][2][]string{}}
+	s.union = newWatchUnion()
 	if s.opt.MaxAgents == 0 {
 		s.opt.MaxAgents = DefaultMaxAgents
 	}
 	// The workspace's own run: its watch set joins the union; the folder's
 	// entries (".") tell of run files that appear.
-	s.d.watchTo = func(paths, trees []string) error {
-		return s.watchFor("", append(slices.Clone(paths), s.rel(s.WS.CloseRequestPath())), trees)
+	closeReq := s.rel(s.WS.CloseRequestPath())
+	s.d.watchTo = func(w core.SetWatch) error {
+		if w.Delta {
+			return s.adjustFor("", w.Added, without(w.Removed, closeReq))
+		}
+		return s.watchFor("", append(slices.Clone(w.Paths), closeReq), w.Trees)
 	}
 	s.d.admit = s.admit
 	s.union.set(rootOwner, []string{"."}, nil)
@@ -95,6 +99,27 @@ const rootOwner = "\x00root"
 // watchFor sets run's part of the union, and arms the watcher with the union.
 func (s *Sidecar) watchFor(run string, paths, trees []string) error {
 	added, removed, treesChanged := s.union.set(run, paths, trees)
+	return s.armUnion(added, removed, treesChanged)
+}
+
+// adjustFor changes run's part of the union by what its paths gained and
+// lost, and arms the watcher with the union.
+func (s *Sidecar) adjustFor(run string, gained, lost []string) error {
+	added, removed := s.union.adjust(run, gained, lost)
+	return s.armUnion(added, removed, false)
+}
+
+// without is list less the names given, list itself when it holds none.
+func without(list []string, names ...string) []string {
+	if !slices.ContainsFunc(list, func(p string) bool { return slices.Contains(names, p) }) {
+		return list
+	}
+	return slices.DeleteFunc(slices.Clone(list), func(p string) bool { return slices.Contains(names, p) })
+}
+
+// armUnion arms the watcher with the union after it gained added, lost
+// removed, and its trees changed or not.
+func (s *Sidecar) armUnion(added, removed []string, treesChanged bool) error {
 	if s.holdWatch && s.d.w != nil {
 		s.watchDirty = s.watchDirty || len(added) > 0 || len(removed) > 0 || treesChanged
 		return nil
@@ -232,9 +257,12 @@ func (s *Sidecar) addRun(name string, sf *StateFile) {
 	// folder): the launcher dispatches them, and ends a try its done report ends.
 	d.pull = NewPullLauncher(RunPullKey(s.d.pull.key, name))
 	plans, closeReq := s.rel(s.opt.PlansDir), s.rel(rw.CloseRequestPath())
-	d.watchTo = func(paths, trees []string) error {
-		own := slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return p == plans })
-		return s.watchFor(name, append(own, closeReq), trees)
+	d.watchTo = func(w core.SetWatch) error {
+		if w.Delta {
+			return s.adjustFor(name, without(w.Added, plans), without(w.Removed, plans, closeReq))
+		}
+		own := slices.DeleteFunc(slices.Clone(w.Paths), func(p string) bool { return p == plans })
+		return s.watchFor(name, append(own, closeReq), w.Trees)
 	}
 	d.admit = s.admit
 	d.launched = func(run Started) {
@@ -486,9 +514,11 @@ func (s *Sidecar) stopRuns() {
 
 // watchUnion is the sidecar's one watch set: the union of its runs' sets, each
 // path with the runs that name it, so that a change reaches the runs it
-// concerns and no other.
+// concerns and no other. A run's part changes whole (set) or by a delta
+// (adjust): a step's report folder, in a plan naming 10,000 paths, costs a
+// few map operations, not a walk of them all.
 type watchUnion struct {
-	sets   map[string][2][]string     // run → its paths and trees
+	parts  map[string]*watchPart      // run → its part
 	owners map[string]map[string]bool // path → the runs naming it
 	trees  map[string]map[string]bool // tree → the runs naming it
 	// below counts, for each folder above a named path, the runs naming a path
@@ -496,58 +526,119 @@ type watchUnion struct {
 	below map[string]map[string]int
 }
 
-// set replaces run's part; it returns the paths the union gained and lost, and
-// whether its trees changed.
+// watchPart is one run's part of the union.
+type watchPart struct {
+	paths map[string]bool
+	trees []string
+}
+
+func newWatchUnion() watchUnion {
+	return watchUnion{parts: map[string]*watchPart{}, owners: map[string]map[string]bool{},
+		trees: map[string]map[string]bool{}, below: map[string]map[string]int{}}
+}
+
+// set replaces run's part; it returns the paths the union gained and lost,
+// sorted, and whether its trees changed.
 func (u *watchUnion) set(run string, paths, trees []string) (added, removed []string, treesChanged bool) {
-	old := u.sets[run]
-	if len(paths) == 0 && len(trees) == 0 {
-		delete(u.sets, run)
-	} else {
-		u.sets[run] = [2][]string{slices.Clone(paths), slices.Clone(trees)}
-	}
-	oldSet, newSet := setOf(old[0]), setOf(paths)
-	if u.below == nil {
-		u.below = map[string]map[string]int{}
-	}
-	for p := range newSet {
-		if oldSet[p] {
-			continue
+	part := u.part(run)
+	next := setOf(paths)
+	for p := range part.paths {
+		if !next[p] {
+			removed = u.lose(run, p, removed)
 		}
-		if len(u.owners[p]) == 0 {
-			added = append(added, p)
-			u.owners[p] = map[string]bool{}
+	}
+	for p := range next {
+		if !part.paths[p] {
+			added = u.gain(run, p, added)
 		}
-		u.owners[p][run] = true
-		for a := path.Dir(p); a != "." && a != "/"; a = path.Dir(a) {
-			if u.below[a] == nil {
-				u.below[a] = map[string]int{}
+	}
+	part.paths = next
+	treesChanged = u.setTrees(run, part, trees)
+	u.keep(run, part)
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed, treesChanged
+}
+
+// adjust changes run's paths by what they gained and lost, its trees kept; it
+// returns the paths the union gained and lost, sorted.
+func (u *watchUnion) adjust(run string, gained, lost []string) (added, removed []string) {
+	part := u.part(run)
+	for _, p := range lost {
+		if part.paths[p] {
+			delete(part.paths, p)
+			removed = u.lose(run, p, removed)
+		}
+	}
+	for _, p := range gained {
+		if !part.paths[p] {
+			part.paths[p] = true
+			added = u.gain(run, p, added)
+		}
+	}
+	u.keep(run, part)
+	slices.Sort(added)
+	slices.Sort(removed)
+	return added, removed
+}
+
+func (u *watchUnion) part(run string) *watchPart {
+	if part := u.parts[run]; part != nil {
+		return part
+	}
+	return &watchPart{paths: map[string]bool{}}
+}
+
+// keep holds run's part, or drops it when it names nothing.
+func (u *watchUnion) keep(run string, part *watchPart) {
+	if len(part.paths) == 0 && len(part.trees) == 0 {
+		delete(u.parts, run)
+		return
+	}
+	u.parts[run] = part
+}
+
+// gain makes run an owner of p, appending p to added when the union lacked it.
+func (u *watchUnion) gain(run, p string, added []string) []string {
+	if len(u.owners[p]) == 0 {
+		added = append(added, p)
+		u.owners[p] = map[string]bool{}
+	}
+	u.owners[p][run] = true
+	for a := path.Dir(p); a != "." && a != "/"; a = path.Dir(a) {
+		if u.below[a] == nil {
+			u.below[a] = map[string]int{}
+		}
+		u.below[a][run]++
+	}
+	return added
+}
+
+// lose takes run off p's owners, appending p to removed when none is left.
+func (u *watchUnion) lose(run, p string, removed []string) []string {
+	delete(u.owners[p], run)
+	if len(u.owners[p]) == 0 {
+		delete(u.owners, p)
+		removed = append(removed, p)
+	}
+	for a := path.Dir(p); a != "." && a != "/"; a = path.Dir(a) {
+		if u.below[a][run]--; u.below[a][run] <= 0 {
+			delete(u.below[a], run)
+			if len(u.below[a]) == 0 {
+				delete(u.below, a)
 			}
-			u.below[a][run]++
 		}
 	}
-	for p := range oldSet {
-		if newSet[p] {
-			continue
-		}
-		delete(u.owners[p], run)
-		if len(u.owners[p]) == 0 {
-			delete(u.owners, p)
-			removed = append(removed, p)
-		}
-		for a := path.Dir(p); a != "." && a != "/"; a = path.Dir(a) {
-			if u.below[a][run]--; u.below[a][run] <= 0 {
-				delete(u.below[a], run)
-				if len(u.below[a]) == 0 {
-					delete(u.below, a)
-				}
-			}
-		}
-	}
-	oldTrees, newTrees := setOf(old[1]), setOf(trees)
+	return removed
+}
+
+// setTrees replaces run's trees; it says whether the union's trees changed.
+func (u *watchUnion) setTrees(run string, part *watchPart, trees []string) (changed bool) {
+	oldTrees, newTrees := setOf(part.trees), setOf(trees)
 	for t := range newTrees {
 		if !oldTrees[t] {
 			if len(u.trees[t]) == 0 {
-				treesChanged = true
+				changed = true
 				u.trees[t] = map[string]bool{}
 			}
 			u.trees[t][run] = true
@@ -558,13 +649,12 @@ func (u *watchUnion) set(run string, paths, trees []string) (added, removed []st
 			delete(u.trees[t], run)
 			if len(u.trees[t]) == 0 {
 				delete(u.trees, t)
-				treesChanged = true
+				changed = true
 			}
 		}
 	}
-	slices.Sort(added)
-	slices.Sort(removed)
-	return added, removed, treesChanged
+	part.trees = slices.Clone(trees)
+	return changed
 }
 
 func setOf(list []string) map[string]bool {
