@@ -112,7 +112,9 @@ bench:
 # for interruptions, lock refusals, plans applied or run twice and temporary
 # files left must all be 0. STEPSEQ_CHAOS_KILLS (default 400),
 # STEPSEQ_CHAOS_STEPS (300), STEPSEQ_CHAOS_CHECK_KILLS (100),
-# STEPSEQ_CHAOS_CHECK_STEPS (40) and STEPSEQ_CHAOS_INTAKE_KILLS (200) size them.
+# STEPSEQ_CHAOS_CHECK_STEPS (40) and STEPSEQ_CHAOS_INTAKE_KILLS (200) size them;
+# STEPSEQ_CHAOS_KEEP, a folder, keeps each round that counted one of them
+# (its workspace, the agents' stamps, stepseq's log) to be read afterwards.
 chaos:
 	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor
 

@@ -52,7 +52,8 @@ import (
 // and some left running under the next (STEPSEQ_CHAOS_CHECK_KILLS, default 100).
 // TestChaosIntake kills the sidecar 0-40 ms after each plan is dropped
 // (STEPSEQ_CHAOS_INTAKE_KILLS plans, default 200): no plan is applied or run twice
-// and no temporary file is left.
+// and no temporary file is left. STEPSEQ_CHAOS_KEEP, a folder, keeps a copy of
+// each round of TestChaos and TestChaosCheck that counted what must not happen.
 
 func chaosEnv(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
@@ -73,8 +74,31 @@ func (f *chaosFigures) report(t *testing.T) {
 	t.Logf("chaos: overlaps %d, torn reads %d, steps run again after DONE %d, DONE steps gone back %d, orphans that finished run again %d, tries counted for interruptions %d, lock refusals %d",
 		f.overlaps, f.torn, f.rerunAfterDone, f.regress, f.finishedRerun, f.extraTries, f.lockRefusals)
 	t.Logf("chaos: interruptions recorded %d; orphans judged done by what they left %d", f.interruptions, f.orphansJudged)
-	if f.overlaps+f.torn+f.rerunAfterDone+f.regress+f.finishedRerun+f.extraTries+f.lockRefusals != 0 {
+	if f.bad() != 0 {
 		t.Error("chaos: a count that must be 0 is not")
+	}
+}
+
+// bad is the sum of the counts that must be 0.
+func (f *chaosFigures) bad() int {
+	return f.overlaps + f.torn + f.rerunAfterDone + f.regress + f.finishedRerun + f.extraTries + f.lockRefusals
+}
+
+// chaosKeep copies a round's folders (its workspace, the agents' stamps and the
+// stepseq log) under STEPSEQ_CHAOS_KEEP, when set, to be read after the test
+// has removed its own.
+func chaosKeep(t *testing.T, name string, dirs ...string) {
+	keep := os.Getenv("STEPSEQ_CHAOS_KEEP")
+	if keep == "" {
+		return
+	}
+	for i, d := range dirs {
+		to := filepath.Join(keep, name, strconv.Itoa(i))
+		if err := os.CopyFS(to, os.DirFS(d)); err != nil {
+			t.Logf("keep %s: %v", d, err)
+			continue
+		}
+		t.Logf("kept %s in %s", d, to)
 	}
 }
 
@@ -157,6 +181,7 @@ func tryRecords(t *testing.T, dir string) <-chan tryEvent {
 // chaosRound runs one plan of n steps to DONE under at most budget kills.
 func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 	f.rounds++
+	bad := f.bad()
 	dir, out := t.TempDir(), t.TempDir()
 	state := filepath.Join(dir, "state.json")
 	chaosPlan(t, state, out, n, func() int { return 5 + rand.IntN(30) })
@@ -313,6 +338,9 @@ func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 			}
 		}
 	}
+	if f.bad() != bad {
+		chaosKeep(t, fmt.Sprintf("round-%d", f.rounds), dir, out)
+	}
 }
 
 // chaosOutcome counts what a finished plan says: tries beyond the first, twins,
@@ -394,7 +422,11 @@ func TestChaosCheck(t *testing.T) {
 			}
 			if st.Status == planspec.StatusDone {
 				f.steps += len(st.StepQueue)
+				before := f
 				chaosOutcome(t, st, dir, out, &f)
+				if f.bad() != before.bad() {
+					chaosKeep(t, fmt.Sprintf("check-round-%d", f.rounds), dir, out)
+				}
 				break
 			}
 			if time.Now().After(deadline) {
