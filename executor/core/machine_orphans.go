@@ -38,13 +38,30 @@ func (m *Machine) orphan(id string) TryState {
 	return m.cfg.Probe.Orphan(id, run.Tries, run.Agent.StartedIso)
 }
 
+// tryProbes are the answers of one decision's probes, a step's try lock asked
+// once: its agent may end at any moment, and a decision made of two answers
+// (alive when judging the orphan, gone when deciding the step) would relaunch as
+// interrupted an agent that had just finished its work. With one answer, an
+// agent alive is waited for and judged by what it left once it is gone.
+type tryProbes map[string]TryState
+
+// probeOnce is step id's try as the decision's probe found it, asked the first time.
+func (m *Machine) probeOnce(p tryProbes, id string) TryState {
+	ts, ok := p[id]
+	if !ok {
+		ts = m.orphan(id)
+		p[id] = ts
+	}
+	return ts
+}
+
 // judgeOrphan judges the try at the cursor that state.json holds IN_PROGRESS and
 // whose agent no live stepseq saw end, by what the agent left: its exit, when the
 // stepseq that reaped it died before recording the verdict; else a done report it
 // made; else its required outputs, every one modified since the try began, with
 // its check holding. It reports whether it judged (a verdict, or outputs awaited);
 // when nothing says done, the core relaunches the step as interrupted.
-func (m *Machine) judgeOrphan() bool {
+func (m *Machine) judgeOrphan(probes tryProbes) bool {
 	st := m.st
 	if m.cfg.Probe == nil || m.run != nil || st.Status == planspec.StatusDone || st.CurrentStep >= len(st.StepQueue) {
 		return false
@@ -54,7 +71,7 @@ func (m *Machine) judgeOrphan() bool {
 	if spec == nil || run == nil || run.Status != planspec.StatusInProgress || run.Agent == nil || run.Agent.StartedIso == "" {
 		return false
 	}
-	ts := m.orphan(id)
+	ts := m.probeOnce(probes, id)
 	if ts.Alive {
 		return false // the core waits for it
 	}

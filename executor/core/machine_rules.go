@@ -277,10 +277,12 @@ func (m *Machine) decide() (d Decision, changed, ok bool) {
 		}
 		return d, changed, true
 	}
-	if m.judgeOrphan() {
+	probes := tryProbes{}
+	if m.judgeOrphan(probes) {
 		return Decision{}, false, false
 	}
-	d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: m.alive, Cond: m.cond, Skipped: m.skipped, Render: m.render,
+	alive := func(id string) bool { return m.cfg.Probe != nil && m.probeOnce(probes, id).Alive }
+	d, changed = Reconcile(m.st, Facts{Now: m.now, MaxRetries: m.cfg.MaxRetries, Alive: alive, Cond: m.cond, Skipped: m.skipped, Render: m.render,
 		Loop: m.loopEvent})
 	return d, changed, true
 }
@@ -361,10 +363,6 @@ func (m *Machine) dropPastDelay() {
 	if !m.delayAt.IsZero() && !m.now.Before(m.delayAt) {
 		m.delayAt = time.Time{}
 	}
-}
-
-func (m *Machine) alive(id string) bool {
-	return m.cfg.Probe != nil && m.orphan(id).Alive
 }
 
 func (m *Machine) cond(id, kind string) (bool, error) {

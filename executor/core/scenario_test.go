@@ -35,7 +35,8 @@ import (
 //	changed P... [rescan]        a change of paths fed in
 //	cond STEP [when=V] [skip=V]  a step's conditions (true, false, error)
 //	check STEP=V                 a step's check (true, false, error)
-//	orphan STEP [alive] [exited code=N] [signal] [stopped] [recorded began=T]   what a try lock says
+//	orphan STEP [alive] [exited code=N] [signal] [stopped] [recorded began=T] [ends]   what a try lock says;
+//	                             ends: alive to the next probe, then ended as the rest says (it ends between two probes)
 //	cannot-launch [STEP]         the step's agent cannot start: the input is why; with no input, it can
 //	output T                     the running agent last wrote a byte at T
 //	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit] [out=TEXT] [session=ID]
@@ -64,7 +65,8 @@ type world struct {
 	conds     map[string]string // "id/when", "id/skip" → true, false, error
 	checks    map[string]string
 	orphans   map[string]TryState
-	launchErr map[string]string // step ("" for every step) → why
+	ending    map[string]TryState // what a try lock says once the next probe has found it alive
+	launchErr map[string]string   // step ("" for every step) → why
 	lastOut   time.Time
 }
 
@@ -85,7 +87,14 @@ func (w *world) ModTime(rel string) (time.Time, bool) { t, ok := w.files[rel]; r
 // FolderModTime answers the quiet window's question of the trigger folder.
 func (w *world) FolderModTime(rel string) (time.Time, bool) { t, ok := w.files[rel]; return t, ok }
 
-func (w *world) Orphan(id string, _ int, _ string) TryState { return w.orphans[id] }
+func (w *world) Orphan(id string, _ int, _ string) TryState {
+	ts := w.orphans[id]
+	if next, ok := w.ending[id]; ok {
+		delete(w.ending, id)
+		w.orphans[id] = next
+	}
+	return ts
+}
 
 func (w *world) CanLaunch(_ *planspec.State, id string) error {
 	if why, ok := w.launchErr[id]; ok {
@@ -160,7 +169,7 @@ type scenario struct {
 func newScenario() *scenario {
 	return &scenario{
 		w: &world{files: map[string]time.Time{}, conds: map[string]string{}, checks: map[string]string{},
-			orphans: map[string]TryState{}, launchErr: map[string]string{}},
+			orphans: map[string]TryState{}, ending: map[string]TryState{}, launchErr: map[string]string{}},
 		now: t0, started: map[string]time.Time{}, running: map[string]int{}, last: map[string]string{},
 	}
 }
@@ -316,7 +325,13 @@ var scriptWorld = map[string]scenarioCmd{
 		if v := argOr(d, "began", ""); v != "" {
 			ts.Began = s.dur(t, d, v)
 		}
-		s.w.orphans[d.CmdArgs[0].Key] = ts
+		id := d.CmdArgs[0].Key
+		delete(s.w.ending, id)
+		if d.HasArg("ends") {
+			s.w.ending[id] = ts
+			ts.Alive = true
+		}
+		s.w.orphans[id] = ts
 	},
 	"cannot-launch": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
 		id := ""
