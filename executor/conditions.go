@@ -167,6 +167,29 @@ func (c *Conditions) Check(now time.Time, id string) func() (bool, error) {
 	return func() (bool, error) { return cond.Eval(c.env(now, id)) }
 }
 
+// Reads are the literal paths and globs step id's when and skip name, and
+// whether they are all those conditions may read.
+func (c *Conditions) Reads(id string) (paths, globs []string, known bool) {
+	if c == nil {
+		return nil, nil, true
+	}
+	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip} {
+		cond, err := c.condition(id, kind)
+		if err != nil {
+			return nil, nil, false
+		}
+		if cond == nil {
+			continue
+		}
+		p, g := cond.Paths()
+		paths, globs = append(paths, p...), append(globs, g...)
+		if !cond.PathsKnown() {
+			return nil, nil, false
+		}
+	}
+	return paths, globs, true
+}
+
 // Compiled exposes the compiled conditions, for deriving what to watch; nil for
 // conditions compiled lazily.
 func (c *Conditions) Compiled() *planspec.Compiled { return c.compiled }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -32,5 +33,30 @@ func TestConditions_SeeTheInputsTime(t *testing.T) {
 	}
 	if ok, err := conds.Check(y2002, "a")(); err != nil || !ok {
 		t.Errorf("check at 2002 = %v, %v; want true", ok, err)
+	}
+}
+
+// TestConditions_Reads: what a step's gate reads, for telling its agent which
+// change started it: when's and skip's literal paths and globs, not check's;
+// unknown once a path is built at run time.
+func TestConditions_Reads(t *testing.T) {
+	rt, err := NewRuntime(filepath.Join(t.TempDir(), "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := parse(t, `{"plan":{"steps":{
+ "a":{"title":"A","instruction":"do a","when":"exists(\"go.txt\")","skip":"len(glob(\"skip/*\")) > 0","check":"exists(\"out.txt\")"},
+ "b":{"title":"B","instruction":"do b","when":"exists(step.title)"},
+ "c":{"title":"C","instruction":"do c"}}},
+ "stepQueue":["a","b","c"],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"}`)
+	conds, err := rt.Conditions(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"a": "[go.txt] [skip/*] true", "b": "[] [] false", "c": "[] [] true"} {
+		paths, globs, known := conds.Reads(id)
+		if got := fmt.Sprint(paths, " ", globs, " ", known); got != want {
+			t.Errorf("Reads(%s) = %s, want %s", id, got, want)
+		}
 	}
 }

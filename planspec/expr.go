@@ -44,12 +44,15 @@ type Condition struct {
 	prog    *vm.Program
 	progErr error
 
-	paths  []string // literal path arguments, in order of appearance
-	globs  []string // literal glob patterns
-	steps  []string // step ids named as steps.ID or steps["ID"]
-	vars   []string // var names named as vars.NAME or vars["NAME"]
-	params []string // param names named as params.NAME or params["NAME"]
-	value  bool     // a template's expression: any value, not a boolean
+	paths []string // literal path arguments, in order of appearance
+	globs []string // literal glob patterns
+	// builtPaths: a file function is given a path built at run time
+	// (exists(vars.out)), so paths and globs are not all it may read.
+	builtPaths bool
+	steps      []string // step ids named as steps.ID or steps["ID"]
+	vars       []string // var names named as vars.NAME or vars["NAME"]
+	params     []string // param names named as params.NAME or params["NAME"]
+	value      bool     // a template's expression: any value, not a boolean
 
 	usesFS     bool // calls a function that reads the workspace
 	usesSteps  bool
@@ -140,6 +143,10 @@ func (c *Condition) Source() string { return c.src }
 func (c *Condition) Paths() (paths, globs []string) {
 	return slices.Clone(c.paths), slices.Clone(c.globs)
 }
+
+// PathsKnown reports whether Paths names every file the condition may read:
+// false when a file function is given a path built at run time.
+func (c *Condition) PathsKnown() bool { return !c.builtPaths }
 
 // Eval evaluates the condition against env. Files outside the workspace, escaping
 // symlinks and unreadable files read as missing; only read(), json() and glob()

@@ -225,6 +225,7 @@ func (v *inspector) identifier(n *ast.IdentifierNode) {
 		c.usesRounds = true
 	case n.Value == "$env":
 		c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
+		c.builtPaths = true
 	case pathFuncs[n.Value] || n.Value == "glob" || n.Value == "globCount":
 		c.usesFS = true
 	}
@@ -259,6 +260,7 @@ func (v *inspector) call(n *ast.CallNode) {
 	}
 	arg, ok := n.Arguments[0].(*ast.StringNode)
 	if !ok {
+		c.builtPaths = c.builtPaths || pathFuncs[fn.Value] || fn.Value == "glob" || fn.Value == "globCount"
 		return
 	}
 	switch {

@@ -416,6 +416,29 @@ func TestCondition_Paths(t *testing.T) {
 	}
 }
 
+// PathsKnown is false only when a file function's path is built at run time:
+// then Paths is not everything the condition may read.
+func TestCondition_PathsKnown(t *testing.T) {
+	for src, want := range map[string]bool{
+		`exists("a") && size("b") > 0`:  true,
+		`len(glob("notes/*.md")) > 0`:   true,
+		`fresh("d" + ".txt")`:           true,
+		`step.status == "DONE"`:         true,
+		`exists("a") && exists(vars.x)`: false,
+		`globCount(params.pattern) > 0`: false,
+		`any(["a", "b"], {exists(#)})`:  false,
+		`$env != nil`:                   false,
+	} {
+		c, err := CompileCondition(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got := c.PathsKnown(); got != want {
+			t.Errorf("%s: PathsKnown = %v, want %v", src, got, want)
+		}
+	}
+}
+
 func TestCompileCondition_Cached(t *testing.T) {
 	a, err := CompileCondition(`exists("cached.txt")`)
 	if err != nil {

@@ -29,6 +29,7 @@ func (c stateConds) Cond(now time.Time, id, kind string) (bool, error) {
 	return StateCond(c.st, now, id, kind)
 }
 func (c stateConds) Check(time.Time, string) func() (bool, error) { return nil }
+func (stateConds) Reads(string) ([]string, []string, bool)        { return nil, nil, false }
 
 type loopProbe struct{ fakeProbe }
 

@@ -243,6 +243,10 @@ const (
 type CondSet interface {
 	Cond(now time.Time, id, kind string) (bool, error)
 	Check(now time.Time, id string) func() (bool, error)
+	// Reads are the literal paths and globs step id's when and skip name, and
+	// whether they are all those conditions may read (false when a path is
+	// built at run time).
+	Reads(id string) (paths, globs []string, known bool)
 }
 
 // Probe is what the machine may ask of the world. Every answer is a read; none

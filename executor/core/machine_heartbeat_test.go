@@ -26,6 +26,7 @@ type noConds struct{}
 
 func (noConds) Cond(_ time.Time, _, kind string) (bool, error) { return kind == "when", nil }
 func (noConds) Check(time.Time, string) func() (bool, error)   { return nil }
+func (noConds) Reads(string) ([]string, []string, bool)        { return nil, nil, false }
 
 // clockDriver carries out a machine's effects on an injected clock: writes
 // succeed, the timer is remembered, notifications are kept.

@@ -146,6 +146,42 @@ func (m *Machine) filesChanged(in FilesChanged) {
 	}
 }
 
+// startedBy are the changed paths that can have started step id's run, as its
+// agent is told them (STEPSEQ_CHANGED): those its when or skip reads, those its
+// on: globs match, and the trigger folder. Other files changed meanwhile are
+// left out, unless its conditions build a path at run time.
+func (m *Machine) startedBy(id string) []string {
+	if len(m.changed) == 0 || m.conds == nil {
+		return m.changed
+	}
+	paths, globs, known := m.conds.Reads(id)
+	if !known {
+		return m.changed
+	}
+	var on []string
+	if spec := m.st.Steps[id]; spec != nil {
+		on = spec.On
+	}
+	var out []string
+	for _, p := range m.changed {
+		if p == MetaDir+"/triggers" || namedBy(p, paths) || slices.ContainsFunc(globs, func(g string) bool { return planspec.MatchGlob(g, p) }) ||
+			slices.ContainsFunc(on, func(g string) bool { return planspec.MatchGlob(g, p) }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// namedBy reports whether p is one of paths or lies in a folder among them.
+func namedBy(p string, paths []string) bool {
+	for _, q := range paths {
+		if p == q || strings.HasPrefix(p, q+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // appendChanged keeps the paths that start the next run, at most 100.
 func appendChanged(list, paths []string) []string {
 	for _, p := range paths {
@@ -498,7 +534,7 @@ func (m *Machine) dispatch(d Decision) {
 	} else {
 		try = BeginTry(m.st, d.Step, m.now, d.Interrupted)
 	}
-	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.changed, resumed: resumed, resume: resume}
+	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.startedBy(d.Step), resumed: resumed, resume: resume}
 	m.changed = nil
 	m.progress = true
 	m.markDirty("launch")

@@ -26,6 +26,7 @@ type fakeConds struct{ check func() (bool, error) }
 
 func (c fakeConds) Cond(_ time.Time, id, kind string) (bool, error) { return kind == "when", nil }
 func (c fakeConds) Check(time.Time, string) func() (bool, error)    { return c.check }
+func (fakeConds) Reads(string) ([]string, []string, bool)           { return nil, nil, false }
 
 func (p *fakeProbe) Conditions(*planspec.State) (CondSet, error) { return fakeConds{}, nil }
 func (p *fakeProbe) Missing(paths []string) []string {
@@ -743,6 +744,7 @@ type gatedConds struct{}
 
 func (gatedConds) Cond(_ time.Time, id, kind string) (bool, error) { return false, nil }
 func (gatedConds) Check(time.Time, string) func() (bool, error)    { return nil }
+func (gatedConds) Reads(string) ([]string, []string, bool)         { return nil, nil, false }
 
 type gatedProbe struct{ fakeProbe }
 
@@ -994,6 +996,7 @@ func (skipConds) Cond(_ time.Time, id, kind string) (bool, error) {
 	return kind == "when" || id == "a", nil
 }
 func (skipConds) Check(time.Time, string) func() (bool, error) { return nil }
+func (skipConds) Reads(string) ([]string, []string, bool)      { return nil, nil, false }
 
 // reportsRel is step id's report folder as the driver names it, for ids that
 // need no escaping.

@@ -70,7 +70,7 @@ type world struct {
 	lastOut   time.Time
 }
 
-func (w *world) Conditions(*planspec.State) (CondSet, error) { return scriptedConds{w}, nil }
+func (w *world) Conditions(st *planspec.State) (CondSet, error) { return scriptedConds{w, st}, nil }
 
 func (w *world) Missing(paths []string) []string {
 	var out []string
@@ -125,7 +125,12 @@ func (w *world) WatchSet(st *planspec.State, _ CondSet) (paths, trees []string) 
 
 func (w *world) ReportsDir(id string) string { return reportsRel(id) }
 
-type scriptedConds struct{ w *world }
+// scriptedConds answer with the values a scenario scripts; what a step's
+// conditions read comes from their real text.
+type scriptedConds struct {
+	w  *world
+	st *planspec.State
+}
 
 func scriptedValue(v string) (bool, error) {
 	switch v {
@@ -143,6 +148,25 @@ func (c scriptedConds) Cond(_ time.Time, id, kind string) (bool, error) {
 		return kind == "when", nil
 	}
 	return scriptedValue(v)
+}
+
+func (c scriptedConds) Reads(id string) (paths, globs []string, known bool) {
+	spec := c.st.Steps[id]
+	if spec == nil {
+		return nil, nil, true
+	}
+	for _, src := range []string{spec.When, spec.Skip} {
+		if src == "" {
+			continue
+		}
+		cond, err := planspec.CompileCondition(src)
+		if err != nil || !cond.PathsKnown() {
+			return nil, nil, false
+		}
+		p, g := cond.Paths()
+		paths, globs = append(paths, p...), append(globs, g...)
+	}
+	return paths, globs, true
 }
 
 func (c scriptedConds) Check(_ time.Time, id string) func() (bool, error) {
