@@ -50,6 +50,10 @@ type SidecarOptions struct {
 	// workspace's runs (DESIGN §14); 0: DefaultMaxAgents; negative: no bound.
 	// Pulled steps (agent: mcp) do not count.
 	MaxAgents int
+	// OnReady is called from the loop once, when the start is over (every run
+	// taken up, the triggers queued before it drained), just before the ready
+	// record.
+	OnReady func()
 }
 
 // Sidecar is `stepseq watch`: one event loop owns the state machine and feeds it
@@ -390,6 +394,9 @@ func (s *Sidecar) drained(r drained) {
 	s.drain = nil
 	if s.starting {
 		s.starting = false
+		if s.opt.OnReady != nil {
+			s.opt.OnReady()
+		}
 		s.ready.Store(true)
 		s.record(core.Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
 	}
