@@ -42,6 +42,8 @@ func (m *Machine) invalidResult(r *tryRun, in ReportIn, errs []string) {
 		head += " (onInvalid: abort): the try fails"
 	case left <= 0:
 		head += fmt.Sprintf(" (%d invalid results: onInvalid: retry allows %d corrections): the try fails", r.invalidResults, planspec.MaxInvalidResults)
+	case left == 1:
+		head += "; send done again with a corrected result (the last correction: another invalid result fails the try)"
 	default:
 		head += fmt.Sprintf("; send done again with a corrected result (%d more allowed)", left-1)
 	}
