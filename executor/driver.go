@@ -123,6 +123,9 @@ type runHooks struct {
 	// inheritedGone, when set, is called from the waiting goroutine once an
 	// agent left by an earlier stepseq is gone.
 	inheritedGone func()
+	// sharedWatcher, when set, is the watcher that sees the driver's files
+	// (the sidecar's, shared by every run): told of the driver's own changes.
+	sharedWatcher func() *watcher.Watcher
 }
 
 // recordNeeded says whether a try lock's record is of a try that st has in
@@ -183,11 +186,9 @@ func (d *driver) perform(e core.Effect) {
 		if d.metrics != nil {
 			touched, all = e.State.Touched() // before the encoding forgets them
 		}
-		if d.w != nil {
-			// Its own write is no activity: a gate opened a moment later is
-			// still the first change after a quiet window, seen at once.
-			d.w.Expect(d.stateRel())
-		}
+		// Its own write is no activity: a gate opened a moment later is
+		// still the first change after a quiet window, seen at once.
+		d.expect(d.sf.Path)
 		err := d.sf.WriteVisible(e.State)
 		d.metrics.written(e.State, touched, all)
 		if err == nil && d.onWritten != nil {
@@ -261,13 +262,20 @@ func (d *driver) intake(e core.Effect) {
 	}
 }
 
-// stateRel is the state file's path relative to the workspace, as the watcher
-// names it.
-func (d *driver) stateRel() string {
-	if r, err := filepath.Rel(d.rt.WS.Dir, d.sf.Path); err == nil {
-		return filepath.ToSlash(r)
+// expect announces a change the driver is about to make to a file in the
+// workspace (path absolute): its own change is no activity for the watcher's
+// quiet window, so a change made a moment after it is seen at once.
+func (d *driver) expect(path string) {
+	w := d.w
+	if d.sharedWatcher != nil {
+		w = d.sharedWatcher()
 	}
-	return d.sf.Path
+	if w == nil {
+		return
+	}
+	if r, err := filepath.Rel(d.rt.WS.Dir, path); err == nil {
+		w.Expect(filepath.ToSlash(r))
+	}
 }
 
 func (d *driver) readState() {
@@ -770,10 +778,15 @@ func (d *driver) reportVerdict(v core.ReportVerdict) {
 	if v.Ref == "" || !filepath.IsAbs(v.Ref) {
 		return
 	}
+	// Taking the file away answers its sender; it is no activity, or a
+	// report written a moment later would wait for a window to settle.
+	d.expect(v.Ref)
 	if v.Accepted {
 		_ = os.Remove(v.Ref) // kept in stepRuns[id].reports and the journal
 		return
 	}
+	d.expect(v.Ref + ".why")
+	d.expect(v.Ref + ".rejected")
 	refuseReportFile(v.Ref, v.Reasons)
 }
 

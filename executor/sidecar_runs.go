@@ -265,6 +265,7 @@ func (s *Sidecar) addRun(name string, sf *StateFile) {
 		return s.watchFor(name, append(own, closeReq), w.Trees)
 	}
 	d.admit = s.admit
+	d.sharedWatcher = func() *watcher.Watcher { return s.d.w }
 	d.launched = func(run Started) {
 		go func() {
 			e := <-run.Done()

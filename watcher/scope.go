@@ -116,12 +116,16 @@ func cleanRel(p string) (string, error) {
 }
 
 // relevant reports whether a change to rel matters: it is one of the paths or
-// lies below one, or it lies in a tree outside the skipped directories.
+// lies below one, or it lies in a tree outside the skipped directories. The
+// root as a path ("" or ".") is its entries only, as the poller scans it: the
+// whole workspace is the tree "". A root path that took in everything below
+// it would make every write anywhere (a consumer's own journal, an agent's
+// files) activity that holds a gate opened beside it for a settle window.
 func (s scope) relevant(rel string) bool {
 	if rel == "" {
 		return false // the root itself: handled as a rescan, never a path
 	}
-	if s.isNamed("") {
+	if s.isNamed("") && !strings.Contains(rel, "/") {
 		return true
 	}
 	// rel or a directory above it is a path: a binary search per level,

@@ -21,6 +21,10 @@ func TestScope_Relevant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	entries, err := newScope([]string{".", ".stepseq/triggers"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		scope scope
 		rel   string
@@ -45,6 +49,11 @@ func TestScope_Relevant(t *testing.T) {
 		{root, "anything/at/all", true},
 		{root, ".git/config", false},
 		{root, ".gitignore", true},
+		{entries, "state.r1.json", true},
+		{entries, ".stepseq", true},
+		{entries, ".stepseq/triggers/t1", true},
+		{entries, ".stepseq/journal.jsonl", false},
+		{entries, "out/report.md", false},
 	}
 	for _, tt := range tests {
 		if got := tt.scope.relevant(tt.rel); got != tt.want {
