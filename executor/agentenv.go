@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // MaxChanged is how many changed paths an agent is told of, in STEPSEQ_CHANGED
@@ -60,10 +62,10 @@ func AgentEnv(base []string, step string, try int, ws Workspace, changed []strin
 	)
 }
 
-// The values of a plan's `reports:` setting (DESIGN §7).
+// The values of a plan's `reports:` setting (DESIGN §7), as planspec reads them.
 const (
-	ReportsRequired = "required"
-	ReportsOptional = "optional"
+	ReportsRequired = planspec.ReportsRequired
+	ReportsOptional = planspec.ReportsOptional
 )
 
 // ReportHint is the two lines that end the prompt when the plan asks for reports

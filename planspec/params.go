@@ -1,7 +1,6 @@
 package planspec
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -132,20 +131,17 @@ func (p *Plan) ResolveParams(given map[string]any) (map[string]any, error) {
 			problems = append(problems, fmt.Sprintf("params.%s: %v", pp.Name, err))
 			continue
 		}
-		bad := rs.Validate(b)
-		for _, msg := range bad {
-			at, rest, _ := strings.Cut(msg, ": ")
-			if at == "/" {
-				at = ""
-			}
-			problems = append(problems, fmt.Sprintf("params.%s%s: %s", pp.Name, at, rest))
-		}
-		if len(bad) > 0 {
-			continue
-		}
 		var norm any
-		dec := json.NewDecoder(bytes.NewReader(b))
-		if err := dec.Decode(&norm); err == nil {
+		_ = json.Unmarshal(b, &norm) // b was just marshalled
+		bad := rs.Violations(norm)
+		for _, vi := range bad {
+			at := "" // the value itself is params.NAME
+			if len(vi.Path) > 0 {
+				at = instancePath(vi.Path)
+			}
+			problems = append(problems, fmt.Sprintf("params.%s%s: %s", pp.Name, at, vi.Msg))
+		}
+		if len(bad) == 0 {
 			out[pp.Name] = wholeNumbers(norm)
 		}
 	}
