@@ -29,6 +29,10 @@ type Chain struct {
 	// state read; the chain's transitions go to the notifier it returns (nil: none),
 	// and done is called before the lock is released.
 	OpenNotifier func(st *planspec.State) (n Notifier, done func())
+
+	// beforeLock, when set, runs between the first read of the state and the
+	// lock: tests put there what a stepseq that held the lock did before it died.
+	beforeLock func()
 }
 
 // Check is `stepseq check`: the heartbeat's check, then the whole chain.
@@ -44,7 +48,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		kind = "step"
 	}
 	sf := &StateFile{Path: c.WS.State}
-	st, err := sf.Read()
+	st, err := sf.Preread()
 	if errors.Is(err, fs.ErrNotExist) {
 		c.Logger.Debug("no state file: nothing to do", "state", c.WS.State)
 		return nil
@@ -59,6 +63,9 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
+	if c.beforeLock != nil {
+		c.beforeLock()
+	}
 	lock, holder, err := TryLock(c.WS, kind)
 	if errors.Is(err, ErrLocked) {
 		return c.handOff(holder)
@@ -71,6 +78,21 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 		c.Lock = nil
 		lock.Unlock()
 	}()
+	// The state read before the lock may be older than the file: the stepseq
+	// that held the lock may have gone on and died between that read and this
+	// lock. Decided from the older state, a step it finished would look
+	// interrupted (its try lock's record reused by the next step) and run again.
+	// An unchanged file costs a read and a comparison, no parse.
+	if now, changed, err := sf.ReadIfChanged(); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	} else if changed && now != nil {
+		st = now
+	}
+	if !force && st.Status == planspec.StatusDone {
+		return nil
+	}
 
 	d := newDriver(ctx, c.Runtime, sf, lock, core.MachineConfig{Driver: kind, MaxRetries: maxRetries, StampHeartbeat: true})
 	d.returnsConfigErr = true // Err, which main prints

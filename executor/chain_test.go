@@ -444,6 +444,39 @@ func TestCheck_InterruptedStepIsRetriedWithoutSpendingATry(t *testing.T) {
 	}
 }
 
+// A check reads the state, then takes the lock: the stepseq that held it may
+// have judged the step and moved on, then died, in between. The check decides
+// from the state on disk once it holds the lock, never from the older one, in
+// which the finished step would look interrupted and run again.
+func TestCheck_StateWrittenBeforeTheLockIsReadAgain(t *testing.T) {
+	w := newTestWS(t, plan("", `"instruction":"count:starts write:a","requiredOutputs":["a"]`, `"instruction":"count:starts write:b"`))
+	st := w.read()
+	core.BeginTry(st, "s1", time.Now(), false) // the holder launched s1
+	if err := (&StateFile{Path: w.state}).Write(st); err != nil {
+		t.Fatal(err)
+	}
+	c := w.chain()
+	c.beforeLock = func() {
+		// The holder saw s1 end, recorded it DONE and the cursor on, and died.
+		st := w.read()
+		st.Run("s1").Status, st.Run("s1").Phase, st.CurrentStep = planspec.StatusDone, planspec.PhaseDone, 1
+		if err := (&StateFile{Path: w.state}).Write(st); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := c.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	starts, _ := os.ReadFile(w.path("starts"))
+	r := w.read().Run("s1")
+	if lines := strings.Fields(string(starts)); len(lines) != 4 || lines[0] != "s2" {
+		t.Errorf("agents started: %q; want s2's alone", starts)
+	}
+	if r.Status != "DONE" || r.Tries != 1 || r.Agent.Interruptions != 0 || w.read().Status != "DONE" {
+		t.Errorf("s1 %s tries %d interruptions %d, plan %s", r.Status, r.Tries, r.Agent.Interruptions, w.read().Status)
+	}
+}
+
 // effectWait bounds the tests' waits for an effect of the code: a journal
 // record, a state, a condition. A passing test never waits it out, so it is
 // generous: on two cores shared with other builds, what takes milliseconds
