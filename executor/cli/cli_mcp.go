@@ -55,7 +55,8 @@ that step and try. watch --listen serves the same tools at /mcp.
 			// plan's sinks and the notifications tool. The notifier opens once
 			// the sidecar holds the workspace lock.
 			notes := &lateNotifier{}
-			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir, Notifier: notes})
+			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir, Notifier: notes,
+				OnReady: func() { releaseStartPages(log) }})
 			var loop chan error
 			switch {
 			case errors.Is(err, executor.ErrLocked):
@@ -78,7 +79,12 @@ that step and try. watch --listen serves the same tools at /mcp.
 				go func() { loop <- sc.Run(ctx) }()
 				go executor.RunRetention(ctx, rt.WS, policy, rt.Now, log)
 			}
-			err = mcp.NewServer(opt).Run(ctx, &sdk.IOTransport{Reader: os.Stdin, Writer: nopCloser{stdout}})
+			srv := mcp.NewServer(opt)
+			// The start is over twice: here, once the server is built, and at
+			// the sidecar's ready, which may come before or after; each
+			// release unmaps what the other's start left.
+			releaseStartPages(log)
+			err = srv.Run(ctx, &sdk.IOTransport{Reader: os.Stdin, Writer: nopCloser{stdout}})
 			if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 				err = nil // the client left, or a signal
 			}
