@@ -121,6 +121,12 @@ func readFileInto(path string, c Cap, buf []byte) ([]byte, error) {
 	if err := regular(path, fi); err != nil {
 		return nil, err
 	}
+	return readOpenInto(path, c, buf)
+}
+
+// readOpenInto is readFileInto past its Stat: it opens path without blocking
+// on a FIFO and reads it capped, checking the open file.
+func readOpenInto(path string, c Cap, buf []byte) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err

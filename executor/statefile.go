@@ -70,6 +70,10 @@ type StateFile struct {
 	written fileIdent
 	// kept is the state Preread parsed, for the next ReadIfChanged.
 	kept *planspec.State
+	// seen identifies the file the last read found, when its times tell any
+	// later change (see readSettle): while the file on disk still has it, it
+	// holds last, and a read of it can be skipped.
+	seen fileIdent
 }
 
 // fileIdent is what stat tells of a file: a file this process wrote, stamped with
@@ -87,6 +91,24 @@ type fileIdent struct {
 // times unchanged mean the bytes are the ones written, with no read and no hash.
 const stampAge = time.Second
 
+// readSettle is how long before a read a file's change time must lie for the
+// file's stat to stand for its content afterwards. Any write, truncate or
+// replace sets the change time to the current time, which a file system's clock
+// (a kernel tick, 10 ms at most) never puts that far back; so a file changed
+// after the read cannot keep the times it had. Change times coarser than a
+// millisecond (FAT, some network file systems) are never trusted.
+const readSettle = 25 * time.Millisecond
+
+// settledIdent is fi's ident when its change time is readSettle or more before
+// began, when the read that follows the stat began.
+func settledIdent(fi fs.FileInfo, began time.Time) fileIdent {
+	id, ok := identOf(fi)
+	if !ok || id.ctime.Nsec%int64(time.Millisecond) == 0 || began.Sub(time.Unix(id.ctime.Unix())) < readSettle {
+		return fileIdent{}
+	}
+	return id
+}
+
 func identOf(fi fs.FileInfo) (fileIdent, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -98,11 +120,11 @@ func identOf(fi fs.FileInfo) (fileIdent, bool) {
 
 // Read parses the file. A missing file returns (nil, fs.ErrNotExist).
 func (f *StateFile) Read() (*planspec.State, error) {
-	data, err := f.readBytes()
+	data, seen, err := f.readSeen(nil)
 	if err != nil {
 		return nil, err
 	}
-	return f.parse(data)
+	return f.parse(data, seen)
 }
 
 // Preread is Read for a reader that hands the state on: the next ReadIfChanged
@@ -119,37 +141,45 @@ func (f *StateFile) Preread() (*planspec.State, error) {
 // what this process last read or wrote: a file event on the state file is often
 // the echo of this process's own write. changed is false for that echo.
 func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error) {
-	if f.written.ino != 0 && f.last != nil {
+	kept := f.kept
+	f.kept = nil
+	if (f.written.ino != 0 || f.seen.ino != 0) && f.last != nil {
 		if fi, err := os.Stat(f.Path); err == nil {
-			if id, ok := identOf(fi); ok && id == f.written {
-				return nil, false, nil // the file this process wrote, untouched
+			if id, ok := identOf(fi); ok && (id == f.written || id == f.seen) {
+				// The file this process wrote or last read, untouched.
+				if kept != nil {
+					return kept, true, nil // as Preread parsed it
+				}
+				return nil, false, nil
 			}
 		}
 	}
-	kept := f.kept
-	f.kept = nil
-	data, err := f.readBytesInto(f.scratch)
+	data, seen, err := f.readSeen(f.scratch)
 	if err != nil {
+		f.seen = fileIdent{}
 		return nil, true, err
 	}
 	if f.last != nil && equalPieces(data, f.last) {
 		f.scratch = data // an echo: the buffer serves the next read
+		f.seen = seen
 		if kept != nil {
 			return kept, true, nil // as Preread parsed it
 		}
 		return nil, false, nil
 	}
 	f.scratch = nil
-	st, err = f.parse(data)
+	st, err = f.parse(data, seen)
 	return st, true, err
 }
 
-func (f *StateFile) parse(data []byte) (*planspec.State, error) {
+// parse parses data, read from the file as seen identifies it.
+func (f *StateFile) parse(data []byte, seen fileIdent) (*planspec.State, error) {
 	st, err := planspec.ParseState(bytes.NewReader(data), f.Path)
 	if err != nil {
+		f.seen = fileIdent{}
 		return nil, err
 	}
-	f.last, f.written = [][]byte{data}, fileIdent{}
+	f.last, f.written, f.seen = [][]byte{data}, fileIdent{}, seen
 	return st, nil
 }
 
@@ -166,15 +196,32 @@ func equalPieces(data []byte, pieces [][]byte) bool {
 
 // readBytes reads the whole file, refusing a FIFO, a device or a directory without
 // blocking on it, and a file over StateCap without reading it.
-func (f *StateFile) readBytes() ([]byte, error) { return f.readBytesInto(nil) }
+func (f *StateFile) readBytes() ([]byte, error) {
+	data, _, err := f.readSeen(nil)
+	return data, err
+}
 
-func (f *StateFile) readBytesInto(buf []byte) ([]byte, error) {
-	if fi, err := os.Stat(f.Path); err == nil && fi.IsDir() {
+// readSeen is readBytes into buf, with the file's ident as one stat found it
+// before the read (settledIdent; zero when its times cannot be trusted).
+func (f *StateFile) readSeen(buf []byte) ([]byte, fileIdent, error) {
+	began := time.Now()
+	fi, err := os.Stat(f.Path)
+	if err != nil {
+		return nil, fileIdent{}, err
+	}
+	if fi.IsDir() {
 		shown := shownPath(f.Path)
-		return nil, fmt.Errorf("%s is %w: pass %s or the folder with `watch %s`",
+		return nil, fileIdent{}, fmt.Errorf("%s is %w: pass %s or the folder with `watch %s`",
 			shown, ErrStateIsFolder, filepath.Join(shown, "state.json"), shown)
 	}
-	return readFileInto(f.Path, StateCap, buf)
+	if err := regular(f.Path, fi); err != nil {
+		return nil, fileIdent{}, err
+	}
+	data, err := readOpenInto(f.Path, StateCap, buf)
+	if err != nil {
+		return nil, fileIdent{}, err
+	}
+	return data, settledIdent(fi, began), nil
 }
 
 // Write replaces the file atomically and durably: a temp file in the same
@@ -232,7 +279,7 @@ func (f *StateFile) replace(pieces [][]byte) error {
 		return fmt.Errorf("write %s: %w", f.Path, stateTooBig(size))
 	}
 	dir := filepath.Dir(f.Path)
-	f.written, f.kept = fileIdent{}, nil
+	f.written, f.kept, f.seen = fileIdent{}, nil, fileIdent{}
 	stamp := time.Now().Add(-stampAge).Truncate(time.Microsecond)
 	if err := replaceFile(f.Path, pieces, stamp); err != nil {
 		// The error names renameio's temporary file; the user knows only the folder.

@@ -262,6 +262,60 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 			t.Fatalf("changed = %v, err = %v; want the change read", changed, err)
 		}
 	})
+	// Another writer's file: a read that found its change time settled is
+	// not read again while stat finds it as it was; one read within the
+	// settle window is, and a rewrite at once, same size, is seen.
+	other := func(t *testing.T) (*StateFile, []byte) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "state.json")
+		data := chainState(3, false).Marshal()
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return &StateFile{Path: path}, data
+	}
+	rewrite := func(t *testing.T, path string, data []byte) {
+		t.Helper()
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("another's write read at once, rewritten at once, same size", func(t *testing.T) {
+		for range 20 {
+			sf, data := other(t)
+			if _, changed, err := sf.ReadIfChanged(); err != nil || !changed {
+				t.Fatalf("first read: changed = %v, err = %v", changed, err)
+			}
+			rewrite(t, sf.Path, same(data))
+			st, changed, err := sf.ReadIfChanged()
+			if err != nil || !changed || st.Steps["step-001"].Title != "Step step-00X" {
+				t.Fatalf("changed = %v, err = %v; want the rewrite read", changed, err)
+			}
+		}
+	})
+	t.Run("another's settled write, read once, then rewritten in place, same size", func(t *testing.T) {
+		sf, data := other(t)
+		waitSettled(t, sf.Path)
+		if _, changed, err := sf.ReadIfChanged(); err != nil || !changed {
+			t.Fatalf("first read: changed = %v, err = %v", changed, err)
+		}
+		if sf.seen.ino == 0 {
+			t.Fatal("a settled file's stat was not kept: every look would read it again")
+		}
+		if st, changed, err := sf.ReadIfChanged(); err != nil || changed || st != nil {
+			t.Fatalf("second look: changed = %v, err = %v; want unchanged", changed, err)
+		}
+		rewrite(t, sf.Path, same(data))
+		st, changed, err := sf.ReadIfChanged()
+		if err != nil || !changed || st.Steps["step-001"].Title != "Step step-00X" {
+			t.Fatalf("changed = %v, err = %v; want the rewrite read", changed, err)
+		}
+	})
 	t.Run("touched, same bytes", func(t *testing.T) {
 		sf, _ := write(t)
 		now := time.Now()
@@ -272,6 +326,24 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 			t.Fatalf("changed = %v, err = %v; want the same bytes seen as unchanged", changed, err)
 		}
 	})
+}
+
+// waitSettled waits until the file's change time lies readSettle in the past.
+func waitSettled(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id := settledIdent(fi, time.Now()); id.ino != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: its change time never settled (a file system with coarse times?)", path)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Preread hands its state to the next ReadIfChanged when the file is as it read
