@@ -187,12 +187,13 @@ func (s *Sidecar) startWaiting() {
 	}
 }
 
-// discoverRuns takes up every run file in the folder not driven yet.
-func (s *Sidecar) discoverRuns() {
+// discoverRuns takes up every run file in the folder not driven yet, and
+// returns the runs it took up: each has had its rescan, its watches armed.
+func (s *Sidecar) discoverRuns() map[*drivenRun]bool {
 	names, err := RunNames(s.WS.ForRun(MainRun))
 	if err != nil {
 		s.Logger.Warn("listing runs", "err", err)
-		return
+		return nil
 	}
 	var fresh []string
 	for _, name := range names {
@@ -212,26 +213,24 @@ func (s *Sidecar) discoverRuns() {
 		}
 	}
 	s.holdWatch = false
-	if !s.watchDirty {
-		return
-	}
-	s.watchDirty = false
-	if err := s.d.w.Update(s.union.all()); err != nil {
-		s.Logger.Error("updating watches", "err", err)
+	if s.watchDirty {
+		s.watchDirty = false
+		if err := s.d.w.Update(s.union.all()); err != nil {
+			s.Logger.Error("updating watches", "err", err)
+		}
 	}
 	// What changed between a run's first look and its watches armed sent no
-	// event: each looks again, the watches armed, its close request first.
+	// event: each looks again, the watches armed, as a rescan does (its close
+	// request, its state file, its triggers, then the files it names).
+	taken := make(map[*drivenRun]bool, len(added))
 	for _, r := range added {
+		taken[r] = true
 		if s.runs[r.name] != r || r.closing {
 			continue
 		}
-		if _, err := os.Lstat(r.d.rt.WS.CloseRequestPath()); err == nil {
-			s.closeRun(r)
-			continue
-		}
-		r.d.batch(watcher.Batch{Rescan: true})
-		s.afterRun(r)
+		s.passRun(r, watcher.Batch{Rescan: true})
 	}
+	return taken
 }
 
 // addRun starts driving run name: its machine reads its state file, sf (nil:
@@ -393,8 +392,9 @@ func (s *Sidecar) runExited(ev runExit) {
 // file, triggers, close request, reports and named paths. A run file that
 // appears is a new run.
 func (s *Sidecar) passRuns(b watcher.Batch) {
+	var taken map[*drivenRun]bool
 	if b.Rescan {
-		s.discoverRuns()
+		taken = s.discoverRuns()
 	}
 	for _, p := range b.Paths {
 		if !strings.Contains(p, "/") {
@@ -420,7 +420,7 @@ func (s *Sidecar) passRuns(b watcher.Batch) {
 	}
 	if b.Rescan {
 		for _, r := range s.runs {
-			if _, ok := per[r]; !ok {
+			if _, ok := per[r]; !ok && !taken[r] {
 				per[r] = nil
 			}
 		}
