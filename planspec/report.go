@@ -49,6 +49,9 @@ const MaxReportsKept = 20
 // RiskLevels are the words a report's risk starts with.
 var RiskLevels = []string{"none", "low", "medium", "high"}
 
+// ReportStatuses are the words a report's status takes, in a try's order.
+func ReportStatuses() []string { return texts(reportStatusWords) }
+
 // reportFields are the seed's five required fields, in its order.
 var reportFields = []string{"status", "summary", "evidence", "risk", "next"}
 
@@ -277,8 +280,10 @@ func (r Report) Problems() []string {
 			out = append(out, fmt.Sprintf("%s: not UTF-8 text: write it as UTF-8", f))
 		}
 	}
-	if r.Status != "" && !slices.Contains([]string{ReportAccepted, ReportMilestone, ReportBlocked, ReportDone}, r.Status) {
-		out = append(out, fmt.Sprintf("status %q: want accepted, milestone, blocked or done", r.Status))
+	if r.Status != "" {
+		if err := checkWord(r.Status, reportStatusWords); err != nil {
+			out = append(out, fmt.Sprintf("status: %v", err))
+		}
 	}
 	if strings.TrimSpace(r.Risk) != "" && RiskLevel(r.Risk) == "" {
 		out = append(out, fmt.Sprintf("risk %q: start with none, low, medium or high, then the reason, like \"low — only docs changed\"", r.Risk))

@@ -36,3 +36,18 @@ func TestReport_ProblemsCap(t *testing.T) {
 		t.Errorf("a report under the cap: %.200q", p)
 	}
 }
+
+// TestReport_ProblemsStatus: a status that is none of the words is told them,
+// and the one it is close to; the completions offer the same words.
+func TestReport_ProblemsStatus(t *testing.T) {
+	rep := Report{Status: "Done", Summary: "s", Evidence: "e", Risk: "none", Next: "none"}
+	want := `status: want accepted, milestone, blocked or done, got "Done": did you mean "done"?`
+	if p := rep.Problems(); len(p) != 1 || p[0] != want {
+		t.Errorf("problems %q, want %q", p, want)
+	}
+	for _, s := range ReportStatuses() {
+		if rep.Status = s; len(rep.Problems()) != 0 {
+			t.Errorf("status %s refused: %q", s, rep.Problems())
+		}
+	}
+}

@@ -26,17 +26,11 @@ var (
 		{OnMaxBlock, "the plan is blocked: did not converge"},
 		{OnMaxDone, "the plan goes on"},
 	}
-	runStatusWords = plainWords(StatusPending, StatusInProgress, StatusDone, StatusFailed)
-	runPhaseWords  = plainWords(PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseBlocked, PhaseReviewing, PhaseDone, PhaseWaiting)
+	// Written out, not made from lists at init: package init costs every command.
+	runStatusWords    = []word{{StatusPending, ""}, {StatusInProgress, ""}, {StatusDone, ""}, {StatusFailed, ""}}
+	runPhaseWords     = []word{{PhasePlanned, ""}, {PhaseDispatching, ""}, {PhaseInProgress, ""}, {PhaseBlocked, ""}, {PhaseReviewing, ""}, {PhaseDone, ""}, {PhaseWaiting, ""}}
+	reportStatusWords = []word{{ReportAccepted, ""}, {ReportMilestone, ""}, {ReportBlocked, ""}, {ReportDone, ""}}
 )
-
-func plainWords(texts ...string) []word {
-	out := make([]word, len(texts))
-	for i, t := range texts {
-		out[i] = word{text: t}
-	}
-	return out
-}
 
 // texts are the words alone, as a JSON Schema's enum lists them.
 func texts(words []word) []string {

@@ -36,9 +36,8 @@ needs its evidence and artifacts).
 		Example: `  stepseq report accepted --summary "Writing the summary" --evidence "read sources.md" --risk "low — notes only" --next "draft study/summary.md"
   stepseq report done --summary "Summary written" --evidence "study/summary.md, 1,200 words" --risk none --next none --artifact study/summary.md
   stepseq report blocked --summary "No API key" --evidence "401 from the API" --risk "high — cannot go on" --next "put a key in .env, then stepseq retry research"`,
-		Args: cobra.ExactArgs(1),
-		ValidArgsFunction: cobra.FixedCompletions([]cobra.Completion{
-			planspec.ReportAccepted, planspec.ReportMilestone, planspec.ReportBlocked, planspec.ReportDone}, cobra.ShellCompDirectiveNoFileComp),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: cobra.FixedCompletions(planspec.ReportStatuses(), cobra.ShellCompDirectiveNoFileComp),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.rep.Status = args[0]
 			r.runGiven = cmd.Flags().Changed("run")

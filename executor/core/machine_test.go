@@ -423,7 +423,7 @@ func TestMachine_ReportRefusals(t *testing.T) {
 		{"done before accepted, and its artifact missing", ReportIn{Step: "a", Report: good(planspec.Report{Status: "done", Artifacts: []string{"gone.md"}})},
 			[]string{"done before accepted", "artifacts not found in the workspace: gone.md"}},
 		{"an unknown status and a missing summary", ReportIn{Step: "a", Report: planspec.Report{Status: "finished", Evidence: "e", Risk: "none", Next: "none"}},
-			[]string{"missing summary", `status "finished"`}},
+			[]string{"missing summary", `status: want accepted, milestone, blocked or done, got "finished"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
