@@ -268,7 +268,8 @@ func (f *StateFile) WriteBytes(data []byte) error {
 // replace writes the pieces to a temporary file, syncs it and renames it over
 // the file.
 func (f *StateFile) replace(pieces [][]byte) error {
-	if fi, err := os.Lstat(f.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+	fi, lerr := os.Lstat(f.Path)
+	if lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		return fmt.Errorf("write %s: %w: point stepseq at the real file", f.Path, ErrSymlink)
 	}
 	size := 0
@@ -281,6 +282,17 @@ func (f *StateFile) replace(pieces [][]byte) error {
 	dir := filepath.Dir(f.Path)
 	f.written, f.kept, f.seen = fileIdent{}, nil, fileIdent{}
 	stamp := time.Now().Add(-stampAge).Truncate(time.Microsecond)
+	// A large file replaced is held open across the rename, so that its blocks
+	// are freed when it is closed, beside the loop, not by the rename: at 21 MiB
+	// the rename over it took 7-14 ms, held open 0.05 ms. O_NONBLOCK: a FIFO put
+	// in its place since the Lstat does not block the open.
+	var replaced *os.File
+	if lerr == nil && fi.Mode().IsRegular() && fi.Size() >= freeLaterFrom {
+		replaced, _ = os.OpenFile(f.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	}
+	if replaced != nil {
+		defer func() { go replaced.Close() }()
+	}
 	if err := replaceFile(f.Path, pieces, stamp); err != nil {
 		// The error names renameio's temporary file; the user knows only the folder.
 		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
@@ -299,6 +311,10 @@ func (f *StateFile) replace(pieces [][]byte) error {
 	}
 	return nil
 }
+
+// freeLaterFrom is the size from which a state file replaced is closed, and its
+// blocks freed, beside the write (see replace).
+const freeLaterFrom = 1 << 20
 
 // replaceFile writes the pieces to a temporary file in path's folder, stamps
 // its modification time, syncs it and renames it over path.

@@ -135,6 +135,31 @@ func TestStateFile_Write(t *testing.T) {
 			t.Errorf("round trip changed the file:\n%s\n---\n%s", first, second)
 		}
 	})
+	t.Run("replaces a large file, then a FIFO put in its place, without blocking", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "state.json")
+		sf := &StateFile{Path: path}
+		for _, c := range []byte("ab") {
+			data := bytes.Repeat([]byte{c}, freeLaterFrom+1)
+			if err := sf.WriteBytes(data); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
+				t.Fatalf("after the write of %q: %d bytes, not the ones written", c, len(got))
+			}
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := sf.WriteBytes([]byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("the FIFO is not replaced: %v, %v", fi, err)
+		}
+	})
 }
 
 func TestWorkspace_LogPathStaysUnderLogs(t *testing.T) {

@@ -131,7 +131,9 @@ type StepRun struct {
 // interrupted. The running agent's pid lives in the workspace lock, not here: no
 // process outlives the machine, so it need not be durable.
 type AgentRecord struct {
-	StartedIso    string `json:"startedIso,omitempty"`
+	StartedIso string `json:"startedIso,omitempty"`
+	// FinishedIso is left out of a finished run's record when it is the run's
+	// lastRunIso, and read back from it.
 	FinishedIso   string `json:"finishedIso,omitempty"`
 	Interruptions int    `json:"interruptions,omitempty"`
 	// Granted counts the tries `stepseq retry` added beyond the retry limit.
@@ -356,7 +358,8 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 	return st, nil
 }
 
-// Marshal encodes the state as the original writes it: two-space indentation.
+// Marshal encodes the state as the original writes it, with two-space
+// indentation; a large plan's steps and runs one a line (see oneLine).
 func (s *State) Marshal() []byte { return s.AppendMarshal(nil) }
 
 // AppendMarshal is Marshal appending to dst.
@@ -423,7 +426,7 @@ func (s *State) MarshalPieces() [][]byte {
 		out.WriteString(": ")
 		switch k {
 		case "plan":
-			p.keep(s.memo.indentedPlan())
+			p.keep(s.memo.indentedPlan(s.oneLine()))
 		case "stepRuns":
 			s.writeRuns(&p)
 		case "stepQueue":
@@ -431,7 +434,7 @@ func (s *State) MarshalPieces() [][]byte {
 		case "artifacts":
 			s.memo.artifacts.write(&p, s.Artifacts)
 		default:
-			_ = json.Indent(out, o.vals[k], "  ", "  ") // valid JSON by construction
+			out.Write(appendIndented(out.AvailableBuffer(), o.vals[k], 1, maxDepth))
 		}
 	}
 	out.WriteString("\n}\n")
@@ -615,8 +618,31 @@ func (r *StepRun) object() object {
 	setOrDel(&o, "phase", r.Phase, r.Phase != "")
 	setOrDel(&o, "reports", r.Reports, len(r.Reports) > 0)
 	setOrDel(&o, "result", r.Result, len(r.Result) > 0)
-	setOrDel(&o, "stepseq", r.Agent, r.Agent != nil)
+	setOrDel(&o, "stepseq", r.agentWritten(), r.Agent != nil)
 	return o
+}
+
+// agentWritten is stepseq's record of the try as written: without finishedIso
+// when the run is finished and its lastRunIso says when, as a try that ends
+// records it (impliedByRecord reads it back). At 50,000 steps that is a sixth
+// of the file.
+func (r *StepRun) agentWritten() *AgentRecord {
+	if r.Agent == nil || r.Agent.FinishedIso == "" || r.Agent.FinishedIso != r.LastRunIso || !r.finished() {
+		return r.Agent
+	}
+	a := *r.Agent
+	a.FinishedIso = ""
+	return &a
+}
+
+func (r *StepRun) finished() bool { return r.Status == StatusDone || r.Status == StatusFailed }
+
+// impliedByRecord fills in what a finished run's record was written without
+// (see agentWritten): when its try finished.
+func (r *StepRun) impliedByRecord() {
+	if r.Agent != nil && r.Agent.FinishedIso == "" && r.finished() {
+		r.Agent.FinishedIso = r.LastRunIso
+	}
 }
 
 func (st *Settings) object() object {

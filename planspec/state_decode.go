@@ -351,6 +351,7 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 			r.Agent = &a
 		}
 	}
+	r.impliedByRecord()
 	return r
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 )
 
 // encodeMemo remembers the encoding of the parts of a state that rarely change, so
@@ -18,7 +17,8 @@ type encodeMemo struct {
 	planPtrs     map[string]*StepSpec // the specs encoded, for a state whose specs are frozen
 	frozen       bool                 // specs are replaced, never edited in place: see FreezeSpecs
 	planRaw      json.RawMessage
-	planIndented []byte // planRaw indented at depth one; nil until needed
+	planIndented []byte // planRaw at depth one, in the layout planLines says; nil until needed
+	planLines    bool
 	runs         map[string]*memoRun
 	runOrder     []string     // stepRuns keys in file order
 	stepsOrder   []string     // plan.steps keys in file order
@@ -73,7 +73,8 @@ const listClose = "\n  ]"
 type memoRun struct {
 	run      StepRun
 	raw      json.RawMessage
-	indented []byte // raw indented at depth two; nil until needed
+	indented []byte // raw at depth two, in the layout lines says; nil until needed
+	lines    bool
 }
 
 func (m *encodeMemo) rememberPlan(s *State, raw json.RawMessage) {
@@ -91,29 +92,40 @@ func (m *encodeMemo) rememberPlan(s *State, raw json.RawMessage) {
 	m.track.specs = false
 }
 
-func (m *encodeMemo) indentedPlan() []byte {
-	if m.planIndented == nil {
-		m.planIndented = indentAt(m.planRaw, 1)
+// indentedPlan is the plan at depth one: indented, or with each step on a line
+// of its own (lines; see oneLine).
+func (m *encodeMemo) indentedPlan(lines bool) []byte {
+	if m.planIndented == nil || m.planLines != lines {
+		flat := maxDepth
+		if lines {
+			flat = 2 // plan, steps, a step
+		}
+		m.planIndented, m.planLines = appendIndented(nil, m.planRaw, 1, flat), lines
 	}
 	return m.planIndented
 }
 
-// indentedRun returns r encoded and indented at depth two, from the memo when r is
-// unchanged.
-func (m *encodeMemo) indentedRun(id string, r *StepRun) []byte {
+// indentedRun returns r encoded at depth two, indented or on one line (lines),
+// from the memo when r is unchanged.
+func (m *encodeMemo) indentedRun(id string, r *StepRun, lines bool) []byte {
 	e := m.memoRun(id, r)
-	if e.indented == nil {
-		e.indented = indentAt(e.raw, 2)
+	if e.indented == nil || e.lines != lines {
+		flat := maxDepth
+		if lines {
+			flat = 0
+		}
+		e.indented, e.lines = appendIndented(nil, e.raw, 2, flat), lines
 	}
 	return e.indented
 }
 
 // indentAt indents a JSON value to sit at the given depth of a two-space document.
 func indentAt(raw json.RawMessage, depth int) []byte {
-	var b bytes.Buffer
-	_ = json.Indent(&b, raw, strings.Repeat("  ", depth), "  ") // raw is valid JSON
-	return b.Bytes()
+	return appendIndented(nil, raw, depth, maxDepth)
 }
+
+// maxDepth is deeper than any JSON stepseq reads: nothing is written compact.
+const maxDepth = 1 << 30
 
 func (m *encodeMemo) planUnchanged(s *State) bool {
 	if m.planRaw == nil || len(m.planSteps) != len(s.Steps) {

@@ -32,6 +32,7 @@ type runTracker struct {
 	// writer may still hold an earlier encoding's pieces. The runs after it,
 	// and the closing brace, are encoded anew each time.
 	head   []byte
+	lines  bool           // head is one run a line (see oneLine)
 	starts []int          // where each run of head begins
 	order  []string       // the runs, in order
 	pos    map[string]int // index of each id in order
@@ -106,6 +107,9 @@ func (s *State) trackedRuns() (head, tail []byte) {
 		t.head, t.starts = nil, nil
 		return nil, []byte("{}")
 	}
+	if lines := s.oneLine(); lines != t.lines {
+		t.head, t.starts, t.lines = nil, nil, lines // head is of the other layout
+	}
 	keep := min(first, len(t.order)-1)
 	if keep < len(t.starts) {
 		// An earlier run changed: a new head, the old one left as it was.
@@ -132,7 +136,7 @@ func (s *State) appendRun(b []byte, i int, id string) []byte {
 	b = append(b, "\n    "...)
 	b = appendString(b, id)
 	b = append(b, ": "...)
-	return append(b, s.memo.indentedRun(id, s.StepRuns[id])...)
+	return append(b, s.memo.indentedRun(id, s.StepRuns[id], s.oneLine())...)
 }
 
 // unchangedPrefix returns how many runs of the last encoding stand unchanged, in
