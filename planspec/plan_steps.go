@@ -63,9 +63,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 // planDefault reads a top-level key that sets how the plan's steps run by
 // default (agent, timeouts, reports, notify, …); false when key is not one.
 func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
-	s := &p.Settings
-	if d.runSetting(runSettings{&s.Agent, &s.Fallback, &s.Reports, &s.Timeout, &s.LaunchTimeout, &s.MilestoneTimeout,
-		&s.IdleTimeout, &s.LimitWait}, key, v, key) {
+	if d.runSetting(p.Settings.runSettings(), key, v, key) {
 		return true
 	}
 	switch key {
@@ -236,8 +234,7 @@ func (d *planDecoder) stepCondition(sp *StepSpec, key string, v *yaml.Node, f st
 // stepRun reads a key that says how the step's agent runs: which agent, its
 // deadlines, its retries, its reports; false when key is not one.
 func (d *planDecoder) stepRun(sp *StepSpec, key string, v *yaml.Node, f string) bool {
-	if d.runSetting(runSettings{&sp.Agent, &sp.Fallback, &sp.Reports, &sp.Timeout, &sp.LaunchTimeout, &sp.MilestoneTimeout,
-		&sp.IdleTimeout, &sp.LimitWait}, key, v, f) {
+	if d.runSetting(sp.runSettings(), key, v, f) {
 		return true
 	}
 	switch key {
@@ -249,42 +246,6 @@ func (d *planDecoder) stepRun(sp *StepSpec, key string, v *yaml.Node, f string) 
 		if b, ok := d.boolean(v, f); ok {
 			sp.Resume = &b
 		}
-	default:
-		return false
-	}
-	return true
-}
-
-// runSettings are where a plan's default or a step's own setting goes, for the
-// keys a step takes as the plan does, and reads the same way (DESIGN §7, §16):
-// a step's overrides the plan's.
-type runSettings struct {
-	agent    *AgentSpec
-	fallback *[]string
-	reports  *string
-
-	timeout, launchTimeout, milestoneTimeout, idleTimeout, limitWait *Duration
-}
-
-// runSetting reads key into r when it is one of those keys; false when not.
-func (d *planDecoder) runSetting(r runSettings, key string, v *yaml.Node, f string) bool {
-	switch key {
-	case "agent":
-		*r.agent = d.agent(v, f)
-	case "fallback":
-		*r.fallback = d.fallback(v, f)
-	case "reports":
-		*r.reports = d.oneOf(v, f, reportsWords)
-	case "timeout":
-		*r.timeout = d.duration(v, f)
-	case "launchTimeout":
-		*r.launchTimeout = d.duration(v, f)
-	case "milestoneTimeout":
-		*r.milestoneTimeout = d.duration(v, f)
-	case "idleTimeout":
-		*r.idleTimeout = d.duration(v, f)
-	case "limitWait":
-		*r.limitWait = d.duration(v, f)
 	default:
 		return false
 	}

@@ -275,26 +275,15 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if r, ok := o.vals["on"]; ok {
 		sp.On = d.strList(p+"on", r)
 	}
-	sp.Timeout = d.optDuration(o, p, "timeout")
+	d.runSettings(o, p, sp.runSettings())
 	sp.AwaitOutputs = d.optDuration(o, p, "awaitOutputs")
 	sp.Retries = d.optCount(o, p, "retries")
-	if r, ok := o.vals["agent"]; ok {
-		sp.Agent = d.agent(p+"agent", r)
-	}
-	if r, ok := o.vals["fallback"]; ok {
-		sp.Fallback = d.fallback(p+"fallback", r)
-	}
 	if r, ok := o.vals["agentTemplate"]; ok {
 		sp.AgentTemplate = d.agent(p+"agentTemplate", r)
 	}
-	sp.Reports = d.oneOf(o, p, "reports", reportsWords)
-	sp.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
-	sp.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
-	sp.IdleTimeout = d.optDuration(o, p, "idleTimeout")
 	if r, ok := o.vals["result"]; ok && !isNull(r) {
 		sp.Result = compactJSON(r)
 	}
-	sp.LimitWait = d.optDuration(o, p, "limitWait")
 	if b, ok := d.optBool(o, p, "resume"); ok {
 		sp.Resume = &b
 	}
@@ -400,14 +389,8 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	st.raw = o
 	p := key + "."
 	st.Name, _ = d.optStr(o, p, "name")
-	if r, ok := o.vals["agent"]; ok {
-		st.Agent = d.agent(p+"agent", r)
-	}
-	if r, ok := o.vals["fallback"]; ok {
-		st.Fallback = d.fallback(p+"fallback", r)
-	}
+	d.runSettings(o, p, st.runSettings())
 	st.MaxRetries = d.optCount(o, p, "maxRetries")
-	st.Timeout = d.optDuration(o, p, "timeout")
 	d.optJSON(o, p, "vars", &st.Vars, "an object")
 	d.optJSON(o, p, "summary", &st.Summary, "an object of names to expressions")
 	d.optJSON(o, p, "summaryValues", &st.SummaryValues, "an object")
@@ -415,12 +398,7 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	for k, v := range st.Params {
 		st.Params[k] = wholeNumbers(v)
 	}
-	st.Reports = d.oneOf(o, p, "reports", reportsWords)
-	st.LaunchTimeout = d.optDuration(o, p, "launchTimeout")
-	st.MilestoneTimeout = d.optDuration(o, p, "milestoneTimeout")
-	st.IdleTimeout = d.optDuration(o, p, "idleTimeout")
 	st.Heartbeat = d.optDuration(o, p, "heartbeat")
-	st.LimitWait = d.optDuration(o, p, "limitWait")
 	st.Resume, _ = d.optBool(o, p, "resume")
 	if r, ok := o.vals["notify"]; ok && !isNull(r) {
 		st.Notify = d.notify(p+"notify", r)
