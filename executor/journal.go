@@ -2,9 +2,11 @@ package executor
 
 import (
 	"encoding/json"
-	"github.com/stepseq/stepseq/executor/core"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 // DefaultJournalMax is the size at which the journal rotates to journal.jsonl.1.
@@ -19,6 +21,10 @@ type Journal struct {
 
 	once sync.Once
 	log  LineLog
+
+	mu      sync.Mutex
+	held    bool   // Hold: records wait in pending for Flush
+	pending []byte // whole lines
 }
 
 // Record appends e, stamping its time. A journal that cannot be written never
@@ -35,7 +41,42 @@ func (j *Journal) Record(e core.Entry) error {
 		return err
 	}
 	line = append(line, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.held {
+		j.pending = append(j.pending, line...)
+		return nil
+	}
 	return j.lines().Append(line)
+}
+
+// Hold keeps the records that follow in memory until Flush appends them in one
+// write: a run taken up writes its first records as one, where each would be a
+// write of its own. Each record stays a whole line.
+func (j *Journal) Hold() {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	j.held = true
+	j.mu.Unlock()
+}
+
+// Flush appends the records held since Hold, and records go to the file at
+// once again.
+func (j *Journal) Flush() error {
+	if j == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.held = false
+	if len(j.pending) == 0 {
+		return nil
+	}
+	lines := j.pending
+	j.pending = nil
+	return j.lines().Append(lines)
 }
 
 func (j *Journal) lines() *LineLog {
@@ -54,5 +95,5 @@ func (j *Journal) Close() error {
 	if j == nil {
 		return nil
 	}
-	return j.lines().Close()
+	return errors.Join(j.Flush(), j.lines().Close())
 }

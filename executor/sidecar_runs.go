@@ -282,11 +282,21 @@ func (s *Sidecar) addRun(name string, sf *StateFile) {
 	}
 	r.d = d
 	s.runs[name] = r
-	rt.record(core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": rw.State, "run": name}})
+	start := core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": rw.State, "run": name}}
 	if _, err := os.Lstat(rw.CloseRequestPath()); err == nil {
+		rt.record(start)
 		s.closeRun(r)
 		return
 	}
+	// Its first records (start, the state read, the decision, its watches)
+	// go to its journal as one write.
+	rt.Journal.Hold()
+	defer func() {
+		if err := rt.Journal.Flush(); err != nil {
+			rt.Logger.Warn("journal not written", "err", err)
+		}
+	}()
+	rt.record(start)
 	// The machine arms a run's watches, its close request's with them, before
 	// the first write that offers a step, so a close made on seeing the offer
 	// sends an event. (Runs that discoverRuns takes up together, their

@@ -3,11 +3,13 @@ package executor
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -199,6 +201,57 @@ func TestJournal_RotatesPastMax(t *testing.T) {
 	data, _ := os.ReadFile(path)
 	if !strings.Contains(string(data), `"try":99`) {
 		t.Error("the newest record is not in the current journal")
+	}
+}
+
+// A journal held keeps its records until Flush appends them, whole lines in
+// the order they came; after Flush, and after Close, records go at once.
+func TestJournal_HoldFlush(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	j := &Journal{Path: path}
+	defer j.Close()
+	if err := j.Record(core.Entry{Event: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	j.Hold()
+	for _, ev := range []string{"start", "state-read", "decide"} {
+		if err := j.Record(core.Entry{Event: ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := func() []string {
+		data, _ := os.ReadFile(path)
+		var out []string
+		for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+			var e core.Entry
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("line %q: %v", line, err)
+			}
+			out = append(out, e.Event)
+		}
+		return out
+	}
+	if got := events(); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("held: the journal holds %q, want only the record before Hold", got)
+	}
+	if err := j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Record(core.Entry{Event: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := events(), []string{"first", "start", "state-read", "decide", "after"}; !slices.Equal(got, want) {
+		t.Fatalf("flushed: %q, want %q", got, want)
+	}
+	j.Hold()
+	if err := j.Record(core.Entry{Event: "at-close"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := events(); got[len(got)-1] != "at-close" {
+		t.Fatalf("closed: %q, want the held record written", got)
 	}
 }
 
