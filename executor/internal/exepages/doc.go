@@ -8,5 +8,8 @@
 // mapped, though its idle loop uses a few of those pages. They are clean pages
 // of the executable file: unmapping them loses nothing, they stay in the page
 // cache, and a page used again is mapped again by a minor fault. The writable
-// data and the heap are never touched.
+// data and the heap are never touched, nor is a read-only mapping holding a
+// page copied on write: the relocations a position-independent (PIE) or
+// dynamically linked build's loader wrote before making them read-only, which
+// the file does not hold.
 package exepages

@@ -7,25 +7,38 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-const maps = `00400000-00b3a000 r-xp 00000000 fe:00 10150365                           /srv/bin/stepseq (deleted)
+const smaps = `00400000-00b3a000 r-xp 00000000 fe:00 10150365                           /srv/bin/stepseq (deleted)
+Size:               7400 kB
+Rss:                6700 kB
+Private_Clean:      6700 kB
+Private_Dirty:         0 kB
+Anonymous:             0 kB
 00b3a000-012ee000 r--p 0073a000 fe:00 10150365                           /srv/bin/stepseq (deleted)
-012ee000-01358000 rw-p 00eee000 fe:00 10150365                           /srv/bin/stepseq (deleted)
+Private_Dirty:      5400 kB
+Anonymous:             0 kB
+012ee000-01300000 r--p 00eee000 fe:00 10150365                           /srv/bin/stepseq (deleted)
+Private_Clean:         0 kB
+Private_Dirty:        72 kB
+Anonymous:            72 kB
+01300000-01358000 rw-p 00f00000 fe:00 10150365                           /srv/bin/stepseq (deleted)
+Private_Dirty:       120 kB
 01358000-0339a000 rw-p 00000000 00:00 0
 1fe59cc00000-1fe59d000000 rw-p 00000000 00:00 0
 7f75af700000-7f75af900000 r--s 00000000 fe:00 10150365                   /srv/bin/stepseq
 7f75af900000-7f75af910000 r-xp 00000000 fe:00 777                        /usr/lib/other.so
+Private_Dirty:         0 kB
 7ffcc4500000-7ffcc4521000 rw-p 00000000 00:00 0                          [stack]
 not a mapping line
 `
 
-func TestReadOnlySpans(t *testing.T) {
+func TestCleanSpans(t *testing.T) {
 	tests := []struct {
 		name string
 		pc   uintptr
 		want []span
 		err  string
 	}{
-		{name: "the executable's code and read-only data, not its data nor a shared mapping", pc: 0x4911e0, want: []span{
+		{name: "the executable's clean code and read-only data, not its relocated read-only data, its data nor a shared mapping", pc: 0x4911e0, want: []span{
 			{start: 0x400000, end: 0xb3a000, perms: "r-xp", dev: "fe:00", inode: "10150365"},
 			{start: 0xb3a000, end: 0x12ee000, perms: "r--p", dev: "fe:00", inode: "10150365"},
 		}},
@@ -37,7 +50,7 @@ func TestReadOnlySpans(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := readOnlySpans(strings.NewReader(maps), tt.pc)
+			got, err := cleanSpans(strings.NewReader(smaps), tt.pc)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)

@@ -10,19 +10,19 @@ import (
 )
 
 // Release unmaps the executable's code and read-only data (MADV_DONTNEED on
-// its read-only private mappings) and returns how many bytes of address space
-// that covered. Under a debugger it does nothing: a breakpoint is a private
+// its read-only private mappings whose pages are all clean pages of the file)
+// and returns how many bytes of address space that covered. Under a debugger it does nothing: a breakpoint is a private
 // copy of a code page, which MADV_DONTNEED would drop.
 func Release() (int64, error) {
 	if traced() {
 		return 0, nil
 	}
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	spans, err := readOnlySpans(f, reflect.ValueOf(Release).Pointer())
+	spans, err := cleanSpans(f, reflect.ValueOf(Release).Pointer())
 	if err != nil {
 		return 0, err
 	}

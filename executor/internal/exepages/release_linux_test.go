@@ -46,11 +46,11 @@ func (pm *pagemap) mapped(spans []span) (pages int, err error) {
 }
 
 func TestRelease_UnmapsTheExecutablesReadOnlyPages(t *testing.T) {
-	f, err := os.Open("/proc/self/maps")
+	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spans, err := readOnlySpans(f, reflect.ValueOf(Release).Pointer())
+	spans, err := cleanSpans(f, reflect.ValueOf(Release).Pointer())
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
