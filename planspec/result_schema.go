@@ -438,7 +438,8 @@ func newViolation(path []string, err error) Violation {
 }
 
 // violation is the library's message without the schema locations it wraps it
-// in ("validating root: validating /$defs/a: ").
+// in ("validating root: validating /$defs/a: "), and with a null called null,
+// where the library names the Go value it holds ("<invalid reflect.Value>").
 func violation(err error) string {
 	msg := err.Error()
 	for strings.HasPrefix(msg, "validating ") {
@@ -448,7 +449,7 @@ func violation(err error) string {
 		}
 		msg = rest
 	}
-	return msg
+	return strings.ReplaceAll(msg, "<invalid reflect.Value>", "null")
 }
 
 func instancePath(tokens []string) string {

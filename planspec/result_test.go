@@ -138,6 +138,11 @@ func TestResultSchema_EveryViolation(t *testing.T) {
 		}
 	}
 
+	// A null is called null, not by the Go value the library holds.
+	if errs := rs.Validate(json.RawMessage(`{"name":null,"pages":[],"tags":[]}`)); len(errs) != 1 || errs[0] != `/name: type: null has type "null", want "string"` {
+		t.Errorf("a null name: %q", errs)
+	}
+
 	// A node broken two ways is told both, each with its keyword.
 	closed, err := CompileResultSchema(json.RawMessage(`{"type":"object","required":["a"],"properties":{"a":{}},"additionalProperties":false}`))
 	if err != nil {

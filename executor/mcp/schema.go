@@ -268,7 +268,7 @@ func explain(vi planspec.Violation, args any, in *jsonschema.Schema) []string {
 		}
 		return out
 	}
-	return []string{path + ": " + strings.ReplaceAll(vi.Msg, "<invalid reflect.Value>", "null")}
+	return []string{path + ": " + vi.Msg}
 }
 
 // mismatch says that v at path is not what s takes.

@@ -3,7 +3,10 @@ package mcp
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -58,5 +61,29 @@ func TestDecodeArgs(t *testing.T) {
 				t.Errorf("got %+v\nwant %q", r, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecodeArgs_OtherKeywords: a keyword beyond types, required and unknown
+// fields is told in the validator's words, at its place, a null called null.
+func TestDecodeArgs_OtherKeywords(t *testing.T) {
+	one := 1.0
+	in := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
+		"n":    {Type: "integer", Minimum: &one},
+		"mode": {Enum: []any{"a", "b"}},
+	}}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := planspec.CompileResultSchema(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	r := decodeArgs(json.RawMessage(`{"n": 0, "mode": null}`), in, check, &v)
+	if r == nil || len(r.Reasons) != 2 || r.Reasons[0] != "arguments.mode: enum: null does not equal any of: [a b]" ||
+		!strings.HasPrefix(r.Reasons[1], "arguments.n: minimum: ") {
+		t.Errorf("got %+v; want the enum's and the minimum's, at their places", r)
 	}
 }
