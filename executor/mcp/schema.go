@@ -28,11 +28,7 @@ import (
 // with an error that refusalOf maps to its code.
 func addTool[In, Out any](s *sdk.Server, t *sdk.Tool, h func(context.Context, *sdk.CallToolRequest, In) (*sdk.CallToolResult, Out, error)) {
 	in := schemaFor[In](true)
-	raw, err := json.Marshal(in)
-	if err != nil {
-		panic(fmt.Sprintf("mcp: %s: input schema: %v", t.Name, err)) // a fixed type
-	}
-	check, err := planspec.CompileResultSchema(raw)
+	check, err := compileInput(in)
 	if err != nil {
 		panic(fmt.Sprintf("mcp: %s: input schema: %v", t.Name, err)) // a fixed type
 	}
@@ -192,6 +188,15 @@ func withRefusal(out *jsonschema.Schema) *jsonschema.Schema {
 		out.Required = nil
 	}
 	return out
+}
+
+// compileInput compiles an input schema for decodeArgs.
+func compileInput(in *jsonschema.Schema) (*planspec.ResultSchema, error) {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	return planspec.CompileResultSchema(raw)
 }
 
 // decodeArgs checks a call's arguments against the tool's input schema and

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
-
-	"github.com/stepseq/stepseq/planspec"
 )
 
 // TestDecodeArgs: arguments are decoded when the input schema holds them, and
@@ -25,11 +23,7 @@ func TestDecodeArgs(t *testing.T) {
 		Value any      `json:"value,omitempty"`
 	}
 	in := schemaFor[input](true)
-	raw, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check, err := planspec.CompileResultSchema(raw)
+	check, err := compileInput(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +66,7 @@ func TestDecodeArgs_OtherKeywords(t *testing.T) {
 		"n":    {Type: "integer", Minimum: &one},
 		"mode": {Enum: []any{"a", "b"}},
 	}}
-	raw, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check, err := planspec.CompileResultSchema(raw)
+	check, err := compileInput(in)
 	if err != nil {
 		t.Fatal(err)
 	}
