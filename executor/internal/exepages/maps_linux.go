@@ -14,10 +14,10 @@ type span struct {
 	start, end uintptr
 	perms      string
 	dev, inode string
-	// own is the mapping's Anonymous count, in kB: pages copied on write,
-	// which the file does not hold, such as the relocations the dynamic
-	// loader wrote into a position-independent binary's read-only data
-	// (RELRO) before it made them read-only. (Private_Dirty is no guide: it
+	// own is the mapping's Anonymous and Swap counts, in kB: pages copied on
+	// write, in memory or swapped out, which the file does not hold, such as
+	// the relocations the dynamic loader wrote into a position-independent
+	// binary's read-only data (RELRO) before it made them read-only. (Private_Dirty is no guide: it
 	// counts the file's own pages not yet written back, as in a binary just
 	// built, which the page cache keeps.)
 	own int64
@@ -64,10 +64,11 @@ func cleanSpans(r io.Reader, pc uintptr) ([]span, error) {
 	return out, nil
 }
 
-// ownPages is the kB of an smaps "Anonymous:  72 kB" line; 0 for any other line.
+// ownPages is the kB of an smaps "Anonymous:  72 kB" or "Swap:  8 kB" line
+// (a copied page swapped out is no longer Anonymous); 0 for any other line.
 func ownPages(line string) int64 {
 	key, rest, ok := strings.Cut(line, ":")
-	if !ok || key != "Anonymous" {
+	if !ok || (key != "Anonymous" && key != "Swap") {
 		return 0
 	}
 	f := strings.Fields(rest)

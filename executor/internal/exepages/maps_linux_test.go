@@ -27,6 +27,10 @@ Private_Dirty:       120 kB
 7f75af700000-7f75af900000 r--s 00000000 fe:00 10150365                   /srv/bin/stepseq
 7f75af900000-7f75af910000 r-xp 00000000 fe:00 777                        /usr/lib/other.so
 Private_Dirty:         0 kB
+7f75af910000-7f75af920000 r--p 00010000 fe:00 777                        /usr/lib/other.so
+Anonymous:             0 kB
+Swap:                  8 kB
+SwapPss:               8 kB
 7ffcc4500000-7ffcc4521000 rw-p 00000000 00:00 0                          [stack]
 not a mapping line
 `
@@ -42,7 +46,7 @@ func TestCleanSpans(t *testing.T) {
 			{start: 0x400000, end: 0xb3a000, perms: "r-xp", dev: "fe:00", inode: "10150365"},
 			{start: 0xb3a000, end: 0x12ee000, perms: "r--p", dev: "fe:00", inode: "10150365"},
 		}},
-		{name: "another file's mapping", pc: 0x7f75af900010, want: []span{
+		{name: "another file's mapping, not its read-only data whose relocated page is swapped out", pc: 0x7f75af900010, want: []span{
 			{start: 0x7f75af900000, end: 0x7f75af910000, perms: "r-xp", dev: "fe:00", inode: "777"},
 		}},
 		{name: "an anonymous mapping names no file", pc: 0x1fe59cc00010, err: "no file mapping"},
