@@ -124,8 +124,8 @@ func TestChaos(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("chaos: %d kill -9 (%d double crashes, %d in the launch window: within 3.5 ms of the try's record) over %d rounds of %d steps (%d steps run) in %s; %d reads of state.json",
-		f.kills, f.doubles, f.launchWindow, f.rounds, steps, f.steps, time.Since(began).Round(time.Second), f.reads)
+	t.Logf("chaos: %d kill -9 (%d double crashes, %d in the launch window: within 3.5 ms of the try's record, the latest %s after it) over %d rounds of %d steps (%d steps run) in %s; %d reads of state.json",
+		f.kills, f.doubles, f.launchWindow, f.windowLate.Round(10*time.Microsecond), f.rounds, steps, f.steps, time.Since(began).Round(time.Second), f.reads)
 	f.report(t)
 }
 
@@ -291,6 +291,7 @@ func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 			killed++
 			if launching && late <= 3500*time.Microsecond {
 				f.launchWindow++
+				f.windowLate = max(f.windowLate, late)
 			}
 			cmd, exited = start()
 			continue
