@@ -126,7 +126,7 @@ func takeFreeTryLock(ws Workspace, rec tryRecord, needed func(tryRecord) bool) (
 	n := 0
 	for ; ; n++ {
 		path := ws.TryLockPath(n)
-		f, err := os.OpenFile(path, os.O_RDWR|unix.O_CLOEXEC, 0)
+		f, err := openTryLock(path, unix.O_RDWR, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}
@@ -184,7 +184,7 @@ func newTryLock(path string) (f *os.File, busy string, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, "", fmt.Errorf("try lock: %w", err)
 	}
-	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o644)
+	f, err = openTryLock(path, unix.O_RDWR|unix.O_CREAT, 0o644)
 	if err != nil {
 		return nil, "", fmt.Errorf("try lock: %w", err)
 	}
@@ -196,6 +196,32 @@ func newTryLock(path string) (f *os.File, busy string, err error) {
 		return nil, "", fmt.Errorf("try lock %s: %w", path, err)
 	}
 	return f, "", nil
+}
+
+// openTryLock opens a file of the pool, close-on-exec. It is opened with
+// open(2) and handed to os.NewFile rather than by os.OpenFile, which offers a
+// regular file to Go's poller (three fcntl and an epoll_ctl that refuses it,
+// each time): a try lock is only ever read, written and locked blocking.
+func openTryLock(path string, flags int, perm uint32) (*os.File, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(path, flags|unix.O_CLOEXEC, perm)
+		return err
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// ignoringEINTR calls f again while it fails with EINTR, as os does: a
+// signal that interrupts open(2) on a slow file system is no failure.
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // recordOf reads the record an open try lock holds, and the file's size. A
@@ -272,7 +298,7 @@ func (h *heldTry) release() {
 func probeTry(ws Workspace, id string, try int, started string) core.TryState {
 	var s core.TryState
 	for n := 0; ; n++ {
-		f, err := os.OpenFile(ws.TryLockPath(n), os.O_RDONLY|unix.O_CLOEXEC, 0)
+		f, err := openTryLock(ws.TryLockPath(n), unix.O_RDONLY, 0)
 		if err != nil {
 			return s // the pool ends at the first file missing
 		}
@@ -307,7 +333,7 @@ func probeTry(ws Workspace, id string, try int, started string) core.TryState {
 func tryLockOf(ws Workspace, id string) string {
 	for n := 0; ; n++ {
 		path := ws.TryLockPath(n)
-		f, err := os.Open(path)
+		f, err := openTryLock(path, unix.O_RDONLY, 0)
 		if err != nil {
 			return ""
 		}
@@ -326,7 +352,7 @@ func waitTry(ctx context.Context, path string) {
 	if path == "" {
 		return
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	f, err := openTryLock(path, unix.O_RDONLY, 0)
 	if err != nil {
 		return
 	}
