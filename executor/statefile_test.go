@@ -137,11 +137,11 @@ func TestStateFile_Write(t *testing.T) {
 			t.Errorf("round trip changed the file:\n%s\n---\n%s", first, second)
 		}
 	})
-	t.Run("replaces a large file, then a FIFO put in its place, without blocking", func(t *testing.T) {
+	t.Run("replaces a large file, written in chunks, then a FIFO put in its place, without blocking", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "state.json")
 		sf := &StateFile{Path: path}
 		for _, c := range []byte("ab") {
-			data := bytes.Repeat([]byte{c}, freeLaterFrom+1)
+			data := bytes.Repeat([]byte{c}, max(freeLaterFrom, 2*writebackChunk)+1) // in chunks, the last one short
 			if err := sf.WriteBytes(data); err != nil {
 				t.Fatal(err)
 			}

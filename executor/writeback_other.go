@@ -1,0 +1,9 @@
+//go:build !linux
+
+package executor
+
+import "os"
+
+// startWriteback leaves the writing to the fsync where there is no
+// sync_file_range.
+func startWriteback(*os.File, int64, int64) {}
