@@ -20,12 +20,22 @@ func (s NotifySink) check() error {
 	case len(s.Command) == 0 && s.Webhook == "":
 		return errors.New("empty sink: want {command: [argv]} or {webhook: URL}")
 	case s.Webhook != "":
-		u, err := url.Parse(s.Webhook)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("webhook %q: want an http or https URL, like https://ntfy.sh/my-topic", s.Webhook)
+		if err := CheckWebhook(s.Webhook); err != nil {
+			return fmt.Errorf("webhook %q: %w", s.Webhook, err)
 		}
 	case s.Command[0] == "":
 		return errors.New("command: the first element names the program to run")
+	}
+	return nil
+}
+
+// CheckWebhook says whether raw is a URL a report can be posted to: http or
+// https, with a host. The plan's notify list, --notify-webhook and the notifier
+// all hold a webhook to it.
+func CheckWebhook(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("want an http or https URL, like https://ntfy.sh/my-topic")
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -277,9 +276,8 @@ func flagSinks(cmds, hooks []string) ([]notify.SinkConfig, error) {
 		sinks = append(sinks, notify.SinkConfig{Command: argv})
 	}
 	for _, h := range hooks {
-		u, err := url.Parse(h)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, usageErr("--notify-webhook %q: want an http or https URL, like https://ntfy.sh/my-topic", h)
+		if err := planspec.CheckWebhook(h); err != nil {
+			return nil, usageErr("--notify-webhook %q: %v", h, err)
 		}
 		sinks = append(sinks, notify.SinkConfig{Webhook: h})
 	}

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // deliverer hands one report to one destination. body is the report's JSON.
@@ -134,9 +136,8 @@ type webhook struct {
 }
 
 func newWebhook(raw string) (*webhook, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("notify: webhook %q: want an http or https URL", redact(raw))
+	if err := planspec.CheckWebhook(raw); err != nil {
+		return nil, fmt.Errorf("notify: webhook %q: %w", redact(raw), err)
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 1

@@ -150,3 +150,12 @@ func TestNotifier_Flush(t *testing.T) {
 		t.Errorf("after Flush the webhook has %v, want %v", got, ids)
 	}
 }
+
+// TestNewWebhook_Refuses: a URL no report can be posted to is refused as the
+// plan's notify list refuses it, the URL's path and query (a token) left out.
+func TestNewWebhook_Refuses(t *testing.T) {
+	_, err := newWebhook("ftp://example.com/hook?token=secret")
+	if want := `notify: webhook "ftp://example.com": want an http or https URL, like https://ntfy.sh/my-topic`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+}
