@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,14 +29,18 @@ import (
 // with an error that refusalOf maps to its code.
 func addTool[In, Out any](s *sdk.Server, t *sdk.Tool, h func(context.Context, *sdk.CallToolRequest, In) (*sdk.CallToolResult, Out, error)) {
 	in := schemaFor[In](true)
-	check, err := compileInput(in)
-	if err != nil {
-		panic(fmt.Sprintf("mcp: %s: input schema: %v", t.Name, err)) // a fixed type
-	}
+	// Compiled at the tool's first call, not when the server is made: a
+	// sidecar whose door serves MCP need not hold thirteen compiled schemas
+	// that no client may ever call.
+	check := sync.OnceValues(func() (*planspec.ResultSchema, error) { return compileInput(in) })
 	t.InputSchema, t.OutputSchema = in, withRefusal(schemaFor[Out](false))
 	s.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		rs, err := check()
+		if err != nil {
+			return nil, fmt.Errorf("%s: input schema: %w", t.Name, err) // a fixed type: every tool's is compiled in the tests
+		}
 		var args In
-		if r := decodeArgs(req.Params.Arguments, in, check, &args); r != nil {
+		if r := decodeArgs(req.Params.Arguments, in, rs, &args); r != nil {
 			return refusalResult(r, nil), nil
 		}
 		res, out, err := h(ctx, req, args)
