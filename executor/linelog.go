@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -94,12 +95,17 @@ func (l *LineLog) open() error {
 	if l.f != nil {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(l.Path), 0o755); err != nil {
-		return err
-	}
 	// O_NONBLOCK: a FIFO put in the file's place fails the open instead of
 	// waiting for a reader; O_NOFOLLOW: a symlink does not redirect the writes.
-	f, err := os.OpenFile(l.Path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0o644)
+	// The folder is made only when the open finds none.
+	const flags = os.O_RDWR | os.O_APPEND | os.O_CREATE | syscall.O_NONBLOCK | syscall.O_NOFOLLOW
+	f, err := os.OpenFile(l.Path, flags, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(l.Path), 0o755); err != nil {
+			return err
+		}
+		f, err = os.OpenFile(l.Path, flags, 0o644)
+	}
 	if err != nil {
 		return err
 	}
