@@ -188,11 +188,12 @@ every plan in the folder is invalid.
 			// The notifier opens the outbox only once the sidecar holds the
 			// workspace lock: one notifier per workspace.
 			notes := &lateNotifier{}
+			ready := make(chan struct{})
 			sc, err = executor.NewSidecar(rt, executor.SidecarOptions{
 				PlansDir: filepath.Join(rt.WS.Dir, "plans"), Settle: settle, Poll: poll,
 				ExitWhenDone: exitWhenDone, Metrics: metrics,
 				Notifier: notes, MaxAgents: maxAgents,
-				OnChange: page.Poke, OnReady: func() { releaseStartPages(log) },
+				OnChange: page.Poke, OnReady: func() { releaseStartPages(log); close(ready) },
 			})
 			if errors.Is(err, executor.ErrLocked) || errors.Is(err, watcher.ErrWatchLimit) {
 				return &exitError{code: 2, err: err}
@@ -222,7 +223,15 @@ every plan in the folder is invalid.
 			}
 			retention, stopRetention := context.WithCancel(cmd.Context())
 			defer stopRetention()
-			go executor.RunRetention(retention, rt.WS, policy, rt.Now, log)
+			// Retention prunes once the start is over: at a start that takes up
+			// a thousand runs, its reads would share the CPU with the loop's.
+			go func() {
+				select {
+				case <-ready:
+					executor.RunRetention(retention, rt.WS, policy, rt.Now, log)
+				case <-retention.Done():
+				}
+			}()
 			log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "plans", filepath.Join(rt.WS.Dir, "plans"), "pid", os.Getpid())
 			sayWhatWaits(rt, filepath.Join(rt.WS.Dir, "plans"), log)
 			err = sc.Run(cmd.Context())
