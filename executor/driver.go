@@ -80,6 +80,10 @@ type driver struct {
 	// one-shot driver, hand it what it shares between them.
 	runHooks
 
+	// ahead are the conditions watchAhead compiled, for the machine's first
+	// read of the same state.
+	ahead *Conditions
+
 	agentFor struct { // the agent CanLaunch resolved, reused by the launch
 		st    *planspec.State
 		id    string
@@ -793,6 +797,10 @@ func (d *driver) reportVerdict(v core.ReportVerdict) {
 // The Probe, answered from the workspace.
 
 func (d *driver) Conditions(st *planspec.State) (core.CondSet, error) {
+	if c := d.ahead; c != nil && c.st == st {
+		d.ahead = nil
+		return c, nil // compiled for the watches armed ahead
+	}
 	c, err := d.rt.Conditions(st)
 	if err != nil {
 		return nil, err
@@ -850,6 +858,24 @@ func (d *driver) LastOutput() time.Time {
 		return time.Time{}
 	}
 	return d.active.run.LastOutput()
+}
+
+// watchAhead sets the driver's watches from st, a state its machine has not
+// read yet, as the machine will ask for them once it reads it (its plan's
+// set, without a running try's report folders): watched before the read.
+func (d *driver) watchAhead(st *planspec.State) {
+	if st == nil || d.watchTo == nil {
+		return
+	}
+	conds, err := d.rt.Conditions(st)
+	if err != nil {
+		return // the machine finds the error on its read
+	}
+	d.ahead = conds
+	paths, trees := d.WatchSet(st, conds)
+	if err := d.watchTo(core.SetWatch{Paths: slices.Compact(slices.Sorted(slices.Values(paths))), Trees: trees}); err != nil {
+		d.rt.Logger.Warn("updating watches", "err", err)
+	}
 }
 
 func (d *driver) WatchSet(st *planspec.State, conds core.CondSet) (paths, trees []string) {

@@ -51,6 +51,9 @@ type sidecarRuns struct {
 	// that taking up a thousand runs is one update of the watcher.
 	holdWatch  bool
 	watchDirty bool
+	// armings counts the changes armUnion made to the watcher: a run taken
+	// up that changed it asked for watches it did not have when it read.
+	armings int
 }
 
 func (s *Sidecar) initRuns() {
@@ -123,6 +126,9 @@ func (s *Sidecar) armUnion(added, removed []string, treesChanged bool) error {
 	if s.holdWatch && s.d.w != nil {
 		s.watchDirty = s.watchDirty || len(added) > 0 || len(removed) > 0 || treesChanged
 		return nil
+	}
+	if len(added) > 0 || len(removed) > 0 || treesChanged {
+		s.armings++
 	}
 	if s.d.w == nil {
 		allPaths, allTrees := s.union.all()
@@ -202,14 +208,17 @@ func (s *Sidecar) discoverRuns() map[*drivenRun]bool {
 		}
 	}
 	files := prereadStates(s.WS, fresh)
+	// Each run's watches, from its state as preread, are armed before its
+	// machine first reads the file (watch before read): a change after the
+	// arming sends an event, and one before it is in what the machine reads
+	// and decides on. The thousand runs' watches are one update of the watcher.
 	s.holdWatch = true
 	var added []*drivenRun
 	for i, name := range fresh {
 		if s.runs[name] == nil {
-			s.addRun(name, files[i])
-			if r := s.runs[name]; r != nil {
-				added = append(added, r)
-			}
+			r := s.newRun(name, files[i])
+			r.d.watchAhead(files[i].prereadState())
+			added = append(added, r)
 		}
 	}
 	s.holdWatch = false
@@ -219,23 +228,29 @@ func (s *Sidecar) discoverRuns() map[*drivenRun]bool {
 			s.Logger.Error("updating watches", "err", err)
 		}
 	}
-	// What changed between a run's first look and its watches armed sent no
-	// event: each looks again, the watches armed, as a rescan does (its close
-	// request, its state file, its triggers, then the files it names).
+	// A run whose machine asked for watches beyond those armed ahead (its
+	// state changed since the preread, or was not read) looks again once they
+	// are armed, as a rescan does: what changed before the arming sent no event.
 	taken := make(map[*drivenRun]bool, len(added))
 	for _, r := range added {
 		taken[r] = true
-		if s.runs[r.name] != r || r.closing {
-			continue
+		armings := s.armings
+		s.takeUp(r)
+		if s.runs[r.name] == r && !r.closing && s.armings != armings {
+			s.passRun(r, watcher.Batch{Rescan: true})
 		}
-		s.passRun(r, watcher.Batch{Rescan: true})
 	}
 	return taken
 }
 
-// addRun starts driving run name: its machine reads its state file, sf (nil:
-// one not read yet).
-func (s *Sidecar) addRun(name string, sf *StateFile) {
+// addRun starts driving run name: its machine reads its state file.
+func (s *Sidecar) addRun(name string) {
+	s.takeUp(s.newRun(name, nil))
+}
+
+// newRun makes the driver of run name, whose state file is sf (nil: one not
+// read yet), without reading it.
+func (s *Sidecar) newRun(name string, sf *StateFile) *drivenRun {
 	rw := s.WS.ForRun(name)
 	if sf == nil {
 		sf = &StateFile{Path: rw.State}
@@ -282,8 +297,15 @@ func (s *Sidecar) addRun(name string, sf *StateFile) {
 	}
 	r.d = d
 	s.runs[name] = r
-	start := core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": rw.State, "run": name}}
-	if _, err := os.Lstat(rw.CloseRequestPath()); err == nil {
+	return r
+}
+
+// takeUp has a run's machine read its state file and decide, then hands it
+// the triggers queued for it; a run asked to close is closed instead.
+func (s *Sidecar) takeUp(r *drivenRun) {
+	rt := r.d.rt
+	start := core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.holder.PID, "state": rt.WS.State, "run": r.name}}
+	if _, err := os.Lstat(rt.WS.CloseRequestPath()); err == nil {
 		rt.record(start)
 		s.closeRun(r)
 		return
@@ -299,10 +321,23 @@ func (s *Sidecar) addRun(name string, sf *StateFile) {
 	rt.record(start)
 	// The machine arms a run's watches, its close request's with them, before
 	// the first write that offers a step, so a close made on seeing the offer
-	// sends an event. (Runs that discoverRuns takes up together, their
-	// watches held, look again once they are armed.)
-	d.readState()
+	// sends an event.
+	r.d.readState()
+	if s.runs[r.name] == r && !r.closing {
+		s.takeTriggers(r)
+	}
 	s.afterRun(r)
+}
+
+// takeTriggers drains a run's trigger folder and hands the machine what it held.
+func (s *Sidecar) takeTriggers(r *drivenRun) {
+	ts, errs := DrainTriggers(r.d.rt.WS)
+	for _, err := range errs {
+		r.d.rt.Logger.Warn("ignored a trigger", "err", err)
+	}
+	if len(ts) > 0 {
+		r.d.feed(core.TriggersIn{Triggers: ts})
+	}
 }
 
 // afterRun drops a run whose state file is gone with nothing in flight.
@@ -410,7 +445,7 @@ func (s *Sidecar) passRuns(b watcher.Batch) {
 		if !strings.Contains(p, "/") {
 			if name := RunOfStateFile(p); name != "" && s.runs[name] == nil {
 				if _, err := os.Lstat(RunStatePath(s.WS.Dir, name)); err == nil {
-					s.addRun(name, nil)
+					s.addRun(name)
 				}
 			}
 		}
@@ -482,13 +517,7 @@ func (s *Sidecar) passRun(r *drivenRun, b watcher.Batch) {
 		r.d.readState()
 	}
 	if triggersChanged {
-		ts, errs := DrainTriggers(ws)
-		for _, err := range errs {
-			r.d.rt.Logger.Warn("ignored a trigger", "err", err)
-		}
-		if len(ts) > 0 {
-			r.d.feed(core.TriggersIn{Triggers: ts})
-		}
+		s.takeTriggers(r)
 	}
 	if len(b.Paths) > 0 || b.Rescan {
 		r.d.batch(b)

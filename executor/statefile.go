@@ -137,6 +137,10 @@ func (f *StateFile) Preread() (*planspec.State, error) {
 	return st, err
 }
 
+// prereadState is the state Preread parsed, while the next ReadIfChanged may
+// still hand it on.
+func (f *StateFile) prereadState() *planspec.State { return f.kept }
+
 // ReadIfChanged reads the file and parses it only when its content differs from
 // what this process last read or wrote: a file event on the state file is often
 // the echo of this process's own write. changed is false for that echo.
