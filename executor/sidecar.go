@@ -43,6 +43,9 @@ type SidecarOptions struct {
 	// TriggerQuiet is how long the trigger folder must be still before it is
 	// drained; 0: DefaultTriggerQuiet.
 	TriggerQuiet time.Duration
+	// TriggerHold is how long at most a trigger waits for a burst to end, the
+	// folder never still for the quiet window; 0: DefaultTriggerHold.
+	TriggerHold time.Duration
 	// OnChange is called from the loop after each state write and notification,
 	// for readers of the state file (the live page) to look again.
 	OnChange func()
@@ -95,11 +98,11 @@ type Sidecar struct {
 }
 
 // DefaultTriggerQuiet is how long the trigger folder must be still before it is
-// drained, and TriggerHold how long at most a trigger waits for a burst to end:
+// drained, and DefaultTriggerHold how long at most a trigger waits for a burst to end:
 // the machine's timers.
 const (
 	DefaultTriggerQuiet = core.DefaultTriggerQuiet
-	TriggerHold         = core.TriggerHold
+	DefaultTriggerHold  = core.DefaultTriggerHold
 )
 
 type drained struct {
@@ -147,7 +150,7 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, plansTooBig: map[[2]string]error{}}
 	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
 		core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true,
-			TriggerQuiet: opt.TriggerQuiet, TriggersDir: s.rel(rt.WS.TriggersDir())})
+			TriggerQuiet: opt.TriggerQuiet, TriggerHold: opt.TriggerHold, TriggersDir: s.rel(rt.WS.TriggersDir())})
 	s.d.onDrain = s.startDrain
 	s.d.onIntake = func() { s.intakeDue = true }
 	s.d.onWritten = s.planWritten

@@ -115,9 +115,11 @@ func TestSidecar_TriggerBurstWhileRunning(t *testing.T) {
 	if err := w.check(); err != nil {
 		t.Fatal(err)
 	}
-	// A writer stalled longer than the quiet window (a loaded machine) would split
-	// the burst: the test's window is wide.
-	run := w.startSidecar(SidecarOptions{TriggerQuiet: 5 * time.Second})
+	// A writer stalled longer than the quiet window, or slower than the hold (a
+	// loaded machine: under -race at load 30 on two cores, ten thousand triggers
+	// take the writer well over the default 30 s hold), would split the burst:
+	// the test's windows are wide.
+	run := w.startSidecar(SidecarOptions{TriggerQuiet: 5 * time.Second, TriggerHold: time.Hour})
 	queueBurst(t, w.chain().WS, "s1", burstSize)
 	// The burst is acted on once its drain is in: the trigger record says so. The
 	// folder is not polled meanwhile: listing ten thousand files every few

@@ -283,8 +283,11 @@ type MachineConfig struct {
 	StampHeartbeat bool
 	Probe          Probe
 	// TriggerQuiet is the trigger folder's quiet window (0: DefaultTriggerQuiet),
-	// and TriggersDir that folder, workspace-relative, for FolderTimes.
+	// TriggerHold how long at most a trigger waits for a burst to end (0:
+	// DefaultTriggerHold), and TriggersDir that folder, workspace-relative, for
+	// FolderTimes.
 	TriggerQuiet time.Duration
+	TriggerHold  time.Duration
 	TriggersDir  string
 }
 

@@ -11,10 +11,10 @@ import "time"
 // Trigger folder and plan file waits (DESIGN §4).
 const (
 	// DefaultTriggerQuiet is how long the trigger folder must be still before
-	// it is drained, and TriggerHold how long at most a trigger waits for a
+	// it is drained, and DefaultTriggerHold how long at most a trigger waits for a
 	// burst to end.
 	DefaultTriggerQuiet = 100 * time.Millisecond
-	TriggerHold         = 30 * time.Second
+	DefaultTriggerHold  = 30 * time.Second
 	// PlanSettle is how long a plan file that does not parse must have been
 	// still before it is judged: a writer (cp, an editor, an agent) may be
 	// midway.
@@ -75,6 +75,13 @@ func (m *Machine) triggerQuiet() time.Duration {
 	return DefaultTriggerQuiet
 }
 
+func (m *Machine) triggerHold() time.Duration {
+	if m.cfg.TriggerHold > 0 {
+		return m.cfg.TriggerHold
+	}
+	return DefaultTriggerHold
+}
+
 // TriggersPending reports whether triggers wait for the quiet window: they
 // may re-run a step, so the plan is not over.
 func (m *Machine) TriggersPending() bool { return !m.intake.trigFirst.IsZero() }
@@ -93,14 +100,14 @@ func (m *Machine) triggersQueued(in TriggersQueued) {
 }
 
 // triggersDue is when the queued triggers are drained: once the folder has
-// been still for the quiet window, and at most TriggerHold after the first.
+// been still for the quiet window, and at most the hold after the first.
 func (m *Machine) triggersDue() time.Time {
 	w := m.intake
 	if w.trigFirst.IsZero() {
 		return time.Time{}
 	}
 	due := w.trigLast.Add(m.triggerQuiet())
-	if hold := w.trigFirst.Add(TriggerHold); hold.Before(due) {
+	if hold := w.trigFirst.Add(m.triggerHold()); hold.Before(due) {
 		return hold
 	}
 	return due
