@@ -46,10 +46,14 @@ run: build
 # slowest tests, and fails when a test did (as does go test, by pipefail).
 # go vet ./... has run every analyzer by then: go test's own vet pass, a subset
 # of them type-checking every package again, is left out (-vet=off).
+# -timeout is each package's test binary's bound, go test's 10 minutes by
+# default: executor's race tests take minutes alone, and the CLI's tests build
+# stepseq inside theirs, so a busy machine (load 30 on two cores) went past it.
+# A passing run is far below 30 minutes; a wait that never ends still fails.
 test: e2e-deps testreport
 	$(GO) vet ./...
 	@mkdir -p $(ARTIFACTS)
-	bash -o pipefail -c '$(GO) test -race -vet=off -count=1 -json -artifacts -outputdir $(CURDIR)/$(ARTIFACTS) ./... | $(BIN)/testreport -o $(ARTIFACTS)/test.json'
+	bash -o pipefail -c '$(GO) test -race -vet=off -count=1 -timeout 30m -json -artifacts -outputdir $(CURDIR)/$(ARTIFACTS) ./... | $(BIN)/testreport -o $(ARTIFACTS)/test.json'
 
 # Before a submission, not part of make test: every package's tests five times
 # under -race beside two CPU-bound processes, which the target starts and stops

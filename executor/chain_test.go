@@ -357,7 +357,7 @@ func TestCheck_GrandchildHoldingPipes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatal("check deadlocked on pipes a grandchild holds")
 	}
 	if r := w.read().Run("s1"); r.Status != "DONE" || deref(r.Stdout) != "parent\n" {
@@ -480,8 +480,8 @@ func TestCheck_StateWrittenBeforeTheLockIsReadAgain(t *testing.T) {
 // effectWait bounds the tests' waits for an effect of the code: a journal
 // record, a state, a condition. A passing test never waits it out, so it is
 // generous: on two cores shared with other builds, what takes milliseconds
-// alone (a drain of ten thousand triggers under -race) can take many seconds.
-const effectWait = time.Minute
+// alone (a drain of ten thousand triggers under -race) can take a minute.
+const effectWait = 5 * time.Minute
 
 // waitFor polls cond until it holds or effectWait passes.
 func waitFor(t *testing.T, cond func() bool) {
@@ -512,8 +512,8 @@ func TestCheck_AwaitOutputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(time.Minute):
-		t.Fatal("check still waits a minute after the awaited output came")
+	case <-time.After(effectWait):
+		t.Fatalf("check still waits %s after the awaited output came", effectWait)
 	}
 	if r := w.read().Run("s1"); r.Status != "DONE" || r.Tries != 1 {
 		t.Errorf("run = %s tries %d", r.Status, r.Tries)

@@ -86,7 +86,7 @@ func TestTryLock_DeadHolderLeftADescriptor(t *testing.T) {
 			t.Fatalf("TryLock after the child let go: %v", r.err)
 		}
 		r.lock.Unlock()
-	case <-time.After(20 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatal("TryLock never took the lock")
 	}
 }

@@ -259,7 +259,7 @@ func TestStart_LogNeverDecides(t *testing.T) {
 		var exit core.Exit
 		select {
 		case exit = <-p.Done():
-		case <-time.After(10 * time.Second):
+		case <-time.After(effectWait):
 			t.Fatal("the agent did not end")
 		}
 		if exit.Code != tt.code || exit.Err != nil || exit.Stdout != tt.stdout || exit.Stderr != tt.stderr {

@@ -111,7 +111,7 @@ func runAgent(t *testing.T, spec Spec) core.Exit {
 	select {
 	case exit := <-p.Done():
 		return exit
-	case <-time.After(30 * time.Second):
+	case <-time.After(effectWait):
 		p.Stop()
 		<-p.Done()
 		t.Fatalf("%s did not exit within 30s", spec.Argv[0])

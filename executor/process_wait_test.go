@@ -65,8 +65,8 @@ func TestWaitGone(t *testing.T) {
 		if err != nil {
 			t.Fatalf("WaitGone: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("WaitGone did not return within 10s of the process's end")
+	case <-time.After(effectWait):
+		t.Fatalf("WaitGone did not return within %s of the process's end", effectWait)
 	}
 	if Alive(pid, ticks) {
 		t.Errorf("Alive(%d, %d) after the process ended", pid, ticks)

@@ -62,7 +62,7 @@ func TestSidecar_HostileWorkspaceFiles(t *testing.T) {
 		cancel()
 		select {
 		case <-stopped:
-		case <-time.After(20 * time.Second):
+		case <-time.After(effectWait):
 			t.Fatal("the sidecar did not stop: its loop is blocked")
 		}
 	}()

@@ -22,7 +22,7 @@ func within[T any](t *testing.T, what string, fn func() T) T {
 	select {
 	case v := <-got:
 		return v
-	case <-time.After(5 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatalf("%s blocked", what)
 		panic("unreachable")
 	}

@@ -409,7 +409,7 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 // waitSettled waits until the file's change time lies readSettle in the past.
 func waitSettled(t *testing.T, path string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(effectWait); ; {
 		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)

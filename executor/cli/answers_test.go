@@ -75,7 +75,7 @@ func answer() bool {
 // awaitFile waits until path exists, polling with a deadline of a minute: the
 // script's go-ahead to an agent that stands for a step that takes a while.
 func awaitFile(path string) {
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(path); err == nil {
 			return
 		}

@@ -32,7 +32,7 @@ func listenWatch(t *testing.T, addr string, args ...string) *syncBuffer {
 			t.Errorf("watch: %v", err)
 		}
 	})
-	waitUntil(t, "/readyz 200", 10*time.Second, func() bool {
+	waitUntil(t, "/readyz 200", func() bool {
 		select {
 		case err := <-done:
 			done <- err
@@ -178,7 +178,7 @@ func TestWatch_AllowAgentMCP(t *testing.T) {
 	addr := freeAddr(t)
 	listenWatch(t, addr, "--listen", addr, "--allow-agent", "mcp", dir)
 	var rec core.PlanRecord
-	waitUntil(t, "the plan's record", 10*time.Second, func() bool {
+	waitUntil(t, "the plan's record", func() bool {
 		data, err := os.ReadFile(filepath.Join(dir, executor.MetaDir, "plans", "p.json"))
 		return err == nil && json.Unmarshal(data, &rec) == nil
 	})

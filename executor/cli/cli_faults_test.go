@@ -55,7 +55,7 @@ func TestCLI_StateFileNotAFile(t *testing.T) {
 					if got != 1 {
 						t.Errorf("exit %d, want 1", got)
 					}
-				case <-time.After(10 * time.Second):
+				case <-time.After(effectWait):
 					t.Fatalf("stepseq %s blocked on a %s state.json", cmd, c.name)
 				}
 				if !strings.Contains(stderr.String(), c.want) {

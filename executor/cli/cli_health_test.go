@@ -59,7 +59,7 @@ func TestWatch_HealthAndMetrics(t *testing.T) {
 		}
 	}()
 
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		code, _, err := get("http://" + addr + "/readyz")
 		if err == nil && code == http.StatusOK {
@@ -126,7 +126,7 @@ func TestWatch_MetricsTimeRetriedTries(t *testing.T) {
 			t.Errorf("watch: %v", err)
 		}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		_, body, err := get("http://" + addr + "/metrics")
 		if err == nil && strings.Contains(body, `stepseq_plan_status{status="done"} 1`) {

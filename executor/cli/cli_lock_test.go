@@ -62,7 +62,7 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 
 	// The new sidecar records itself in the lock once it holds it.
 	lockPath := filepath.Join(dir, executor.MetaDir, "lock")
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		select {
 		case err := <-secondExited:
 			t.Fatalf("the new sidecar exited (%v) instead of taking the lock:\n%s", err, stderr)
@@ -78,7 +78,7 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 		}
 	}
 	journal := filepath.Join(dir, executor.MetaDir, "journal.jsonl")
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		data, _ := os.ReadFile(journal)
 		if strings.Contains(string(data), `"action":"running"`) {
 			break
@@ -91,7 +91,7 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf := &executor.StateFile{Path: filepath.Join(dir, "state.json")}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		st, err := sf.Read()
 		if err == nil && st.Status == planspec.StatusDone {
 			if r := st.Run("long"); r.Tries != 1 {
@@ -121,7 +121,7 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 // waitFile waits for path to exist and hold something.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
 			return
 		}

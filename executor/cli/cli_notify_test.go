@@ -108,12 +108,12 @@ func feedIDs(t *testing.T, dir string) []string {
 }
 
 // waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool) {
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
+	deadline := time.Now().Add(effectWait)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, limit)
+			t.Fatalf("%s: not within %s", what, effectWait)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -130,7 +130,7 @@ func TestWatch_WebhookRecovers(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"watch", "--log-level", "error", "--notify-webhook", h.srv.URL + "/hook", dir}, io.Discard, io.Discard)
 	}()
-	waitUntil(t, "the plan's end at the webhook", 30*time.Second, func() bool { return h.has("plan_done") })
+	waitUntil(t, "the plan's end at the webhook", func() bool { return h.has("plan_done") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("watch: %v", err)
@@ -188,7 +188,7 @@ func TestWatch_HangingSinkPlanFinishes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("watch: %v", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatal("the sidecar did not end with a hanging sink")
 	}
 	st, err := (&executor.StateFile{Path: filepath.Join(dir, "state.json")}).Read()
@@ -246,7 +246,7 @@ func TestWatch_HealthzStuckLoop(t *testing.T) {
 		}
 		return code
 	}
-	waitUntil(t, "/healthz 503 while the loop is stuck", 10*time.Second, func() bool { return healthz() == http.StatusServiceUnavailable })
+	waitUntil(t, "/healthz 503 while the loop is stuck", func() bool { return healthz() == http.StatusServiceUnavailable })
 	close(b.release)
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
@@ -272,11 +272,11 @@ func TestStatusView_FollowNotes(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- v.followChanges(ctx, time.Second) }()
-	waitUntil(t, "the first report", 10*time.Second, func() bool { return strings.Contains(out.String(), "running 1m0s") })
+	waitUntil(t, "the first report", func() bool { return strings.Contains(out.String(), "running 1m0s") })
 	for _, s := range []string{"accepted", "milestone"} {
 		n.Notify(core.Notification{Time: time.Now(), Plan: "p", Step: "build", Try: 1, Who: "worker", Status: s, Output: "said " + s, Next: "more"})
 	}
-	waitUntil(t, "both notifications", 10*time.Second, func() bool {
+	waitUntil(t, "both notifications", func() bool {
 		return strings.Contains(out.String(), "build try 1  milestone: said milestone — next: more")
 	})
 	replaceFile(t, filepath.Join(dir, "state.json"), doneState)

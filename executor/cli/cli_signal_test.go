@@ -74,7 +74,7 @@ func startWatch(t *testing.T, stepseq, agent string) (cmd *exec.Cmd, dir string,
 // not, and returns its pid.
 func waitAgent(t *testing.T, dir string, not int) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		data, _ := os.ReadFile(filepath.Join(dir, ".stepseq", "lock"))
 		if i := strings.Index(string(data), `"agent":{`); i >= 0 {
@@ -147,7 +147,7 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 	stubborn := waitAgent(t, dir, first)
 	defer func() { _ = syscall.Kill(stubborn, syscall.SIGKILL) }() // exiting at once leaves it behind
 	// The agent writes its pid once it ignores SIGTERM.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); ; time.Sleep(2 * time.Millisecond) {
 		if _, err := os.Stat(filepath.Join(dir, "stubborn.pid")); err == nil {
 			break
 		}
@@ -158,7 +158,7 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 	// Signals a moment apart are one stop: send the second once stepseq says that
 	// the stop is under way.
 	_ = slow.Process.Signal(syscall.SIGTERM)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); ; time.Sleep(2 * time.Millisecond) {
 		if strings.Contains(stderr.String(), "a second signal exits at once") {
 			break
 		}
@@ -174,7 +174,7 @@ func TestWatch_SecondSignalExitsAtOnce(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 			t.Errorf("exit = %v, want 130", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatal("a second signal did not stop the sidecar at once")
 	}
 }

@@ -36,7 +36,7 @@ func (s *syncBuffer) String() string {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -145,7 +145,7 @@ func TestStatusView_Follow(t *testing.T) {
 		if err != nil {
 			t.Fatalf("follow ended with %v, want nil on DONE", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatal("follow did not end on DONE")
 	}
 	if !strings.HasSuffix(out.String(), "now: plan DONE\n") {

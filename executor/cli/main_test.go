@@ -202,7 +202,7 @@ func dropReport(status string, try int) string {
 	// stepseq writes <file>.why, then renames the file <file>.rejected: once
 	// the file is gone, .rejected tells a refusal from a file taken, and .why is
 	// whole.
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(effectWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if _, err := os.Stat(path); !os.IsNotExist(err) {
 			continue
 		}
@@ -253,6 +253,12 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// effectWait bounds the tests' waits for an effect of stepseq: a file, a
+// record, an exit, an answer. A passing test never waits it out, so it is
+// generous: on two cores shared with other builds, under -race, what takes a
+// second alone can take a minute.
+const effectWait = 5 * time.Minute
+
 // cmdWaitFile waits until a file exists and, with a pattern, until its content
 // matches it: the script's handshake with a command it started in the background.
 // It polls a condition with a deadline; it never sleeps a fixed time as a
@@ -268,14 +274,14 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		re = regexp.MustCompile(args[1])
 	}
 	path := ts.MkAbs(args[0])
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		data, err := os.ReadFile(path)
 		if err == nil && (re == nil || re.Match(data)) {
 			return
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("waitfile %s: not there after 20s (last content %q)", args[0], data)
+			ts.Fatalf("waitfile %s: not there after %s (last content %q)", args[0], effectWait, data)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -390,7 +396,7 @@ func (w reportWriter) next(t *testing.T) string {
 	select {
 	case r := <-w:
 		return r
-	case <-time.After(20 * time.Second): // a failsafe, not a synchronisation
+	case <-time.After(effectWait): // a failsafe, not a synchronisation
 		t.Fatal("no report from status --follow")
 		return ""
 	}
@@ -442,7 +448,7 @@ func TestStatusFollow(t *testing.T) {
 		if err != nil {
 			t.Fatalf("status --follow: %v\n%s", err, &stderr)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatal("status --follow did not exit once the plan was DONE")
 	}
 }
