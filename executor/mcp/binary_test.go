@@ -102,7 +102,7 @@ func TestBinary_StdioBesideALiveSidecar(t *testing.T) {
 		_ = watch.Process.Signal(os.Interrupt)
 		_ = watch.Wait()
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		if data, err := os.ReadFile(filepath.Join(dir, ".stepseq", "journal.jsonl")); err == nil && strings.Contains(string(data), `"event":"ready"`) {
 			break
@@ -143,8 +143,7 @@ func TestBinary_StdioOwnSidecarNotifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := stdioSession(t, dir)
-	// A minute at most: the machine is shared with other builds and tests.
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(effectWait)
 	var notes string
 	for !strings.Contains(notes, "plan_done") {
 		if time.Now().After(deadline) {

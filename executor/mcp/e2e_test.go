@@ -54,7 +54,7 @@ func TestNodeClient_HTTP(t *testing.T) {
 		_ = watch.Process.Signal(os.Interrupt)
 		_ = watch.Wait()
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()

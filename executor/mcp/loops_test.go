@@ -105,7 +105,7 @@ func TestServer_ReviewRoundsPulled(t *testing.T) {
 // end (DONE, or blocked): then it returns the status.
 func next(t *testing.T, cs *sdk.ClientSession, last string) (step, status map[string]any) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for time.Now().Before(deadline) {
 		cur, _ := call(t, cs, "step_current", map[string]any{})
 		if s, ok := cur["step"].(map[string]any); ok && s["token"] != last {

@@ -36,6 +36,12 @@ steps:
 // on a loaded machine.
 const reconnectWait = 2 * time.Minute
 
+// effectWait bounds the tests' waits for an effect: a ready sidecar, a tool's
+// answer, a journal record. A passing test never waits it out, so it is
+// generous: on two cores shared with other builds, under -race, what takes a
+// second alone can take a minute.
+const effectWait = 5 * time.Minute
+
 // callOnce starts `stepseq mcp DIR`, calls one tool and stops it, as a client does
 // that restarts its servers between calls.
 func callOnce(t *testing.T, dir, name string, args any) (*sdk.CallToolResult, map[string]any) {

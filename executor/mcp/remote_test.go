@@ -180,10 +180,10 @@ func TestHandler_SessionsBounded(t *testing.T) {
 	if code, _ := initialize(t, srv.URL); code != http.StatusTooManyRequests {
 		t.Fatalf("a sixth session of one client got %d, want 429", code)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for sessions(gate.srv) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d idle sessions still open after 10s", sessions(gate.srv))
+			t.Fatalf("%d idle sessions still open after %s", sessions(gate.srv), effectWait)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

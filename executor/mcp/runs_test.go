@@ -118,7 +118,7 @@ func TestServer_Runs(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(30 * time.Second); !triggered(); {
+	for deadline := time.Now().Add(effectWait); !triggered(); {
 		if time.Now().After(deadline) {
 			data, _ := os.ReadFile(journal)
 			t.Fatalf("the run's trigger is not in its journal:\n%s", data)

@@ -83,7 +83,7 @@ func workspaceAt(t testing.TB, dir string) *workspace {
 			t.Errorf("sidecar: %v", err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for !sc.Ready() {
 		if time.Now().After(deadline) {
 			t.Fatal("sidecar not ready")
@@ -138,7 +138,7 @@ func call(t testing.TB, cs *sdk.ClientSession, name string, args any) (map[strin
 // waitTool calls a tool until cond holds.
 func waitTool(t testing.TB, cs *sdk.ClientSession, name string, args any, cond func(map[string]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for {
 		out, errText := call(t, cs, name, args)
 		if errText == "" && cond(out) {

@@ -16,11 +16,16 @@ import (
 	"github.com/stepseq/stepseq/executor/metrics"
 )
 
+// effectWait bounds the tests' waits for an effect. A passing test never waits
+// it out, so it is generous: on two cores shared with other builds, under
+// -race, what takes a second alone can take a minute.
+const effectWait = 5 * time.Minute
+
 // eventually waits for cond, failing the test after a generous deadline. It polls:
 // the conditions are effects in files and servers, which send no signal.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -85,7 +85,7 @@ func TestNotifier_WebhookGivesUp(t *testing.T) {
 		if g.sink != "webhook "+h.srv.URL {
 			t.Errorf("sink named %q, want the URL without its path", g.sink)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(effectWait):
 		t.Fatal("no give-up")
 	}
 	h.down.Store(false)
