@@ -37,16 +37,23 @@ func queueBurst(tb testing.TB, ws Workspace, step string, n int) {
 	}
 }
 
-// journalSince is the journal's records after the last one of event.
+// journalSince is the journal's records after the last one of event, none while
+// it has no such record; "": all of them. The sidecar says Ready before its ready
+// record is in: what came before (a check's launches of the same steps) must not
+// pass for what came after.
 func (w *testWS) journalSince(event string) []core.Entry {
 	w.t.Helper()
 	var out []core.Entry
+	found := event == ""
 	for _, e := range w.journal() {
 		if e.Event == event {
-			out = out[:0]
+			out, found = out[:0], true
 			continue
 		}
 		out = append(out, e)
+	}
+	if !found {
+		return nil
 	}
 	return out
 }
