@@ -57,6 +57,9 @@ const (
 	RunInvalid = "invalid" // its state file cannot be read as a state: Error says why
 )
 
+// RunStatuses are the words of a run's status, in the order they are told.
+var RunStatuses = []string{RunActive, RunBlocked, RunDone, RunClosed, RunInvalid}
+
 // ValidRunName refuses a name that is not a run's: one to 64 ASCII letters,
 // digits, '-' and '_', not starting with a dot or a dash. MainRun is valid: it
 // names state.json.

@@ -144,8 +144,8 @@ Exit status: 0, also when there is no run; 2 on a usage error.`,
 				dir = args[0]
 			}
 			for _, s := range status {
-				if !slices.Contains([]string{executor.RunActive, executor.RunBlocked, executor.RunDone, executor.RunClosed, executor.RunInvalid}, s) {
-					return usageErr("--status %q: want active, blocked, done, closed or invalid", s)
+				if !slices.Contains(executor.RunStatuses, s) {
+					return usageErr("--status %q: want one of %s", s, strings.Join(executor.RunStatuses, ", "))
 				}
 			}
 			if err := requireFolders(dir); err != nil {

@@ -202,9 +202,6 @@ func (t *tools) planFor(plan string) (core.PlanFile, error) {
 	return core.PlanFile{}, refuse(NotFound, fmt.Sprintf("no plan %q in plans/ (%s); give a plan's name, or the plan as YAML", plan, have))
 }
 
-// runStatuses are the words run_list's filter takes as a status.
-var runStatuses = []string{executor.RunActive, executor.RunBlocked, executor.RunDone, executor.RunClosed, executor.RunInvalid}
-
 func (t *tools) runList(_ context.Context, _ *sdk.CallToolRequest, in RunListInput) (*sdk.CallToolResult, RunListOutput, error) {
 	runs, err := executor.ListRuns(t.opt.Runtime.WS)
 	if err != nil {
@@ -215,8 +212,8 @@ func (t *tools) runList(_ context.Context, _ *sdk.CallToolRequest, in RunListInp
 		f := in.Filter
 		switch {
 		case f == "",
-			slices.Contains(runStatuses, f) && r.Status == f,
-			!slices.Contains(runStatuses, f) && (strings.Contains(r.Name, f) || strings.Contains(r.Plan, f)):
+			slices.Contains(executor.RunStatuses, f) && r.Status == f,
+			!slices.Contains(executor.RunStatuses, f) && (strings.Contains(r.Name, f) || strings.Contains(r.Plan, f)):
 			out.Runs = append(out.Runs, r)
 		}
 	}
