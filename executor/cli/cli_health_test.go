@@ -78,7 +78,10 @@ func TestWatch_HealthAndMetrics(t *testing.T) {
 	}
 	for {
 		_, body, err := get("http://" + addr + "/metrics")
-		if err == nil && strings.Contains(body, "stepseq_launches_total 1") && strings.Contains(body, `stepseq_steps{status="DONE"} 1`) {
+		// The step's DONE and the plan's may come in two writes: a scrape
+		// between them sees one without the other.
+		if err == nil && strings.Contains(body, "stepseq_launches_total 1") && strings.Contains(body, `stepseq_steps{status="DONE"} 1`) &&
+			strings.Contains(body, `stepseq_plan_status{status="done"} 1`) {
 			for _, series := range []string{"stepseq_gate_latency_seconds_bucket", "stepseq_watcher_events_total", "stepseq_watches ", "stepseq_failures_total 0", "stepseq_retries_total 0", "stepseq_watcher_overflows_total 0",
 				`stepseq_steps{status="PENDING"} 0`, `stepseq_steps{status="IN_PROGRESS"} 0`, `stepseq_plan_status{status="done"} 1`,
 				"process_cpu_seconds_total ", "process_resident_memory_bytes ", "go_goroutines "} {
