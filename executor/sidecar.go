@@ -46,6 +46,10 @@ type SidecarOptions struct {
 	// TriggerHold is how long at most a trigger waits for a burst to end, the
 	// folder never still for the quiet window; 0: DefaultTriggerHold.
 	TriggerHold time.Duration
+	// PlanSettle is how long a plan file that does not parse must have been
+	// still before it is judged: its writer may be midway; 0:
+	// DefaultPlanSettle.
+	PlanSettle time.Duration
 	// OnChange is called from the loop after each state write and notification,
 	// for readers of the state file (the live page) to look again.
 	OnChange func()
@@ -98,11 +102,13 @@ type Sidecar struct {
 }
 
 // DefaultTriggerQuiet is how long the trigger folder must be still before it is
-// drained, and DefaultTriggerHold how long at most a trigger waits for a burst to end:
-// the machine's timers.
+// drained, DefaultTriggerHold how long at most a trigger waits for a burst to
+// end, and DefaultPlanSettle how long a plan file that does not parse waits for
+// its writer: the machine's timers.
 const (
 	DefaultTriggerQuiet = core.DefaultTriggerQuiet
 	DefaultTriggerHold  = core.DefaultTriggerHold
+	DefaultPlanSettle   = core.DefaultPlanSettle
 )
 
 type drained struct {
@@ -150,7 +156,8 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, plansTooBig: map[[2]string]error{}}
 	s.d = newDriver(context.Background(), rt, &StateFile{Path: rt.WS.State}, lock,
 		core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true,
-			TriggerQuiet: opt.TriggerQuiet, TriggerHold: opt.TriggerHold, TriggersDir: s.rel(rt.WS.TriggersDir())})
+			TriggerQuiet: opt.TriggerQuiet, TriggerHold: opt.TriggerHold, TriggersDir: s.rel(rt.WS.TriggersDir()),
+			PlanSettle: opt.PlanSettle})
 	s.d.onDrain = s.startDrain
 	s.d.onIntake = func() { s.intakeDue = true }
 	s.d.onWritten = s.planWritten

@@ -169,12 +169,12 @@ func (s *Sidecar) setRecord(pf core.PlanFile, status, applied string) {
 }
 
 // beingWritten reports whether the file at path may still be being written
-// (core.PlanSettling, on the clock the machine's inputs carry), and then keeps
+// (the machine's PlanSettling, on the clock the machine's inputs carry), and then keeps
 // its time in unsettled: the machine is told, and asks for another intake once
 // the file has been still long enough.
 func (s *Sidecar) beingWritten(path string, unsettled *time.Time) bool {
 	fi, err := os.Stat(path)
-	if err != nil || !core.PlanSettling(s.now(), fi.ModTime()) {
+	if err != nil || !s.d.m.PlanSettling(s.now(), fi.ModTime()) {
 		return false
 	}
 	if unsettled.IsZero() || fi.ModTime().Before(*unsettled) {

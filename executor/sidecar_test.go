@@ -455,10 +455,12 @@ func TestSidecar_RestartNeverAppliesTheSameContentTwice(t *testing.T) {
 }
 
 // A plan copied in (an empty file first, then its content) is judged once its
-// writer is done: no rejection is said for the empty file.
+// writer is done: no rejection is said for the empty file. The settle is longer
+// than the test can take between its two writes (the default's 200 ms was once
+// passed there at load 32 on 2 cores, and the empty file judged).
 func TestSidecar_PlanJudgedOnceWritten(t *testing.T) {
 	w := newTestWS(t, "")
-	run := w.startSidecar(SidecarOptions{})
+	run := w.startSidecar(SidecarOptions{PlanSettle: effectWait})
 	passes := run.Passes()
 	w.writeFile("plans/copied.yaml", "")
 	waitFor(t, func() bool { return run.Passes() > passes }) // the sidecar saw the empty file

@@ -289,6 +289,9 @@ type MachineConfig struct {
 	TriggerQuiet time.Duration
 	TriggerHold  time.Duration
 	TriggersDir  string
+	// PlanSettle is how long a plan file that does not parse must have been
+	// still before it is judged (0: DefaultPlanSettle).
+	PlanSettle time.Duration
 }
 
 // Default report timers (DESIGN §7, §8).

@@ -15,10 +15,10 @@ const (
 	// burst to end.
 	DefaultTriggerQuiet = 100 * time.Millisecond
 	DefaultTriggerHold  = 30 * time.Second
-	// PlanSettle is how long a plan file that does not parse must have been
-	// still before it is judged: a writer (cp, an editor, an agent) may be
+	// DefaultPlanSettle is how long a plan file that does not parse must have
+	// been still before it is judged: a writer (cp, an editor, an agent) may be
 	// midway.
-	PlanSettle = 200 * time.Millisecond
+	DefaultPlanSettle = 200 * time.Millisecond
 )
 
 // TriggersQueued says the trigger folder changed. Modified is the folder's
@@ -32,7 +32,7 @@ type TriggersQueued struct {
 
 // PlanWriting says a plan file that does not parse yet was last modified at
 // Modified: the plans are to be taken in again once it has been still for
-// PlanSettle.
+// the plan settle (MachineConfig.PlanSettle).
 type PlanWriting struct{ Modified time.Time }
 
 func (TriggersQueued) isInput() {}
@@ -49,9 +49,10 @@ func (DrainTriggers) isEffect() {}
 func (IntakePlans) isEffect()   {}
 
 // PlanSettling reports whether a plan file modified at modified may still be
-// being written at now: it is judged once it has been still for PlanSettle.
-func PlanSettling(now, modified time.Time) bool {
-	return now.Sub(modified) < PlanSettle
+// being written at now: it is judged once it has been still for the plan
+// settle (MachineConfig.PlanSettle).
+func (m *Machine) PlanSettling(now, modified time.Time) bool {
+	return now.Sub(modified) < m.planSettle()
 }
 
 // FolderTimes is what a Probe may also answer: a folder's modification time.
@@ -73,6 +74,13 @@ func (m *Machine) triggerQuiet() time.Duration {
 		return m.cfg.TriggerQuiet
 	}
 	return DefaultTriggerQuiet
+}
+
+func (m *Machine) planSettle() time.Duration {
+	if m.cfg.PlanSettle > 0 {
+		return m.cfg.PlanSettle
+	}
+	return DefaultPlanSettle
 }
 
 func (m *Machine) triggerHold() time.Duration {
@@ -114,7 +122,7 @@ func (m *Machine) triggersDue() time.Time {
 }
 
 func (m *Machine) planWriting(in PlanWriting) {
-	at := in.Modified.Add(PlanSettle + MtimeSlack)
+	at := in.Modified.Add(m.planSettle() + MtimeSlack)
 	if m.intake.planAt.IsZero() || at.Before(m.intake.planAt) {
 		m.intake.planAt = at
 	}
