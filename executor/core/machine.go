@@ -223,6 +223,12 @@ type Notification struct {
 	// Summary is what the plan's summary gave (DESIGN §13), carried by the
 	// plan's last report: its plan_done or plan_blocked.
 	Summary map[string]any `json:"summary,omitempty"`
+	// Sinks are where the plan says its reports go: its notify: list, from the
+	// state the transition is of, as Plan is. Empty, not nil, when the plan
+	// lists none; nil when the machine holds no state (its file gone or
+	// unreadable), which says nothing of the sinks. It is the notifier's to
+	// route by, not part of the report.
+	Sinks []planspec.NotifySink `json:"-"`
 }
 
 // Notification events: what happened beyond the seed's six status words
@@ -824,14 +830,18 @@ func (m *Machine) shutdown() {
 
 func (m *Machine) notify(step string, try int, who, status, output, next string) {
 	plan := ""
+	var sinks []planspec.NotifySink
 	if m.st != nil {
 		plan = m.st.Settings.Name
+		if sinks = m.st.Settings.Notify; sinks == nil {
+			sinks = []planspec.NotifySink{}
+		}
 		if p := m.st.Progress(step); p != "" {
 			output += " (" + p + ")"
 		}
 	}
 	m.lastNote = m.now
-	m.emit(Notify{Note: Notification{Time: m.now, Plan: plan, Step: step, Try: try, Who: who, Status: status, Output: output, Next: next}})
+	m.emit(Notify{Note: Notification{Time: m.now, Plan: plan, Step: step, Try: try, Who: who, Status: status, Output: output, Next: next, Sinks: sinks}})
 }
 
 // triggersIn queues triggers for the pass between agents. A retry of the step whose

@@ -1001,3 +1001,37 @@ func (skipConds) Reads(string) ([]string, []string, bool)      { return nil, nil
 // reportsRel is step id's report folder as the driver names it, for ids that
 // need no escaping.
 func reportsRel(id string) string { return MetaDir + "/reports/" + id }
+
+// A notification carries the notify: list of the plan it is about, from the
+// state the machine decided on: the notifier routes by it without reading the
+// state file. A plan without a list says so with an empty one.
+func TestMachine_NotificationCarriesPlanSinks(t *testing.T) {
+	for _, c := range []struct {
+		name, extra string
+		want        []planspec.NotifySink
+	}{
+		{"listed", `,"stepseq":{"notify":[{"command":["notify-send","x"]},{"webhook":"https://ntfy.sh/t"}]}`,
+			[]planspec.NotifySink{{Command: []string{"notify-send", "x"}}, {Webhook: "https://ntfy.sh/t"}}},
+		{"none", "", []planspec.NotifySink{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, planAB(c.extra), false)
+			var got []Notification
+			for _, e := range r.take() {
+				if n, ok := e.(Notify); ok {
+					got = append(got, n.Note)
+				}
+			}
+			if len(got) == 0 {
+				t.Fatal("no notification")
+			}
+			for _, n := range got {
+				if n.Sinks == nil || !slices.EqualFunc(n.Sinks, c.want, func(a, b planspec.NotifySink) bool {
+					return a.Webhook == b.Webhook && slices.Equal(a.Command, b.Command)
+				}) {
+					t.Errorf("%s: sinks %#v, want %#v", n.Status, n.Sinks, c.want)
+				}
+			}
+		})
+	}
+}
