@@ -15,6 +15,12 @@
 // folder delivers what was left, in order. A crash between a delivery and its cursor
 // write delivers that report again: receivers drop repeats by Report.ID.
 //
+// Runs. A sidecar's Follower routes the reports of every run (DESIGN §14)
+// through the one outbox: the command line's sinks and the feed hear every
+// run, a plan's sink the runs whose plans list it, and passes over the others'
+// reports as delivered. Which plan lists which sink comes with each
+// notification, never from reading a state file while the sidecar runs.
+//
 // Bounds. The outbox is a series of segment files of at most Config.SegmentBytes
 // (default 1 MiB); segments every sink has passed are deleted. While a sink is down
 // the outbox grows to at most Config.MaxOutboxBytes (default 16 MiB, about 50,000

@@ -36,6 +36,24 @@ type SinkConfig struct {
 
 	deliver deliverer // a test's destination, of kind "test", named testID
 	testID  string
+	// hears, when set, says whether the sink is to deliver the report of
+	// sequence number seq and run run (a Follower's plan sinks hear only the
+	// runs that list them); one it refuses passes as delivered. nil: every
+	// report.
+	hears func(seq uint64, run string) bool
+}
+
+// id names the sink's cursor: its argv or URL, so that the same sink finds its
+// place again after a restart, whichever plan or flag lists it.
+func (sc SinkConfig) id() string {
+	switch {
+	case sc.deliver != nil:
+		return sinkID("test", sc.testID)
+	case len(sc.Command) > 0:
+		return sinkID(KindCommand, sc.Command...)
+	default:
+		return sinkID(KindWebhook, sc.Webhook)
+	}
 }
 
 // Retry is a sink's retry policy.
@@ -93,8 +111,9 @@ type sink struct {
 	name  string // for logs and OnGiveUp
 	kind  string
 	d     deliverer
-	wake  chan struct{} // 1 slot: a report is waiting
-	fails int           // consecutive failed attempts
+	hears func(seq uint64, run string) bool // SinkConfig.hears
+	wake  chan struct{}                     // 1 slot: a report is waiting
+	fails int                               // consecutive failed attempts
 }
 
 // New opens the outbox under cfg.Dir, starts one goroutine per sink and delivers
@@ -170,22 +189,22 @@ func New(cfg Config) (*Notifier, error) {
 }
 
 func (n *Notifier) newSink(sc SinkConfig, workspace string) (*sink, error) {
-	s := &sink{wake: make(chan struct{}, 1)}
+	s := &sink{id: sc.id(), hears: sc.hears, wake: make(chan struct{}, 1)}
 	switch {
 	case sc.deliver != nil:
 		s.kind, s.d = "test", sc.deliver
-		s.id, s.name = sinkID(s.kind, sc.testID), "test "+sc.testID
+		s.name = "test " + sc.testID
 	case len(sc.Command) > 0 && sc.Webhook == "":
 		s.kind = KindCommand
 		s.d = &command{argv: sc.Command, dir: workspace, grace: n.cfg.Grace}
-		s.id, s.name = sinkID(KindCommand, sc.Command...), KindCommand+" "+sc.Command[0]
+		s.name = KindCommand + " " + sc.Command[0]
 	case sc.Webhook != "" && len(sc.Command) == 0:
 		w, err := newWebhook(sc.Webhook)
 		if err != nil {
 			return nil, err
 		}
 		s.kind, s.d = KindWebhook, w
-		s.id, s.name = sinkID(KindWebhook, sc.Webhook), KindWebhook+" "+redact(sc.Webhook)
+		s.name = KindWebhook + " " + redact(sc.Webhook)
 	default:
 		return nil, errors.New("notify: a sink is a command or a webhook, exactly one")
 	}
@@ -269,6 +288,13 @@ func (n *Notifier) Flush(ctx context.Context) error {
 // OutboxBytes is the outbox's size on disk.
 func (n *Notifier) OutboxBytes() int64 { return n.ob.bytes() }
 
+// nextSeq is the sequence number the next report emitted takes.
+func (n *Notifier) nextSeq() uint64 { return n.ob.nextSeq() }
+
+// passed says whether the sink of cursor id has delivered (or passed) every
+// report before seq; false for a sink it does not have.
+func (n *Notifier) passed(id string, seq uint64) bool { return n.ob.passed(id, seq) }
+
 // run delivers the outbox to one sink, in order, until Close.
 func (n *Notifier) run(s *sink) {
 	defer n.wg.Done()
@@ -314,6 +340,9 @@ func (n *Notifier) deliver(s *sink, log *slog.Logger, rec record) bool {
 	var r Report
 	if err := json.Unmarshal(rec.Report, &r); err != nil {
 		log.Error("unreadable report in outbox", "seq", rec.Seq, "err", err)
+		return true
+	}
+	if s.hears != nil && !s.hears(rec.Seq, r.Run) {
 		return true
 	}
 	for {

@@ -407,6 +407,21 @@ func (o *outbox) bytes() int64 {
 	return o.total
 }
 
+// nextSeq is the sequence number of the next record appended.
+func (o *outbox) nextSeq() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.next
+}
+
+// passed says whether sink's cursor is at or past seq.
+func (o *outbox) passed(sink string, seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.cursors[sink]
+	return c != nil && c.next >= seq
+}
+
 // pending is how many reports sink has yet to deliver.
 func (o *outbox) pending(sink string) uint64 {
 	o.mu.Lock()
