@@ -53,6 +53,7 @@ type Follower struct {
 	plan  map[string]SinkConfig            // the plan sinks routed, by cursor id
 	open  []string                         // the plan sinks of n, by cursor id, sorted
 	seq   uint64                           // n's next sequence number when it was closed
+	done  bool                             // Close was called: nothing opens again
 	// routes are read by the sinks' goroutines: replaced whole, never changed.
 	routes atomic.Pointer[routes]
 }
@@ -208,6 +209,9 @@ func (f *Follower) Notifier() *Notifier {
 func (f *Follower) Notify(note core.Notification) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.done {
+		return
+	}
 	if note.Sinks != nil && !sameSinks(note.Sinks, f.lists[note.Run]) {
 		f.follow(note.Run, note.Sinks)
 	}
@@ -337,6 +341,7 @@ func (f *Follower) Sync() error {
 func (f *Follower) Close(flush time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.done = true
 	if f.n == nil {
 		return nil
 	}
