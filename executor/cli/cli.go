@@ -245,10 +245,14 @@ func newChain(statePath string, g *globals) (*executor.Chain, error) {
 }
 
 // openNotifier is the notifier of a check or step: the plan's sinks and the feed.
+// The other runs' sinks keep their place in the outbox and what they have yet
+// to deliver, for the sidecar.
 // Before the command ends its sinks get notifyFlush to deliver; what is left
 // goes out with the next stepseq on the workspace.
 func openNotifier(rt *executor.Runtime, st *planspec.State) (executor.Notifier, func()) {
-	n, err := notify.New(notifyConfig(rt, notify.PlanSinks(st.Settings.Notify), nil))
+	cfg := notifyConfig(rt, notify.PlanSinks(st.Settings.Notify), nil)
+	cfg.KeepUnlisted = true
+	n, err := notify.New(cfg)
 	if err != nil {
 		rt.Logger.Error("notifications off for this run", "err", err)
 		return nil, func() {}

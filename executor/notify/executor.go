@@ -22,11 +22,12 @@ func (n *Notifier) Notify(note core.Notification) {
 	}
 }
 
-// PlanSinks are the sinks of a plan's notify: list.
+// PlanSinks are the sinks of a plan's notify: list, whose commands
+// Config.AllowPlanCommand judges.
 func PlanSinks(list []planspec.NotifySink) []SinkConfig {
 	out := make([]SinkConfig, 0, len(list))
 	for _, s := range list {
-		out = append(out, SinkConfig{Command: slices.Clone(s.Command), Webhook: s.Webhook})
+		out = append(out, SinkConfig{Command: slices.Clone(s.Command), Webhook: s.Webhook, fromPlan: true})
 	}
 	return out
 }

@@ -41,6 +41,9 @@ type SinkConfig struct {
 	// runs that list them); one it refuses passes as delivered. nil: every
 	// report.
 	hears func(seq uint64, run string) bool
+	// fromPlan: a plan's notify: sink (PlanSinks), which AllowPlanCommand
+	// judges.
+	fromPlan bool
 }
 
 // id names the sink's cursor: its argv or URL, so that the same sink finds its
@@ -68,13 +71,18 @@ type Config struct {
 	Dir string // the workspace, or its .stepseq folder
 	// Sinks besides the feed, which is always there. A sink is known across restarts
 	// by its argv or URL: one new to the folder starts with the next report, and the
-	// cursor of one no longer listed is removed with its backlog.
-	Sinks   []SinkConfig
-	Timeout time.Duration    // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
-	Grace   time.Duration    // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
-	Retry   Retry            // DefaultRetry, field by field
-	Logger  *slog.Logger     // nil: slog.Default()
-	Now     func() time.Time // stamps reports and ages them for Retry.For; nil: time.Now
+	// cursor of one no longer listed is removed with its backlog (unless
+	// KeepUnlisted).
+	Sinks []SinkConfig
+	// KeepUnlisted keeps the cursors of sinks not in Sinks, and what they have
+	// yet to deliver, for a later notifier that lists them: a check or step knows
+	// only its own plan's sinks, not those of the workspace's other runs.
+	KeepUnlisted bool
+	Timeout      time.Duration    // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
+	Grace        time.Duration    // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
+	Retry        Retry            // DefaultRetry, field by field
+	Logger       *slog.Logger     // nil: slog.Default()
+	Now          func() time.Time // stamps reports and ages them for Retry.For; nil: time.Now
 	// OnGiveUp is called, from the sink's goroutine, when a sink abandons a report:
 	// its retries ran out, or the outbox cap dropped it (err wraps ErrDropped). sink
 	// is the sink's name as logs show it ("webhook https://host", "command argv0",
@@ -82,7 +90,8 @@ type Config struct {
 	OnGiveUp   func(sink string, r Report, err error)
 	Registerer *metrics.Registry // nil: no metrics registered
 	// AllowPlanCommand, when not nil, says whether a plan's notify: command
-	// may run (--allow-agent); one it refuses is left out, and logged.
+	// (a sink PlanSinks made) may run (--allow-agent); one it refuses is left
+	// out, and logged.
 	AllowPlanCommand func(argv []string) bool
 	SegmentBytes     int64 // DefaultSegmentBytes
 	MaxOutboxBytes   int64 // DefaultMaxOutboxBytes
@@ -159,6 +168,10 @@ func New(cfg Config) (*Notifier, error) {
 	n.sinks = append(n.sinks, &sink{id: KindFile, name: KindFile, kind: KindFile, d: n.feed, wake: make(chan struct{}, 1)})
 	seen := map[string]bool{KindFile: true}
 	for _, sc := range cfg.Sinks {
+		if sc.fromPlan && len(sc.Command) > 0 && cfg.AllowPlanCommand != nil && !cfg.AllowPlanCommand(sc.Command) {
+			n.log.Warn("a plan's notify command is not allowed by --allow-agent; it is left out", "command", sc.Command[0])
+			continue
+		}
 		s, err := n.newSink(sc, filepath.Dir(meta))
 		if err != nil {
 			n.closeSinks()
@@ -173,7 +186,7 @@ func New(cfg Config) (*Notifier, error) {
 	for i, s := range n.sinks {
 		ids[i] = s.id
 	}
-	ob, err := openOutbox(filepath.Join(meta, "outbox"), cfg.SegmentBytes, cfg.MaxOutboxBytes, ids)
+	ob, err := openOutbox(filepath.Join(meta, "outbox"), cfg.SegmentBytes, cfg.MaxOutboxBytes, ids, cfg.KeepUnlisted)
 	if err != nil {
 		n.closeSinks()
 		return nil, err

@@ -37,6 +37,7 @@ type cursor struct {
 	next    uint64
 	dropped uint64 // reports the cap removed before this sink delivered them
 	f       *os.File
+	kept    bool // a sink this outbox's notifier does not deliver to (KeepUnlisted)
 }
 
 // outbox is the append-only queue of reports on disk, shared by all sinks.
@@ -67,8 +68,9 @@ func segmentName(first uint64) string { return fmt.Sprintf("%020d%s", first, seg
 // openOutbox opens the outbox in dir, creating it if need be, with a cursor for
 // each sink. A sink without a cursor starts at the end: it hears what comes next,
 // not the past. A record cut short by a crash is removed. Cursors of sinks no
-// longer configured are removed, so that they never hold segments.
-func openOutbox(dir string, segBytes, maxBytes int64, sinks []string) (*outbox, error) {
+// longer configured are removed, so that they never hold segments; with keep,
+// they are opened as they are, and hold the segments they have yet to deliver.
+func openOutbox(dir string, segBytes, maxBytes int64, sinks []string, keep bool) (*outbox, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
@@ -78,7 +80,7 @@ func openOutbox(dir string, segBytes, maxBytes int64, sinks []string) (*outbox, 
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	var stale []string
+	var stale, kept []string
 	for _, e := range entries {
 		name := e.Name()
 		switch {
@@ -93,7 +95,11 @@ func openOutbox(dir string, segBytes, maxBytes int64, sinks []string) (*outbox, 
 			}
 			o.segs = append(o.segs, segment{first: first, path: filepath.Join(dir, name), size: info.Size()})
 		case strings.HasSuffix(name, cursorSuffix):
-			if !slices.Contains(sinks, strings.TrimSuffix(name, cursorSuffix)) {
+			switch id := strings.TrimSuffix(name, cursorSuffix); {
+			case slices.Contains(sinks, id):
+			case keep:
+				kept = append(kept, id)
+			default:
 				stale = append(stale, filepath.Join(dir, name))
 			}
 		}
@@ -105,11 +111,14 @@ func openOutbox(dir string, segBytes, maxBytes int64, sinks []string) (*outbox, 
 	for _, s := range o.segs {
 		o.total += s.size
 	}
-	for _, name := range sinks {
+	for _, name := range append(slices.Clone(sinks), kept...) {
 		if err := o.openCursor(name); err != nil {
 			o.close()
 			return nil, err
 		}
+	}
+	for _, name := range kept {
+		o.cursors[name].kept = true
 	}
 	for _, p := range stale {
 		_ = os.Remove(p)
@@ -389,13 +398,16 @@ func (o *outbox) done(sink string, seq uint64) {
 }
 
 // behind is how many reports the sink furthest behind has yet to deliver, and a
-// channel closed when that may have changed.
+// channel closed when that may have changed. A kept cursor is no sink here: its
+// backlog waits for a notifier that delivers to it.
 func (o *outbox) behind() (uint64, <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var most uint64
 	for _, c := range o.cursors {
-		most = max(most, o.next-c.next)
+		if !c.kept {
+			most = max(most, o.next-c.next)
+		}
 	}
 	return most, o.changed
 }
