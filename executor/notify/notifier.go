@@ -78,11 +78,12 @@ type Config struct {
 	// yet to deliver, for a later notifier that lists them: a check or step knows
 	// only its own plan's sinks, not those of the workspace's other runs.
 	KeepUnlisted bool
-	Timeout      time.Duration    // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
-	Grace        time.Duration    // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
-	Retry        Retry            // DefaultRetry, field by field
-	Logger       *slog.Logger     // nil: slog.Default()
-	Now          func() time.Time // stamps reports and ages them for Retry.For; nil: time.Now
+
+	Timeout time.Duration    // of one attempt: a command is stopped, a request cancelled; DefaultTimeout
+	Grace   time.Duration    // a stopped command's group is SIGKILLed this long after SIGTERM; DefaultGrace
+	Retry   Retry            // DefaultRetry, field by field
+	Logger  *slog.Logger     // nil: slog.Default()
+	Now     func() time.Time // stamps reports and ages them for Retry.For; nil: time.Now
 	// OnGiveUp is called, from the sink's goroutine, when a sink abandons a report:
 	// its retries ran out, or the outbox cap dropped it (err wraps ErrDropped). sink
 	// is the sink's name as logs show it ("webhook https://host", "command argv0",
