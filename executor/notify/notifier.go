@@ -126,27 +126,18 @@ type sink struct {
 	fails int                               // consecutive failed attempts
 }
 
-// New opens the outbox under cfg.Dir, starts one goroutine per sink and delivers
-// what an earlier notifier on the same folder left undelivered.
-func New(cfg Config) (*Notifier, error) {
-	if cfg.Dir == "" {
-		return nil, errors.New("notify: no directory")
+// withDefaults is cfg with each zero field given its default.
+func (cfg Config) withDefaults() Config {
+	orDefault := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultGrace
-	}
-	if cfg.Retry.Initial <= 0 {
-		cfg.Retry.Initial = DefaultRetry.Initial
-	}
-	if cfg.Retry.Max <= 0 {
-		cfg.Retry.Max = DefaultRetry.Max
-	}
-	if cfg.Retry.For <= 0 {
-		cfg.Retry.For = DefaultRetry.For
-	}
+	orDefault(&cfg.Timeout, DefaultTimeout)
+	orDefault(&cfg.Grace, DefaultGrace)
+	orDefault(&cfg.Retry.Initial, DefaultRetry.Initial)
+	orDefault(&cfg.Retry.Max, DefaultRetry.Max)
+	orDefault(&cfg.Retry.For, DefaultRetry.For)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -159,6 +150,16 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.FeedBytes <= 0 {
 		cfg.FeedBytes = DefaultFeedBytes
 	}
+	return cfg
+}
+
+// New opens the outbox under cfg.Dir, starts one goroutine per sink and delivers
+// what an earlier notifier on the same folder left undelivered.
+func New(cfg Config) (*Notifier, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("notify: no directory")
+	}
+	cfg = cfg.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
