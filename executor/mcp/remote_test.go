@@ -127,7 +127,9 @@ func TestHandler_AllowAgent(t *testing.T) {
 		t.Fatalf("an unlisted preset: %v", out)
 	}
 	listed := "agent: [\"true\"]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
-	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "t", "yaml": listed}); res.IsError || out["status"] != core.PlanActive {
+	// Taken: active, or already finished when its step (true) was quicker
+	// than the answer, as it was once in 5 race runs beside two CPU burners.
+	if res, out := callRaw(t, cs, "plan_submit", map[string]any{"name": "t", "yaml": listed}); res.IsError || out["status"] != core.PlanActive && out["status"] != core.PlanFinished {
 		t.Fatalf("a listed program: %v", out)
 	}
 }
