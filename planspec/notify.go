@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 )
 
 // NotifySink is one entry of a plan's notify list (DESIGN §8): a command run for
@@ -11,6 +12,11 @@ import (
 type NotifySink struct {
 	Command []string `json:"command,omitempty"`
 	Webhook string   `json:"webhook,omitempty"`
+}
+
+// Equal says whether s and o are the same sink: the same argv, or the same URL.
+func (s NotifySink) Equal(o NotifySink) bool {
+	return s.Webhook == o.Webhook && slices.Equal(s.Command, o.Command)
 }
 
 func (s NotifySink) check() error {

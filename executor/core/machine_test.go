@@ -1026,9 +1026,7 @@ func TestMachine_NotificationCarriesPlanSinks(t *testing.T) {
 				t.Fatal("no notification")
 			}
 			for _, n := range got {
-				if n.Sinks == nil || !slices.EqualFunc(n.Sinks, c.want, func(a, b planspec.NotifySink) bool {
-					return a.Webhook == b.Webhook && slices.Equal(a.Command, b.Command)
-				}) {
+				if n.Sinks == nil || !slices.EqualFunc(n.Sinks, c.want, planspec.NotifySink.Equal) {
 					t.Errorf("%s: sinks %#v, want %#v", n.Status, n.Sinks, c.want)
 				}
 			}

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -212,18 +213,12 @@ func (f *Follower) Notify(note core.Notification) {
 	if f.done {
 		return
 	}
-	if note.Sinks != nil && !sameSinks(note.Sinks, f.lists[note.Run]) {
+	if note.Sinks != nil && !slices.EqualFunc(note.Sinks, f.lists[note.Run], planspec.NotifySink.Equal) {
 		f.follow(note.Run, note.Sinks)
 	}
 	if f.n != nil {
 		f.n.Notify(note)
 	}
-}
-
-func sameSinks(a, b []planspec.NotifySink) bool {
-	return slices.EqualFunc(a, b, func(a, b planspec.NotifySink) bool {
-		return a.Webhook == b.Webhook && slices.Equal(a.Command, b.Command)
-	})
 }
 
 // follow takes run's new list: the sinks it lists hear its reports from the
@@ -313,16 +308,11 @@ func (f *Follower) config() Config {
 // allowed are the sinks of a plan's list that may be used: a command
 // --allow-agent does not permit is left out, and said when warn is set.
 func (f *Follower) allowed(list []planspec.NotifySink, warn bool) []SinkConfig {
-	out := PlanSinks(list)
-	return slices.DeleteFunc(out, func(s SinkConfig) bool {
-		if len(s.Command) == 0 || f.cfg.AllowPlanCommand == nil || f.cfg.AllowPlanCommand(s.Command) {
-			return false
-		}
-		if warn && f.cfg.Logger != nil {
-			f.cfg.Logger.Warn("a plan's notify command is not allowed by --allow-agent; it is left out", "command", s.Command[0])
-		}
-		return true
-	})
+	var log *slog.Logger
+	if warn {
+		log = f.cfg.Logger
+	}
+	return slices.DeleteFunc(PlanSinks(list), func(s SinkConfig) bool { return !f.cfg.permits(s, log) })
 }
 
 // Sync makes the reports emitted so far durable (Notifier.Sync).

@@ -37,6 +37,21 @@ func writePlanState(t *testing.T, path, name string, sinks ...planspec.NotifySin
 	}
 }
 
+// followPlan opens a follower on a new workspace whose state.json holds the plan
+// named name, notifying sinks. It is closed when the test ends.
+func followPlan(t *testing.T, name string, sinks ...planspec.NotifySink) (f *Follower, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	writePlanState(t, state, name, sinks...)
+	f, err := NewFollower(Config{Dir: dir, Logger: testLogger(t), Retry: quickRetry}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(0) })
+	return f, dir
+}
+
 func webhookSink(url string) planspec.NotifySink { return planspec.NotifySink{Webhook: url} }
 
 func commandSink(argv []string) planspec.NotifySink { return planspec.NotifySink{Command: argv} }
@@ -79,15 +94,8 @@ func runsOf(reports []Report) []string {
 // its first one on, and the old webhook none of them; the old plan's report
 // still undelivered at the switch reaches the old webhook once it is back.
 func TestFollower_PlanSinks(t *testing.T) {
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state.json")
 	first, second := newHook(t), newHook(t)
-	writePlanState(t, state, "first", webhookSink(first.srv.URL))
-	f, err := NewFollower(Config{Dir: dir, Logger: testLogger(t), Retry: quickRetry}, state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close(0)
+	f, dir := followPlan(t, "first", webhookSink(first.srv.URL))
 	first.down.Store(true)
 	note := core.Notification{Time: time.Now(), Plan: "first", Step: "a", Try: 1, Who: "stepseq", Status: "done", Event: core.EventPlanDone,
 		Output: "agent launched", Next: "none", Sinks: []planspec.NotifySink{webhookSink(first.srv.URL)}}
@@ -128,15 +136,9 @@ func TestFollower_PlanSinks(t *testing.T) {
 // sinks from the notifications: a state file that says otherwise, or says
 // nothing readable, changes nothing.
 func TestFollower_ReadsNoStateFile(t *testing.T) {
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state.json")
 	listed, inFile := newHook(t), newHook(t)
-	writePlanState(t, state, "p", webhookSink(listed.srv.URL))
-	f, err := NewFollower(Config{Dir: dir, Logger: testLogger(t), Retry: quickRetry}, state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close(0)
+	f, dir := followPlan(t, "p", webhookSink(listed.srv.URL))
+	state := filepath.Join(dir, "state.json")
 	note := core.Notification{Time: time.Now(), Plan: "p", Step: "a", Try: 1, Who: "stepseq", Status: "dispatching",
 		Sinks: []planspec.NotifySink{webhookSink(listed.srv.URL)}}
 	f.Notify(note)
@@ -173,15 +175,8 @@ func TestFollower_AllowPlanCommand(t *testing.T) {
 // cursor, delivering both runs' reports; a sink only the other run lists hears
 // none of the first's.
 func TestFollower_RunSharesASink(t *testing.T) {
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state.json")
 	shared, own := newHook(t), newHook(t)
-	writePlanState(t, state, "p", webhookSink(shared.srv.URL))
-	f, err := NewFollower(Config{Dir: dir, Logger: testLogger(t), Retry: quickRetry}, state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close(0)
+	f, dir := followPlan(t, "p", webhookSink(shared.srv.URL))
 	before := f.Notifier()
 	f.Notify(core.Notification{Plan: "p", Status: "dispatching", Sinks: []planspec.NotifySink{webhookSink(shared.srv.URL)}})
 	f.Notify(core.Notification{Plan: "q", Run: "q", Status: "dispatching", Sinks: []planspec.NotifySink{webhookSink(shared.srv.URL)}})

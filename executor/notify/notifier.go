@@ -128,29 +128,38 @@ type sink struct {
 
 // withDefaults is cfg with each zero field given its default.
 func (cfg Config) withDefaults() Config {
-	orDefault := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
 	orDefault(&cfg.Timeout, DefaultTimeout)
 	orDefault(&cfg.Grace, DefaultGrace)
 	orDefault(&cfg.Retry.Initial, DefaultRetry.Initial)
 	orDefault(&cfg.Retry.Max, DefaultRetry.Max)
 	orDefault(&cfg.Retry.For, DefaultRetry.For)
+	orDefault(&cfg.SegmentBytes, DefaultSegmentBytes)
+	orDefault(&cfg.MaxOutboxBytes, DefaultMaxOutboxBytes)
+	orDefault(&cfg.FeedBytes, DefaultFeedBytes)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.SegmentBytes <= 0 {
-		cfg.SegmentBytes = DefaultSegmentBytes
-	}
-	if cfg.MaxOutboxBytes <= 0 {
-		cfg.MaxOutboxBytes = DefaultMaxOutboxBytes
-	}
-	if cfg.FeedBytes <= 0 {
-		cfg.FeedBytes = DefaultFeedBytes
-	}
 	return cfg
+}
+
+// orDefault sets *v to d when it is zero or less.
+func orDefault[T ~int64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// permits says whether sc may be used: a plan's command (a sink PlanSinks
+// made) must be one AllowPlanCommand permits. One refused is said to log, when
+// there is one.
+func (cfg Config) permits(sc SinkConfig, log *slog.Logger) bool {
+	if !sc.fromPlan || len(sc.Command) == 0 || cfg.AllowPlanCommand == nil || cfg.AllowPlanCommand(sc.Command) {
+		return true
+	}
+	if log != nil {
+		log.Warn("a plan's notify command is not allowed by --allow-agent; it is left out", "command", sc.Command[0])
+	}
+	return false
 }
 
 // New opens the outbox under cfg.Dir, starts one goroutine per sink and delivers
@@ -170,8 +179,7 @@ func New(cfg Config) (*Notifier, error) {
 	n.sinks = append(n.sinks, &sink{id: KindFile, name: KindFile, kind: KindFile, d: n.feed, wake: make(chan struct{}, 1)})
 	seen := map[string]bool{KindFile: true}
 	for _, sc := range cfg.Sinks {
-		if sc.fromPlan && len(sc.Command) > 0 && cfg.AllowPlanCommand != nil && !cfg.AllowPlanCommand(sc.Command) {
-			n.log.Warn("a plan's notify command is not allowed by --allow-agent; it is left out", "command", sc.Command[0])
+		if !cfg.permits(sc, n.log) {
 			continue
 		}
 		s, err := n.newSink(sc, filepath.Dir(meta))
