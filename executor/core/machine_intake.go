@@ -69,25 +69,25 @@ type intakeWaits struct {
 	planAt    time.Time // when to take the plans in again
 }
 
+// The intake waits as configured, a zero taking its default.
 func (m *Machine) triggerQuiet() time.Duration {
-	if m.cfg.TriggerQuiet > 0 {
-		return m.cfg.TriggerQuiet
-	}
-	return DefaultTriggerQuiet
-}
-
-func (m *Machine) planSettle() time.Duration {
-	if m.cfg.PlanSettle > 0 {
-		return m.cfg.PlanSettle
-	}
-	return DefaultPlanSettle
+	return orDefault(m.cfg.TriggerQuiet, DefaultTriggerQuiet)
 }
 
 func (m *Machine) triggerHold() time.Duration {
-	if m.cfg.TriggerHold > 0 {
-		return m.cfg.TriggerHold
+	return orDefault(m.cfg.TriggerHold, DefaultTriggerHold)
+}
+
+func (m *Machine) planSettle() time.Duration {
+	return orDefault(m.cfg.PlanSettle, DefaultPlanSettle)
+}
+
+// orDefault is d when it is set (above zero), else def.
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
 	}
-	return DefaultTriggerHold
+	return def
 }
 
 // TriggersPending reports whether triggers wait for the quiet window: they
