@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -670,29 +667,6 @@ func (d *driver) waitInherited(step string) {
 	}()
 }
 
-// ReportsRel is the workspace-relative folder of step id's reports in the
-// workspace's own run; Workspace.ReportsRel is a run's.
-func ReportsRel(id string) string { return Workspace{}.ReportsRel(id) }
-
-// ReportsRel is the workspace-relative folder of step id's reports in this run;
-// Workspace.ReportsDir is the same folder, absolute.
-func (w Workspace) ReportsRel(id string) string { return w.runMetaRel() + "/reports/" + safeName(id) }
-
-// reportsStep is the step whose report folder holds the workspace path p, if any:
-// safeName undone.
-func (w Workspace) reportsStep(p string) (string, bool) {
-	rest, ok := strings.CutPrefix(p, w.runMetaRel()+"/reports/")
-	if !ok {
-		return "", false
-	}
-	name, _, _ := strings.Cut(rest, "/")
-	if dots, ok := strings.CutPrefix(name, "_"); ok && strings.Trim(dots, ".") == "" {
-		name = dots // the prefix safeName puts before a name of dots
-	}
-	id, err := url.PathUnescape(name)
-	return id, err == nil && name != ""
-}
-
 // drainReports hands the machine every report waiting in step id's folder, oldest
 // first. A file that is not a report is refused at once.
 func (d *driver) drainReports(id string) {
@@ -709,7 +683,7 @@ func (d *driver) drainReports(id string) {
 		path, rel := filepath.Join(dir, name), d.rt.WS.ReportsRel(id)+"/"+name
 		// Through the workspace root, capped, never blocking: a report is any
 		// agent's file.
-		data, fi, err := readFileIn(d.rt.Root(), rel, ReportCap)
+		data, fi, err := readFileInfoIn(d.rt.Root(), rel, ReportCap)
 		if err != nil {
 			refuseReportFile(path, []string{err.Error()})
 			continue
@@ -744,34 +718,6 @@ func (d *driver) drainReports(id string) {
 func growing(path string, n int) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Size() != int64(n)
-}
-
-// reportFile reports whether a name in a report folder is a report to read.
-func reportFile(name string) bool {
-	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".rejected") || strings.HasSuffix(name, ".why") {
-		return false
-	}
-	switch filepath.Ext(name) {
-	case ".yaml", ".yml", ".json", ".txt", ".md":
-		return true
-	}
-	return false
-}
-
-// reportTry reads the try a report file names: "<try>-anything.yaml".
-func reportTry(name string) (int, bool) {
-	head, _, ok := strings.Cut(name, "-")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(head)
-	return n, err == nil && n > 0
-}
-
-// refuseReportFile renames a refused report <file>.rejected with <file>.why beside it.
-func refuseReportFile(path string, reasons []string) {
-	_ = os.WriteFile(path+".why", []byte(strings.Join(reasons, "\n")+"\n"), 0o644)
-	_ = os.Rename(path, path+".rejected")
 }
 
 func (d *driver) reportVerdict(v core.ReportVerdict) {

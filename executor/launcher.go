@@ -3,12 +3,13 @@ package executor
 import (
 	"errors"
 	"fmt"
-	"github.com/stepseq/stepseq/executor/core"
 	"io"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/stepseq/stepseq/executor/core"
 )
 
 // Launcher starts a try's agent. The local process group is the one launcher
@@ -212,4 +213,10 @@ type activity struct {
 func (a *activity) Write(b []byte) (int, error) {
 	a.last.Store(time.Now().UnixNano())
 	return a.w.Write(b)
+}
+
+// startFailure is the Exit of an agent that could not be started.
+func startFailure(err error) core.Exit {
+	now := time.Now()
+	return core.Exit{Code: -1, Err: err, Started: now, Ended: now}
 }

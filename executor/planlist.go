@@ -176,9 +176,6 @@ func firstErrLine(err error) string {
 	return line
 }
 
-// archiveStamp is the time layout that starts an archive's name.
-const archiveStamp = "20060102T150405.000000Z"
-
 func timeFromArchiveName(stamp string) (time.Time, error) {
 	return time.Parse(archiveStamp, stamp)
 }

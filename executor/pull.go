@@ -121,7 +121,7 @@ func PullKey(ws Workspace) ([]byte, error) {
 }
 
 func readPullKey(root *os.Root, path string) ([]byte, error) {
-	data, fi, err := readFileIn(root, pullKeyRel, pullKeyCap)
+	data, fi, err := readFileInfoIn(root, pullKeyRel, pullKeyCap)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,6 @@ package executor
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
@@ -278,80 +275,6 @@ func inParallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// RunStart asks StartRun for a run.
-type RunStart struct {
-	// Plan is the plan, read (ReadPlanFile, ReadPlanFileIn) or parsed; an
-	// invalid one (Plan.Plan nil) is refused with its errors.
-	Plan core.PlanFile
-	// Params are the params given; the plan's defaults fill in the rest.
-	Params map[string]any
-	// Name is the run's name; "": the plan's name, made unique (name-2,
-	// name-3…). A name given and taken is refused with ErrRunExists. MainRun
-	// starts the plan into state.json, as apply does.
-	Name string
-	// From says who gives the plan, for --allow-agent.
-	From AgentSource
-}
-
-// StartRun starts a run of a plan beside the workspace's others: it checks the
-// plan's agents and the params (as apply does), picks the name, and writes the
-// run's state file through the same durable write as every state. The live
-// sidecar sees the file appear and drives it; without one, `stepseq check
-// state.NAME.json` or the original's check script does. r is a runtime of the
-// workspace (any run's).
-//
-// Refusals: the plan's errors (planspec.ErrInvalidPlan and the file's
-// location), *planspec.ParamsError, ErrRunName, ErrRunExists, and ErrPlanActive
-// for MainRun while state.json's plan is still in progress.
-func (r *Runtime) StartRun(req RunStart) (RunInfo, error) {
-	pf := req.Plan
-	if pf.Plan == nil {
-		if pf.Err == nil {
-			pf.Err = fmt.Errorf("%w: no plan", planspec.ErrInvalidPlan)
-		}
-		return RunInfo{}, pf.Err
-	}
-	if req.Name != "" {
-		if err := ValidRunName(req.Name); err != nil {
-			return RunInfo{}, err
-		}
-	}
-	pf.Params = req.Params
-	if pf = r.AdmitPlan(pf, req.From); pf.Plan == nil {
-		return RunInfo{}, pf.Err
-	}
-	ws := Workspace{Dir: r.WS.Dir}
-	if req.Name == MainRun {
-		main := &Runtime{WS: ws.ForRun(MainRun), Getenv: r.Getenv, Allow: r.Allow, Logger: r.Logger,
-			Journal: &Journal{Path: ws.ForRun(MainRun).JournalPath()}, Now: r.Now}
-		defer main.Journal.Close()
-		if _, _, err := main.ApplyPlan(&StateFile{Path: main.WS.State}, pf, false); err != nil {
-			return RunInfo{}, err
-		}
-		return runInfo(main.WS, MainRun, main.WS.State, false), nil
-	}
-	name, err := reserveRun(ws, req.Name, pf.Plan.Name)
-	if err != nil {
-		return RunInfo{}, err
-	}
-	rw := ws.ForRun(name)
-	st := pf.Plan.State(pf.Source, pf.Hash)
-	st.Settings.Params = pf.Resolved
-	if size := len(st.Marshal()); size > planStateCap {
-		_ = os.Remove(rw.RunDir())
-		return RunInfo{}, fmt.Errorf("%s: %w: its state would start at %s, over the %s a plan may take: split the plan",
-			pf.Source, ErrStateTooBig, mib(size), mib(planStateCap))
-	}
-	if err := (&StateFile{Path: rw.State}).Write(st); err != nil {
-		_ = os.Remove(rw.RunDir())
-		return RunInfo{}, err
-	}
-	j := &Journal{Path: rw.JournalPath()}
-	_ = j.Record(core.Entry{Event: "run-start", Reason: "started", Detail: map[string]any{"file": pf.Source, "hash": pf.Hash, "run": name}})
-	_ = j.Close()
-	return runInfo(rw, name, rw.State, false), nil
-}
-
 // reserveRun takes a run's name by making its folder, which only one maker
 // gets: two starts at once never share a name. want "" takes the plan's name,
 // made valid and unique.
@@ -422,90 +345,12 @@ func RunNameOf(planName string) string {
 	return name
 }
 
-// CloseWait bounds how long CloseRun waits for a live sidecar to close a run.
-var CloseWait = 30 * time.Second
-
-// CloseRun closes a run: its agent is stopped as SIGTERM stops the sidecar's
-// (SIGTERM to its process group, SIGKILL after grace), and its state is
-// archived: under .stepseq/runs/NAME/closed.json, listed as closed until
-// retention prunes it; the workspace's own run goes to the history, as a plan
-// that a new one replaces. With a live sidecar on the workspace the sidecar
-// does it (CloseRun asks, and waits at most CloseWait); without one, CloseRun
-// takes the workspace lock and does it itself.
-//
-// Refusals: ErrRunName, ErrNoRun, ErrRunClosed, and ErrRunBusy while a
-// one-shot stepseq (check, step) holds the workspace.
-func CloseRun(ws Workspace, name string, grace time.Duration) (RunInfo, error) {
-	if err := ValidRunName(name); err != nil {
-		return RunInfo{}, err
-	}
-	rw := ws.ForRun(name)
-	if _, err := os.Lstat(rw.State); err != nil {
-		if _, cerr := os.Lstat(rw.ClosedPath()); cerr == nil && name != MainRun {
-			return RunInfo{}, fmt.Errorf("%w: %s", ErrRunClosed, name)
-		}
-		return RunInfo{}, fmt.Errorf("%w: %s (no %s; `stepseq runs` lists them)", ErrNoRun, name, filepath.Base(rw.State))
-	}
-	lock, holder, err := TryLock(rw, "close")
-	switch {
-	case errors.Is(err, ErrLocked) && holder != nil && holder.Kind != "watch":
-		return RunInfo{}, fmt.Errorf("%w: %s %d holds %s; close the run once it ends", ErrRunBusy, holder.Kind, holder.PID, rw.LockPath())
-	case errors.Is(err, ErrLocked):
-		return askSidecarToClose(rw)
-	case err != nil:
-		return RunInfo{}, err
-	}
-	defer lock.Unlock()
-	stopRunAgents(rw, grace)
-	return archiveRun(rw)
-}
-
-// askSidecarToClose leaves the close request for the live sidecar, and waits
-// until the run's state file is archived.
-func askSidecarToClose(rw Workspace) (RunInfo, error) {
-	if err := os.MkdirAll(rw.RunDir(), 0o755); err != nil {
-		return RunInfo{}, fmt.Errorf("close %s: %w", rw.RunName(), err)
-	}
-	if err := os.WriteFile(rw.CloseRequestPath(), []byte(time.Now().UTC().Format(time.RFC3339Nano)+"\n"), 0o644); err != nil {
-		return RunInfo{}, fmt.Errorf("close %s: %w", rw.RunName(), err)
-	}
-	deadline := time.Now().Add(CloseWait)
-	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
-		if _, err := os.Lstat(rw.State); errors.Is(err, fs.ErrNotExist) {
-			if _, err := os.Lstat(rw.CloseRequestPath()); errors.Is(err, fs.ErrNotExist) {
-				return closedInfo(rw), nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return RunInfo{}, fmt.Errorf("close %s: the sidecar did not close it within %s; its request stays in %s", rw.RunName(), CloseWait, rw.CloseRequestPath())
-		}
-		time.Sleep(pause)
-	}
-}
-
 // closedInfo describes a run just closed.
 func closedInfo(rw Workspace) RunInfo {
 	if rw.Run == "" {
 		return RunInfo{Name: MainRun, State: "state.json", Status: RunClosed, Updated: time.Now().UTC().Format(time.RFC3339)}
 	}
 	return runInfo(rw, rw.Run, rw.ClosedPath(), true)
-}
-
-// stopRunAgents stops every live agent that the run's try locks record, as a
-// sidecar's shutdown does: SIGTERM to the group, SIGKILL after grace. Without a
-// live sidecar such an agent is one a stepseq that died left behind.
-func stopRunAgents(rw Workspace, grace time.Duration) {
-	dir := filepath.Dir(rw.TryLockPath(0))
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".lock") {
-			continue
-		}
-		rec, ok := readTryRecord(filepath.Join(dir, e.Name()))
-		if ok && !rec.Exited && rec.PID > 0 && Alive(rec.PID, rec.StartTicks) {
-			stopGroup(rec.PID, rec.StartTicks, grace)
-		}
-	}
 }
 
 // archiveRun moves a closed run's state out of the workspace folder, so that no
@@ -544,34 +389,4 @@ func (rw Workspace) archive() error {
 	_ = j.Close()
 	_ = os.Remove(rw.CloseRequestPath())
 	return nil
-}
-
-// archiveRun archives the run and describes it closed.
-func archiveRun(rw Workspace) (RunInfo, error) {
-	if err := rw.archive(); err != nil {
-		return RunInfo{}, err
-	}
-	return closedInfo(rw), nil
-}
-
-// readTryRecord reads a try lock's record, whoever holds it.
-func readTryRecord(path string) (tryRecord, bool) {
-	var rec tryRecord
-	data, err := ReadFile(path, recordCap)
-	if err != nil || json.Unmarshal(bytes.TrimSpace(data), &rec) != nil {
-		return tryRecord{}, false
-	}
-	return rec, true
-}
-
-// stopGroup ends the process group of the agent pid (started at ticks):
-// SIGTERM, then SIGKILL once grace has passed with the agent still there.
-func stopGroup(pid int, ticks uint64, grace time.Duration) {
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	_ = WaitGone(ctx, pid)
-	if Alive(pid, ticks) || groupAlive(pid) {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
 }

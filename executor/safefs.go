@@ -81,13 +81,13 @@ func (e *CapError) Is(target error) bool { return target == ErrOverCap }
 // is refused before it is read (a FIFO is opened without blocking, and never
 // read), and so is a file over c.Bytes, without reading it.
 func ReadFileIn(root *os.Root, rel string, c Cap) ([]byte, error) {
-	data, _, err := readFileIn(root, rel, c)
+	data, _, err := readFileInfoIn(root, rel, c)
 	return data, err
 }
 
-// readFileIn is ReadFileIn with the file's information, for a caller that needs
+// readFileInfoIn is ReadFileIn with the file's information, for a caller that needs
 // its time too.
-func readFileIn(root *os.Root, rel string, c Cap) ([]byte, os.FileInfo, error) {
+func readFileInfoIn(root *os.Root, rel string, c Cap) ([]byte, os.FileInfo, error) {
 	if root == nil {
 		return nil, nil, fmt.Errorf("%s: no workspace root", rel)
 	}

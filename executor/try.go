@@ -90,9 +90,3 @@ func StepTimeout(st *planspec.State, id string) time.Duration {
 	}
 	return DefaultTimeout
 }
-
-// startFailure is the Exit of an agent that could not be started.
-func startFailure(err error) core.Exit {
-	now := time.Now()
-	return core.Exit{Code: -1, Err: err, Started: now, Ended: now}
-}

@@ -236,8 +236,10 @@ func holderAlive(h Holder) bool {
 	if h.PID <= 0 {
 		return false
 	}
-	_, err := StartTicks(h.PID)
-	return err == nil
+	// Signal 0 only asks whether the pid exists; EPERM means it does, as
+	// another user's.
+	err := unix.Kill(h.PID, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 func readHolder(w Workspace) Holder {
@@ -282,3 +284,6 @@ func (l *Lock) Unlock() error {
 	l.f = nil
 	return err
 }
+
+// archiveStamp is the time layout that starts an archive's name.
+const archiveStamp = "20060102T150405.000000Z"
