@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -188,7 +188,7 @@ from cron or a heartbeat, as step-sequencer-check.py was.
 		Example: `  stepseq check
   stepseq check ./workspace/state.json
   */5 * * * * cd /srv/ws && STEP_AGENT_CMD='openclaw agent --message' stepseq check`,
-	}, (*executor.Chain).Check)
+	}, (*engine.Chain).Check)
 }
 
 func newStepCmd(g *globals) *cobra.Command {
@@ -201,12 +201,12 @@ after it that are due. A failed step exits 1.
 ` + exitCodesHelp + agentEnvHelp,
 		Example: `  stepseq step
   STEP_MAX_RETRIES=5 stepseq step ./workspace/state.json`,
-	}, (*executor.Chain).Step)
+	}, (*engine.Chain).Step)
 }
 
 // newChainCmd completes check or step: both take the original's STATE argument and
 // drive the chain; a failed step exits 1, as the original runner's does.
-func newChainCmd(g *globals, cmd *cobra.Command, drive func(*executor.Chain, context.Context) error) *cobra.Command {
+func newChainCmd(g *globals, cmd *cobra.Command, drive func(*engine.Chain, context.Context) error) *cobra.Command {
 	cmd.Args = cobra.MaximumNArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		// A missing state file is the original's "nothing to do"; a missing
@@ -226,7 +226,7 @@ func newChainCmd(g *globals, cmd *cobra.Command, drive func(*executor.Chain, con
 		}
 		defer c.Close()
 		err = drive(c, cmd.Context())
-		if errors.Is(err, executor.ErrStepFailed) {
+		if errors.Is(err, engine.ErrStepFailed) {
 			return &exitError{code: 1}
 		}
 		return err
@@ -234,12 +234,12 @@ func newChainCmd(g *globals, cmd *cobra.Command, drive func(*executor.Chain, con
 	return cmd
 }
 
-func newChain(statePath string, g *globals) (*executor.Chain, error) {
-	rt, err := executor.NewRuntime(statePath, g.logger())
+func newChain(statePath string, g *globals) (*engine.Chain, error) {
+	rt, err := engine.NewRuntime(statePath, g.logger())
 	if err != nil {
 		return nil, err
 	}
-	return &executor.Chain{Runtime: rt, OpenNotifier: func(st *planspec.State) (executor.Notifier, func()) {
+	return &engine.Chain{Runtime: rt, OpenNotifier: func(st *planspec.State) (engine.Notifier, func()) {
 		return openNotifier(rt, st)
 	}}, nil
 }
@@ -249,7 +249,7 @@ func newChain(statePath string, g *globals) (*executor.Chain, error) {
 // to deliver, for the sidecar.
 // Before the command ends its sinks get notifyFlush to deliver; what is left
 // goes out with the next stepseq on the workspace.
-func openNotifier(rt *executor.Runtime, st *planspec.State) (executor.Notifier, func()) {
+func openNotifier(rt *engine.Runtime, st *planspec.State) (engine.Notifier, func()) {
 	cfg := notifyConfig(rt, notify.PlanSinks(st.Settings.Notify), nil)
 	cfg.KeepUnlisted = true
 	n, err := notify.New(cfg)

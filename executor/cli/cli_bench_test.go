@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
 )
 
 // benchState is a plan of n steps, the first half done, one running.
@@ -49,7 +49,7 @@ func BenchmarkStatusView_Print(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

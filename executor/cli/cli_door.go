@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/listener"
 )
 
@@ -36,11 +36,11 @@ func (f *doorFlags) registerAllow(cmd *cobra.Command) {
 // loopback has one, keeps it from the agents' environment, and sets the
 // runtime's allow list. Every refusal is a
 // configuration error: exit 2, saying how to fix it.
-func (f *doorFlags) apply(rt *executor.Runtime, listen string, log *slog.Logger) (token string, err error) {
+func (f *doorFlags) apply(rt *engine.Runtime, listen string, log *slog.Logger) (token string, err error) {
 	// The listener's token is not the agents' business: a launched agent that
 	// could read it could act on the listener as its clients do.
 	rt.Environ = slices.DeleteFunc(slices.Clone(rt.Environ), func(kv string) bool { return strings.HasPrefix(kv, "STEPSEQ_TOKEN=") })
-	allow, err := executor.ParseAllowList(f.allow, rt.WS.Dir)
+	allow, err := engine.ParseAllowList(f.allow, rt.WS.Dir)
 	if err != nil {
 		return "", usageErr("%v", err)
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 const doorToken = "a-token-of-enough-length-0123456789"
@@ -80,7 +80,7 @@ func TestWatch_ListenBeyondLoopbackNeedsToken(t *testing.T) {
 			t.Errorf("the refusal does not say %q: %v", want, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, executor.MetaDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, store.MetaDir)); !os.IsNotExist(err) {
 		t.Errorf("the refused watch touched the workspace: %v", err)
 	}
 	short := filepath.Join(t.TempDir(), "token")
@@ -179,7 +179,7 @@ func TestWatch_AllowAgentMCP(t *testing.T) {
 	listenWatch(t, addr, "--listen", addr, "--allow-agent", "mcp", dir)
 	var rec core.PlanRecord
 	waitUntil(t, "the plan's record", func() bool {
-		data, err := os.ReadFile(filepath.Join(dir, executor.MetaDir, "plans", "p.json"))
+		data, err := os.ReadFile(filepath.Join(dir, store.MetaDir, "plans", "p.json"))
 		return err == nil && json.Unmarshal(data, &rec) == nil
 	})
 	if rec.Status != core.PlanInvalid || len(rec.Errors) == 0 || !strings.Contains(rec.Errors[0], "plans/p.yaml: STEP_AGENT_CMD: agent [touch, "+marker+"] is not allowed: this stepseq runs only the agents --allow-agent names (mcp)") {

@@ -15,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	githooks "github.com/stepseq/stepseq/examples/git-hooks"
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -127,7 +128,7 @@ type initPlan struct {
 	example                 []byte
 	claudeJSON              []byte // nil: no --claude
 	git                     string // git's path, when the hooks or --step need it
-	hooks                   []executor.HookInstall
+	hooks                   []engine.HookInstall
 }
 
 // check finds what init would refuse, before anything is written: an example
@@ -151,11 +152,11 @@ func (in *initRun) check(gitHooks bool) (initPlan, error) {
 		return plan, usageErr("--step sets git config stepseq.step: git is not on PATH")
 	}
 	if gitHooks {
-		hooksDir, err := executor.FindHooksDir(plan.git, in.dir)
+		hooksDir, err := engine.FindHooksDir(plan.git, in.dir)
 		if err != nil {
 			return plan, &exitError{code: 1, err: err}
 		}
-		if plan.hooks, err = executor.PlanHooks(hooksDir, githooks.FS); err != nil {
+		if plan.hooks, err = engine.PlanHooks(hooksDir, githooks.FS); err != nil {
 			return plan, &exitError{code: 1, err: err}
 		}
 	}
@@ -167,7 +168,7 @@ func (in *initRun) check(gitHooks bool) (initPlan, error) {
 // --force.
 func (in *initRun) examplePlan() (examplePath, schemaPath string, example []byte, err error) {
 	examplePath = filepath.Join(in.dir, "plans", "example.yaml")
-	schemaPath = filepath.Join(in.dir, executor.MetaDir, "schema.json")
+	schemaPath = filepath.Join(in.dir, store.MetaDir, "schema.json")
 	schemaRel, err := filepath.Rel(filepath.Dir(examplePath), schemaPath)
 	if err != nil {
 		return "", "", nil, err
@@ -207,14 +208,14 @@ func (in *initRun) apply(plan initPlan) error {
 		}
 	}
 	if len(plan.hooks) > 0 && plan.git != "" {
-		if top := executor.OtherTopLevel(plan.git, in.dir); top != "" {
+		if top := engine.OtherTopLevel(plan.git, in.dir); top != "" {
 			fmt.Fprintf(in.stderr, "stepseq: note: the hooks trigger the workspace at the repository's top directory %s, not %s\n", top, in.dir)
 		}
 	}
 	if in.step == nil {
 		return nil
 	}
-	if err := executor.SetHookStep(plan.git, in.dir, *in.step); err != nil {
+	if err := engine.SetHookStep(plan.git, in.dir, *in.step); err != nil {
 		return err
 	}
 	if *in.step == "" {
@@ -236,8 +237,8 @@ func (in *initRun) ignoreMeta() error {
 	}
 	for _, line := range strings.Split(string(cur), "\n") {
 		switch strings.TrimSpace(line) {
-		case executor.MetaDir, executor.MetaDir + "/", "/" + executor.MetaDir, "/" + executor.MetaDir + "/":
-			fmt.Fprintf(in.out, "%s: ignores %s/ already\n", path, executor.MetaDir)
+		case store.MetaDir, store.MetaDir + "/", "/" + store.MetaDir, "/" + store.MetaDir + "/":
+			fmt.Fprintf(in.out, "%s: ignores %s/ already\n", path, store.MetaDir)
 			return nil
 		}
 	}
@@ -245,7 +246,7 @@ func (in *initRun) ignoreMeta() error {
 	if len(cur) > 0 && !bytes.HasSuffix(cur, []byte("\n")) {
 		add.WriteString("\n")
 	}
-	add.WriteString("# stepseq's journal, logs and lock\n/" + executor.MetaDir + "/\n")
+	add.WriteString("# stepseq's journal, logs and lock\n/" + store.MetaDir + "/\n")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
@@ -257,7 +258,7 @@ func (in *initRun) ignoreMeta() error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	fmt.Fprintf(in.out, "added /%s/ to %s\n", executor.MetaDir, path)
+	fmt.Fprintf(in.out, "added /%s/ to %s\n", store.MetaDir, path)
 	return nil
 }
 

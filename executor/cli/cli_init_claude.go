@@ -12,7 +12,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 // MCPServer is a server entry of Claude Code's .mcp.json.
@@ -31,7 +31,7 @@ var ClaudeServer = MCPServer{Type: "stdio", Command: "stepseq", Args: []string{"
 const ClaudeServerName = "stepseq"
 
 // mcpJSONCap bounds the .mcp.json init reads.
-var mcpJSONCap = executor.Cap{Bytes: 1 << 20, What: "an .mcp.json"}
+var mcpJSONCap = store.Cap{Bytes: 1 << 20, What: "an .mcp.json"}
 
 // claudeConfig is what `init --claude` makes of DIR/.mcp.json: the file with
 // stepseq's server in it, other servers and keys kept in their order (a file that
@@ -39,7 +39,7 @@ var mcpJSONCap = executor.Cap{Bytes: 1 << 20, What: "an .mcp.json"}
 // a file that is not a JSON object, and a "stepseq" server that is not stepseq's
 // own unless force.
 func claudeConfig(path string, force bool) ([]byte, error) {
-	cur, err := executor.ReadFile(path, mcpJSONCap)
+	cur, err := store.ReadFile(path, mcpJSONCap)
 	if errors.Is(err, fs.ErrNotExist) {
 		cur, err = []byte("{}"), nil
 	}

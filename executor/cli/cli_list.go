@@ -9,7 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 func newListCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -39,22 +40,22 @@ validate exits 1 on a rejected plan, for scripts.`,
 		ValidArgsFunction: dirCompletion,
 		RunE: func(_ *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
-			wsp, err := executor.NewWorkspace(state)
+			wsp, err := store.NewWorkspace(state)
 			if err != nil {
 				return err
 			}
-			st, _ := (&executor.StateFile{Path: state}).Read()
-			plans, err := executor.ListPlans(wsp, filepath.Join(dir, "plans"), st)
+			st, _ := (&store.StateFile{Path: state}).Read()
+			plans, err := engine.ListPlans(wsp, filepath.Join(dir, "plans"), st)
 			if err != nil {
 				return err
 			}
-			stray := executor.StrayPlans(wsp, filepath.Join(dir, "plans"))
+			stray := engine.StrayPlans(wsp, filepath.Join(dir, "plans"))
 			for _, s := range stray {
 				fmt.Fprintf(stderr, "stepseq: %s is not read: %s\n", s.Path, s.Fix)
 			}
 			if asJSON {
 				if plans == nil {
-					plans = []executor.PlanListing{}
+					plans = []engine.PlanListing{}
 				}
 				return writeJSON(stdout, plans)
 			}

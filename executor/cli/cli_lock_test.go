@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -61,14 +61,14 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 	second, stderr, secondExited := watch()
 
 	// The new sidecar records itself in the lock once it holds it.
-	lockPath := filepath.Join(dir, executor.MetaDir, "lock")
+	lockPath := filepath.Join(dir, store.MetaDir, "lock")
 	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		select {
 		case err := <-secondExited:
 			t.Fatalf("the new sidecar exited (%v) instead of taking the lock:\n%s", err, stderr)
 		default:
 		}
-		var h executor.Holder
+		var h store.Holder
 		data, _ := os.ReadFile(lockPath)
 		if json.Unmarshal(bytes.TrimSpace(data), &h) == nil && h.PID == second.Process.Pid {
 			break
@@ -77,7 +77,7 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 			t.Fatalf("the new sidecar never took the lock; lock file: %s\nstderr:\n%s", data, stderr)
 		}
 	}
-	journal := filepath.Join(dir, executor.MetaDir, "journal.jsonl")
+	journal := filepath.Join(dir, store.MetaDir, "journal.jsonl")
 	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		data, _ := os.ReadFile(journal)
 		if strings.Contains(string(data), `"action":"running"`) {
@@ -90,7 +90,7 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sf := &executor.StateFile{Path: filepath.Join(dir, "state.json")}
+	sf := &store.StateFile{Path: filepath.Join(dir, "state.json")}
 	for deadline := time.Now().Add(effectWait); ; time.Sleep(5 * time.Millisecond) {
 		st, err := sf.Read()
 		if err == nil && st.Status == planspec.StatusDone {
@@ -103,7 +103,7 @@ func TestWatch_RestartAtOnceAfterKill9(t *testing.T) {
 			t.Fatalf("the plan never finished; state: %+v, %v\nstderr:\n%s", st, err, stderr)
 		}
 	}
-	logs, _ := filepath.Glob(filepath.Join(dir, executor.MetaDir, "logs", "long", "*.log"))
+	logs, _ := filepath.Glob(filepath.Join(dir, store.MetaDir, "logs", "long", "*.log"))
 	pids := 0
 	for _, l := range logs {
 		data, _ := os.ReadFile(l)

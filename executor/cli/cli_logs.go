@@ -17,7 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -52,7 +53,7 @@ Exit status: 0 when the log was printed, or the try printed nothing (said on std
 		ValidArgsFunction: stepCompletion(&ws),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, state := ws.statePath(args[1:])
-			wsp, err := executor.NewWorkspace(state)
+			wsp, err := store.NewWorkspace(state)
 			if err != nil {
 				return err
 			}
@@ -82,7 +83,7 @@ Exit status: 0 when the log was printed, or the try printed nothing (said on std
 
 // logReader prints one try's log of one step.
 type logReader struct {
-	ws     executor.Workspace
+	ws     store.Workspace
 	step   string
 	try    int // 0: the latest
 	out    io.Writer
@@ -94,7 +95,7 @@ type logReader struct {
 }
 
 // readLog reads the log printed past what was printed.
-func (l *logReader) readLog() (executor.LogPart, error) {
+func (l *logReader) readLog() (store.LogPart, error) {
 	if l.path != "" {
 		return l.ws.ReadLogFile(nil, l.path, fmt.Sprintf("step %s's earlier log %s", l.step, filepath.Base(l.path)), l.offset, math.MaxInt64)
 	}
@@ -170,7 +171,7 @@ func (l *logReader) printEarlier(n int) error {
 
 // readState reads the workspace's state; nil when there is none or it does not parse.
 func (l *logReader) readState() *planspec.State {
-	st, err := (&executor.StateFile{Path: l.ws.State}).Read()
+	st, err := (&store.StateFile{Path: l.ws.State}).Read()
 	if err != nil {
 		return nil
 	}
@@ -232,7 +233,7 @@ func (l *logReader) run(ctx context.Context, follow bool) error {
 // cut or rewritten: it is printed again from its start.
 func (l *logReader) copyNew() (int64, error) {
 	p, err := l.readLog()
-	if errors.Is(err, executor.ErrNotRegular) {
+	if errors.Is(err, store.ErrNotRegular) {
 		return 0, fmt.Errorf("%s is not a log file", l.logPath())
 	}
 	if err != nil {
@@ -324,7 +325,7 @@ func stepCompletion(ws *workspaceFlags) cobra.CompletionFunc {
 		switch len(args) {
 		case 0:
 			_, state := ws.statePath(nil)
-			st, err := (&executor.StateFile{Path: state}).Read()
+			st, err := (&store.StateFile{Path: state}).Read()
 			if err != nil {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
@@ -364,17 +365,17 @@ Exit status: 0, also when there is no history; 2 on a usage error.`,
 		ValidArgsFunction: dirCompletion,
 		RunE: func(_ *cobra.Command, args []string) error {
 			_, state := ws.statePath(args)
-			wsp, err := executor.NewWorkspace(state)
+			wsp, err := store.NewWorkspace(state)
 			if err != nil {
 				return err
 			}
-			runs, err := executor.History(wsp)
+			runs, err := engine.History(wsp)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				if runs == nil {
-					runs = []executor.HistoryRun{}
+					runs = []engine.HistoryRun{}
 				}
 				return writeJSON(stdout, runs)
 			}

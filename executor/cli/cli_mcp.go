@@ -11,9 +11,10 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/mcp"
 	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 func newMCPCmd(g *globals, stdout io.Writer) *cobra.Command {
@@ -55,11 +56,11 @@ that step and try. watch --listen serves the same tools at /mcp.
 			// plan's sinks and the notifications tool. The notifier opens once
 			// the sidecar holds the workspace lock.
 			notes := &lateNotifier{}
-			sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: opt.PlansDir, Notifier: notes,
+			sc, err := engine.NewSidecar(rt, engine.SidecarOptions{PlansDir: opt.PlansDir, Notifier: notes,
 				OnReady: func() { releaseStartPages(log) }})
 			var loop chan error
 			switch {
-			case errors.Is(err, executor.ErrLocked):
+			case errors.Is(err, store.ErrLocked):
 				// Beside a sidecar is how mcp is meant to run: the lock's advice to
 				// stop its holder is for a second sidecar, not for this.
 				holder, _, _ := strings.Cut(err.Error(), "; stop it first")
@@ -77,7 +78,7 @@ that step and try. watch --listen serves the same tools at /mcp.
 				opt.Engine = mcp.SidecarEngine(sc)
 				loop = make(chan error, 1)
 				go func() { loop <- sc.Run(ctx) }()
-				go executor.RunRetention(ctx, rt.WS, policy, rt.Now, log)
+				go store.RunRetention(ctx, rt.WS, policy, rt.Now, log)
 			}
 			srv := mcp.NewServer(opt)
 			// The start is over twice: here, once the server is built, and at

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 // twoSteps is a plan of two steps whose agent (`true`) succeeds at once.
@@ -191,7 +192,7 @@ func TestWatch_HangingSinkPlanFinishes(t *testing.T) {
 	case <-time.After(effectWait):
 		t.Fatal("the sidecar did not end with a hanging sink")
 	}
-	st, err := (&executor.StateFile{Path: filepath.Join(dir, "state.json")}).Read()
+	st, err := (&store.StateFile{Path: filepath.Join(dir, "state.json")}).Read()
 	if err != nil || st.Status != "DONE" {
 		t.Fatalf("state %v, %v; want DONE", st, err)
 	}
@@ -220,13 +221,13 @@ func (b *blockingNotifier) Notify(core.Notification) {
 func TestWatch_HealthzStuckLoop(t *testing.T) {
 	dir := workspaceWith(t, twoSteps)
 	t.Setenv("STEP_AGENT_CMD", "true")
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
 	b := &blockingNotifier{entered: make(chan struct{}), release: make(chan struct{})}
-	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{Notifier: b, ExitWhenDone: true})
+	sc, err := engine.NewSidecar(rt, engine.SidecarOptions{Notifier: b, ExitWhenDone: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -31,7 +32,7 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 		RunE: func(_ *cobra.Command, args []string) error {
 			bad := 0
 			for _, path := range args {
-				pf := executor.ReadPlanFile(path, path)
+				pf := engine.ReadPlanFile(path, path)
 				if pf.Plan != nil {
 					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
 					continue
@@ -96,7 +97,7 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			pf := executor.ReadPlanFile(args[0], source)
+			pf := engine.ReadPlanFile(args[0], source)
 			if pf.Plan == nil {
 				printPlanErrors(g.stderr, args[0], pf)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan; %s is untouched", args[0], state)}
@@ -105,14 +106,14 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 			if err := requireFolders(filepath.Dir(state)); err != nil {
 				return err
 			}
-			rt, err := executor.NewRuntime(state, g.logger())
+			rt, err := engine.NewRuntime(state, g.logger())
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
-			done, err := rt.Apply(&executor.StateFile{Path: rt.WS.State}, pf, force)
+			done, err := rt.Apply(&store.StateFile{Path: rt.WS.State}, pf, force)
 			switch {
-			case errors.Is(err, executor.ErrApplyParams):
+			case errors.Is(err, engine.ErrApplyParams):
 				return &exitError{code: 2, err: err}
 			case err != nil:
 				return &exitError{code: 1, err: err}
@@ -134,7 +135,7 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 }
 
 // handedOver says what the live sidecar made of the plan apply handed it.
-func handedOver(stdout io.Writer, done executor.Applied, force bool) error {
+func handedOver(stdout io.Writer, done engine.Applied, force bool) error {
 	h, rec := done.HandedTo, done.Record
 	fmt.Fprintf(stdout, "a live sidecar (stepseq %s %d) runs this workspace: handed it %s\n", h.Kind, h.PID, done.File)
 	switch rec.Status {
@@ -155,14 +156,14 @@ func handedOver(stdout io.Writer, done executor.Applied, force bool) error {
 }
 
 // paramsCap caps a --params file: params are a few values.
-var paramsCap = executor.Cap{Bytes: 1 << 20, What: "a params file", Hint: "params are a few values; keep long texts in files the steps read"}
+var paramsCap = store.Cap{Bytes: 1 << 20, What: "a params file", Hint: "params are a few values; keep long texts in files the steps read"}
 
 // readParams gathers the params apply is given: those of file, then each
 // NAME=VALUE, its value read as YAML (3 is a number, "3" a string).
 func readParams(file string, kv []string) (map[string]any, error) {
 	given := map[string]any{}
 	if file != "" {
-		data, err := executor.ReadFile(file, paramsCap)
+		data, err := store.ReadFile(file, paramsCap)
 		if err != nil {
 			return nil, fmt.Errorf("--params: %w", err)
 		}
@@ -221,24 +222,24 @@ or in_progress, blocked, reviewing, done, failed.
   stepseq graph plans/example.yaml --state state.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			pf := executor.ReadPlanFile(args[0], args[0])
+			pf := engine.ReadPlanFile(args[0], args[0])
 			if pf.Plan == nil {
 				printPlanErrors(stderr, args[0], pf)
 				return &exitError{code: 1}
 			}
 			if run != "" {
-				if err := executor.ValidRunName(run); err != nil {
+				if err := store.ValidRunName(run); err != nil {
 					return usageErr("--run: %v", err)
 				}
 				if state == "" {
-					state = executor.RunStatePath(".", run)
+					state = store.RunStatePath(".", run)
 				}
 			}
 			if state == "" {
 				_, err := io.WriteString(stdout, pf.Plan.Mermaid())
 				return err
 			}
-			st, err := (&executor.StateFile{Path: state}).Read()
+			st, err := (&store.StateFile{Path: state}).Read()
 			if err != nil {
 				return err
 			}
@@ -263,7 +264,7 @@ func printPlanErrors(w io.Writer, path string, pf core.PlanFile) {
 		fmt.Fprintf(w, "%s: no such file\n", path)
 		return
 	}
-	for _, line := range executor.ErrorLines(pf.Err) {
+	for _, line := range engine.ErrorLines(pf.Err) {
 		fmt.Fprintln(w, line)
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -102,7 +103,7 @@ func (r *reportCall) resolve() error {
 		r.run = os.Getenv("STEPSEQ_RUN")
 	}
 	if r.run != "" {
-		if err := executor.ValidRunName(r.run); err != nil {
+		if err := store.ValidRunName(r.run); err != nil {
 			return usageErr("--run: %v", err)
 		}
 	}
@@ -115,22 +116,22 @@ func (r *reportCall) resolve() error {
 		if dir == "" {
 			dir = "."
 		}
-		r.state = executor.RunStatePath(dir, r.run)
+		r.state = store.RunStatePath(dir, r.run)
 	}
 	return nil
 }
 
 // submit hands the report over and says the verdict: exit 1 when refused.
 func (r *reportCall) submit(ctx context.Context, stdout io.Writer) error {
-	ws, err := executor.NewWorkspace(r.state)
+	ws, err := store.NewWorkspace(r.state)
 	if err != nil {
 		return err
 	}
-	err = executor.SubmitReport(ctx, ws, r.step, r.try, r.rep, r.wait)
+	err = engine.SubmitReport(ctx, ws, r.step, r.try, r.rep, r.wait)
 	switch {
-	case errors.Is(err, executor.ErrReportRefused):
+	case errors.Is(err, engine.ErrReportRefused):
 		return &exitError{code: 1, err: err}
-	case errors.Is(err, executor.ErrNoVerdict):
+	case errors.Is(err, engine.ErrNoVerdict):
 		_, err = fmt.Fprintf(stdout, "%s: %v\n", r.rep.Status, err)
 		return err
 	case err != nil:
@@ -152,5 +153,5 @@ stepseq check runs it. A step that is neither blocked nor failed is refused.
 ` + exitCodesHelp,
 		Example: `  stepseq retry research
   stepseq retry deploy ./workspace`,
-	}, executor.QueueRetry, 1)
+	}, engine.QueueRetry, 1)
 }

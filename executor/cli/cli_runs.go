@@ -15,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 // The run commands (DESIGN §14): start, runs, close.
@@ -48,7 +50,7 @@ of a plan in DIR/plans.
 				dir = args[1]
 			}
 			if name != "" {
-				if err := executor.ValidRunName(name); err != nil {
+				if err := store.ValidRunName(name); err != nil {
 					return usageErr("--run: %v", err)
 				}
 			}
@@ -60,17 +62,17 @@ of a plan in DIR/plans.
 				return &exitError{code: 2, err: err}
 			}
 			path := planPath(dir, args[0])
-			pf := executor.ReadPlanFile(path, workspaceRel(dir, path))
+			pf := engine.ReadPlanFile(path, workspaceRel(dir, path))
 			if pf.Plan == nil {
 				printPlanErrors(g.stderr, path, pf)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan: no run started", path)}
 			}
-			rt, err := executor.NewRuntime(executor.RunStatePath(dir, ""), g.logger())
+			rt, err := engine.NewRuntime(store.RunStatePath(dir, ""), g.logger())
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
-			info, err := rt.StartRun(executor.RunStart{Plan: pf, Params: given, Name: name, From: executor.FromWorkspace})
+			info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: given, Name: name, From: engine.FromWorkspace})
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -144,23 +146,23 @@ Exit status: 0, also when there is no run; 2 on a usage error.`,
 				dir = args[0]
 			}
 			for _, s := range status {
-				if !slices.Contains(executor.RunStatuses, s) {
-					return usageErr("--status %q: want one of %s", s, strings.Join(executor.RunStatuses, ", "))
+				if !slices.Contains(store.RunStatuses, s) {
+					return usageErr("--status %q: want one of %s", s, strings.Join(store.RunStatuses, ", "))
 				}
 			}
 			if err := requireFolders(dir); err != nil {
 				return err
 			}
-			ws, err := executor.NewWorkspace(executor.RunStatePath(dir, ""))
+			ws, err := store.NewWorkspace(store.RunStatePath(dir, ""))
 			if err != nil {
 				return err
 			}
-			runs, err := executor.ListRuns(ws)
+			runs, err := store.ListRuns(ws)
 			if err != nil {
 				return err
 			}
 			if len(status) > 0 {
-				runs = slices.DeleteFunc(runs, func(r executor.RunInfo) bool { return !slices.Contains(status, r.Status) })
+				runs = slices.DeleteFunc(runs, func(r store.RunInfo) bool { return !slices.Contains(status, r.Status) })
 			}
 			if asJSON {
 				return writeJSON(stdout, runs)
@@ -182,7 +184,7 @@ Exit status: 0, also when there is no run; 2 on a usage error.`,
 
 // writeRunsTable writes the runs as a table: name, plan, status, progress,
 // params, updated.
-func writeRunsTable(b *bytes.Buffer, runs []executor.RunInfo) {
+func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "PARAMS", "UPDATED"}}
 	for _, r := range runs {
 		status, at, updated := r.Status, r.Current, "-"
@@ -242,19 +244,19 @@ a new plan replacing it does. A live sidecar does the closing; close waits for i
 			if len(args) > 1 {
 				dir = args[1]
 			}
-			if err := executor.ValidRunName(args[0]); err != nil {
+			if err := store.ValidRunName(args[0]); err != nil {
 				return usageErr("%v", err)
 			}
 			if err := requireFolders(dir); err != nil {
 				return err
 			}
-			ws, err := executor.NewWorkspace(executor.RunStatePath(dir, ""))
+			ws, err := store.NewWorkspace(store.RunStatePath(dir, ""))
 			if err != nil {
 				return err
 			}
-			info, err := executor.CloseRun(ws, args[0], grace)
+			info, err := engine.CloseRun(ws, args[0], grace)
 			switch {
-			case errors.Is(err, executor.ErrNoRun), errors.Is(err, executor.ErrRunClosed), errors.Is(err, executor.ErrRunBusy):
+			case errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrRunClosed), errors.Is(err, store.ErrRunBusy):
 				return &exitError{code: 1, err: err}
 			case err != nil:
 				return err
@@ -266,7 +268,7 @@ a new plan replacing it does. A live sidecar does the closing; close waits for i
 			return err
 		},
 	}
-	cmd.Flags().DurationVar(&grace, "grace", executor.DefaultGrace, "time between SIGTERM and SIGKILL for the run's agent")
+	cmd.Flags().DurationVar(&grace, "grace", proc.DefaultGrace, "time between SIGTERM and SIGKILL for the run's agent")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the closed run as a JSON object")
 	return cmd
 }

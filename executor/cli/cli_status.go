@@ -23,9 +23,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -69,7 +71,7 @@ what status says the next pass would do. NO_COLOR turns colour off.`,
 		ValidArgsFunction: dirCompletion,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args)
-			rt, err := executor.NewRuntime(state, g.logger())
+			rt, err := engine.NewRuntime(state, g.logger())
 			if err != nil {
 				return err
 			}
@@ -100,7 +102,7 @@ func dirCompletion(_ *cobra.Command, args []string, _ string) ([]cobra.Completio
 
 // statusView prints reports of one workspace.
 type statusView struct {
-	rt     *executor.Runtime
+	rt     *engine.Runtime
 	state  string // the state file as the command line names it, for messages
 	plans  string // the plans folder a sidecar would read
 	out    io.Writer
@@ -125,16 +127,16 @@ type statusView struct {
 
 // otherRuns lists the workspace's runs other than its own, when the view
 // shows them.
-func (v *statusView) otherRuns() []executor.RunInfo {
+func (v *statusView) otherRuns() []store.RunInfo {
 	if !v.allRuns {
 		return nil
 	}
-	runs, _ := executor.ListRuns(v.rt.WS.ForRun(executor.MainRun))
-	return slices.DeleteFunc(runs, func(r executor.RunInfo) bool { return r.Name == executor.MainRun })
+	runs, _ := store.ListRuns(v.rt.WS.ForRun(store.MainRun))
+	return slices.DeleteFunc(runs, func(r store.RunInfo) bool { return r.Name == store.MainRun })
 }
 
 // writeOtherRuns lists the other runs after the report of state.json.
-func writeOtherRuns(b *bytes.Buffer, runs []executor.RunInfo) {
+func writeOtherRuns(b *bytes.Buffer, runs []store.RunInfo) {
 	if len(runs) == 0 {
 		return
 	}
@@ -145,12 +147,12 @@ func writeOtherRuns(b *bytes.Buffer, runs []executor.RunInfo) {
 // statusJSON is `status --json`: the report, the plans the sidecar rejected and
 // the last notifications, oldest first.
 type statusJSON struct {
-	executor.Report
-	RejectedPlans []executor.PlanListing `json:"rejectedPlans"`
-	Notifications []notify.Report        `json:"notifications"`
+	engine.Report
+	RejectedPlans []engine.PlanListing `json:"rejectedPlans"`
+	Notifications []notify.Report      `json:"notifications"`
 	// Runs are the workspace's other runs (DESIGN §14), when status shows the
 	// workspace's own and there are others.
-	Runs []executor.RunInfo `json:"runs,omitempty"`
+	Runs []store.RunInfo `json:"runs,omitempty"`
 }
 
 // notesShown is how many of the last notifications a report shows.
@@ -167,12 +169,12 @@ func (v *statusView) errNoState() error {
 	}
 	msg := fmt.Sprintf("no %s in %s: apply a plan (stepseq apply) or drop one in %s",
 		filepath.Base(v.state), filepath.Dir(v.state), plans)
-	all, _ := executor.ListPlans(v.rt.WS, v.plans, nil)
+	all, _ := engine.ListPlans(v.rt.WS, v.plans, nil)
 	for _, p := range all {
 		switch p.Status {
-		case executor.PlanRejected:
+		case engine.PlanRejected:
 			msg += fmt.Sprintf("\n%s was rejected with %s: stepseq validate %s", p.File, plural(p.ErrorCount, "error"), filepath.Join(v.plans, filepath.Base(p.File)))
-		case executor.PlanQueued, executor.PlanNew:
+		case engine.PlanQueued, engine.PlanNew:
 			msg += fmt.Sprintf("\n%s is queued: a sidecar (stepseq watch) applies it as a new run", p.File)
 		}
 	}
@@ -185,7 +187,7 @@ func (v *statusView) once() error {
 		if runs := v.otherRuns(); len(runs) > 0 {
 			// No state.json, but runs beside it: they are the workspace's.
 			if v.json {
-				return writeJSON(v.out, statusJSON{Runs: runs, RejectedPlans: []executor.PlanListing{}, Notifications: []notify.Report{}})
+				return writeJSON(v.out, statusJSON{Runs: runs, RejectedPlans: []engine.PlanListing{}, Notifications: []notify.Report{}})
 			}
 			var b bytes.Buffer
 			fmt.Fprintf(&b, "no state.json in %s; other runs: %d (stepseq status --run NAME shows one)\n", filepath.Dir(v.state), len(runs))
@@ -209,12 +211,12 @@ func (v *statusView) once() error {
 }
 
 // blocked reports whether the plan waits on a person: a step out of retries.
-func blocked(r executor.Report) bool {
+func blocked(r engine.Report) bool {
 	return r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String()
 }
 
 // running reports whether a step's agent runs, so that its duration grows.
-func running(r executor.Report) bool {
+func running(r engine.Report) bool {
 	for _, s := range r.Steps {
 		if s.Running {
 			return true
@@ -225,7 +227,7 @@ func running(r executor.Report) bool {
 
 // load reads and parses the state file, keeping its bytes to tell changes apart.
 func (v *statusView) load() ([]byte, *planspec.State, error) {
-	data, err := (&executor.StateFile{Path: v.rt.WS.State}).Bytes()
+	data, err := (&store.StateFile{Path: v.rt.WS.State}).Bytes()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -238,16 +240,16 @@ func (v *statusView) load() ([]byte, *planspec.State, error) {
 }
 
 // rejected lists the plans in the plans folder that are not valid.
-func (v *statusView) rejected(st *planspec.State) []executor.PlanListing {
-	all, err := executor.ListPlans(v.rt.WS, v.plans, st)
+func (v *statusView) rejected(st *planspec.State) []engine.PlanListing {
+	all, err := engine.ListPlans(v.rt.WS, v.plans, st)
 	if err != nil {
 		v.log.Warn("cannot list the plans", "dir", v.plans, "err", err)
 	}
-	out := []executor.PlanListing{}
+	out := []engine.PlanListing{}
 	for _, p := range all {
 		// A rejected edit of the active plan is listed active, with its errors:
 		// status names it as list does.
-		if p.Status == executor.PlanRejected || len(p.Errors) > 0 {
+		if p.Status == engine.PlanRejected || len(p.Errors) > 0 {
 			out = append(out, p)
 		}
 	}
@@ -256,17 +258,17 @@ func (v *statusView) rejected(st *planspec.State) []executor.PlanListing {
 
 // print writes one report as of now. A state whose conditions do not compile is
 // still shown; the error is returned after it.
-func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (executor.Report, error) {
-	maxRetries, err := executor.MaxRetriesFromEnv(v.rt.Getenv)
+func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (engine.Report, error) {
+	maxRetries, err := proc.MaxRetriesFromEnv(v.rt.Getenv)
 	if err != nil {
-		return executor.Report{}, err
+		return engine.Report{}, err
 	}
 	rejected := v.rejected(st)
 	v.rejectedShown = fmt.Sprint(rejected)
 	notes := v.notes()
-	describe := executor.DescribeOwned // st is read once and given up here: no copy is parsed
+	describe := engine.DescribeOwned // st is read once and given up here: no copy is parsed
 	if v.follow {
-		describe = executor.Describe // a tick draws the same state again
+		describe = engine.Describe // a tick draws the same state again
 	}
 	r, condErr := describe(v.rt, st, now, maxRetries)
 	runs := v.otherRuns()
@@ -347,7 +349,7 @@ func writeNote(b *bytes.Buffer, n notify.Report, now time.Time) {
 	if n.Event != "" {
 		status += " (" + n.Event + ")" // what happened beyond the seed's word
 	}
-	fmt.Fprintf(b, "  %s  %s  %s: %s", executor.ClockTime(n.Time, now), where, status, firstLine(n.Output, 80))
+	fmt.Fprintf(b, "  %s  %s  %s: %s", engine.ClockTime(n.Time, now), where, status, firstLine(n.Output, 80))
 	if n.Next != "" && n.Next != "none" {
 		fmt.Fprintf(b, " — next: %s", firstLine(n.Next, 60))
 	}
@@ -355,7 +357,7 @@ func writeNote(b *bytes.Buffer, n notify.Report, now time.Time) {
 }
 
 // writeRejected lists the rejected plans with their first errors.
-func writeRejected(b *bytes.Buffer, plans []executor.PlanListing) {
+func writeRejected(b *bytes.Buffer, plans []engine.PlanListing) {
 	const shown = 3
 	if len(plans) == 0 {
 		return
@@ -416,7 +418,7 @@ func writeValues(b *bytes.Buffer, what string, values map[string]any) {
 }
 
 // writeLoops writes a line per repeat group: where its loop stands.
-func writeLoops(b *bytes.Buffer, loops []executor.LoopReport) {
+func writeLoops(b *bytes.Buffer, loops []engine.LoopReport) {
 	for _, l := range loops {
 		fmt.Fprintf(b, "loop %s (%s): ", l.Group, strings.Join(l.Steps, " → "))
 		switch {
@@ -432,7 +434,7 @@ func writeLoops(b *bytes.Buffer, loops []executor.LoopReport) {
 
 // writeText writes the report as a table for people; times are shown relative
 // to now, the time the report was made.
-func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
+func writeText(b *bytes.Buffer, r engine.Report, now time.Time, color bool) {
 	writeHeadline(b, r, color)
 	writeValues(b, "params", r.Params)
 	writeValues(b, "summary", r.Summary)
@@ -460,7 +462,7 @@ func writeText(b *bytes.Buffer, r executor.Report, now time.Time, color bool) {
 }
 
 // writeHeadline writes the plan's line: its name, status and where it stands.
-func writeHeadline(b *bytes.Buffer, r executor.Report, color bool) {
+func writeHeadline(b *bytes.Buffer, r engine.Report, color bool) {
 	name := r.Plan
 	if name == "" {
 		name = "(unnamed)"
@@ -479,12 +481,12 @@ func writeHeadline(b *bytes.Buffer, r executor.Report, color bool) {
 }
 
 // stepCells is a step's row of the table.
-func stepCells(s executor.StepReport, now time.Time) [7]string {
+func stepCells(s engine.StepReport, now time.Time) [7]string {
 	lastRun := "-"
 	if s.LastRunIso != nil {
 		lastRun = *s.LastRunIso
 		if t, err := planspec.ParseISO(*s.LastRunIso); err == nil {
-			lastRun = executor.ClockTime(t, now)
+			lastRun = engine.ClockTime(t, now)
 		}
 	}
 	duration := "-"
@@ -510,7 +512,7 @@ func stepCells(s executor.StepReport, now time.Time) [7]string {
 }
 
 // writeNow writes who moves the plan and what it waits for now.
-func writeNow(b *bytes.Buffer, r executor.Report) {
+func writeNow(b *bytes.Buffer, r engine.Report) {
 	switch {
 	case r.Runner != nil && r.Runner.Kind == "watch":
 		fmt.Fprintf(b, "sidecar: live (pid %d)\n", r.Runner.PID)

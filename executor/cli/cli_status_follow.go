@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -49,7 +49,7 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 	cfg := watcher.Config{Root: ws.Dir, Paths: []string{f.stateRel, f.plansRel, f.feedRel}, Settle: time.Millisecond, Logger: v.log}
 	err := watcher.Follow(ctx, cfg, f.changed)
 	if errors.Is(err, fs.ErrNotExist) && !f.started { // no folder to watch
-		return &exitError{code: 2, err: executor.NoFolder(ws.Dir)}
+		return &exitError{code: 2, err: store.NoFolder(ws.Dir)}
 	}
 	return err
 }

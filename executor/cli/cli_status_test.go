@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 // syncBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -79,12 +80,12 @@ const doneState = `{
 func followView(t *testing.T, dir string, out *syncBuffer, logs *syncBuffer, tty bool, now func() time.Time) *statusView {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), log)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	lock, _, err := executor.TryLock(rt.WS, "watch")
+	lock, _, err := store.TryLock(rt.WS, "watch")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestRootCmd_Help(t *testing.T) {
 func TestStatusView_FollowRejectedPlan(t *testing.T) {
 	dir := t.TempDir()
 	replaceFile(t, filepath.Join(dir, "state.json"), runningState)
-	ws, err := executor.NewWorkspace(filepath.Join(dir, "state.json"))
+	ws, err := store.NewWorkspace(filepath.Join(dir, "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

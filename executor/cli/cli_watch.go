@@ -15,13 +15,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/internal/exepages"
 	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/executor/mcp"
 	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/executor/web"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
@@ -41,7 +43,7 @@ func (f *workspaceFlags) statePath(args []string) (dir, state string) {
 	}
 	state = f.state
 	if state == "" {
-		state = executor.RunStatePath(dir, f.run)
+		state = store.RunStatePath(dir, f.run)
 	}
 	return dir, state
 }
@@ -63,7 +65,7 @@ func (f *workspaceFlags) addRunFlag(cmd *cobra.Command, fromEnv bool) {
 			if f.state != "" {
 				return usageErr("--run and --state name the state file both: give one")
 			}
-			if err := executor.ValidRunName(f.run); err != nil {
+			if err := store.ValidRunName(f.run); err != nil {
 				return usageErr("--run: %v", err)
 			}
 		}
@@ -81,7 +83,7 @@ func requireFolders(dirs ...string) error {
 		fi, err := os.Stat(d)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return &exitError{code: 2, err: executor.NoFolder(d)}
+			return &exitError{code: 2, err: store.NoFolder(d)}
 		case err != nil:
 			return &exitError{code: 2, err: err}
 		case !fi.IsDir():
@@ -143,7 +145,7 @@ every plan in the folder is invalid.
 			}
 			dir, state := ws.statePath(args)
 			if grace < 0 {
-				return usageErr("--grace %s: want 0 or more, like 5s (0: the default, %s)", grace, executor.DefaultGrace)
+				return usageErr("--grace %s: want 0 or more, like 5s (0: the default, %s)", grace, proc.DefaultGrace)
 			}
 			log := g.logger()
 			rt, policy, err := longRunning(dir, state, retain, log)
@@ -161,8 +163,8 @@ every plan in the folder is invalid.
 			}
 			reg := metrics.NewRegistry()
 			reg.MustRegister(metrics.Standard()...)
-			var sc *executor.Sidecar
-			metrics := executor.NewMetrics(reg, func() (uint64, uint64, int) {
+			var sc *engine.Sidecar
+			metrics := engine.NewMetrics(reg, func() (uint64, uint64, int) {
 				if sc == nil {
 					return 0, 0, 0
 				}
@@ -173,13 +175,13 @@ every plan in the folder is invalid.
 			if err != nil {
 				return err
 			}
-			maxRetries, err := executor.MaxRetriesFromEnv(rt.Getenv)
+			maxRetries, err := proc.MaxRetriesFromEnv(rt.Getenv)
 			if err != nil {
 				return err
 			}
 			// The page reads the workspace through a runtime of its own, from
 			// the requests' goroutines; the loop only tells it when to look.
-			pageRT, err := executor.NewRuntime(state, log)
+			pageRT, err := engine.NewRuntime(state, log)
 			if err != nil {
 				return err
 			}
@@ -189,13 +191,13 @@ every plan in the folder is invalid.
 			// workspace lock: one notifier per workspace.
 			notes := &lateNotifier{}
 			ready := make(chan struct{})
-			sc, err = executor.NewSidecar(rt, executor.SidecarOptions{
+			sc, err = engine.NewSidecar(rt, engine.SidecarOptions{
 				PlansDir: filepath.Join(rt.WS.Dir, "plans"), Settle: settle, Poll: poll,
 				ExitWhenDone: exitWhenDone, Metrics: metrics,
 				Notifier: notes, MaxAgents: maxAgents,
 				OnChange: page.Poke, OnReady: func() { releaseStartPages(log); close(ready) },
 			})
-			if errors.Is(err, executor.ErrLocked) || errors.Is(err, watcher.ErrWatchLimit) {
+			if errors.Is(err, store.ErrLocked) || errors.Is(err, watcher.ErrWatchLimit) {
 				return &exitError{code: 2, err: err}
 			}
 			if err != nil {
@@ -215,7 +217,7 @@ every plan in the folder is invalid.
 				h := web.New(page, web.Options{})
 				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
 				stop, err := serveHealth(cmd.Context(), healthServer{Addr: listen, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
-					Bound: executor.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
+					Bound: engine.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -228,14 +230,14 @@ every plan in the folder is invalid.
 			go func() {
 				select {
 				case <-ready:
-					executor.RunRetention(retention, rt.WS, policy, rt.Now, log)
+					store.RunRetention(retention, rt.WS, policy, rt.Now, log)
 				case <-retention.Done():
 				}
 			}()
 			log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "plans", filepath.Join(rt.WS.Dir, "plans"), "pid", os.Getpid())
 			sayWhatWaits(rt, filepath.Join(rt.WS.Dir, "plans"), log)
 			err = sc.Run(cmd.Context())
-			if errors.Is(err, executor.ErrPlanBlocked) {
+			if errors.Is(err, engine.ErrPlanBlocked) {
 				return &exitError{code: 1, err: err}
 			}
 			return err
@@ -243,11 +245,11 @@ every plan in the folder is invalid.
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	cmd.Flags().DurationVar(&poll, "poll", 0, "poll at this interval instead of file events (NFS, 9p, Docker Desktop mounts)")
-	cmd.Flags().DurationVar(&grace, "grace", executor.DefaultGrace, "time between SIGTERM and SIGKILL for an agent")
-	cmd.Flags().DurationVar(&settle, "settle", executor.DefaultSettle, "coalescing window for bursts of file events")
+	cmd.Flags().DurationVar(&grace, "grace", proc.DefaultGrace, "time between SIGTERM and SIGKILL for an agent")
+	cmd.Flags().DurationVar(&settle, "settle", engine.DefaultSettle, "coalescing window for bursts of file events")
 	cmd.Flags().StringVar(&listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. 127.0.0.1:8080 (beyond loopback it needs a token)")
 	door.register(cmd)
-	cmd.Flags().IntVar(&maxAgents, "max-agents", executor.DefaultMaxAgents, "at most this many agents running at once across the workspace's runs (state.json and each state.NAME.json); pulled steps (agent: mcp) do not count; -1: no bound")
+	cmd.Flags().IntVar(&maxAgents, "max-agents", engine.DefaultMaxAgents, "at most this many agents running at once across the workspace's runs (state.json and each state.NAME.json); pulled steps (agent: mcp) do not count; -1: no bound")
 	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked, 2 when its agent can never launch")
 	cmd.Flags().StringArrayVar(&notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
 	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
@@ -295,7 +297,7 @@ func flagSinks(cmds, hooks []string) ([]notify.SinkConfig, error) {
 
 // notifyConfig is the notifier of a workspace: metrics on reg (nil: none), and
 // every report given up journaled.
-func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg *metrics.Registry) notify.Config {
+func notifyConfig(rt *engine.Runtime, sinks []notify.SinkConfig, reg *metrics.Registry) notify.Config {
 	journal, log := rt.Journal, rt.Logger
 	var allowCommand func([]string) bool
 	if allow := rt.Allow; allow != nil {
@@ -320,7 +322,7 @@ func notifyConfig(rt *executor.Runtime, sinks []notify.SinkConfig, reg *metrics.
 // all; the page and the MCP tools, behind the token when there is one.
 type healthServer struct {
 	Addr     string
-	Sidecar  *executor.Sidecar
+	Sidecar  *engine.Sidecar
 	Registry *metrics.Registry
 	Page     *web.Handler
 	MCP      http.Handler
@@ -380,19 +382,19 @@ hooks can call it.
 ` + exitCodesHelp,
 		Example: `  stepseq trigger build
   stepseq trigger test ./workspace`,
-	}, executor.QueueTrigger, 0)
+	}, engine.QueueTrigger, 0)
 }
 
 // queueCmd completes a command that queues a request for STEP in the workspace
 // (trigger, retry): the arguments, step completion, --state, and the answer.
 // refused is the exit code of a request the queue refuses (0: as the error says).
-func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, queue func(*executor.Runtime, string) (string, error), refused int) *cobra.Command {
+func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, queue func(*engine.Runtime, string) (string, error), refused int) *cobra.Command {
 	var ws workspaceFlags
 	cmd.Args = cobra.RangeArgs(1, 2)
 	cmd.ValidArgsFunction = stepCompletion(&ws)
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		_, state := ws.statePath(args[1:])
-		rt, err := executor.NewRuntime(state, g.logger())
+		rt, err := engine.NewRuntime(state, g.logger())
 		if err != nil {
 			return err
 		}
@@ -414,17 +416,17 @@ func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, queue func(*exec
 
 // longRunning sets up what watch and mcp share: the workspace must exist, the
 // retention must parse (else a usage error), and the runtime opens.
-func longRunning(dir, state, retain string, log *slog.Logger) (*executor.Runtime, executor.RetentionPolicy, error) {
+func longRunning(dir, state, retain string, log *slog.Logger) (*engine.Runtime, store.RetentionPolicy, error) {
 	if err := requireFolders(dir, filepath.Dir(state)); err != nil {
-		return nil, executor.RetentionPolicy{}, err
+		return nil, store.RetentionPolicy{}, err
 	}
-	policy, err := executor.ParseRetention(retain)
+	policy, err := store.ParseRetention(retain)
 	if err != nil {
-		return nil, executor.RetentionPolicy{}, usageErr("%v", err)
+		return nil, store.RetentionPolicy{}, usageErr("%v", err)
 	}
-	rt, err := executor.NewRuntime(state, log)
+	rt, err := engine.NewRuntime(state, log)
 	if err != nil {
-		return nil, executor.RetentionPolicy{}, err
+		return nil, store.RetentionPolicy{}, err
 	}
 	return rt, policy, nil
 }
@@ -432,8 +434,8 @@ func longRunning(dir, state, retain string, log *slog.Logger) (*executor.Runtime
 // sayWhatWaits tells a sidecar's first user what it waits for, once, at start: where
 // a plan goes when there is none, and that no step can launch when STEP_AGENT_CMD is
 // unset and no plan names an agent.
-func sayWhatWaits(rt *executor.Runtime, plansDir string, log *slog.Logger) {
-	st, stateErr := (&executor.StateFile{Path: rt.WS.State}).Read()
+func sayWhatWaits(rt *engine.Runtime, plansDir string, log *slog.Logger) {
+	st, stateErr := (&store.StateFile{Path: rt.WS.State}).Read()
 	var plans []*planspec.Plan
 	entries, _ := os.ReadDir(plansDir)
 	for _, e := range entries {
@@ -441,11 +443,11 @@ func sayWhatWaits(rt *executor.Runtime, plansDir string, log *slog.Logger) {
 		if e.IsDir() || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
 			continue
 		}
-		if pf := executor.ReadPlanFile(filepath.Join(plansDir, n), n); pf.Plan != nil {
+		if pf := engine.ReadPlanFile(filepath.Join(plansDir, n), n); pf.Plan != nil {
 			plans = append(plans, pf.Plan)
 		}
 	}
-	for _, s := range executor.StrayPlans(rt.WS, plansDir) {
+	for _, s := range engine.StrayPlans(rt.WS, plansDir) {
 		log.Warn("a plan in the wrong place is not read", "file", s.Path, "fix", s.Fix)
 	}
 	if errors.Is(stateErr, fs.ErrNotExist) && len(plans) == 0 {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -482,7 +482,7 @@ func TestExamplePlan(t *testing.T) {
 	text := fmt.Sprintf(examplePlan, "../.stepseq/schema.json")
 	p, err := planspec.ParsePlan(strings.NewReader(text), "plans/example.yaml")
 	if err != nil {
-		t.Fatal(strings.Join(executor.ErrorLines(err), "\n"))
+		t.Fatal(strings.Join(engine.ErrorLines(err), "\n"))
 	}
 	if len(p.Steps) != 2 || p.Name != "example" {
 		t.Errorf("plan %q with %d steps, want example with 2", p.Name, len(p.Steps))

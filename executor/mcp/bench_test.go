@@ -15,8 +15,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -36,7 +36,7 @@ func BenchmarkStepReport(b *testing.B) {
 	}
 	token := waitTool(b, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })["step"].(map[string]any)["token"].(string)
 	call(b, cs, "step_report", report(token, "accepted", nil))
-	sf := &executor.StateFile{Path: w.rt.WS.State}
+	sf := &store.StateFile{Path: w.rt.WS.State}
 	times := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {

@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -26,7 +27,7 @@ type Engine interface {
 	// Current hands the pulled try on offer to client, or says why there is none.
 	// A try another client claimed stays its own while live says that client's
 	// session lives.
-	Current(ctx context.Context, client string, live func(client string) bool) (o executor.Offer, ok bool, why string, err error)
+	Current(ctx context.Context, client string, live func(client string) bool) (o engine.Offer, ok bool, why string, err error)
 	// Verify returns the step and try a token names.
 	Verify(token string) (string, int, error)
 	// Report judges a worker's report for a try.
@@ -36,15 +37,15 @@ type Engine interface {
 }
 
 // SidecarEngine acts through a sidecar this process runs.
-func SidecarEngine(sc *executor.Sidecar) Engine { return sidecarEngine{sc} }
+func SidecarEngine(sc *engine.Sidecar) Engine { return sidecarEngine{sc} }
 
-type sidecarEngine struct{ sc *executor.Sidecar }
+type sidecarEngine struct{ sc *engine.Sidecar }
 
 func (e sidecarEngine) View(ctx context.Context, fn func(*planspec.State)) error {
 	return e.sc.View(ctx, fn)
 }
 
-func (e sidecarEngine) Current(ctx context.Context, client string, live func(string) bool) (executor.Offer, bool, string, error) {
+func (e sidecarEngine) Current(ctx context.Context, client string, live func(string) bool) (engine.Offer, bool, string, error) {
 	return e.sc.Current(ctx, client, live)
 }
 
@@ -63,8 +64,8 @@ func (e sidecarEngine) Trigger(ctx context.Context, step string) error {
 // drops reports in the step's report folder and waits for the verdict file, and
 // queues triggers. The sidecar that holds the workspace does the rest. Its tokens
 // are signed with the workspace's key, as the sidecar's are.
-func FilesEngine(ws executor.Workspace) (Engine, error) {
-	key, err := executor.PullKey(ws)
+func FilesEngine(ws store.Workspace) (Engine, error) {
+	key, err := engine.PullKey(ws)
 	if err != nil {
 		return nil, err
 	}
@@ -72,14 +73,14 @@ func FilesEngine(ws executor.Workspace) (Engine, error) {
 }
 
 // newFilesEngine acts through ws's files, its tokens signed with key.
-func newFilesEngine(ws executor.Workspace, key []byte) *filesEngine {
-	return &filesEngine{ws: ws, sf: &executor.StateFile{Path: ws.State}, pull: executor.NewPullLauncher(key), taken: core.Claims{}}
+func newFilesEngine(ws store.Workspace, key []byte) *filesEngine {
+	return &filesEngine{ws: ws, sf: &store.StateFile{Path: ws.State}, pull: engine.NewPullLauncher(key), taken: core.Claims{}}
 }
 
 type filesEngine struct {
-	ws   executor.Workspace
-	sf   *executor.StateFile
-	pull *executor.PullLauncher // signs and checks tokens only
+	ws   store.Workspace
+	sf   *store.StateFile
+	pull *engine.PullLauncher // signs and checks tokens only
 
 	mu      sync.Mutex
 	taken   core.Claims
@@ -109,21 +110,21 @@ func (e *filesEngine) snapshot() (*planspec.State, error) {
 
 // Current offers the pulled try the state has on offer (core.OfferedTry): the
 // step at the cursor, once the sidecar has dispatched it.
-func (e *filesEngine) Current(_ context.Context, client string, live func(string) bool) (executor.Offer, bool, string, error) {
+func (e *filesEngine) Current(_ context.Context, client string, live func(string) bool) (engine.Offer, bool, string, error) {
 	st, err := e.snapshot()
 	if err != nil {
-		return executor.Offer{}, false, "", err
+		return engine.Offer{}, false, "", err
 	}
 	t, ok, why := core.OfferedTry(st)
 	if !ok {
-		return executor.Offer{}, false, why, nil
+		return engine.Offer{}, false, why, nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ok, why := e.taken.Take(t.Step, t.Try, client, live); !ok {
-		return executor.Offer{}, false, why, nil
+		return engine.Offer{}, false, why, nil
 	}
-	return executor.Offer{PulledTry: t, Token: e.pull.Token(t.Step, t.Try)}, true, "", nil
+	return engine.Offer{PulledTry: t, Token: e.pull.Token(t.Step, t.Try)}, true, "", nil
 }
 
 func (e *filesEngine) Verify(token string) (string, int, error) { return e.pull.Verify(token) }
@@ -134,12 +135,12 @@ const verdictWait = 30 * time.Second
 // Report drops the report in the step's folder and waits for the sidecar's
 // verdict, as `stepseq report` does.
 func (e *filesEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
-	err := executor.SubmitReport(ctx, e.ws, step, try, rep, verdictWait)
-	var refused *executor.RefusedError
+	err := engine.SubmitReport(ctx, e.ws, step, try, rep, verdictWait)
+	var refused *engine.RefusedError
 	switch {
 	case errors.As(err, &refused):
 		return false, refused.Reasons, nil
-	case errors.Is(err, executor.ErrNoVerdict):
+	case errors.Is(err, engine.ErrNoVerdict):
 		return false, nil, fmt.Errorf("is the sidecar that holds %s running? (%w)", e.ws.Dir, err)
 	case err != nil:
 		return false, nil, err
@@ -161,9 +162,9 @@ func (e *filesEngine) queue(t core.Trigger) error {
 		return err
 	}
 	if !slices.Contains(st.StepQueue, t.Step) {
-		return fmt.Errorf("%w %q in the plan (steps: %s)", executor.ErrNoStep, t.Step, strings.Join(st.StepQueue, ", "))
+		return fmt.Errorf("%w %q in the plan (steps: %s)", engine.ErrNoStep, t.Step, strings.Join(st.StepQueue, ", "))
 	}
-	return executor.WriteTrigger(e.ws, t)
+	return engine.WriteTrigger(e.ws, t)
 }
 
 // waitDir runs act once dir is watched, then waits for done to hold, re-checking

@@ -8,8 +8,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -52,7 +52,7 @@ func (t *tools) planList(ctx context.Context, _ *sdk.CallToolRequest, _ Empty) (
 		return nil, PlanListOutput{}, err
 	}
 	dir := t.opt.plansDir()
-	listed, err := executor.ListPlans(ws, dir, st)
+	listed, err := engine.ListPlans(ws, dir, st)
 	if err != nil {
 		return nil, PlanListOutput{}, err
 	}
@@ -66,14 +66,14 @@ func (t *tools) planList(ctx context.Context, _ *sdk.CallToolRequest, _ Empty) (
 		p := ListedPlan{Name: l.Name, File: l.File, Status: l.Status, Errors: l.Errors, Steps: []ListedStep{}}
 		var pf core.PlanFile
 		if filepath.IsLocal(filepath.FromSlash(l.File)) {
-			pf = executor.ReadPlanFileIn(root, l.File)
+			pf = engine.ReadPlanFileIn(root, l.File)
 		} else {
-			pf = executor.ReadPlanFile(filepath.Join(dir, filepath.Base(l.File)), l.File)
+			pf = engine.ReadPlanFile(filepath.Join(dir, filepath.Base(l.File)), l.File)
 		}
 		if pf.Plan == nil {
 			p.Status = core.PlanInvalid
 			if len(p.Errors) == 0 {
-				p.Errors = executor.ErrorLines(pf.Err)
+				p.Errors = engine.ErrorLines(pf.Err)
 			}
 			out.Plans = append(out.Plans, p)
 			continue

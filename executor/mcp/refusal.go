@@ -8,7 +8,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -74,23 +75,23 @@ func refusalOf(err error) *Refusal {
 	}
 	code := Busy
 	switch {
-	case errors.Is(err, executor.ErrStaleToken):
+	case errors.Is(err, engine.ErrStaleToken):
 		code = Stale
-		err = errors.New(strings.TrimPrefix(err.Error(), executor.ErrStaleToken.Error()+": "))
-	case errors.Is(err, executor.ErrNotAllowed):
+		err = errors.New(strings.TrimPrefix(err.Error(), engine.ErrStaleToken.Error()+": "))
+	case errors.Is(err, engine.ErrNotAllowed):
 		code = NotAllowed
-	case errors.Is(err, executor.ErrNoStep), errors.Is(err, executor.ErrNoRun):
+	case errors.Is(err, engine.ErrNoStep), errors.Is(err, store.ErrNoRun):
 		code = NotFound
-	case errors.Is(err, executor.ErrRunClosed):
+	case errors.Is(err, store.ErrRunClosed):
 		code = Closed
-	case errors.Is(err, executor.ErrRunName), errors.Is(err, executor.ErrRunExists):
+	case errors.Is(err, store.ErrRunName), errors.Is(err, store.ErrRunExists):
 		code = InvalidParams
-	case errors.Is(err, executor.ErrRunBusy), errors.Is(err, executor.ErrPlanActive):
+	case errors.Is(err, store.ErrRunBusy), errors.Is(err, engine.ErrPlanActive):
 		code = Busy
 	case errors.Is(err, planspec.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
-		errors.Is(err, executor.ErrStateTooBig), errors.Is(err, executor.ErrStateIsFolder), errors.Is(err, executor.ErrSymlink):
+		errors.Is(err, store.ErrStateTooBig), errors.Is(err, store.ErrStateIsFolder), errors.Is(err, store.ErrSymlink):
 		code = InvalidPlan
-	case errors.Is(err, executor.ErrStopped), errors.Is(err, executor.ErrNoVerdict), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, engine.ErrStopped), errors.Is(err, engine.ErrNoVerdict), errors.Is(err, context.DeadlineExceeded):
 		code = Busy
 	}
 	return refuse(code, err.Error())

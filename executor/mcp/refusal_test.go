@@ -13,8 +13,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/listener"
 )
 
@@ -63,7 +63,7 @@ func conforms(t *testing.T, schemas map[string][2]*jsonschema.Resolved, tool str
 // without a case fails the test.
 func TestTools_RefusalCodes(t *testing.T) {
 	w := newWorkspace(t)
-	allow, err := executor.ParseAllowList([]string{"mcp"}, w.rt.WS.Dir)
+	allow, err := engine.ParseAllowList([]string{"mcp"}, w.rt.WS.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 )
 
 func httpSession(t *testing.T, url string) *sdk.ClientSession {
@@ -115,7 +115,7 @@ func TestHandler_PlanFromHTTPNotAllowed(t *testing.T) {
 // HTTP, and a preset the list does not hold is not.
 func TestHandler_AllowAgent(t *testing.T) {
 	w := newWorkspace(t)
-	allow, err := executor.ParseAllowList([]string{"true"}, w.rt.WS.Dir)
+	allow, err := engine.ParseAllowList([]string{"true"}, w.rt.WS.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}

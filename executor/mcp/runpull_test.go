@@ -11,7 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -123,7 +123,7 @@ func TestServer_RunCloseAsOffered(t *testing.T) {
 		}
 		waitTool(t, cs, "step_current", map[string]any{"run": name}, func(o map[string]any) bool { return o["step"] != nil })
 		res, out := callRaw(t, cs, "run_close", map[string]any{"run": name})
-		if run, _ := out["run"].(map[string]any); res.IsError || run["status"] != executor.RunClosed {
+		if run, _ := out["run"].(map[string]any); res.IsError || run["status"] != store.RunClosed {
 			t.Fatalf("run_close %s: %v", name, out)
 		}
 		if _, err := os.Lstat(filepath.Join(w.rt.WS.Dir, "state."+name+".json")); !os.IsNotExist(err) {
@@ -133,7 +133,7 @@ func TestServer_RunCloseAsOffered(t *testing.T) {
 			t.Fatalf("step_current of closed run %s: %v", name, out)
 		}
 	}
-	out, _ := call(t, cs, "run_list", map[string]any{"filter": executor.RunClosed})
+	out, _ := call(t, cs, "run_list", map[string]any{"filter": store.RunClosed})
 	if runs, _ := out["runs"].([]any); len(runs) != 5 {
 		t.Errorf("run_list closed: %v, want the 5 runs", out)
 	}

@@ -10,8 +10,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -26,7 +27,7 @@ import (
 // runView is the run a call acts on.
 type runView struct {
 	name string // "" for the workspace's own run
-	rt   *executor.Runtime
+	rt   *engine.Runtime
 	eng  Engine
 	own  bool // rt is this call's: close it
 }
@@ -40,21 +41,21 @@ func (v *runView) close() {
 // runOf is the run named name ("" or main: the workspace's own): not_found when
 // it has no state file, closed when it was closed.
 func (t *tools) runOf(name string) (*runView, error) {
-	if name == "" || name == executor.MainRun {
+	if name == "" || name == store.MainRun {
 		return &runView{rt: t.opt.Runtime, eng: t.opt.Engine}, nil
 	}
-	if err := executor.ValidRunName(name); err != nil {
+	if err := store.ValidRunName(name); err != nil {
 		return nil, err
 	}
 	main := t.opt.Runtime
 	ws := main.WS.ForRun(name)
 	if _, err := os.Lstat(ws.State); err != nil {
 		if _, cerr := os.Lstat(ws.ClosedPath()); cerr == nil {
-			return nil, fmt.Errorf("%w: %s (run_list shows it; run_start starts a new one)", executor.ErrRunClosed, name)
+			return nil, fmt.Errorf("%w: %s (run_list shows it; run_start starts a new one)", store.ErrRunClosed, name)
 		}
-		return nil, fmt.Errorf("%w: %s (no %s; run_list lists the runs)", executor.ErrNoRun, name, filepath.Base(ws.State))
+		return nil, fmt.Errorf("%w: %s (no %s; run_list lists the runs)", store.ErrNoRun, name, filepath.Base(ws.State))
 	}
-	rt, err := executor.NewRuntime(ws.State, main.Logger)
+	rt, err := engine.NewRuntime(ws.State, main.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -69,17 +70,17 @@ func (t *tools) runOf(name string) (*runView, error) {
 
 // runEngine is run ws's files engine, kept for the server's life: it holds
 // which worker took which try.
-func (t *tools) runEngine(ws executor.Workspace) (Engine, error) {
+func (t *tools) runEngine(ws store.Workspace) (Engine, error) {
 	t.runsMu.Lock()
 	defer t.runsMu.Unlock()
 	if e := t.runs[ws.Run]; e != nil {
 		return e, nil
 	}
-	key, err := executor.PullKey(ws)
+	key, err := engine.PullKey(ws)
 	if err != nil {
 		return nil, err
 	}
-	e := newFilesEngine(ws, executor.RunPullKey(key, ws.Run))
+	e := newFilesEngine(ws, engine.RunPullKey(key, ws.Run))
 	if t.runs == nil {
 		t.runs = map[string]Engine{}
 	}
@@ -119,7 +120,7 @@ type RunStartInput struct {
 
 // RunOutput is one run.
 type RunOutput struct {
-	Run executor.RunInfo `json:"run"`
+	Run store.RunInfo `json:"run"`
 }
 
 // RunListInput filters runs.
@@ -129,7 +130,7 @@ type RunListInput struct {
 
 // RunListOutput lists runs.
 type RunListOutput struct {
-	Runs []executor.RunInfo `json:"runs" jsonschema:"the workspace's own run (main) first, then by name, then the closed ones"`
+	Runs []store.RunInfo `json:"runs" jsonschema:"the workspace's own run (main) first, then by name, then the closed ones"`
 }
 
 // runStart starts a run of a plan from plans/ or given as YAML. A plan that
@@ -140,20 +141,20 @@ func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartI
 		return nil, RunOutput{}, err
 	}
 	if pf.Plan == nil {
-		return nil, RunOutput{}, refuse(InvalidPlan, executor.ErrorLines(pf.Err)...)
+		return nil, RunOutput{}, refuse(InvalidPlan, engine.ErrorLines(pf.Err)...)
 	}
 	if r := t.admit(pf.Plan, pf.Source); r != nil {
 		return nil, RunOutput{}, r
 	}
-	from := executor.FromWorkspace
+	from := engine.FromWorkspace
 	if t.opt.Remote {
-		from = executor.FromHTTP
+		from = engine.FromHTTP
 	}
 	main := t.opt.Runtime
-	rt := &executor.Runtime{WS: main.WS, Getenv: main.Getenv, Allow: main.Allow, Logger: main.Logger, Now: main.Now,
-		Journal: &executor.Journal{Path: main.WS.JournalPath()}}
+	rt := &engine.Runtime{WS: main.WS, Getenv: main.Getenv, Allow: main.Allow, Logger: main.Logger, Now: main.Now,
+		Journal: &store.Journal{Path: main.WS.JournalPath()}}
 	defer rt.Journal.Close()
-	info, err := rt.StartRun(executor.RunStart{Plan: pf, Params: in.Params, Name: in.Run, From: from})
+	info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: in.Params, Name: in.Run, From: from})
 	if err != nil {
 		return nil, RunOutput{}, err
 	}
@@ -175,7 +176,7 @@ func (t *tools) planFor(plan string) (core.PlanFile, error) {
 	for _, ext := range []string{".plan.yaml", ".plan.yml", ".yaml", ".yml"} {
 		name = strings.TrimSuffix(name, ext)
 	}
-	listed, err := executor.ListPlans(t.opt.Runtime.WS, t.opt.plansDir(), nil)
+	listed, err := engine.ListPlans(t.opt.Runtime.WS, t.opt.plansDir(), nil)
 	if err != nil {
 		return core.PlanFile{}, err
 	}
@@ -186,14 +187,14 @@ func (t *tools) planFor(plan string) (core.PlanFile, error) {
 			continue
 		}
 		if !filepath.IsLocal(filepath.FromSlash(l.File)) {
-			return executor.ReadPlanFile(filepath.Join(t.opt.plansDir(), filepath.Base(l.File)), l.File), nil
+			return engine.ReadPlanFile(filepath.Join(t.opt.plansDir(), filepath.Base(l.File)), l.File), nil
 		}
 		root, err := os.OpenRoot(t.opt.Runtime.WS.Dir)
 		if err != nil {
 			return core.PlanFile{}, err
 		}
 		defer root.Close()
-		return executor.ReadPlanFileIn(root, l.File), nil
+		return engine.ReadPlanFileIn(root, l.File), nil
 	}
 	have := "plans/ holds none"
 	if len(names) > 0 {
@@ -203,17 +204,17 @@ func (t *tools) planFor(plan string) (core.PlanFile, error) {
 }
 
 func (t *tools) runList(_ context.Context, _ *sdk.CallToolRequest, in RunListInput) (*sdk.CallToolResult, RunListOutput, error) {
-	runs, err := executor.ListRuns(t.opt.Runtime.WS)
+	runs, err := store.ListRuns(t.opt.Runtime.WS)
 	if err != nil {
 		return nil, RunListOutput{}, err
 	}
-	out := RunListOutput{Runs: []executor.RunInfo{}}
+	out := RunListOutput{Runs: []store.RunInfo{}}
 	for _, r := range runs {
 		f := in.Filter
 		switch {
 		case f == "",
-			slices.Contains(executor.RunStatuses, f) && r.Status == f,
-			!slices.Contains(executor.RunStatuses, f) && (strings.Contains(r.Name, f) || strings.Contains(r.Plan, f)):
+			slices.Contains(store.RunStatuses, f) && r.Status == f,
+			!slices.Contains(store.RunStatuses, f) && (strings.Contains(r.Name, f) || strings.Contains(r.Plan, f)):
 			out.Runs = append(out.Runs, r)
 		}
 	}
@@ -226,7 +227,7 @@ type RunCloseInput struct {
 }
 
 func (t *tools) runClose(_ context.Context, _ *sdk.CallToolRequest, in RunCloseInput) (*sdk.CallToolResult, RunOutput, error) {
-	info, err := executor.CloseRun(t.opt.Runtime.WS, in.Run, t.opt.Runtime.Grace)
+	info, err := engine.CloseRun(t.opt.Runtime.WS, in.Run, t.opt.Runtime.Grace)
 	if err != nil {
 		return nil, RunOutput{}, err
 	}

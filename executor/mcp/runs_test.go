@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 // paramsPlan is a pulled plan with params.
@@ -37,7 +37,7 @@ func TestServer_Runs(t *testing.T) {
 	}
 	out, errText := call(t, cs, "run_start", map[string]any{"plan": "study", "params": map[string]any{"topic": "owls"}, "run": "owls"})
 	run, _ := out["run"].(map[string]any)
-	if errText != "" || run["name"] != "owls" || run["state"] != "state.owls.json" || run["status"] != executor.RunActive ||
+	if errText != "" || run["name"] != "owls" || run["state"] != "state.owls.json" || run["status"] != store.RunActive ||
 		run["params"].(map[string]any)["depth"] != 2.0 || run["steps"] != 1.0 {
 		t.Fatalf("run_start by name: %v %s", out, errText)
 	}
@@ -128,7 +128,7 @@ func TestServer_Runs(t *testing.T) {
 
 	feed := `{"id":"a1","time":"2026-02-10T21:30:00Z","step":"s1","status":"done"}` + "\n" +
 		`{"id":"a2","time":"2026-02-10T21:30:01Z","step":"look","status":"dispatching","run":"owls"}` + "\n"
-	if err := os.WriteFile(filepath.Join(w.rt.WS.Dir, executor.MetaDir, "notifications.jsonl"), []byte(feed), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(w.rt.WS.Dir, store.MetaDir, "notifications.jsonl"), []byte(feed), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for run, want := range map[string]string{"": "a1 a2", "owls": "a2", "main": "a1", "plan": ""} {
@@ -154,7 +154,7 @@ func TestServer_RunClose(t *testing.T) {
 		t.Fatal(errText)
 	}
 	res, out := callRaw(t, cs, "run_close", map[string]any{"run": "r1"})
-	if run, _ := out["run"].(map[string]any); res.IsError || run["status"] != executor.RunClosed {
+	if run, _ := out["run"].(map[string]any); res.IsError || run["status"] != store.RunClosed {
 		t.Fatalf("run_close: %v", out)
 	}
 	conforms(t, toolSchemas(t, cs), "run_close", res)

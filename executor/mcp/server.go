@@ -23,15 +23,17 @@ import (
 	"github.com/google/renameio/v2"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
 // Options configure a server.
 type Options struct {
-	Runtime  *executor.Runtime
+	Runtime  *engine.Runtime
 	Engine   Engine
 	PlansDir string // where plan_submit writes; default DIR/plans
 	Version  string
@@ -42,7 +44,7 @@ type Options struct {
 	// only agent: mcp, a preset or what Allow lists (DESIGN §15).
 	Remote bool
 	// Allow is --allow-agent; nil: no list.
-	Allow *executor.AllowList
+	Allow *engine.AllowList
 	// Bounds of the HTTP sessions; zero takes the defaults (see Handler).
 	SessionIdle          time.Duration
 	MaxSessions          int
@@ -142,7 +144,7 @@ func validate(yaml string) (*planspec.Plan, PlanVerdict) {
 	p, err := planspec.ParsePlan(strings.NewReader(yaml), "plan.yaml")
 	if err != nil {
 		var out []string
-		for _, l := range executor.ErrorLines(err) {
+		for _, l := range engine.ErrorLines(err) {
 			out = append(out, strings.TrimPrefix(l, "plan.yaml:"))
 		}
 		return nil, PlanVerdict{Errors: out}
@@ -186,17 +188,17 @@ type SubmitVerdict struct {
 // holds. It returns the refusal (not_allowed or invalid_plan), nil when the
 // plan may come in.
 func (t *tools) admit(p *planspec.Plan, rel string) *Refusal {
-	from := executor.FromWorkspace
+	from := engine.FromWorkspace
 	if t.opt.Remote {
-		from = executor.FromHTTP
+		from = engine.FromHTTP
 	}
 	rt := t.opt.Runtime
-	err := executor.CheckPlanAgents(p, from, t.opt.Allow, rt.Getenv, rt.WS.Dir)
+	err := engine.CheckPlanAgents(p, from, t.opt.Allow, rt.Getenv, rt.WS.Dir)
 	if err == nil {
 		return nil
 	}
 	r := refuse(InvalidPlan, err.Error())
-	if errors.Is(err, executor.ErrNotAllowed) {
+	if errors.Is(err, engine.ErrNotAllowed) {
 		r.Code = NotAllowed
 	}
 	if rel != "" {
@@ -265,7 +267,7 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		}
 		// Waiting is the verdict only while another plan runs; otherwise this
 		// one is about to be applied.
-		st, err := (&executor.StateFile{Path: ws.State}).Read()
+		st, err := (&store.StateFile{Path: ws.State}).Read()
 		return err == nil && st.Settings.Source != rel && st.Status != planspec.StatusDone
 	}
 	err = waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
@@ -292,9 +294,9 @@ type Empty struct{}
 // against its own schema, and a few lines of text: on a plan of a
 // thousand steps the report is a hundred kilobytes, which a second copy and a
 // validation pass would make the slowest part of the call.
-func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, executor.Report, error) {
-	var none executor.Report
-	maxRetries, err := executor.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
+func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, engine.Report, error) {
+	var none engine.Report
+	maxRetries, err := proc.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
 	if err != nil {
 		return nil, none, err
 	}
@@ -303,11 +305,11 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 		return nil, none, err
 	}
 	defer v.close()
-	var r executor.Report
+	var r engine.Report
 	found := false
 	err = v.eng.View(ctx, func(st *planspec.State) {
 		if found = st != nil; found {
-			r, _ = executor.Describe(v.rt, st, v.rt.Now(), maxRetries)
+			r, _ = engine.Describe(v.rt, st, v.rt.Now(), maxRetries)
 			detach(&r)
 		}
 	})
@@ -316,8 +318,8 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 	}
 	if !found {
 		// No plan yet is an answer: nothing runs, and what to do about it.
-		r = executor.Report{State: v.rt.WS.State, Steps: []executor.StepReport{}, Blockers: []string{},
-			WaitingFor: executor.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
+		r = engine.Report{State: v.rt.WS.State, Steps: []engine.StepReport{}, Blockers: []string{},
+			WaitingFor: engine.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
 	}
 	// The report itself, not its encoding: each json.RawMessage in the answer is
 	// compacted again at every level of the response's encoding.
@@ -326,7 +328,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 
 // detach copies what a report points to in the state, which the loop goes on
 // changing once View returns.
-func detach(r *executor.Report) {
+func detach(r *engine.Report) {
 	for i := range r.Steps {
 		s := &r.Steps[i]
 		if s.LastRunIso != nil {
@@ -342,7 +344,7 @@ func detach(r *executor.Report) {
 }
 
 // statusText is the report in a few lines, for clients that read text only.
-func statusText(r executor.Report) string {
+func statusText(r engine.Report) string {
 	var b strings.Builder
 	done := 0
 	for _, s := range r.Steps {
@@ -415,7 +417,7 @@ func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) 
 		return nil, LogsOutput{}, err
 	}
 	if !known {
-		return nil, LogsOutput{}, fmt.Errorf("%w %q in the plan (steps: %s)", executor.ErrNoStep, in.Step, strings.Join(ids, ", "))
+		return nil, LogsOutput{}, fmt.Errorf("%w %q in the plan (steps: %s)", engine.ErrNoStep, in.Step, strings.Join(ids, ", "))
 	}
 	switch {
 	case try <= 0 && tries == 0:
@@ -468,13 +470,13 @@ func (t *tools) notifications(_ context.Context, _ *sdk.CallToolRequest, in Noti
 			return nil, NotificationsOutput{}, refuse(InvalidParams, fmt.Sprintf("arguments.since: %v; want an RFC 3339 time like 2026-02-10T21:30:00Z", err))
 		}
 	}
-	if in.Run != "" && in.Run != executor.MainRun {
-		if err := executor.ValidRunName(in.Run); err != nil {
+	if in.Run != "" && in.Run != store.MainRun {
+		if err := store.ValidRunName(in.Run); err != nil {
 			return nil, NotificationsOutput{}, err
 		}
 	}
 	out := NotificationsOutput{Notifications: []map[string]any{}}
-	data, err := os.ReadFile(filepath.Join(t.opt.Runtime.WS.Dir, executor.MetaDir, "notifications.jsonl"))
+	data, err := os.ReadFile(filepath.Join(t.opt.Runtime.WS.Dir, store.MetaDir, "notifications.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, out, nil
 	}
@@ -487,7 +489,7 @@ func (t *tools) notifications(_ context.Context, _ *sdk.CallToolRequest, in Noti
 		if !ok || json.Unmarshal(rec, &n) != nil {
 			continue
 		}
-		if run, _ := n["run"].(string); in.Run != "" && run != in.Run && !(in.Run == executor.MainRun && run == "") {
+		if run, _ := n["run"].(string); in.Run != "" && run != in.Run && !(in.Run == store.MainRun && run == "") {
 			continue
 		}
 		if !since.IsZero() {
@@ -603,9 +605,9 @@ type ReportVerdict struct {
 
 func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in ReportInput) (*sdk.CallToolResult, ReportVerdict, error) {
 	run, token := tokenRun(in.Token)
-	if in.Run != "" && in.Run != executor.MainRun && in.Run != run || in.Run == executor.MainRun && run != "" {
+	if in.Run != "" && in.Run != store.MainRun && in.Run != run || in.Run == store.MainRun && run != "" {
 		return nil, ReportVerdict{}, refuse(InvalidParams, fmt.Sprintf("arguments.run: %s, but the token is a try of run %s; leave run out, the token names its run",
-			in.Run, cmp.Or(run, executor.MainRun)))
+			in.Run, cmp.Or(run, store.MainRun)))
 	}
 	v, err := t.runOf(run)
 	if err != nil {

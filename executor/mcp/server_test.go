@@ -13,8 +13,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 // pullPlan is a plan whose steps an MCP worker pulls.
@@ -36,16 +37,16 @@ steps:
 
 // workspace is a sidecar running on a fresh workspace.
 type workspace struct {
-	rt *executor.Runtime
-	sc *executor.Sidecar
+	rt *engine.Runtime
+	sc *engine.Sidecar
 }
 
 // filesRuntime is a runtime of its own on the state file at state, with the
 // engine that acts through the workspace's files, as a server beside another
 // process's sidecar has.
-func filesRuntime(t testing.TB, state string) (*executor.Runtime, Engine) {
+func filesRuntime(t testing.TB, state string) (*engine.Runtime, Engine) {
 	t.Helper()
-	rt, err := executor.NewRuntime(state, nil)
+	rt, err := engine.NewRuntime(state, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +66,12 @@ func newWorkspace(t testing.TB) *workspace {
 // workspaceAt runs a sidecar on dir.
 func workspaceAt(t testing.TB, dir string) *workspace {
 	t.Helper()
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{})
+	sc, err := engine.NewSidecar(rt, engine.SidecarOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestServer_NotificationsKeepsGluedReports(t *testing.T) {
 	r1 := `{"id":"a1","time":"2026-02-10T21:30:00Z","step":"s1","status":"dispatching"}`
 	r2 := `{"id":"a2","time":"2026-02-10T21:30:01Z","step":"s1","status":"done"}`
 	feed := r1 + "\n" + r2[:30] + r2 + "\n" + `{"id":"a3","time":"2026-02`
-	if err := os.WriteFile(filepath.Join(w.rt.WS.Dir, executor.MetaDir, "notifications.jsonl"), []byte(feed), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(w.rt.WS.Dir, store.MetaDir, "notifications.jsonl"), []byte(feed), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, errText := call(t, cs, "notifications", map[string]any{})

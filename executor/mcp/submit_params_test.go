@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 const greetPlan = `agent: mcp
@@ -77,6 +77,6 @@ func TestServer_SubmitParams(t *testing.T) {
 
 func (w *workspace) exists(t *testing.T, rel string) bool {
 	t.Helper()
-	_, err := executor.ReadFile(w.rt.WS.Dir+"/"+rel, executor.PlanCap)
+	_, err := store.ReadFile(w.rt.WS.Dir+"/"+rel, store.PlanCap)
 	return err == nil
 }

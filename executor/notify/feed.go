@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/store"
 )
 
 // FeedName is the file under .stepseq/ that holds every report, one JSON object a
@@ -23,16 +23,16 @@ const FeedName = "notifications.jsonl"
 
 // DefaultFeedBytes is the size at which the feed rotates to notifications.jsonl.1,
 // as the journal does.
-const DefaultFeedBytes = executor.DefaultJournalMax
+const DefaultFeedBytes = store.DefaultJournalMax
 
 // feed is the always-present sink: an append-only file bounded like the journal,
 // each report in it whole or absent.
 type feed struct {
-	lines executor.LineLog
+	lines store.LineLog
 }
 
 func newFeed(path string, max int64) *feed {
-	return &feed{lines: executor.LineLog{Path: path, Max: max}}
+	return &feed{lines: store.LineLog{Path: path, Max: max}}
 }
 
 func (d *feed) deliver(_ context.Context, _ Report, body []byte) error {
@@ -196,8 +196,8 @@ func FeedLines(data []byte) iter.Seq[[]byte] {
 
 // metaDir is the .stepseq folder of dir, which names either it or its workspace.
 func metaDir(dir string) string {
-	if filepath.Base(dir) == executor.MetaDir {
+	if filepath.Base(dir) == store.MetaDir {
 		return dir
 	}
-	return filepath.Join(dir, executor.MetaDir)
+	return filepath.Join(dir, store.MetaDir)
 }

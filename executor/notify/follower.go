@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -167,10 +167,10 @@ func startLists(statePath string) (live, closed map[string][]planspec.NotifySink
 	if list := readSinks(statePath); len(list) > 0 {
 		live[""] = list
 	}
-	ws := executor.Workspace{Dir: filepath.Dir(statePath)}
-	names, _ := executor.RunNames(ws)
+	ws := store.Workspace{Dir: filepath.Dir(statePath)}
+	names, _ := store.RunNames(ws)
 	for _, name := range names {
-		if name == executor.MainRun {
+		if name == store.MainRun {
 			continue
 		}
 		if list := readSinks(ws.ForRun(name).State); len(list) > 0 {
@@ -180,7 +180,7 @@ func startLists(statePath string) (live, closed map[string][]planspec.NotifySink
 	entries, _ := os.ReadDir(ws.RunsDir())
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || slices.Contains(names, name) || executor.ValidRunName(name) != nil || name == executor.MainRun {
+		if !e.IsDir() || slices.Contains(names, name) || store.ValidRunName(name) != nil || name == store.MainRun {
 			continue
 		}
 		if list := readSinks(ws.ForRun(name).ClosedPath()); len(list) > 0 {
@@ -191,7 +191,7 @@ func startLists(statePath string) (live, closed map[string][]planspec.NotifySink
 }
 
 func readSinks(path string) []planspec.NotifySink {
-	st, err := (&executor.StateFile{Path: path}).Read()
+	st, err := (&store.StateFile{Path: path}).Read()
 	if err != nil {
 		return nil
 	}

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -32,7 +33,7 @@ func writePlanState(t *testing.T, path, name string, sinks ...planspec.NotifySin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&executor.StateFile{Path: path}).Write(p.State("plans/"+name+".yaml", "")); err != nil {
+	if err := (&store.StateFile{Path: path}).Write(p.State("plans/"+name+".yaml", "")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,7 +224,7 @@ func TestFollower_RestartKeepsRunSinks(t *testing.T) {
 			out, gate := filepath.Join(tmp, "records.jsonl"), filepath.Join(tmp, "gate")
 			sink := commandSink(helperArgv("record", out, gate))
 			writePlanState(t, state, "main")
-			ws := executor.Workspace{Dir: dir}.ForRun("x")
+			ws := store.Workspace{Dir: dir}.ForRun("x")
 			writePlanState(t, ws.State, "x", sink)
 			cfg := Config{Dir: dir, Logger: testLogger(t), Retry: quickRetry}
 			f, err := NewFollower(cfg, state)
@@ -239,7 +240,7 @@ func TestFollower_RestartKeepsRunSinks(t *testing.T) {
 				t.Fatal(err)
 			}
 			if closed {
-				if _, err := executor.CloseRun(executor.Workspace{Dir: dir}, "x", time.Second); err != nil {
+				if _, err := engine.CloseRun(store.Workspace{Dir: dir}, "x", time.Second); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -300,13 +301,13 @@ func TestSidecar_RunsNotifyTheirPlansSinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := filepath.Join(ws, "state.json")
-	rt, err := executor.NewRuntime(state, testLogger(t))
+	rt, err := engine.NewRuntime(state, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
 	n := &notes{}
-	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{PlansDir: filepath.Join(ws, "plans"), Notifier: n})
+	sc, err := engine.NewSidecar(rt, engine.SidecarOptions{PlansDir: filepath.Join(ws, "plans"), Notifier: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestSidecar_RunsNotifyTheirPlansSinks(t *testing.T) {
 	if err := os.WriteFile(planPath, []byte(planYAML("side", commandSink(helperArgv("record", runOut)))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.StartRun(executor.RunStart{Plan: executor.ReadPlanFile(planPath, "side.yaml"), Name: "side"}); err != nil {
+	if _, err := rt.StartRun(engine.RunStart{Plan: engine.ReadPlanFile(planPath, "side.yaml"), Name: "side"}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the run's plan done at its sink", func() bool { return hasPlanDone(recordedReports(t, runOut), "side") })

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 )
 
 // From a transition in a real sidecar to its command sink's process running: a
@@ -55,14 +55,14 @@ func BenchmarkNotify_SidecarTransitionToCommandStart(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(ws, "plans", "p.yaml"), []byte(plan), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	rt, err := executor.NewRuntime(filepath.Join(ws, "state.json"), testLogger(b))
+	rt, err := engine.NewRuntime(filepath.Join(ws, "state.json"), testLogger(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rt.Close()
 	argv := []string{"/bin/sh", "-c", `echo "${STEPSEQ_NOTIFY_EVENT:-$STEPSEQ_NOTIFY_STATUS} $STEPSEQ_NOTIFY_TIME" >"$1"; cat >/dev/null`, "sh", fifo}
 	var n *Notifier
-	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{Notifier: notifierFunc(func(note core.Notification) { n.Notify(note) })})
+	sc, err := engine.NewSidecar(rt, engine.SidecarOptions{Notifier: notifierFunc(func(note core.Notification) { n.Notify(note) })})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func BenchmarkNotify_SidecarTransitionToCommandStart(b *testing.B) {
 		var lat []time.Duration
 		for range samples {
 			waitFor(b, "the sink idle", func() bool { return n.ob.pending(sink) == 0 })
-			if err := executor.WriteTrigger(rt.WS, core.Trigger{Step: "s", From: "trigger"}); err != nil {
+			if err := engine.WriteTrigger(rt.WS, core.Trigger{Step: "s", From: "trigger"}); err != nil {
 				b.Fatal(err)
 			}
 			s := next("dispatching")

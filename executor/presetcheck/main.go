@@ -21,8 +21,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/internal/npmcli"
+	"github.com/stepseq/stepseq/executor/proc"
 )
 
 // npmPackages are the presets whose CLI the npm registry serves.
@@ -69,7 +69,7 @@ func run(args []string, out io.Writer) error {
 	}
 	dir, _ = filepath.Abs(dir)
 
-	presets := executor.Presets()
+	presets := proc.Presets()
 	results := make([]result, len(presets))
 	var wg sync.WaitGroup
 	for i, p := range presets {
@@ -101,7 +101,7 @@ func run(args []string, out io.Writer) error {
 }
 
 // check installs pkg under prefix and compares preset p with its CLI's help.
-func check(p executor.Preset, pkg, prefix string) result {
+func check(p proc.Preset, pkg, prefix string) result {
 	r := result{preset: p.Name}
 	if err := os.MkdirAll(filepath.Join(prefix, "home"), 0o755); err != nil {
 		r.skipped = err.Error()
@@ -139,7 +139,7 @@ func check(p executor.Preset, pkg, prefix string) result {
 // not show: those before the subcommand ResumeHelp names against the CLI's help,
 // the rest against ResumeHelp's (codex takes its sandbox flag only before
 // `resume`). They are named "resume: WORD".
-func compareResume(p executor.Preset, help, resumeHelp string) (missing []string, checked int) {
+func compareResume(p proc.Preset, help, resumeHelp string) (missing []string, checked int) {
 	sub := ""
 	if n := len(p.ResumeHelp); n >= 2 {
 		sub = p.ResumeHelp[n-2]
@@ -153,7 +153,7 @@ func compareResume(p executor.Preset, help, resumeHelp string) (missing []string
 		help  string
 	}{{before, help}, {after, resumeHelp}} {
 		for _, w := range part.words {
-			if w == executor.SessionPlaceholder || w == executor.ArgsPlaceholder {
+			if w == proc.SessionPlaceholder || w == proc.ArgsPlaceholder {
 				continue
 			}
 			checked++
@@ -167,7 +167,7 @@ func compareResume(p executor.Preset, help, resumeHelp string) (missing []string
 
 // compare lists the words of the preset that help does not show: its subcommands,
 // its flags, the values it gives them, and its prompt flag.
-func compare(p executor.Preset, help string) (missing []string, checked int) {
+func compare(p proc.Preset, help string) (missing []string, checked int) {
 	words := slices.Clone(p.Argv[1:])
 	if p.PromptFlag != "" {
 		words = append(words, p.PromptFlag)

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/proc"
 )
 
 // compare finds a flag, a value or a subcommand that the help does not show, and
@@ -16,7 +16,7 @@ func TestCompare(t *testing.T) {
       --json-schema <FILE>
       --skip-git-repo-check
 `
-	p := executor.Preset{Name: "codex", Argv: []string{"codex", "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", "--color", "never"}, PromptFlag: "-p"}
+	p := proc.Preset{Name: "codex", Argv: []string{"codex", "exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", "--color", "never"}, PromptFlag: "-p"}
 	missing, checked := compare(p, help)
 	if want := []string{"--json", "--color", "never", "-p"}; !slices.Equal(missing, want) || checked != 8 {
 		t.Errorf("missing %v of %d, want %v of 8", missing, checked, want)
@@ -24,7 +24,7 @@ func TestCompare(t *testing.T) {
 	claude := `  --output-format <format>   Output format: "text" (default), "json" (choices: "text", "json", "stream-json")
   --permission-mode <mode>   (choices: "acceptEdits", "auto")
   -p, --print                Print response and exit`
-	p, _ = executor.LookupPreset("claude")
+	p, _ = proc.LookupPreset("claude")
 	if missing, _ := compare(p, claude); len(missing) != 0 {
 		t.Errorf("claude's own help lacks %v", missing)
 	}
@@ -44,12 +44,12 @@ Commands:
       --json
       --skip-git-repo-check
 `
-	p, _ := executor.LookupPreset("codex")
+	p, _ := proc.LookupPreset("codex")
 	if missing, checked := compareResume(p, exec, resume); len(missing) != 0 || checked != 6 {
 		t.Errorf("missing %v of %d, want none of 6", missing, checked)
 	}
 	// A sandbox flag after resume is what codex refuses.
-	p.Resume = []string{"codex", "exec", "resume", "-s", "workspace-write", executor.SessionPlaceholder}
+	p.Resume = []string{"codex", "exec", "resume", "-s", "workspace-write", proc.SessionPlaceholder}
 	if missing, _ := compareResume(p, exec, resume); !slices.Equal(missing, []string{"resume: -s", "resume: workspace-write"}) {
 		t.Errorf("missing %v, want the sandbox flag after resume", missing)
 	}
@@ -57,7 +57,7 @@ Commands:
   --output-format <format>   (choices: "text", "json", "stream-json")
   --permission-mode <mode>   (choices: "acceptEdits", "auto")
   -p, --print                Print response and exit`
-	p, _ = executor.LookupPreset("claude")
+	p, _ = proc.LookupPreset("claude")
 	if missing, _ := compareResume(p, claude, ""); len(missing) != 0 {
 		t.Errorf("claude's resume form: its help lacks %v", missing)
 	}

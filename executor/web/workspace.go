@@ -11,9 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/notify"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
 )
@@ -29,7 +30,7 @@ const NotesShown = 50
 type Workspace struct {
 	Signal
 
-	rt         *executor.Runtime // the page's own: Describe's reads are not shared with the loop
+	rt         *engine.Runtime // the page's own: Describe's reads are not shared with the loop
 	maxRetries int
 	tail       int64
 
@@ -39,7 +40,7 @@ type Workspace struct {
 // NewWorkspace is the page's source for the workspace of rt. maxRetries is
 // STEP_MAX_RETRIES, for what the plan waits for; logTail the most of each log
 // read (0: DefaultLogTailBytes).
-func NewWorkspace(rt *executor.Runtime, maxRetries, logTail int) *Workspace {
+func NewWorkspace(rt *engine.Runtime, maxRetries, logTail int) *Workspace {
 	if logTail <= 0 {
 		logTail = DefaultLogTailBytes
 	}
@@ -76,13 +77,13 @@ func (w *Workspace) WatchFeed(ctx context.Context) error {
 func (w *Workspace) View() View {
 	v := View{Notifications: w.notes()}
 	v.Runs = otherRuns(w.rt.WS)
-	st, err := (&executor.StateFile{Path: w.rt.WS.State}).Read()
+	st, err := (&store.StateFile{Path: w.rt.WS.State}).Read()
 	if err != nil {
 		v.Status, v.Waiting = "NO STATE", err.Error()
 		return v
 	}
 	w.mu.Lock()
-	r, err := executor.Describe(w.rt, st, time.Now(), w.maxRetries)
+	r, err := engine.Describe(w.rt, st, time.Now(), w.maxRetries)
 	w.mu.Unlock()
 	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
 	v.Params, v.Summary = fields(r.Params), fields(r.Summary)
@@ -130,7 +131,7 @@ func (w *Workspace) notes() []NoteView {
 
 // stepView is one step's line: status's report of it, its phase and blocker as
 // the core says, its worker's last report and its current try's log tail.
-func (w *Workspace) stepView(root *os.Root, st *planspec.State, s executor.StepReport) StepView {
+func (w *Workspace) stepView(root *os.Root, st *planspec.State, s engine.StepReport) StepView {
 	sv := StepView{ID: s.ID, Title: s.Title, Status: s.Status, Tries: s.Tries,
 		DurationMs: s.DurationMs, Running: s.Running}
 	if s.Error != nil {
@@ -158,7 +159,7 @@ func (w *Workspace) stepView(root *os.Root, st *planspec.State, s executor.StepR
 }
 
 // loopView is a repeat group as the graph draws it: its steps, and its round.
-func loopView(l executor.LoopReport) LoopView {
+func loopView(l engine.LoopReport) LoopView {
 	label := l.Group
 	switch {
 	case l.Ended != "":
@@ -170,14 +171,14 @@ func loopView(l executor.LoopReport) LoopView {
 }
 
 // otherRuns are the runs beside the workspace's own, as the page lists them.
-func otherRuns(ws executor.Workspace) []RunView {
-	runs, err := executor.ListRuns(ws.ForRun(executor.MainRun))
+func otherRuns(ws store.Workspace) []RunView {
+	runs, err := store.ListRuns(ws.ForRun(store.MainRun))
 	if err != nil {
 		return nil
 	}
 	var out []RunView
 	for _, r := range runs {
-		if r.Name != executor.MainRun {
+		if r.Name != store.MainRun {
 			out = append(out, RunView{Name: r.Name, Plan: r.Plan, Status: r.Status, Done: r.Done, Steps: r.Steps, Current: r.Current, Error: r.Error})
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/web"
@@ -46,12 +46,12 @@ func browserSidecar(t *testing.T, guard func(http.Handler) http.Handler, path st
 	}
 	t.Setenv("STEP_AGENT_CMD", "true")
 	state := filepath.Join(dir, "state.json")
-	rt, err := executor.NewRuntime(state, nil)
+	rt, err := engine.NewRuntime(state, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	pageRT, err := executor.NewRuntime(state, nil)
+	pageRT, err := engine.NewRuntime(state, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func browserSidecar(t *testing.T, guard func(http.Handler) http.Handler, path st
 	src := web.NewWorkspace(pageRT, 3, 0)
 
 	var notes *notify.Notifier
-	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{
+	sc, err := engine.NewSidecar(rt, engine.SidecarOptions{
 		Notifier: notifierFunc(func(n core.Notification) { notes.Notify(n) }),
 		OnChange: src.Poke,
 	})

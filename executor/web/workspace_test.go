@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/engine"
 )
 
 // TestWorkspace_View: the view of a workspace read from its files: a dispatched
@@ -30,7 +30,7 @@ func TestWorkspace_View(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestWorkspace_BlockedPlanBadge(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestWorkspace_StepBlocker(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestWorkspace_ParamsAndSummary(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestWorkspace_OtherRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestWorkspace_ViewLoop(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

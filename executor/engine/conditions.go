@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Conditions are a state's compiled when, skip and check, bound to the workspace.
+type Conditions struct {
+	compiled *planspec.Compiled
+	// lazy, instead of compiled, compiles a condition when it is first asked for.
+	lazy *planspec.LazyConditions
+	rt   *Runtime
+	st   *planspec.State
+}
+
+// Conditions compiles st's expressions. Errors name the state file and the key.
+func (r *Runtime) Conditions(st *planspec.State) (*Conditions, error) {
+	compiled, err := st.Compile()
+	if err != nil {
+		return nil, r.inStateFile(err)
+	}
+	return &Conditions{compiled: compiled, rt: r, st: st}, nil
+}
+
+// lazyConditions are st's conditions compiled as they are evaluated, for a report
+// that evaluates a few of them: a compile error shows once its condition is asked
+// for, in Err. Only the `on` globs are checked at once.
+func (r *Runtime) lazyConditions(st *planspec.State) (*Conditions, error) {
+	lazy, err := st.CompileLazily()
+	if err != nil {
+		return nil, r.inStateFile(err)
+	}
+	return &Conditions{lazy: lazy, rt: r, st: st}, nil
+}
+
+// inStateFile names the state file in err's StateErrors.
+func (r *Runtime) inStateFile(err error) error {
+	var errs planspec.StateErrors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			e.File = r.WS.State
+		}
+	}
+	return err
+}
+
+// condition is step id's condition of the kind; nil when it has none.
+func (c *Conditions) condition(id, kind string) (*planspec.Condition, error) {
+	if c.lazy == nil {
+		switch kind {
+		case planspec.CondWhen:
+			return c.compiled.When[id], nil
+		case planspec.CondSkip:
+			return c.compiled.Skip[id], nil
+		case planspec.CondCheck:
+			return c.compiled.Check[id], nil
+		case planspec.CondExit:
+			return c.compiled.Exit[id], nil
+		case planspec.CondAbort:
+			return c.compiled.Abort[id], nil
+		}
+		return nil, nil
+	}
+	cond, err := c.lazy.Get(id, kind)
+	if err != nil {
+		return nil, c.rt.inStateFile(err)
+	}
+	return cond, nil
+}
+
+// compileStep compiles step id's conditions, so that Err reports their errors.
+func (c *Conditions) compileStep(id string) {
+	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip, planspec.CondCheck, planspec.CondExit, planspec.CondAbort} {
+		_, _ = c.condition(id, kind)
+	}
+}
+
+// Err is every compile error met so far by conditions compiled lazily, naming the
+// state file and the key; nil when there is none.
+func (c *Conditions) Err() error {
+	if c.lazy == nil {
+		return nil
+	}
+	if err := c.lazy.Err(); err != nil {
+		return c.rt.inStateFile(err)
+	}
+	return nil
+}
+
+func (c *Conditions) env(now time.Time, id string) *planspec.Env {
+	return &planspec.Env{
+		Root:       c.rt.Root(),
+		Now:        now,
+		TryStarted: tryStarted(c.st.StepRuns[id]),
+		Runs:       c.st.StepRuns,
+		Step:       id,
+		Vars:       c.st.Settings.Vars,
+		Params:     c.st.Settings.Params,
+		Loop:       c.st.LoopAround(id),
+		Getenv:     c.rt.Getenv,
+	}
+}
+
+// tryStarted is when the step's current (or last) try started: fresh(p) compares
+// with it.
+func tryStarted(run *planspec.StepRun) time.Time {
+	if run == nil {
+		return time.Time{}
+	}
+	ref := run.LastRunIso
+	if run.Agent != nil && run.Agent.StartedIso != "" {
+		ref = run.Agent.StartedIso
+	}
+	t, _ := planspec.ParseISO(ref)
+	return t
+}
+
+// Render renders step id's templates (DESIGN §13): its title, instruction and
+// agent arguments, with what its conditions see as of now.
+func (c *Conditions) Render(now time.Time, id string) (*planspec.StepSpec, error) {
+	return planspec.RenderSpec(c.st.Steps[id], c.st.Settings.Agent, c.env(now, id))
+}
+
+// Summary evaluates the plan's summary expressions (DESIGN §13) with what a
+// condition sees as of now.
+func (c *Conditions) Summary(now time.Time, summary map[string]string) map[string]any {
+	return planspec.EvalSummary(summary, c.env(now, ""))
+}
+
+// Cond evaluates step id's "when" (true when unset), or its "skip", "exit" or
+// "abort" (false when unset), as of now.
+func (c *Conditions) Cond(now time.Time, id, kind string) (bool, error) {
+	if c == nil {
+		return kind == "when", nil
+	}
+	switch kind {
+	case planspec.CondWhen, planspec.CondSkip, planspec.CondExit, planspec.CondAbort:
+	default:
+		return false, nil
+	}
+	cond, err := c.condition(id, kind)
+	if err != nil {
+		return false, err
+	}
+	if cond == nil {
+		return kind == planspec.CondWhen, nil
+	}
+	return cond.Eval(c.env(now, id))
+}
+
+// Check returns step id's check as of now as a function for Judge, or nil when
+// it has none.
+func (c *Conditions) Check(now time.Time, id string) func() (bool, error) {
+	if c == nil {
+		return nil
+	}
+	cond, err := c.condition(id, planspec.CondCheck)
+	if err != nil {
+		return func() (bool, error) { return false, err }
+	}
+	if cond == nil {
+		return nil
+	}
+	return func() (bool, error) { return cond.Eval(c.env(now, id)) }
+}
+
+// Reads are the literal paths and globs step id's when and skip name, and
+// whether they are all those conditions may read.
+func (c *Conditions) Reads(id string) (paths, globs []string, known bool) {
+	if c == nil {
+		return nil, nil, true
+	}
+	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip} {
+		cond, err := c.condition(id, kind)
+		if err != nil {
+			return nil, nil, false
+		}
+		if cond == nil {
+			continue
+		}
+		p, g := cond.Paths()
+		paths, globs = append(paths, p...), append(globs, g...)
+		if !cond.PathsKnown() {
+			return nil, nil, false
+		}
+	}
+	return paths, globs, true
+}
+
+// Compiled exposes the compiled conditions, for deriving what to watch; nil for
+// conditions compiled lazily.
+func (c *Conditions) Compiled() *planspec.Compiled { return c.compiled }

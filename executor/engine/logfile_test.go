@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+var logT0 = time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+
+func testHeader() store.TryHeader {
+	return store.TryHeader{Step: "build", Try: 2, Argv: []string{"claude", "-p", "Build it, don't ask"}, Started: logT0}
+}
+
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestTryLog_SilentTryLeavesNoLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logs", "build", "2.log")
+	l := store.OpenTryLog(path, testHeader(), 0)
+	if err := l.Finish(core.Exit{Code: 0, Started: logT0, Ended: logT0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a silent try left a log: %v", err)
+	}
+}
+
+func TestTryLog_HeaderOutputFooter(t *testing.T) {
+	tests := []struct {
+		name   string
+		output []string
+		exit   core.Exit
+		want   string
+	}{
+		{"exit 0", []string{"hello\n", "world\n"}, core.Exit{Code: 0, Started: logT0, Ended: logT0.Add(1500 * time.Millisecond)},
+			"hello\nworld\n=== stepseq: exit 0 after 1.5s\n"},
+		{"no newline at the end", []string{"half a line"}, core.Exit{Code: 3, Started: logT0, Ended: logT0.Add(time.Second)},
+			"half a line\n=== stepseq: exit 3 after 1s\n"},
+		{"killed", []string{"working\n"}, core.Exit{Code: -1, Signal: syscall.SIGKILL, TimedOut: true, Started: logT0, Ended: logT0.Add(time.Hour)},
+			"working\n=== stepseq: killed by SIGKILL, timed out after 1h0m0s\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "logs", "build", "2.log")
+			l := store.OpenTryLog(path, testHeader(), 0)
+			for _, s := range tt.output {
+				if n, err := l.Write([]byte(s)); n != len(s) || err != nil {
+					t.Fatalf("Write = %d, %v", n, err)
+				}
+			}
+			if err := l.Finish(tt.exit); err != nil {
+				t.Fatal(err)
+			}
+			head := "=== stepseq: step build, try 2, started 2026-11-30T14:00:00Z\n=== agent: claude -p 'Build it, don'\\''t ask'\n"
+			if got := readLog(t, path); got != head+tt.want {
+				t.Errorf("log =\n%s\nwant\n%s", got, head+tt.want)
+			}
+		})
+	}
+}
+
+// TestTryLog_Cap writes ten times the cap in uneven pieces: the log keeps the
+// first and the last bytes exactly, with one marker line between.
+func TestTryLog_Cap(t *testing.T) {
+	const maxBytes = 1000
+	var out bytes.Buffer
+	for i := 0; out.Len() < 10*maxBytes; i++ {
+		fmt.Fprintf(&out, "line %d\n", i)
+	}
+	all := out.Bytes()
+	path := filepath.Join(t.TempDir(), "1.log")
+	l := store.OpenTryLog(path, store.TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0}, maxBytes)
+	for rest, size := all, 1; len(rest) > 0; size = size*3%700 + 1 {
+		k := min(size, len(rest))
+		l.Write(rest[:k])
+		rest = rest[k:]
+	}
+	if err := l.Finish(core.Exit{Started: logT0, Ended: logT0}); err != nil {
+		t.Fatal(err)
+	}
+	got := readLog(t, path)
+	_, body, _ := strings.Cut(got, "=== agent: a\n")
+	headPart, tailPart := string(all[:maxBytes/2]), string(all[len(all)-maxBytes/2:])
+	marker := fmt.Sprintf("=== stepseq: %d bytes of output cut here: the log keeps the first 500 bytes and the last 500 bytes\n", len(all)-maxBytes)
+	sep := "\n" // the head ends mid-line
+	if strings.HasSuffix(headPart, "\n") {
+		sep = ""
+	}
+	want := headPart + sep + marker + tailPart + "=== stepseq: exit 0 after 0s\n"
+	if body != want {
+		t.Errorf("log body =\n%s\nwant\n%s", body, want)
+	}
+}
+
+var logMarker = regexp.MustCompile(`\n?=== stepseq: (\d+) bytes of output cut here[^\n]*\n`)
+
+// TestTryLog_TailRing checks the ring on its own edges: output that ends right
+// at the head, one byte more, and one write far over the tail.
+func TestTryLog_TailRing(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		writes []string
+		kept   string
+		cut    int
+	}{
+		{"exactly the head", []string{"abcde"}, "abcde", 0},
+		{"head and part of the tail", []string{"abcdefg"}, "abcdefg", 0},
+		{"head and the whole tail", []string{"abcde", "fghij"}, "abcdefghij", 0},
+		{"one over", []string{"abcdefghijk"}, "abcdeghijk", 1},
+		{"a huge write", []string{"abcde", strings.Repeat("x", 100) + "VWXYZ"}, "abcdeVWXYZ", 100},
+		{"many small writes", strings.Split("abcdefghijklmnopqrstuvwxyz", ""), "abcdevwxyz", 16},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "1.log")
+			l := store.OpenTryLog(path, store.TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0}, 10)
+			for _, w := range tt.writes {
+				l.Write([]byte(w))
+			}
+			if err := l.Finish(core.Exit{Started: logT0, Ended: logT0}); err != nil {
+				t.Fatal(err)
+			}
+			got := readLog(t, path)
+			_, body, _ := strings.Cut(got, "=== agent: a\n")
+			body, _, _ = strings.Cut(body, "=== stepseq: exit 0")
+			body = strings.TrimSuffix(body, "\n")
+			cut := "0"
+			if m := logMarker.FindStringSubmatchIndex(body); m != nil {
+				cut = body[m[2]:m[3]]
+				body = body[:m[0]] + body[m[1]:]
+			}
+			if body != tt.kept || cut != fmt.Sprint(tt.cut) {
+				t.Errorf("kept %q, cut %s; want %q, %d; log:\n%s", body, cut, tt.kept, tt.cut, got)
+			}
+		})
+	}
+}
+
+func TestTryLog_ReRunAppendsUnderANewHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "1.log")
+	for i, out := range []string{"first run\n", "second run\n"} {
+		l := store.OpenTryLog(path, store.TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0.Add(time.Duration(i) * time.Minute)}, 0)
+		l.Write([]byte(out))
+		if err := l.Finish(core.Exit{Started: logT0, Ended: logT0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "=== stepseq: step s, try 1, started 2026-11-30T14:00:00Z\n=== agent: a\nfirst run\n=== stepseq: exit 0 after 0s\n" +
+		"\n=== stepseq: step s, try 1, started 2026-11-30T14:01:00Z\n=== agent: a\nsecond run\n=== stepseq: exit 0 after 0s\n"
+	if got := readLog(t, path); got != want {
+		t.Errorf("log =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestTryLog_NeverBlocksNorFollows puts a FIFO and a symbolic link where the log
+// goes: writing returns at once, the error is kept for Finish, and the link's
+// target is untouched.
+func TestTryLog_NeverBlocksNorFollows(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.log")
+	mkfifo(t, fifo)
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.log")
+	symlink(t, target, link)
+	for _, path := range []string{fifo, link} {
+		l := store.OpenTryLog(path, testHeader(), 0)
+		within(t, "Write to "+filepath.Base(path), func() error { _, err := l.Write([]byte("output\n")); return err })
+		if err := l.Finish(core.Exit{}); err == nil {
+			t.Errorf("%s: Finish reported no error", filepath.Base(path))
+		}
+	}
+	if got := readLog(t, target); got != "keep" {
+		t.Errorf("the link's target was written: %q", got)
+	}
+}
+
+// fullDisk mounts a 256 KiB tmpfs at dir and fills it.
+func fullDisk(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountTmpfs(t, dir, "size=256k"); err != nil {
+		t.Skipf("a full disk needs a tmpfs, and mounting one needs root (CAP_SYS_ADMIN): %v", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+func TestTryLog_FullDisk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	fullDisk(t, dir)
+	l := store.OpenTryLog(filepath.Join(dir, "1.log"), testHeader(), 0)
+	for range 100 {
+		if n, err := l.Write([]byte("output that has nowhere to go\n")); n != 30 || err != nil {
+			t.Fatalf("Write = %d, %v; the agent must never see the log's trouble", n, err)
+		}
+	}
+	err := l.Finish(core.Exit{})
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Finish = %v, want no space left on device", err)
+	}
+	if err := l.Finish(core.Exit{}); err != nil {
+		t.Errorf("second Finish = %v: an error is reported once", err)
+	}
+}
+
+// failingWriter fails every write, as a log on a full disk would without a TryLog.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestStart_LogNeverDecides runs real agents whose log fails on every write: the
+// agent never sees it, and its output still reaches the Exit.
+func TestStart_LogNeverDecides(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		prompt, stdout, stderr string
+		code                   int
+	}{
+		{"out:fine write:" + filepath.Join(dir, "out.txt") + " exit:0", "fine\n", "", 0},
+		{"out:trying err:broken exit:3", "trying\n", "broken\n", 3},
+	} {
+		p, err := proc.Start(proc.Spec{Argv: []string{agentBinary(t), tt.prompt}, Dir: dir, Log: failingWriter{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var exit core.Exit
+		select {
+		case exit = <-p.Done():
+		case <-time.After(effectWait):
+			t.Fatal("the agent did not end")
+		}
+		if exit.Code != tt.code || exit.Err != nil || exit.Stdout != tt.stdout || exit.Stderr != tt.stderr {
+			t.Errorf("%s: exit = %+v", tt.prompt, exit)
+		}
+	}
+}
+
+// TestCheck_FullLogDisk runs a plan whose logs go to a full tmpfs: a step that
+// exits 0 with its outputs present is DONE, and a failing step's stderr is its
+// error in state.json.
+func TestCheck_FullLogDisk(t *testing.T) {
+	w := newTestWS(t, plan("",
+		`"instruction":"out:done write:a.txt exit:0","requiredOutputs":["a.txt"]`,
+		`"instruction":"err:the-real-reason exit:3"`))
+	fullDisk(t, w.path(".stepseq/logs"))
+	w.env["STEP_MAX_RETRIES"] = "1"
+	if err := w.check(); err != nil && !errors.Is(err, ErrStepFailed) {
+		t.Fatal(err)
+	}
+	st := w.read()
+	if r := st.Run("s1"); r.Status != planspec.StatusDone || r.Error != nil {
+		t.Errorf("s1 = %+v, want DONE: a lost log never fails a step", r)
+	}
+	if r := st.Run("s2"); r.Error == nil || !strings.Contains(*r.Error, "the-real-reason") {
+		t.Errorf("s2 error = %v, want the agent's stderr", r.Error)
+	}
+}

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+func TestValidRunName(t *testing.T) {
+	for _, tc := range []struct {
+		name, why string
+	}{
+		{"review", ""}, {"a_b-3", ""}, {"main", ""}, {strings.Repeat("x", 64), ""},
+		{"", "empty"}, {".x", "starts with a dot"}, {"-x", "starts with a dash"},
+		{"a.b", "'.' is not allowed"}, {"a/b", `'/' is not allowed`}, {"é", "not allowed"},
+		{strings.Repeat("x", 65), "longer than 64"},
+	} {
+		err := store.ValidRunName(tc.name)
+		switch {
+		case tc.why == "" && err != nil:
+			t.Errorf("%q: %v", tc.name, err)
+		case tc.why != "" && (err == nil || !errors.Is(err, store.ErrRunName) || !strings.Contains(err.Error(), strings.Trim(tc.why, `"`))):
+			t.Errorf("%q: got %v, want ErrRunName saying %s", tc.name, err, tc.why)
+		}
+	}
+}
+
+func TestRunOfStateFile(t *testing.T) {
+	for base, want := range map[string]string{
+		"state.json": "", "state.review.json": "review", "state.main.json": "", "state..x.json": "",
+		"other.json": "", "state.a.b.json": "", "state.json.bak": "",
+	} {
+		if got := store.RunOfStateFile(base); got != want {
+			t.Errorf("RunOfStateFile(%q) = %q, want %q", base, got, want)
+		}
+	}
+	ws, _ := store.NewWorkspace("/w/state.review.json")
+	if ws.Run != "review" || ws.LogPath("s", 1) != "/w/.stepseq/runs/review/logs/s/1.log" ||
+		ws.LockPath() != "/w/.stepseq/lock" || ws.ReportsRel("s") != ".stepseq/runs/review/reports/s" {
+		t.Errorf("run paths: %+v %s %s", ws, ws.LogPath("s", 1), ws.ReportsRel("s"))
+	}
+	if ws.TryLockPath(0) != "/w/.stepseq/runs/review/agents/try-0.lock" {
+		t.Errorf("the try lock is the run's: %s", ws.TryLockPath(0))
+	}
+	main, _ := store.NewWorkspace("/w/state.json")
+	if main.LogPath("s", 1) != "/w/.stepseq/logs/s/1.log" || main.RunName() != store.MainRun || main.ReportsRel("s") != store.ReportsRel("s") {
+		t.Errorf("the workspace's own run keeps its paths: %s", main.LogPath("s", 1))
+	}
+}
+
+func testRunPlan(t *testing.T, dir, name, yaml string) core.PlanFile {
+	t.Helper()
+	// Not in plans/, which a sidecar would take up as the workspace's own run.
+	path := filepath.Join(dir, "defs", name+".yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return ReadPlanFile(path, "defs/"+name+".yaml")
+}
+
+func TestStartRun_NamesAndParams(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rt, err := NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	rt.Getenv = func(k string) string {
+		if k == "STEP_AGENT_CMD" {
+			return "true"
+		}
+		return ""
+	}
+	pf := testRunPlan(t, dir, "rev", "name: rev\nparams:\n  ticket: {type: string}\nsteps:\n  - id: a\n    title: A\n    instruction: do ${params.ticket}\n")
+
+	var pe *planspec.ParamsError
+	if _, err := rt.StartRun(RunStart{Plan: pf}); !errors.As(err, &pe) {
+		t.Fatalf("a required param not given: %v, want a *ParamsError", err)
+	}
+	// Starts at once get a name each.
+	var wg sync.WaitGroup
+	names := make([]string, 8)
+	for i := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, err := rt.StartRun(RunStart{Plan: pf, Params: map[string]any{"ticket": "T"}})
+			if err != nil {
+				t.Error(err)
+			}
+			names[i] = info.Name
+		}()
+	}
+	wg.Wait()
+	slices.Sort(names)
+	want := []string{"rev", "rev-2", "rev-3", "rev-4", "rev-5", "rev-6", "rev-7", "rev-8"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("names %v, want %v", names, want)
+	}
+	if _, err := rt.StartRun(RunStart{Plan: pf, Params: map[string]any{"ticket": "T"}, Name: "rev-3"}); !errors.Is(err, store.ErrRunExists) {
+		t.Fatalf("a name taken: %v", err)
+	}
+	runs, err := store.ListRuns(rt.WS)
+	if err != nil || len(runs) != 8 {
+		t.Fatalf("ListRuns: %d runs, %v", len(runs), err)
+	}
+	if r := runs[0]; r.Name != "rev" || r.Plan != "rev" || r.Status != store.RunActive || r.Steps != 1 || r.Current != "a" || r.Params["ticket"] != "T" {
+		t.Errorf("first run: %+v", r)
+	}
+	// A broken run file is listed as invalid, with the reason; the others as they are.
+	if err := os.WriteFile(filepath.Join(dir, "state.broken.json"), []byte("{\n  \"stepQueue\": [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ = store.ListRuns(rt.WS)
+	i := slices.IndexFunc(runs, func(r store.RunInfo) bool { return r.Name == "broken" })
+	if i < 0 || runs[i].Status != store.RunInvalid || !strings.Contains(runs[i].Error, "state.broken.json") {
+		t.Fatalf("broken run: %+v", runs)
+	}
+	// Closed without a sidecar: archived, listed closed, refused a second time.
+	info, err := CloseRun(rt.WS, "rev-2", proc.DefaultGrace)
+	if err != nil || info.Status != store.RunClosed {
+		t.Fatalf("CloseRun: %+v, %v", info, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.rev-2.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the closed run's file stays: %v", err)
+	}
+	if _, err := CloseRun(rt.WS, "rev-2", proc.DefaultGrace); !errors.Is(err, store.ErrRunClosed) {
+		t.Fatalf("closed twice: %v", err)
+	}
+	if _, err := rt.StartRun(RunStart{Plan: pf, Params: map[string]any{"ticket": "T"}, Name: "rev-2"}); !errors.Is(err, store.ErrRunExists) {
+		t.Fatalf("a closed run's name is taken until it is pruned: %v", err)
+	}
+}

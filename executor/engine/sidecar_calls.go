@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Engine calls: other goroutines (the MCP server) ask the sidecar's loop through
+// one channel, and the loop runs each call between two inputs, so that the machine
+// keeps one owner.
+
+// ErrStopped is returned by an engine call once the sidecar's loop has ended.
+var ErrStopped = errors.New("executor: sidecar stopped")
+
+// ErrNoStep is matched by a call that names a step the plan does not have.
+var ErrNoStep = errors.New("no step")
+
+type sidecarCalls struct {
+	calls   chan func()
+	stopped chan struct{}
+	seq     uint64
+}
+
+func (s *Sidecar) initCalls(key []byte) {
+	s.calls = make(chan func())
+	s.stopped = make(chan struct{})
+	s.d.pull = NewPullLauncher(key)
+}
+
+// endCalls refuses the calls that come once the loop is over.
+func (s *Sidecar) endCalls() { close(s.stopped) }
+
+// do runs fn on the loop and waits for it.
+func (s *Sidecar) do(ctx context.Context, fn func()) error {
+	done := make(chan struct{})
+	select {
+	case s.calls <- func() { fn(); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stopped:
+		return ErrStopped
+	}
+	select {
+	case <-done:
+		return nil
+	case <-s.stopped:
+		return ErrStopped
+	}
+}
+
+// Report hands the loop a worker's report for step's try (0: the current try) and
+// returns the machine's verdict: accepted, or refused with every reason.
+func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec.Report, via string) (accepted bool, reasons []string, err error) {
+	err = s.do(ctx, func() {
+		s.seq++
+		ref := "call:" + strconv.FormatUint(s.seq, 10)
+		var got *core.ReportVerdict
+		s.d.verdict = func(v core.ReportVerdict) {
+			if v.Ref == ref {
+				got = &v
+			}
+		}
+		s.d.feed(core.ReportIn{Step: step, Try: try, Report: rep, Via: via, Ref: ref})
+		s.d.verdict = nil
+		if got == nil {
+			reasons = []string{"no verdict: the report was not judged"}
+			return
+		}
+		accepted, reasons = got.Accepted, got.Reasons
+	})
+	return accepted, reasons, err
+}
+
+// Snapshot returns a copy of the state the loop holds; nil when it holds none.
+func (s *Sidecar) Snapshot(ctx context.Context) (*planspec.State, error) {
+	var st *planspec.State
+	err := s.do(ctx, func() {
+		if cur := s.d.m.State(); cur != nil {
+			st = cur.Clone()
+		}
+	})
+	return st, err
+}
+
+// View runs fn on the loop with the state it holds (nil when none): a read
+// without the copy Snapshot makes. fn must neither change st nor keep it.
+func (s *Sidecar) View(ctx context.Context, fn func(st *planspec.State)) error {
+	return s.do(ctx, func() { fn(s.d.m.State()) })
+}
+
+// Current hands the pulled try on offer to client (step_current); a claim by a
+// client that live says is gone no longer holds it (see PullLauncher.Take). When
+// there is none, why says what the plan does instead.
+func (s *Sidecar) Current(ctx context.Context, client string, live func(string) bool) (o Offer, ok bool, why string, err error) {
+	err = s.do(ctx, func() {
+		if o, ok, why = s.d.pull.Take(client, live); ok || why != "" {
+			return
+		}
+		why = s.idleReason()
+	})
+	return o, ok, why, err
+}
+
+// idleReason says why no pulled try is on offer.
+func (s *Sidecar) idleReason() string {
+	// The state's reasons first (core.NoOffer); past them the loop knows more
+	// than the state: the local agent that runs, the decision that holds the step.
+	if st := s.d.m.State(); st == nil || st.Status == planspec.StatusDone && !s.d.m.Busy() {
+		why, _ := core.NoOffer(st)
+		return why
+	}
+	if a := s.d.active; a != nil {
+		return fmt.Sprintf("step %s try %d runs a local agent (its agent is not mcp)", a.step, a.try)
+	}
+	d := s.d.m.Decision()
+	if d.Step != "" {
+		return fmt.Sprintf("step %s: %s (%s)", d.Step, d.Reason, d.Action)
+	}
+	if d.Reason != "" {
+		return d.Reason
+	}
+	return "nothing is due now"
+}
+
+// VerifyToken returns the step and try a step_current token names.
+func (s *Sidecar) VerifyToken(token string) (string, int, error) { return s.d.pull.Verify(token) }
+
+// Retry asks for a new try of a blocked or failed step (`stepseq retry`).
+func (s *Sidecar) Retry(ctx context.Context, step string) error {
+	return s.trigger(ctx, core.Trigger{Step: step, Retry: true, From: "mcp"})
+}
+
+// Trigger re-runs a step and the steps after it (`stepseq trigger`).
+func (s *Sidecar) Trigger(ctx context.Context, step string) error {
+	return s.trigger(ctx, core.Trigger{Step: step, From: "mcp"})
+}
+
+func (s *Sidecar) trigger(ctx context.Context, t core.Trigger) error {
+	var err error
+	if cerr := s.do(ctx, func() {
+		st := s.d.m.State()
+		if st == nil || !slices.Contains(st.StepQueue, t.Step) {
+			var ids []string
+			if st != nil {
+				ids = st.StepQueue
+			}
+			err = fmt.Errorf("%w %q in the plan (steps: %s)", ErrNoStep, t.Step, strings.Join(ids, ", "))
+			return
+		}
+		s.d.feed(core.TriggersIn{Triggers: []core.Trigger{t}})
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}

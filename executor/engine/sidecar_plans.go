@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// intakePlans reads the plan files, lets ChoosePlans decide, and carries it out.
+func (s *Sidecar) intakePlans() {
+	entries, err := os.ReadDir(s.opt.PlansDir)
+	if err != nil {
+		return
+	}
+	var files []core.PlanFile
+	recs := map[string]core.PlanRecord{}
+	var unsettled time.Time
+	defer func() {
+		if !unsettled.IsZero() {
+			s.d.feed(core.PlanWriting{Modified: unsettled})
+		}
+	}()
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		path := filepath.Join(s.opt.PlansDir, n)
+		pf := ReadPlanFileIn(s.Root(), s.rel(path))
+		if pf.Plan != nil {
+			pf.Params = s.WS.SubmittedParams(pf.Name, pf.Hash)
+		}
+		pf = s.AdmitPlan(pf, FromWorkspace)
+		if errors.Is(pf.Err, fs.ErrNotExist) {
+			continue
+		}
+		if pf.Plan == nil && s.beingWritten(path, &unsettled) {
+			continue // judged once its writer is done: cp makes an empty file first
+		}
+		if err, ok := s.plansTooBig[[2]string{pf.Path, pf.Hash}]; ok {
+			pf.Plan, pf.Err = nil, err
+		}
+		files = append(files, pf)
+		if rec, ok := s.WS.ReadPlanRecord(pf.Name); ok {
+			recs[pf.Name] = rec
+		}
+	}
+	slices.SortFunc(files, func(a, b core.PlanFile) int { return strings.Compare(a.Path, b.Path) })
+	m := s.d.m
+	var active core.ActivePlan
+	switch st := m.State(); {
+	case st != nil && m.StateInvalid() == nil:
+		active = core.ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
+	case st == nil && m.StateInvalid() == nil:
+		active.Missing = true
+	}
+	choice := core.ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.StateInvalid() != nil)
+	for _, pf := range files {
+		s.plansSeen[pf.Path] = pf.Hash
+	}
+	if choice.Edit != nil {
+		s.d.feed(core.PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
+	}
+	s.refused = nil
+	if choice.Apply == nil && m.State() == nil && !slices.ContainsFunc(choice.Updates, func(u core.PlanUpdate) bool { return u.Status == core.PlanWaiting }) {
+		// No state and nothing to apply: what the folder holds was refused. With
+		// --exit-when-done that is the end; a plan dropped later is judged too.
+		for _, pf := range files {
+			if pf.Plan == nil {
+				s.refused = errors.Join(s.refused, pf.Err)
+			}
+		}
+	}
+	for _, u := range choice.Updates {
+		if u.Reject {
+			s.Logger.Error("plan rejected; state.json is untouched", "file", u.File.Source, "errors", strings.Join(ErrorLines(u.File.Err), "; "))
+			s.record(core.Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": u.File.Source, "errors": ErrorLines(u.File.Err)}})
+		}
+		s.setRecord(u.File, u.Status, u.Applied)
+	}
+	if choice.Apply == nil {
+		return
+	}
+	if choice.Finish != "" {
+		if prev, ok := s.WS.ReadPlanRecord(choice.Finish); ok {
+			prev.Status = core.PlanFinished
+			_ = s.WS.WritePlanRecord(choice.Finish, prev)
+		}
+	}
+	st, archived, err := s.PreparePlan(s.d.sf, *choice.Apply, true)
+	if errors.Is(err, store.ErrStateTooBig) {
+		// Refused for good, with the figure: the file is judged again when it changes.
+		pf := *choice.Apply
+		pf.Plan, pf.Err = nil, err
+		s.plansTooBig[[2]string{pf.Path, pf.Hash}] = err
+		s.Logger.Error("plan rejected; state.json is untouched", "file", pf.Source, "errors", err.Error())
+		s.record(core.Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": ErrorLines(err)}})
+		s.setRecord(pf, core.PlanInvalid, "")
+		return
+	}
+	if err != nil {
+		s.Logger.Error("applying plan", "file", choice.Apply.Source, "err", err)
+		return
+	}
+	s.Logger.Info("plan applied", "file", choice.Apply.Source, "steps", len(st.StepQueue), "archived", archived)
+	if choice.Again {
+		s.Logger.Info("state.json was removed: the plan runs again as new", "file", choice.Apply.Source)
+	}
+	// The machine writes it: one writer of state.json, with its rules for a
+	// Write that fails. The journal and the plan's record say it is applied
+	// once state.json holds it (planWritten): a record saying so over a state
+	// that does not would keep a restarted sidecar from ever applying it, and
+	// a state that holds it without the record is taken as applied
+	// (ChoosePlans).
+	s.applying = &applying{file: *choice.Apply, archived: archived}
+	s.d.feed(core.PlanApplied{State: st, Source: choice.Apply.Source})
+}
+
+// applying is a plan handed to the machine whose state is not written yet.
+type applying struct {
+	file     core.PlanFile
+	archived string // where the state it replaces went
+}
+
+// planWritten follows every state write of the workspace's own run: the first
+// that holds the plan being applied, made durable, is when the journal and the
+// plan's record say it is applied.
+func (s *Sidecar) planWritten(st *planspec.State) {
+	p := s.applying
+	if p == nil || st.Settings.Source != p.file.Source || st.Settings.Hash != p.file.Hash {
+		return
+	}
+	s.applying = nil
+	if err := s.d.sf.Sync(); err != nil {
+		s.Logger.Error("state written but its folder not synced: a power cut may bring the previous state back", "err", err)
+		s.record(core.Entry{Event: "write-error", Reason: err.Error()})
+	}
+	s.recordApplied(p.file, p.archived)
+	s.setRecord(p.file, core.PlanActive, p.file.Hash)
+}
+
+// keepRemoved keeps the run whose state.json was removed in the history, as the
+// machine last held it, so that `stepseq history` still shows it.
+func (s *Sidecar) keepRemoved(st *planspec.State) {
+	path, err := s.WS.Archive(st.Marshal(), st.Settings.Name)
+	if err != nil {
+		s.Logger.Warn("state.json removed; its run could not be kept in the history", "err", err)
+		return
+	}
+	s.Logger.Info("state.json removed; its run is kept in the history", "archived", path)
+}
+
+func (s *Sidecar) setRecord(pf core.PlanFile, status, applied string) {
+	rec := core.PlanRecord{File: pf.Source, Hash: pf.Hash, Status: status, Errors: ErrorLines(pf.Err),
+		AppliedHash: applied, JudgedAt: planspec.FormatISO(time.Now())}
+	if old, ok := s.WS.ReadPlanRecord(pf.Name); ok && applied == "" {
+		rec.AppliedHash = old.AppliedHash
+	}
+	if err := s.WS.WritePlanRecord(pf.Name, rec); err != nil {
+		s.Logger.Warn("plan record", "err", err)
+	}
+}
+
+// beingWritten reports whether the file at path may still be being written
+// (the machine's PlanSettling, on the clock the machine's inputs carry), and then keeps
+// its time in unsettled: the machine is told, and asks for another intake once
+// the file has been still long enough.
+func (s *Sidecar) beingWritten(path string, unsettled *time.Time) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !s.d.m.PlanSettling(s.now(), fi.ModTime()) {
+		return false
+	}
+	if unsettled.IsZero() || fi.ModTime().Before(*unsettled) {
+		*unsettled = fi.ModTime()
+	}
+	return true
+}

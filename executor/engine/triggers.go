@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
+)
+
+// DrainTriggers reads and removes the queued triggers, oldest first. A file that
+// does not parse is removed and reported: a trigger is a request, not state.
+// Anything in the folder that is not a regular file (a FIFO, a device, a link) is
+// removed unread, and a directory skipped: nothing there can block the reader.
+func DrainTriggers(ws store.Workspace) ([]core.Trigger, []error) {
+	root, err := os.OpenRoot(ws.TriggersDir())
+	if err != nil {
+		return nil, nil
+	}
+	defer root.Close()
+	entries, err := fs.ReadDir(root.FS(), ".")
+	if err != nil {
+		return nil, nil
+	}
+	var out []core.Trigger
+	var errs []error
+	for _, e := range entries { // ReadDir sorts by name: time then pid
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		data, err := store.ReadFileIn(root, name, store.TriggerCap)
+		_ = root.Remove(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("trigger %w", err))
+			continue
+		}
+		var t core.Trigger
+		if err := json.Unmarshal(data, &t); err != nil {
+			errs = append(errs, fmt.Errorf("trigger %s: %w", name, err))
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, errs
+}
+
+// QueueTrigger asks for step id to re-run, with or without a live sidecar: the
+// trigger is queued, and when no stepseq holds the workspace the state is reset at
+// once for the next check. It never launches an agent, so a git hook never waits.
+func QueueTrigger(rt *Runtime, id string) (string, error) {
+	return queue(rt, core.Trigger{Step: id, From: "trigger"})
+}
+
+// QueueRetry asks for a new try of blocked or failed step id (`stepseq retry`),
+// with or without a live sidecar, as QueueTrigger does. A step that is neither
+// blocked nor failed is refused at once.
+func QueueRetry(rt *Runtime, id string) (string, error) {
+	return queue(rt, core.Trigger{Step: id, From: "retry", Retry: true})
+}
+
+func queue(rt *Runtime, t core.Trigger) (string, error) {
+	id, verb := t.Step, "re-run"
+	if t.Retry {
+		verb = "get a new try"
+	}
+	sf := &store.StateFile{Path: rt.WS.State}
+	st, err := sf.Read()
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(st.StepQueue, id) {
+		return "", fmt.Errorf("no step %q in %s (steps: %s)", id, rt.WS.State, strings.Join(st.StepQueue, ", "))
+	}
+	maxRetries, err := proc.MaxRetriesFromEnv(rt.Getenv)
+	if err != nil {
+		return "", err
+	}
+	if t.Retry {
+		if err := core.Retry(st.Clone(), id, core.RetryLimit(st, id, maxRetries)); err != nil {
+			return "", err
+		}
+	}
+	if err := WriteTrigger(rt.WS, t); err != nil {
+		return "", err
+	}
+	lock, holder, err := store.TryLock(rt.WS, t.From)
+	if errors.Is(err, store.ErrLocked) {
+		if holder.Kind == "watch" {
+			return fmt.Sprintf("queued %s for the sidecar (pid %d): it will %s", id, holder.PID, verb), nil
+		}
+		return fmt.Sprintf("queued %s; a running %s (pid %d) holds the workspace: the next check runs it", id, holder.Kind, holder.PID), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer lock.Unlock()
+	ts, _ := DrainTriggers(rt.WS)
+	if err := applyTriggers(rt, sf, ts, maxRetries, t.From); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s will %s: no sidecar is running, so the next `stepseq check` runs it", id, verb), nil
+}
+
+// applyTriggers applies queued triggers with no sidecar running: through a
+// machine, by the rules the sidecar applies between two agents, and writes the
+// state it leaves for the next check. The machine is told to stop before it
+// reads the state, so it launches nothing and a git hook never waits on an agent.
+func applyTriggers(rt *Runtime, sf *store.StateFile, ts []core.Trigger, maxRetries int, from string) error {
+	st, err := sf.Read()
+	if err != nil {
+		return err
+	}
+	m := core.NewMachine(core.MachineConfig{Driver: from, MaxRetries: maxRetries})
+	now := rt.now()
+	for _, in := range []core.Input{core.Shutdown{}, core.StateRead{State: st}, core.TriggersIn{Triggers: ts}} {
+		for _, e := range m.Handle(now, in) {
+			switch e := e.(type) {
+			case core.WriteState:
+				if err := sf.Write(e.State); err != nil {
+					return err
+				}
+			case core.JournalEntry:
+				rt.record(e.Entry)
+			case core.Log:
+				rt.Logger.Log(context.Background(), e.Level, e.Msg, e.Args...)
+			}
+		}
+	}
+	return nil
+}

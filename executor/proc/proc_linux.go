@@ -1,0 +1,70 @@
+package proc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// StartTicks reads a process's start time (clock ticks since boot) from /proc, so a
+// recorded agent is never confused with a later process that reuses its pid.
+func StartTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: fields count from the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); starttime is field 22.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return 0, fmt.Errorf("process %d has exited", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// groupHasLiving reports whether a process of group pgid, which has members, is
+// not a zombie: /proc names each process's group and state.
+func groupHasLiving(pgid int) bool {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, state, ok := procGroup(pid); ok && g == pgid && state != "Z" && state != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// procGroup reads a process's group id and state from /proc.
+func procGroup(pid int) (pgid int, state string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 { // state, ppid, pgrp
+		return 0, "", false
+	}
+	pgid, err = strconv.Atoi(f[2])
+	return pgid, f[0], err == nil
+}

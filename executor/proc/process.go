@@ -1,0 +1,309 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stepseq/stepseq/executor/core"
+)
+
+// DefaultTimeout is the original's limit on one run of a step.
+const DefaultTimeout = 3600 * time.Second
+
+// DefaultGrace is how long an agent has between SIGTERM and SIGKILL.
+const DefaultGrace = 5 * time.Second
+
+// captureBytes is what is kept of the head of each stream in memory: enough for
+// ErrorChars characters of any UTF-8. The full output goes to the log file.
+const captureBytes = core.ErrorChars * 4
+
+// TailBytes is what is kept of the end of each stream, for the presets to read an
+// agent's verdict (a JSON result, a failed turn) however long its output.
+const TailBytes = 64 << 10
+
+// Spec describes one agent process.
+type Spec struct {
+	Argv    []string
+	Dir     string
+	Env     []string
+	Timeout time.Duration // 0: DefaultTimeout
+	Grace   time.Duration // 0: DefaultGrace
+	// PipeGrace bounds the wait for the output pipes after the agent exits, when a
+	// grandchild still holds them. 0: one second.
+	PipeGrace time.Duration
+	Log       io.Writer // full output of both streams; nil: discarded
+	// HoldGroup leaves the agent's process group alone when the agent exits 0 on
+	// its own: a step that awaits its outputs (awaitOutputs) lets a background job
+	// the agent started finish them. EndGroup stops the group when the wait ends.
+	HoldGroup bool
+	// Files are inherited by the agent from fd 3 on: the try lock, held by the
+	// agent and its children however stepseq ends.
+	Files []*os.File
+	// StdoutTail is how much of the end of stdout Exit.StdoutTail keeps; 0:
+	// TailBytes. A step whose result is its output keeps more, to find the
+	// agent's final message in (planspec.MaxResultOutput).
+	StdoutTail int
+}
+
+// Process is a running agent in its own process group.
+type Process struct {
+	PID        int
+	StartTicks uint64
+
+	cmd    *exec.Cmd
+	grace  time.Duration
+	hold   bool
+	stop   chan struct{}
+	once   sync.Once
+	ended  sync.Once // the group's sweep, run once
+	marks  []string  // the try's variables, which its descendants carry
+	done   chan core.Exit
+	stdout capture
+	stderr capture
+}
+
+// Start launches the agent in its own process group. Its Exit arrives on Done.
+func Start(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("start agent: empty argv")
+	}
+	if spec.Timeout <= 0 {
+		spec.Timeout = DefaultTimeout
+	}
+	if spec.Grace <= 0 {
+		spec.Grace = DefaultGrace
+	}
+	if spec.PipeGrace <= 0 {
+		spec.PipeGrace = time.Second
+	}
+	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, stop: make(chan struct{}), done: make(chan core.Exit, 1)}
+	p.stdout.keep = max(spec.StdoutTail, TailBytes)
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = spec.PipeGrace
+	cmd.ExtraFiles = spec.Files
+	log := spec.Log
+	if log == nil {
+		log = io.Discard
+	}
+	// Stdin stays nil: the agent reads the null device (os.DevNull), so a CLI that
+	// waits on an open stdin (codex exec) sees end of file at once, whatever
+	// stepseq's own stdin is.
+	cmd.Stdout = &tee{capture: &p.stdout, log: log}
+	cmd.Stderr = &tee{capture: &p.stderr, log: log}
+	p.marks = tryMarks(spec.Env)
+	becomeSubreaper()
+	started := time.Now()
+	if err := startChild(cmd); err != nil {
+		return nil, fmt.Errorf("start agent %s: %w", spec.Argv[0], err)
+	}
+	p.cmd = cmd
+	p.PID = cmd.Process.Pid
+	p.StartTicks, _ = StartTicks(p.PID)
+	go p.wait(spec.Timeout, started)
+	return p, nil
+}
+
+// Done delivers the Exit once the agent has ended and its output is collected.
+func (p *Process) Done() <-chan core.Exit { return p.done }
+
+// Stop ends the agent's process group: SIGTERM, then SIGKILL after the grace period.
+// Whatever ends the agent, what is left of its group is ended before its Exit is
+// delivered (see sweep), unless the group is held (Spec.HoldGroup).
+func (p *Process) Stop() { p.once.Do(func() { close(p.stop) }) }
+
+// EndGroup stops what is left of the agent's process group, as its exit does for a
+// group that is not held; it returns once the group is gone. It is safe to call
+// more than once, and from any goroutine once Done has delivered.
+func (p *Process) EndGroup() { p.ended.Do(p.sweep) }
+
+func (p *Process) wait(timeout time.Duration, started time.Time) {
+	exited := make(chan error, 1)
+	go func() {
+		err := p.cmd.Wait()
+		forgetChild(p.PID)
+		exited <- err
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var kill <-chan time.Time
+	stop := p.stop
+	timedOut := false
+	for {
+		select {
+		case err := <-exited:
+			e := p.exit(err, timedOut, started)
+			// A held group outlives an agent that exited 0 by itself; one that
+			// failed, timed out or was stopped takes its group with it.
+			if !p.hold || timedOut || stop == nil || e.Code != 0 {
+				p.EndGroup()
+			}
+			p.done <- e
+			return
+		case <-timer.C:
+			timedOut = true
+			kill = p.terminate()
+		case <-stop:
+			stop = nil
+			kill = p.terminate()
+		case <-kill:
+			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+			kill = nil
+		}
+	}
+}
+
+// terminate sends SIGTERM to the group and returns when to follow with SIGKILL.
+func (p *Process) terminate() <-chan time.Time {
+	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
+	return time.After(p.grace)
+}
+
+// sweep ends what is left of the agent's process group once the agent has
+// exited, and what it started outside the group: a background child it left,
+// however it treats SIGTERM and in whatever session, does not outlive its step. Anything left gets SIGTERM, then SIGKILL after the grace period. The
+// group's id stays reserved while any member lives, so the signal cannot reach a
+// stranger that reused the agent's pid.
+func (p *Process) sweep() {
+	p.sweepGroup()
+	// What left the group and lost its parent is stepseq's (see reaper_linux.go).
+	endReparented(p.PID, p.marks, p.grace)
+}
+
+func (p *Process) sweepGroup() {
+	if !GroupAlive(p.PID) {
+		return
+	}
+	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(p.grace)
+	for wait := time.Millisecond; time.Now().Before(deadline); wait = min(2*wait, 50*time.Millisecond) {
+		// The members are not this process's children: nothing to wait on but the
+		// group itself, looked at again with a growing pause.
+		time.Sleep(wait)
+		if !GroupAlive(p.PID) {
+			return
+		}
+	}
+	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+	// SIGKILL takes effect when the kernel next schedules each member: the step
+	// is over once they are gone (a second at most, for a machine under load).
+	for wait, end := time.Millisecond, time.Now().Add(time.Second); GroupAlive(p.PID) && time.Now().Before(end); wait = min(2*wait, 50*time.Millisecond) {
+		time.Sleep(wait)
+	}
+}
+
+// GroupAlive reports whether process group pgid has a member that is not a zombie.
+// A zombie has ended: it only waits for its parent (init, once the agent is gone)
+// to collect it.
+func GroupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false // ESRCH: the group is empty
+	}
+	return groupHasLiving(pgid)
+}
+
+func (p *Process) exit(err error, timedOut bool, started time.Time) core.Exit {
+	e := core.Exit{Code: -1, TimedOut: timedOut, Started: started, Ended: time.Now(),
+		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
+		StdoutTail: p.stdout.Tail(), StderrTail: p.stderr.Tail()}
+	if st := p.cmd.ProcessState; st != nil {
+		e.Code = st.ExitCode()
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			e.Signal = ws.Signal()
+		}
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		e.Err = err
+	}
+	return e
+}
+
+// tee feeds one of the agent's streams to its capture, then to the log. The
+// capture comes first and the log's errors are dropped: logging never decides a
+// step, and what the agent said reaches the verdict whatever the disk does. (A
+// TryLog keeps its own first error for the driver to report.)
+type tee struct {
+	capture *capture
+	log     io.Writer
+}
+
+func (t *tee) Write(b []byte) (int, error) {
+	_, _ = t.capture.Write(b)
+	_, _ = t.log.Write(b)
+	return len(b), nil
+}
+
+// capture keeps the first captureBytes and the last keep bytes (0: TailBytes)
+// Written to it.
+type capture struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	keep int
+	tail []byte // the last bytes; trimmed to keep when it doubles
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := captureBytes - c.buf.Len(); room > 0 {
+		c.buf.Write(b[:min(room, len(b))])
+	}
+	keep := c.tailBytes()
+	if len(b) >= keep {
+		c.tail = append(c.tail[:0], b[len(b)-keep:]...)
+	} else {
+		if len(c.tail)+len(b) > 2*keep {
+			c.tail = append(c.tail[:0], c.tail[len(c.tail)-(keep-len(b)):]...)
+		}
+		c.tail = append(c.tail, b...)
+	}
+	return len(b), nil
+}
+
+func (c *capture) tailBytes() int {
+	if c.keep > 0 {
+		return c.keep
+	}
+	return TailBytes
+}
+
+// Tail returns the last bytes written, as many as the capture keeps.
+func (c *capture) Tail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.tail[max(0, len(c.tail)-c.tailBytes()):])
+}
+
+func (c *capture) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+// Alive reports whether pid is still the process that started at ticks.
+func Alive(pid int, ticks uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	t, err := StartTicks(pid)
+	return err == nil && t == ticks
+}
+
+// WaitGone blocks until the process pid exits or ctx ends. It works for processes
+// that are not children (an agent left by an earlier stepseq), through a pidfd on
+// Linux and kqueue's EVFILT_PROC on macOS and the BSDs, so it sleeps in the kernel
+// rather than polling.
+func WaitGone(ctx context.Context, pid int) error {
+	return waitGone(ctx, pid)
+}

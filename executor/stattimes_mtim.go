@@ -1,8 +1,0 @@
-//go:build linux || dragonfly || openbsd
-
-package executor
-
-import "syscall"
-
-// statTimes are a file's modification and change times, as this system names them.
-func statTimes(st *syscall.Stat_t) (mtime, ctime syscall.Timespec) { return st.Mtim, st.Ctim }
