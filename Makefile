@@ -101,7 +101,7 @@ e2e-deps:
 # Whole-system benchmarks run once each (they time many steps inside); the
 # micro-benchmarks of planspec run for the usual second.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor ./executor/notify ./executor/web ./watcher
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor/engine ./executor/notify ./executor/web ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp ./executor/listener ./executor/core
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
@@ -127,7 +127,7 @@ chaos:
 # passes must appear in its CLI's own --help. Needs Node.js and npm. A CLI that
 # cannot be installed or run here is named and skipped (its fake still tests it).
 presets-check:
-	$(GO) run ./executor/presetcheck
+	$(GO) run ./executor/internal/presetcheck
 
 # The Claude Code marketplace and plugin against the real Claude Code CLI (the
 # native binary the npm registry serves, installed once, at a pinned version, into
@@ -136,7 +136,7 @@ presets-check:
 # commands and stepseq init --claude, each asked through claude mcp list whether
 # stepseq mcp connects. Needs Node.js and npm for the first run.
 plugin-check: build
-	$(GO) run ./executor/plugincheck -stepseq $(BIN)/stepseq
+	$(GO) run ./executor/internal/plugincheck -stepseq $(BIN)/stepseq
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseState -fuzztime 20s ./planspec

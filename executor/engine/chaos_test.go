@@ -1,6 +1,6 @@
 //go:build chaos
 
-package executor
+package engine
 
 import (
 	"bufio"
@@ -23,6 +23,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -151,7 +153,7 @@ type tryEvent struct {
 // Written just after the state write that records the try, just before the
 // agent's start), latest-wins.
 func tryRecords(t *testing.T, dir string) <-chan tryEvent {
-	agents := filepath.Join(dir, MetaDir, "agents")
+	agents := filepath.Join(dir, store.MetaDir, "agents")
 	if err := os.MkdirAll(agents, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +284,7 @@ func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 			// The launch window: 0-3 ms after the try's record, which follows
 			// the state write that records the try by well under a millisecond.
 			// A record that says the agent ended is the reaping, not the launch.
-			var rec tryRecord
+			var rec proc.TryRecord
 			data, _ := os.ReadFile(ev.path)
 			launching := json.Unmarshal(bytes.TrimSpace(data), &rec) == nil && !rec.Exited
 			time.Sleep(time.Until(ev.at.Add(time.Duration(rand.IntN(3000)) * time.Microsecond)))
@@ -315,7 +317,7 @@ func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 	close(stopReader)
 	wg.Wait()
 
-	st, err := (&StateFile{Path: state}).Read()
+	st, err := (&store.StateFile{Path: state}).Read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +419,7 @@ func TestChaosCheck(t *testing.T) {
 		var running []chan error
 		deadline := time.Now().Add(10 * time.Minute)
 		for {
-			st, err := (&StateFile{Path: state}).Read()
+			st, err := (&store.StateFile{Path: state}).Read()
 			if err != nil {
 				t.Fatalf("heartbeat %d: %v", heartbeats, err)
 			}
@@ -507,7 +509,7 @@ func TestChaosIntake(t *testing.T) {
 		cmd, exited = start()
 		deadline := time.Now().Add(time.Minute)
 		for {
-			st, err := (&StateFile{Path: state}).Read()
+			st, err := (&store.StateFile{Path: state}).Read()
 			if err == nil && st.Settings.Source == "plans/"+name+".yaml" && st.Status == planspec.StatusDone {
 				break
 			}
@@ -547,7 +549,7 @@ func TestChaosIntake(t *testing.T) {
 		}
 	}
 	var temps []string
-	ws := Workspace{Dir: dir, State: state}
+	ws := store.Workspace{Dir: dir, State: state}
 	for _, d := range []string{dir, plans, ws.PlansDir(), ws.HistoryDir()} {
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package executor
+package engine
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build !linux && !darwin && !freebsd
 
-package executor
+package proc
 
 import (
 	"errors"

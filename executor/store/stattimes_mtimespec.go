@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd
 
-package executor
+package store
 
 import "syscall"
 
