@@ -120,7 +120,7 @@ bench:
 # STEPSEQ_CHAOS_KEEP, a folder, keeps each round that counted one of them
 # (its workspace, the agents' stamps, stepseq's log) to be read afterwards.
 chaos:
-	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor
+	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor/engine
 
 # The agent presets against the real CLIs that the npm registry serves (claude,
 # codex, gemini, opencode), installed into a temporary prefix: every flag a preset
