@@ -228,7 +228,7 @@ func (m *Machine) applyTriggers() {
 		m.retry(t.Step, t.From)
 	}
 	for _, id := range b.Unknown {
-		m.log(slog.LevelWarn, "trigger ignored", "step", id, "err", fmt.Sprintf("no step %q in stepQueue (steps: %s)", id, strings.Join(m.st.StepQueue, ", ")))
+		m.log(slog.LevelWarn, "trigger ignored", "step", id, "err", NoStep(m.st, id).Error())
 	}
 	if b.Rerun == "" {
 		return

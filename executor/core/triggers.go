@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,13 +20,60 @@ type Trigger struct {
 	Retry bool `json:"retry,omitempty"`
 }
 
+// ErrNoStep is matched by a command that names a step the plan does not have.
+var ErrNoStep = errors.New("no step")
+
+// ErrNotRetryable is matched by a retry of a step that is neither blocked nor
+// failed: a DONE step's work stands, and a trigger is what re-runs it.
+var ErrNotRetryable = errors.New("not blocked or failed")
+
+// NoStep is the one refusal of a step that st's plan does not have.
+func NoStep(st *planspec.State, id string) error {
+	var ids []string
+	if st != nil {
+		ids = st.StepQueue
+	}
+	return fmt.Errorf("%w %q in the plan (steps: %s)", ErrNoStep, id, strings.Join(ids, ", "))
+}
+
+// CheckTrigger makes every check that a trigger or a retry of a step needs
+// against st, without changing it: every face asks it before it queues one.
+func CheckTrigger(st *planspec.State, t Trigger) error {
+	if !t.Retry {
+		if st == nil || !slices.Contains(st.StepQueue, t.Step) {
+			return NoStep(st, t.Step)
+		}
+		return nil
+	}
+	return checkRetry(st, t.Step)
+}
+
+// checkRetry allows a retry of a blocked or failed step, or of a loop's last
+// step whose loop did not converge (it is granted one more round).
+func checkRetry(st *planspec.State, id string) error {
+	if st == nil || !slices.Contains(st.StepQueue, id) {
+		return NoStep(st, id)
+	}
+	if _, l := unconverged(st, id); l != nil {
+		return nil
+	}
+	run := st.StepRuns[id]
+	if run == nil {
+		run = &planspec.StepRun{Status: planspec.StatusPending}
+	}
+	if run.Status != planspec.StatusFailed && run.Phase != planspec.PhaseBlocked {
+		return fmt.Errorf("step %s is %s, %w: `stepseq trigger %s` re-runs a finished step", id, strings.ToLower(run.Status), ErrNotRetryable, id)
+	}
+	return nil
+}
+
 // Rerun resets step id and every step after it to run again: PENDING, no tries,
 // their blockers gone, the cursor on id (never past an earlier step still to run)
 // and the plan IN_PROGRESS.
 func Rerun(st *planspec.State, id string) error {
 	at := slices.Index(st.StepQueue, id)
 	if at < 0 {
-		return fmt.Errorf("no step %q in stepQueue (steps: %s)", id, strings.Join(st.StepQueue, ", "))
+		return NoStep(st, id)
 	}
 	for _, later := range st.StepQueue[at:] {
 		run := st.Run(later)
@@ -91,8 +139,8 @@ func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
 // A loop that did not converge is granted one more round instead: its last step
 // stays verified, and the next round starts at the group's first step.
 func Retry(st *planspec.State, id string, limit int) error {
-	if !slices.Contains(st.StepQueue, id) {
-		return fmt.Errorf("no step %q in stepQueue (steps: %s)", id, strings.Join(st.StepQueue, ", "))
+	if err := checkRetry(st, id); err != nil {
+		return err
 	}
 	if g, l := unconverged(st, id); l != nil {
 		clearBlocker(st, g.ID)
@@ -104,9 +152,6 @@ func Retry(st *planspec.State, id string, limit int) error {
 		return nil
 	}
 	run := st.Run(id)
-	if run.Status != planspec.StatusFailed && run.Phase != planspec.PhaseBlocked {
-		return fmt.Errorf("step %s is %s, not blocked or failed: `stepseq trigger %s` re-runs a finished step", id, strings.ToLower(run.Status), id)
-	}
 	why := workerBlocker(st, id)
 	if run.Error != nil && *run.Error != "" && !strings.Contains(why, *run.Error) {
 		why = *run.Error + "; " + why

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
@@ -19,8 +17,12 @@ import (
 // ErrStopped is returned by an engine call once the sidecar's loop has ended.
 var ErrStopped = errors.New("executor: sidecar stopped")
 
-// ErrNoStep is matched by a call that names a step the plan does not have.
-var ErrNoStep = errors.New("no step")
+// ErrNoStep is matched by a command that names a step the plan does not have.
+var ErrNoStep = core.ErrNoStep
+
+// ErrNotRetryable is matched by a retry of a step that is neither blocked nor
+// failed, such as a DONE step.
+var ErrNotRetryable = core.ErrNotRetryable
 
 type sidecarCalls struct {
 	calls   chan func()
@@ -145,13 +147,7 @@ func (s *Sidecar) Trigger(ctx context.Context, step string) error {
 func (s *Sidecar) trigger(ctx context.Context, t core.Trigger) error {
 	var err error
 	if cerr := s.do(ctx, func() {
-		st := s.d.m.State()
-		if st == nil || !slices.Contains(st.StepQueue, t.Step) {
-			var ids []string
-			if st != nil {
-				ids = st.StepQueue
-			}
-			err = fmt.Errorf("%w %q in the plan (steps: %s)", ErrNoStep, t.Step, strings.Join(ids, ", "))
+		if err = core.CheckTrigger(s.d.m.State(), t); err != nil {
 			return
 		}
 		s.d.feed(core.TriggersIn{Triggers: []core.Trigger{t}})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/stepseq/stepseq/executor/core"
@@ -69,6 +68,19 @@ func QueueRetry(rt *Runtime, id string) (string, error) {
 	return queue(rt, core.Trigger{Step: id, From: "retry", Retry: true})
 }
 
+// Enqueue queues trigger t for whichever stepseq holds workspace ws, after the
+// checks every face makes through core.CheckTrigger; it applies nothing itself.
+func Enqueue(ws store.Workspace, t core.Trigger) error {
+	st, err := (&store.StateFile{Path: ws.State}).Read()
+	if err != nil {
+		return err
+	}
+	if err := core.CheckTrigger(st, t); err != nil {
+		return err
+	}
+	return WriteTrigger(ws, t)
+}
+
 func queue(rt *Runtime, t core.Trigger) (string, error) {
 	id, verb := t.Step, "re-run"
 	if t.Retry {
@@ -79,17 +91,12 @@ func queue(rt *Runtime, t core.Trigger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !slices.Contains(st.StepQueue, id) {
-		return "", fmt.Errorf("no step %q in %s (steps: %s)", id, rt.WS.State, strings.Join(st.StepQueue, ", "))
+	if err := core.CheckTrigger(st, t); err != nil {
+		return "", fmt.Errorf("%s: %w", rt.WS.State, err)
 	}
 	maxRetries, err := proc.MaxRetriesFromEnv(rt.Getenv)
 	if err != nil {
 		return "", err
-	}
-	if t.Retry {
-		if err := core.Retry(st.Clone(), id, core.RetryLimit(st, id, maxRetries)); err != nil {
-			return "", err
-		}
 	}
 	if err := WriteTrigger(rt.WS, t); err != nil {
 		return "", err

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -157,14 +155,7 @@ func (e *filesEngine) Trigger(_ context.Context, step string) error {
 }
 
 func (e *filesEngine) queue(t core.Trigger) error {
-	st, err := e.sf.Read()
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(st.StepQueue, t.Step) {
-		return fmt.Errorf("%w %q in the plan (steps: %s)", engine.ErrNoStep, t.Step, strings.Join(st.StepQueue, ", "))
-	}
-	return engine.WriteTrigger(e.ws, t)
+	return engine.Enqueue(e.ws, t)
 }
 
 // waitDir runs act once dir is watched, then waits for done to hold, re-checking

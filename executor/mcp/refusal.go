@@ -78,7 +78,7 @@ func refusalOf(err error) *Refusal {
 	case errors.Is(err, engine.ErrStaleToken):
 		code = Stale
 		err = errors.New(strings.TrimPrefix(err.Error(), engine.ErrStaleToken.Error()+": "))
-	case errors.Is(err, engine.ErrNotAllowed):
+	case errors.Is(err, engine.ErrNotAllowed), errors.Is(err, engine.ErrNotRetryable):
 		code = NotAllowed
 	case errors.Is(err, engine.ErrNoStep), errors.Is(err, store.ErrNoRun):
 		code = NotFound
