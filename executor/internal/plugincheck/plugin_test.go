@@ -16,7 +16,7 @@ import (
 
 // The repository's files, from this folder.
 var (
-	rootDir     = filepath.Join("..", "..")
+	rootDir     = filepath.Join("..", "..", "..")
 	plugin      = filepath.Join(rootDir, filepath.FromSlash(pluginDir))
 	skillCopy   = filepath.Join(rootDir, "examples", "SKILL.md")
 	pluginSkill = filepath.Join(plugin, "skills", "stepseq", "SKILL.md")
