@@ -2,8 +2,6 @@ package cli
 
 import (
 	"log/slog"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -33,13 +31,10 @@ func (f *doorFlags) registerAllow(cmd *cobra.Command) {
 }
 
 // apply reads the token (for a listener), checks that a listener beyond
-// loopback has one, keeps it from the agents' environment, and sets the
-// runtime's allow list. Every refusal is a
-// configuration error: exit 2, saying how to fix it.
+// loopback has one, and sets the runtime's allow list. Every refusal is a
+// configuration error: exit 2, saying how to fix it. (No program stepseq starts
+// inherits the token: see executor.InheritedEnv.)
 func (f *doorFlags) apply(rt *executor.Runtime, listen string, log *slog.Logger) (token string, err error) {
-	// The listener's token is not the agents' business: a launched agent that
-	// could read it could act on the listener as its clients do.
-	rt.Environ = slices.DeleteFunc(slices.Clone(rt.Environ), func(kv string) bool { return strings.HasPrefix(kv, "STEPSEQ_TOKEN=") })
 	allow, err := executor.ParseAllowList(f.allow, rt.WS.Dir)
 	if err != nil {
 		return "", usageErr("%v", err)
