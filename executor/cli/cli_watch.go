@@ -219,7 +219,8 @@ every plan in the folder is invalid.
 					log.Warn("the live page will not see new notifications at once", "err", err)
 				}
 				h := web.New(page, web.Options{})
-				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
+				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow,
+					Authenticated: listener.Authenticated}
 				stop := serveHealth(cmd.Context(), healthServer{Listener: ln, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
 					Bound: executor.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
 				defer stop()

@@ -7,6 +7,7 @@
 package listener
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -180,9 +181,19 @@ func (g *Guard) MCP(h http.Handler) http.Handler {
 				g.refuse(w, "mcp", "wrong token")
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+type authenticatedKey struct{}
+
+// Authenticated reports whether a guard let r in on its token: false when the
+// guard has none. The MCP server bounds the sessions of such clients apart.
+func Authenticated(r *http.Request) bool {
+	ok, _ := r.Context().Value(authenticatedKey{}).(bool)
+	return ok
 }
 
 // Page guards the live page and its event stream: the Host on a loopback

@@ -23,7 +23,12 @@ func guarded(t *testing.T, token string) (base string, reg *metrics.Registry) {
 	t.Helper()
 	reg = metrics.NewRegistry()
 	g := NewGuard(token, reg)
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok "+r.URL.Path) })
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok "+r.URL.Path)
+		if Authenticated(r) {
+			_, _ = io.WriteString(w, " with the token")
+		}
+	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.MCP(ok))
 	mux.Handle("/", g.Page(ok))
@@ -129,6 +134,19 @@ func TestGuard_Token(t *testing.T) {
 // TestGuard_PageCookie: /?token= sets an HttpOnly, SameSite=Strict cookie that
 // is not the token, and sends the browser to the address without it; the
 // cookie then opens the page and /events, never /mcp.
+// TestGuard_Authenticated: what /mcp lets in on the token is marked so; with
+// no token, nothing is.
+func TestGuard_Authenticated(t *testing.T) {
+	withToken, _ := guarded(t, testToken)
+	if r := do(t, nil, http.MethodPost, withToken+"/mcp", map[string]string{"Authorization": "Bearer " + testToken}); r.body != "ok /mcp with the token" {
+		t.Errorf("/mcp with the token: %d %q, want it marked", r.code, r.body)
+	}
+	open, _ := guarded(t, "")
+	if r := do(t, nil, http.MethodPost, open+"/mcp", map[string]string{"Authorization": "Bearer " + testToken}); r.body != "ok /mcp" {
+		t.Errorf("/mcp of a guard without a token: %d %q, want it unmarked", r.code, r.body)
+	}
+}
+
 func TestGuard_PageCookie(t *testing.T) {
 	base, reg := guarded(t, testToken)
 	r := do(t, nil, http.MethodGet, base+"/?token="+url.QueryEscape(testToken)+"&x=1", nil)

@@ -255,6 +255,12 @@ func TestBinder_ResolvesThenJudges(t *testing.T) {
 			t.Error("the refused listener is still open")
 		}
 	})
+}
+
+// TestBinder_BindsLoopback binds loopback for real: an IP literal, and a name
+// resolved, the first IPv4 address first; both the address resolved and the
+// one bound are judged.
+func TestBinder_BindsLoopback(t *testing.T) {
 	for _, tc := range []struct {
 		name, addr string
 		b          Binder
