@@ -71,18 +71,26 @@ func (w *Watcher) pollLimited() {
 	w.events.Add(uint64(n))
 }
 
-// retryArm arms the watches again; while the limit still holds, the next retry
-// waits twice as long.
+// retryArm arms the watches again, with a new notifier when none could be had;
+// while the limit still holds, the next retry waits twice as long.
 func (w *Watcher) retryArm() {
 	l := w.limited
-	err := w.set.resync()
-	if errors.Is(err, ErrWatchLimit) {
-		l.err = err
-		l.wait = min(2*l.wait, limitRetryMax)
-		l.retry.Reset(l.wait)
-		return
+	var err error
+	if w.fsw == nil {
+		err = w.arm()
+	} else {
+		err = w.set.resync()
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrWatchLimit):
+		l.err = err
+		l.again()
+		return
+	case w.fsw == nil:
+		w.send(err) // no notifier, for another reason: polling goes on
+		l.again()
+		return
+	case err != nil:
 		w.report(err)
 	}
 	w.pollLimited() // what changed before the watches were in place
@@ -95,6 +103,12 @@ func (w *Watcher) retryArm() {
 	if w.onLimit != nil {
 		w.onLimit(nil)
 	}
+}
+
+// again sets the next retry, twice as far as the last.
+func (l *limitState) again() {
+	l.wait = min(2*l.wait, limitRetryMax)
+	l.retry.Reset(l.wait)
 }
 
 // stopLimit releases the limit's timers when the watcher stops.

@@ -31,9 +31,10 @@ func TestWatchError(t *testing.T) {
 
 const limitEnv = "WATCHER_TEST_IN_USERNS"
 
-// TestWatcher_WatchLimit runs out of inotify watches for real. The limit is
-// per user namespace, so the test runs again in a namespace of its own where
-// it lowers the limit to 4 without touching anyone else's.
+// TestWatcher_WatchLimit runs out of inotify watches, and of inotify
+// instances, for real. The limits are per user namespace, so the test runs
+// again in a namespace of its own where it lowers them (watches to 4,
+// instances to 0) without touching anyone else's.
 func TestWatcher_WatchLimit(t *testing.T) {
 	if os.Getenv(limitEnv) == "" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWatcher_WatchLimit$", "-test.v")
@@ -53,7 +54,7 @@ func TestWatcher_WatchLimit(t *testing.T) {
 		case strings.Contains(string(out), "--- SKIP"):
 			t.Skipf("skipped in the user namespace:\n%s", out)
 		}
-		for _, sub := range []string{"at_start", "running"} {
+		for _, sub := range []string{"at_start", "running", "no_instance"} {
 			if !strings.Contains(string(out), "--- PASS: TestWatcher_WatchLimit/"+sub) {
 				t.Errorf("%s did not pass in the user namespace:\n%s", sub, out)
 			}
@@ -142,4 +143,74 @@ func TestWatcher_WatchLimit(t *testing.T) {
 			}
 		}
 	})
+	t.Run("no instance", noInstance)
+}
+
+// noInstance runs in TestWatcher_WatchLimit's user namespace: with every inotify
+// instance taken, the watcher polls, as it does past the watch limit, and takes
+// an instance once one can be had.
+func noInstance(t *testing.T) {
+	setLimit(t, "max_inotify_watches", "100")
+	setLimit(t, "max_inotify_instances", "0")
+	defer setLimit(t, "max_inotify_instances", "128")
+	root := t.TempDir()
+	if err := os.Mkdir(root+"/src", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := start(Config{Root: root, Trees: []string{"src"}},
+		tuning{limit: maxPending, limitPoll: 20 * time.Millisecond, retryFirst: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("New: %v, want a watcher that polls", err)
+	}
+	defer w.Close()
+	select {
+	case err := <-w.Errors():
+		if !errors.Is(err, ErrWatchLimit) || !errors.Is(err, syscall.EMFILE) || !strings.Contains(err.Error(), "max_user_instances") {
+			t.Fatalf("error %v, want ErrWatchLimit (EMFILE) naming max_user_instances", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("no ErrWatchLimit on Errors")
+	}
+	if s := w.Stats(); !s.Limited || s.Watches != 0 {
+		t.Fatalf("Stats() = %+v, want Limited with no watch", s)
+	}
+	writeAndWait(t, w, root, "src/polled.txt")
+	if err := w.Update([]string{"notes.txt"}, []string{"src"}); err != nil {
+		t.Fatalf("Update with no instance: %v", err)
+	}
+	writeAndWait(t, w, root, "notes.txt")
+	setLimit(t, "max_inotify_instances", "128")
+	for end := time.Now().Add(deadline); w.Stats().Limited || w.Stats().Watches == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("an instance to be had did not end the polling: %+v", w.Stats())
+		}
+	}
+	writeAndWait(t, w, root, "src/watched.txt")
+}
+
+// setLimit writes one of the user namespace's limits, /proc/sys/user/NAME.
+func setLimit(t *testing.T, name, v string) {
+	t.Helper()
+	if err := os.WriteFile("/proc/sys/user/"+name, []byte(v), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeAndWait writes rel under root and waits for a batch that names it.
+func writeAndWait(t *testing.T, w *Watcher, root, rel string) {
+	t.Helper()
+	if err := os.WriteFile(root+"/"+rel, []byte(rel), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(deadline)
+	for {
+		select {
+		case b := <-w.Batches():
+			if slices.Contains(b.Paths, rel) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%s was never delivered", rel)
+		}
+	}
 }

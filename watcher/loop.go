@@ -20,15 +20,19 @@ func (w *Watcher) run() {
 	var events <-chan []event
 	var ferrs <-chan error
 	var overflow <-chan struct{}
-	if w.fsw != nil {
-		events, ferrs, overflow = w.fsw.Events(), w.fsErrs.errs, w.fsErrs.kick
-	}
+	var source notifier
 	tick, stopTick := w.pollTicker()
 	defer stopTick()
 	if !w.held() {
 		return
 	}
 	for {
+		if w.fsw != nil && w.fsw != source {
+			// The notifier made at the start, or on a retry after no
+			// inotify instance could be had.
+			source = w.fsw
+			events, ferrs, overflow = source.Events(), w.fsErrs.errs, w.fsErrs.kick
+		}
 		if w.co.leading() {
 			// The first change after a quiet window is due at once, with
 			// whatever came in beside it.
@@ -252,7 +256,7 @@ func (w *Watcher) adjust(added, removed []string) error {
 			in = append(in, p)
 		}
 	}
-	if w.poll != nil || !w.set.holds(w.set.root) {
+	if w.poll != nil || w.set == nil || !w.set.holds(w.set.root) {
 		return w.update(sc)
 	}
 	return w.shift(sc, in, out)
@@ -263,6 +267,10 @@ func (w *Watcher) update(sc scope) error {
 		w.scope = sc
 		w.poll.scope = sc
 		w.poll.scan(nil)
+		return nil
+	}
+	if w.set == nil {
+		w.scope = sc // no notifier yet: the limit's polling takes the scope, and so will the next arming
 		return nil
 	}
 	if prev := w.set.scope; slices.Equal(prev.trees, sc.trees) && w.set.holds(w.set.root) {

@@ -127,8 +127,8 @@ type tuning struct {
 
 // New arms the watches and starts delivering batches; changes made after it
 // returns are reported (what was there before is the caller's to read). It
-// fails when the root is missing or no inotify instance can be had. A watch limit
-// reached (ErrWatchLimit) is not fatal: it is reported on Errors, the scope is
+// fails when the root is missing. A watch limit reached (ErrWatchLimit), watches
+// or inotify instances, is not fatal: it is reported on Errors, the scope is
 // polled meanwhile, and arming is retried until it succeeds. Close releases
 // everything.
 func New(cfg Config) (*Watcher, error) {
@@ -182,8 +182,8 @@ func start(cfg Config, tu tuning) (*Watcher, error) {
 	if cfg.Poll > 0 {
 		w.poll = &poller{root: root, scope: sc}
 		w.poll.scan(nil)
-	} else if err := w.arm(); errors.Is(err, ErrWatchLimit) && w.fsw != nil {
-		w.limitHit(err)
+	} else if err := w.arm(); errors.Is(err, ErrWatchLimit) {
+		w.limitHit(err) // with no inotify instance to be had too: the notifier is made again on a retry
 	} else if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (w *Watcher) arm() error {
 		}
 		fsw.Close()
 		<-w.fsErrs.done
-		w.fsw = nil
+		w.fsw, w.fsErrs, w.set = nil, nil, nil
 		return err
 	}
 	w.countWatches()

@@ -1,9 +1,9 @@
 package cli
 
 import (
+	"context"
 	"log/slog"
-	"slices"
-	"strings"
+	"net"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +19,7 @@ type doorFlags struct {
 	insecure  bool
 	allow     []string
 	listener  bool // the command has --listen (watch), not only --allow-agent (mcp)
+	binder    listener.Binder
 }
 
 func (f *doorFlags) register(cmd *cobra.Command) {
@@ -32,33 +33,32 @@ func (f *doorFlags) registerAllow(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.allow, "allow-agent", nil, "the only agents any plan may run: mcp, a preset name, or a program (with leading arguments); repeatable. Over HTTP, a plan may otherwise name only mcp or a preset")
 }
 
-// apply reads the token (for a listener), checks that a listener beyond
-// loopback has one, keeps it from the agents' environment, and sets the
-// runtime's allow list. Every refusal is a
-// configuration error: exit 2, saying how to fix it.
-func (f *doorFlags) apply(rt *engine.Runtime, listen string, log *slog.Logger) (token string, err error) {
-	// The listener's token is not the agents' business: a launched agent that
-	// could read it could act on the listener as its clients do.
-	rt.Environ = slices.DeleteFunc(slices.Clone(rt.Environ), func(kv string) bool { return strings.HasPrefix(kv, "STEPSEQ_TOKEN=") })
+// apply reads the token (for a listener), binds the listener, and sets the
+// runtime's allow list. The listener's name is resolved first and the address
+// bound is what is judged: beyond loopback it needs a token. Every refusal is
+// a configuration error: exit 2, saying how to fix it. (No program stepseq
+// starts inherits the token: see proc.InheritedEnv.)
+func (f *doorFlags) apply(ctx context.Context, rt *engine.Runtime, listen string, log *slog.Logger) (token string, ln net.Listener, err error) {
 	allow, err := engine.ParseAllowList(f.allow, rt.WS.Dir)
 	if err != nil {
-		return "", usageErr("%v", err)
+		return "", nil, usageErr("%v", err)
 	}
 	rt.Allow = allow
 	if allow != nil {
 		log.Info("agents bounded by --allow-agent: no plan from any source runs another", "allow", allow.Describe())
 	}
 	if !f.listener || listen == "" {
-		return "", nil
+		return "", nil, nil
 	}
 	if token, err = listener.ReadToken(f.tokenFile, rt.Getenv("STEPSEQ_TOKEN")); err != nil {
-		return "", usageErr("%v", err)
+		return "", nil, usageErr("%v", err)
 	}
-	if err := listener.CheckExposure(listen, token, f.insecure); err != nil {
-		return "", usageErr("%v", err)
+	ln, err = f.binder.Bind(ctx, listen, func(a net.Addr) error { return listener.CheckExposure(listen, a, token, f.insecure) })
+	if err != nil {
+		return "", nil, usageErr("%v", err)
 	}
-	if token == "" && !listener.Loopback(listen) {
-		log.Warn("--insecure-listen: serving beyond loopback without a token; anyone who reaches "+listen+" may hand stepseq a plan and read the page", "listen", listen)
+	if token == "" && !listener.Loopback(ln.Addr()) {
+		log.Warn("--insecure-listen: serving beyond loopback without a token; anyone who reaches "+ln.Addr().String()+" may hand stepseq a plan and read the page", "listen", listen, "addr", ln.Addr().String())
 	}
-	return token, nil
+	return token, ln, nil
 }

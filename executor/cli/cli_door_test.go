@@ -100,6 +100,19 @@ func TestWatch_ListenBeyondLoopbackNeedsToken(t *testing.T) {
 	}
 }
 
+// TestWatch_ListenLocalhost: --listen localhost:P is served, without a token,
+// on the loopback address the name resolves to.
+func TestWatch_ListenLocalhost(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("STEPSEQ_TOKEN", "")
+	addr := freeAddr(t)
+	port := addr[strings.LastIndexByte(addr, ':'):]
+	listenWatch(t, addr, "--listen", "localhost"+port, dir)
+	if code, _, hdr := request(t, http.MethodPost, "http://"+addr+"/mcp", mcpHeaders, initializeBody); code != 200 || hdr.Get("Mcp-Session-Id") == "" {
+		t.Errorf("/mcp on localhost without a token = %d", code)
+	}
+}
+
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
 var mcpHeaders = map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

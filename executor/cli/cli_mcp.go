@@ -46,7 +46,7 @@ that step and try. watch --listen serves the same tools at /mcp.
 				return err
 			}
 			defer rt.Close()
-			if _, err := door.apply(rt, "", log); err != nil {
+			if _, _, err := door.apply(cmd.Context(), rt, "", log); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())

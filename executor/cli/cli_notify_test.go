@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -231,11 +232,12 @@ func TestWatch_HealthzStuckLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	stop, err := serveHealth(context.Background(), healthServer{Addr: addr, Sidecar: sc, Registry: metrics.NewRegistry(), Bound: 50 * time.Millisecond, LogErr: t.Logf})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr := ln.Addr().String()
+	stop := serveHealth(context.Background(), healthServer{Listener: ln, Sidecar: sc, Registry: metrics.NewRegistry(), Bound: 50 * time.Millisecond, LogErr: t.Logf})
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(context.Background()) }()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -154,9 +155,14 @@ every plan in the folder is invalid.
 			}
 			defer rt.Close()
 			rt.Grace = grace
-			token, err := door.apply(rt, listen, log)
+			token, ln, err := door.apply(cmd.Context(), rt, listen, log)
 			if err != nil {
 				return err
+			}
+			if ln != nil {
+				// Closed here if the start fails before it is served; serving
+				// closes it at the end, and a second Close does nothing.
+				defer ln.Close()
 			}
 			if fstype, network := watcher.NetworkFS(rt.WS.Dir); network && poll == 0 {
 				log.Warn("the workspace is on a network filesystem that may deliver no file events; consider --poll 2s", "fs", fstype)
@@ -210,17 +216,15 @@ every plan in the folder is invalid.
 			// What the last transitions said goes out before the sidecar ends,
 			// unless a sink is down: then it waits in the outbox.
 			defer notes.Close(notifyFlush)
-			if listen != "" {
+			if ln != nil {
 				if err := page.WatchFeed(cmd.Context()); err != nil {
 					log.Warn("the live page will not see new notifications at once", "err", err)
 				}
 				h := web.New(page, web.Options{})
-				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow}
-				stop, err := serveHealth(cmd.Context(), healthServer{Addr: listen, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
+				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow,
+					Authenticated: listener.Authenticated}
+				stop := serveHealth(cmd.Context(), healthServer{Listener: ln, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
 					Bound: engine.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
-				if err != nil {
-					return &exitError{code: 2, err: err}
-				}
 				defer stop()
 			}
 			retention, stopRetention := context.WithCancel(cmd.Context())
@@ -321,7 +325,7 @@ func notifyConfig(rt *engine.Runtime, sinks []notify.SinkConfig, reg *metrics.Re
 // healthServer is what --listen serves: the probes and the metrics, open to
 // all; the page and the MCP tools, behind the token when there is one.
 type healthServer struct {
-	Addr     string
+	Listener net.Listener // bound by the door (doorFlags.apply), served until stop
 	Sidecar  *engine.Sidecar
 	Registry *metrics.Registry
 	Page     *web.Handler
@@ -333,7 +337,7 @@ type healthServer struct {
 }
 
 // serveHealth serves hs until stop is called, bounded as listener.Server is.
-func serveHealth(ctx context.Context, hs healthServer) (stop func(), err error) {
+func serveHealth(ctx context.Context, hs healthServer) (stop func()) {
 	mux := http.NewServeMux()
 	probe := func(ok func() bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
@@ -357,10 +361,7 @@ func serveHealth(ctx context.Context, hs healthServer) (stop func(), err error) 
 		mux.Handle("/", guard.Page(hs.Page))
 		srv.OnShutdown = hs.Page.Close
 	}
-	addr, err := srv.Listen(hs.Addr)
-	if err != nil {
-		return nil, err
-	}
+	addr := srv.Serve(hs.Listener)
 	if hs.Log != nil {
 		hs.Log.Info("listening: the live page, /mcp, /healthz, /readyz and /metrics", "addr", addr.String(), "url", "http://"+addr.String()+"/")
 	}
@@ -368,7 +369,7 @@ func serveHealth(ctx context.Context, hs healthServer) (stop func(), err error) 
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
-	}, nil
+	}
 }
 
 func newTriggerCmd(g *globals, stdout io.Writer) *cobra.Command {

@@ -377,7 +377,8 @@ type Machine struct {
 	// machine, or by the stepseq that wrote the blocked phase it read.
 	toldBlocked string
 	intake      intakeWaits
-	stamped     bool // lastHeartbeatIso was set by a decision of this machine
+	stamped     bool      // lastHeartbeatIso was set by a decision of this machine
+	wall        time.Time // the last input's time, without its monotonic reading
 }
 
 // tryRun is the try in flight.
@@ -436,6 +437,9 @@ func (m *Machine) Handle(now time.Time, in Input) []Effect {
 	m.now = now
 	m.out = nil
 	m.writeFailedNow = false
+	if m.clockBack(now) {
+		m.clampFuture()
+	}
 	switch in := in.(type) {
 	case StateRead:
 		m.stateRead(in)

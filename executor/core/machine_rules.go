@@ -62,6 +62,7 @@ func (m *Machine) stateRead(in StateRead) {
 		m.adopt(in.State)
 		m.dirty = false // the file is what we hold now
 		m.journal(Entry{Event: "state-read", Detail: map[string]any{"status": in.State.Status, "cursor": in.State.CurrentStep}})
+		m.clampFuture()
 	}
 	if p := m.pending; p != nil && m.bad == nil {
 		m.pending = nil
@@ -78,6 +79,7 @@ func (m *Machine) planApplied(in PlanApplied) {
 	m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
 	m.dropUnlaunched()
 	m.adopt(in.State)
+	m.clampFuture()
 	m.markDirty("plan applied: " + in.Source)
 }
 

@@ -7,6 +7,7 @@
 package listener
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -59,17 +60,24 @@ func ReadToken(file, env string) (string, error) {
 	return token, nil
 }
 
-// Loopback reports whether a --listen address serves the loopback interface
-// only: 127.0.0.0/8, ::1 or localhost. An empty host (":8080") is every
-// interface.
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
+// Loopback reports whether a bound address serves the loopback interface
+// only: 127.0.0.0/8 or ::1. It judges an address, never a name: "localhost"
+// is loopback only if it resolved to one, and the unspecified address (":8080")
+// is every interface.
+func Loopback(bound net.Addr) bool {
+	if a, ok := bound.(*net.TCPAddr); ok {
+		return a.IP.IsLoopback()
 	}
-	return loopbackHost(host)
+	host, _, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
+// loopbackHost reports whether a Host (a name a client gave, or a local
+// address) is loopback's: localhost, a name under .localhost, or a loopback IP.
 func loopbackHost(host string) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
@@ -79,14 +87,15 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// CheckExposure refuses a listener on an address beyond loopback without a
-// token, unless insecure (--insecure-listen) says so; the error says how.
-func CheckExposure(addr, token string, insecure bool) error {
-	if token != "" || insecure || Loopback(addr) {
+// CheckExposure refuses to serve --listen listen, at the address bound (or
+// about to be), beyond loopback without a token, unless insecure
+// (--insecure-listen) says so; the error says how.
+func CheckExposure(listen string, bound net.Addr, token string, insecure bool) error {
+	if token != "" || insecure || Loopback(bound) {
 		return nil
 	}
-	return fmt.Errorf("--listen %s serves beyond loopback without a token: anyone who reaches it could hand stepseq a plan and run a program. "+
-		"Give a token (%s), listen on 127.0.0.1 only, or pass --insecure-listen to serve without one", addr, tokenHowTo)
+	return fmt.Errorf("--listen %s serves beyond loopback without a token (it binds %s): anyone who reaches it could hand stepseq a plan and run a program. "+
+		"Give a token (%s), listen on 127.0.0.1 only, or pass --insecure-listen to serve without one", listen, bound, tokenHowTo)
 }
 
 // Guard checks who a request comes from. The zero Guard (no token) lets every
@@ -172,9 +181,19 @@ func (g *Guard) MCP(h http.Handler) http.Handler {
 				g.refuse(w, "mcp", "wrong token")
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), authenticatedKey{}, true))
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+type authenticatedKey struct{}
+
+// Authenticated reports whether a guard let r in on its token: false when the
+// guard has none. The MCP server bounds the sessions of such clients apart.
+func Authenticated(r *http.Request) bool {
+	ok, _ := r.Context().Value(authenticatedKey{}).(bool)
+	return ok
 }
 
 // Page guards the live page and its event stream: the Host on a loopback

@@ -23,7 +23,12 @@ func guarded(t *testing.T, token string) (base string, reg *metrics.Registry) {
 	t.Helper()
 	reg = metrics.NewRegistry()
 	g := NewGuard(token, reg)
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok "+r.URL.Path) })
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok "+r.URL.Path)
+		if Authenticated(r) {
+			_, _ = io.WriteString(w, " with the token")
+		}
+	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", g.MCP(ok))
 	mux.Handle("/", g.Page(ok))
@@ -129,6 +134,19 @@ func TestGuard_Token(t *testing.T) {
 // TestGuard_PageCookie: /?token= sets an HttpOnly, SameSite=Strict cookie that
 // is not the token, and sends the browser to the address without it; the
 // cookie then opens the page and /events, never /mcp.
+// TestGuard_Authenticated: what /mcp lets in on the token is marked so; with
+// no token, nothing is.
+func TestGuard_Authenticated(t *testing.T) {
+	withToken, _ := guarded(t, testToken)
+	if r := do(t, nil, http.MethodPost, withToken+"/mcp", map[string]string{"Authorization": "Bearer " + testToken}); r.body != "ok /mcp with the token" {
+		t.Errorf("/mcp with the token: %d %q, want it marked", r.code, r.body)
+	}
+	open, _ := guarded(t, "")
+	if r := do(t, nil, http.MethodPost, open+"/mcp", map[string]string{"Authorization": "Bearer " + testToken}); r.body != "ok /mcp" {
+		t.Errorf("/mcp of a guard without a token: %d %q, want it unmarked", r.code, r.body)
+	}
+}
+
 func TestGuard_PageCookie(t *testing.T) {
 	base, reg := guarded(t, testToken)
 	r := do(t, nil, http.MethodGet, base+"/?token="+url.QueryEscape(testToken)+"&x=1", nil)
@@ -267,26 +285,38 @@ func TestReadToken(t *testing.T) {
 	}
 }
 
+// TestCheckExposure judges addresses bound, never names: every interface and
+// a public address need the token, loopback's do not.
 func TestCheckExposure(t *testing.T) {
 	for _, tc := range []struct {
-		addr     string
+		addr     net.Addr
 		loopback bool
 	}{
-		{":8080", false}, {"0.0.0.0:8080", false}, {"[::]:8080", false}, {"10.1.2.3:80", false}, {"example.org:80", false},
-		{"127.0.0.1:8080", true}, {"127.9.9.9:1", true}, {"[::1]:8080", true}, {"localhost:8080", true},
+		{&net.TCPAddr{Port: 8080}, false}, {&net.TCPAddr{IP: net.IPv4zero, Port: 8080}, false},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, false}, {&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 80}, false},
+		{reportedAddr("192.0.2.7:80"), false}, {reportedAddr("localhost:80"), false},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, true}, {&net.TCPAddr{IP: net.IPv4(127, 9, 9, 9), Port: 1}, true},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, true}, {reportedAddr("127.0.0.1:80"), true},
 	} {
 		if got := Loopback(tc.addr); got != tc.loopback {
-			t.Errorf("Loopback(%q) = %v", tc.addr, got)
+			t.Errorf("Loopback(%v) = %v", tc.addr, got)
 		}
-		err := CheckExposure(tc.addr, "", false)
+		err := CheckExposure("name:8080", tc.addr, "", false)
 		if tc.loopback != (err == nil) {
-			t.Errorf("CheckExposure(%q) = %v", tc.addr, err)
+			t.Errorf("CheckExposure(%v) = %v", tc.addr, err)
 		}
-		if err != nil && !strings.Contains(err.Error(), "--token-file") {
-			t.Errorf("CheckExposure(%q) does not say how: %v", tc.addr, err)
+		if err != nil && (!strings.Contains(err.Error(), "--token-file") || !strings.Contains(err.Error(), "--listen name:8080 serves beyond loopback") ||
+			!strings.Contains(err.Error(), tc.addr.String())) {
+			t.Errorf("CheckExposure(%v) does not say what and how: %v", tc.addr, err)
 		}
-		if CheckExposure(tc.addr, testToken, false) != nil || CheckExposure(tc.addr, "", true) != nil {
-			t.Errorf("%q refused with a token, or with --insecure-listen", tc.addr)
+		if CheckExposure("name:8080", tc.addr, testToken, false) != nil || CheckExposure("name:8080", tc.addr, "", true) != nil {
+			t.Errorf("%v refused with a token, or with --insecure-listen", tc.addr)
 		}
 	}
 }
+
+// reportedAddr is an address as a listener reports it, of no net type.
+type reportedAddr string
+
+func (a reportedAddr) Network() string { return "tcp" }
+func (a reportedAddr) String() string  { return string(a) }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,13 +42,88 @@ type Server struct {
 	ln  *limitListener
 }
 
-// Listen opens addr and serves it until Shutdown.
-func (s *Server) Listen(addr string) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
+// Binder opens --listen's address: it resolves the host first and binds the
+// address the name resolved to, so that what is judged is what is served.
+// Zero fields take the system's resolver and net.Listen; tests give their own.
+type Binder struct {
+	// Resolve looks a host name up.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Listen binds an IP literal and port (or ":port", every interface).
+	Listen func(network, addr string) (net.Listener, error)
+}
+
+// Bind binds addr once check allows it: check judges the address resolved,
+// before anything is bound, and then the address the listener was actually
+// bound to (its Addr); a refusal by either closes what was bound and is the
+// error. A name resolving to several addresses binds one, as net.Listen does:
+// the first IPv4 one, else the first.
+func (b Binder) Bind(ctx context.Context, addr string, check func(net.Addr) error) (net.Listener, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w; want HOST:PORT, like 127.0.0.1:8080", addr, err)
+	}
+	port, err := net.LookupPort("tcp", portText)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
 	}
-	return s.Serve(ln), nil
+	ip, err := b.resolve(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	target := &net.TCPAddr{IP: ip.AsSlice(), Port: port}
+	if !ip.IsValid() {
+		target.IP = nil // every interface
+	}
+	if err := check(target); err != nil {
+		return nil, err
+	}
+	listen := b.Listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	bindAddr := ":" + strconv.Itoa(port)
+	if target.IP != nil {
+		bindAddr = netip.AddrPortFrom(ip, uint16(port)).String()
+	}
+	ln, err := listen("tcp", bindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	if err := check(ln.Addr()); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// resolve is the address host names: none (the zero Addr) for every interface,
+// the literal itself, or the one a name resolves to.
+func (b Binder) resolve(ctx context.Context, host string) (netip.Addr, error) {
+	if host == "" {
+		return netip.Addr{}, nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Unmap(), nil
+	}
+	resolve := b.Resolve
+	if resolve == nil {
+		resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	ips, err := resolve(ctx, host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if len(ips) == 0 {
+		return netip.Addr{}, fmt.Errorf("%s resolves to no address", host)
+	}
+	for _, ip := range ips {
+		if ip.Unmap().Is4() {
+			return ip.Unmap(), nil
+		}
+	}
+	return ips[0], nil
 }
 
 // Serve serves ln until Shutdown, and returns its address.

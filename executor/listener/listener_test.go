@@ -2,11 +2,13 @@ package listener
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +170,149 @@ func TestServer_MaxConns(t *testing.T) {
 	d, dr := dial(t, addr)
 	if code := get(d, dr); code != 200 {
 		t.Fatalf("after one left, a new connection got %d", code)
+	}
+}
+
+// resolveTo is a resolver that answers every name with ips.
+func resolveTo(ips ...string) func(context.Context, string) ([]netip.Addr, error) {
+	return func(context.Context, string) ([]netip.Addr, error) {
+		var out []netip.Addr
+		for _, ip := range ips {
+			out = append(out, netip.MustParseAddr(ip))
+		}
+		return out, nil
+	}
+}
+
+// misreported is a loopback listener that reports another address as its own,
+// as one bound beyond loopback would: tests bind loopback only.
+type misreported struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l misreported) Addr() net.Addr { return l.addr }
+
+// bindsOnLoopback is a Listen that binds 127.0.0.1 whatever it is asked for,
+// reports the address asked for as the one bound, and records what it was asked.
+func bindsOnLoopback(t *testing.T, asked *[]string, real *[]net.Listener) func(string, string) (net.Listener, error) {
+	return func(network, addr string) (net.Listener, error) {
+		*asked = append(*asked, addr)
+		ln, err := net.Listen(network, "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { ln.Close() })
+		*real = append(*real, ln)
+		ap := netip.MustParseAddrPort(addr)
+		return misreported{Listener: ln, addr: net.TCPAddrFromAddrPort(ap)}, nil
+	}
+}
+
+// TestBinder_ResolvesThenJudges: a name is resolved before anything is bound,
+// the address it resolved to is bound, and both it and the address bound are
+// judged: localhost resolving beyond loopback needs the token.
+func TestBinder_ResolvesThenJudges(t *testing.T) {
+	judge := func(token string) func(net.Addr) error {
+		return func(a net.Addr) error { return CheckExposure("localhost:8080", a, token, false) }
+	}
+	t.Run("resolved beyond loopback", func(t *testing.T) {
+		var asked []string
+		var real []net.Listener
+		b := Binder{Resolve: resolveTo("192.0.2.7"), Listen: bindsOnLoopback(t, &asked, &real)}
+		ln, err := b.Bind(t.Context(), "localhost:8080", judge(""))
+		if err == nil || !strings.Contains(err.Error(), "serves beyond loopback") || !strings.Contains(err.Error(), "192.0.2.7:8080") {
+			t.Fatalf("localhost resolving to 192.0.2.7 without a token: %v, %v; want refused", ln, err)
+		}
+		if len(asked) != 0 {
+			t.Errorf("bound %v before refusing", asked)
+		}
+		ln, err = b.Bind(t.Context(), "localhost:8080", judge(testToken))
+		if err != nil {
+			t.Fatalf("with the token: %v", err)
+		}
+		if len(asked) != 1 || asked[0] != "192.0.2.7:8080" || ln.Addr().String() != "192.0.2.7:8080" {
+			t.Errorf("asked to bind %v, bound %v; want the address resolved, 192.0.2.7:8080", asked, ln.Addr())
+		}
+	})
+	t.Run("bound beyond loopback", func(t *testing.T) {
+		// The name resolved to loopback, but the address bound is not: the
+		// address bound is what is served, and what is judged.
+		var asked []string
+		var real []net.Listener
+		listen := bindsOnLoopback(t, &asked, &real)
+		b := Binder{Resolve: resolveTo("127.0.0.1"), Listen: func(network, _ string) (net.Listener, error) {
+			return listen(network, "192.0.2.7:8080")
+		}}
+		if ln, err := b.Bind(t.Context(), "localhost:8080", judge("")); err == nil || !strings.Contains(err.Error(), "192.0.2.7:8080") {
+			t.Fatalf("bound to 192.0.2.7 without a token: %v, %v; want refused", ln, err)
+		}
+		if len(real) != 1 {
+			t.Fatalf("%d binds, want 1", len(real))
+		}
+		if c, err := net.Dial("tcp", real[0].Addr().String()); err == nil {
+			c.Close()
+			t.Error("the refused listener is still open")
+		}
+	})
+}
+
+// TestBinder_BindsLoopback binds loopback for real: an IP literal, and a name
+// resolved, the first IPv4 address first; both the address resolved and the
+// one bound are judged.
+func TestBinder_BindsLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr string
+		b          Binder
+		want       string // the IP bound
+	}{
+		{"127.0.0.1", "127.0.0.1:0", Binder{}, "127.0.0.1"},
+		{"[::1]", "[::1]:0", Binder{}, "::1"},
+		{"localhost", "localhost:0", Binder{}, ""},
+		{"a name with both", "both.test:0", Binder{Resolve: resolveTo("::1", "127.0.0.1")}, "127.0.0.1"},
+		{"a name with ::1", "six.test:0", Binder{Resolve: resolveTo("::1")}, "::1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var judged []net.Addr
+			ln, err := tc.b.Bind(t.Context(), tc.addr, func(a net.Addr) error {
+				judged = append(judged, a)
+				return CheckExposure(tc.addr, a, "", false)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			bound := ln.Addr().(*net.TCPAddr)
+			if !bound.IP.IsLoopback() || tc.want != "" && bound.IP.String() != tc.want || bound.Port == 0 {
+				t.Errorf("bound %v, want %s on a port", bound, tc.want)
+			}
+			if len(judged) != 2 || judged[1] != ln.Addr() {
+				t.Errorf("judged %v, want the address resolved and then the one bound (%v)", judged, ln.Addr())
+			}
+			c, err := net.Dial("tcp", bound.String())
+			if err != nil {
+				t.Fatalf("dial what was bound: %v", err)
+			}
+			c.Close()
+		})
+	}
+}
+
+// TestBinder_EveryInterfaceIsRefusedUnbound: ":8080" is every interface, judged
+// so before anything is bound.
+func TestBinder_EveryInterfaceIsRefusedUnbound(t *testing.T) {
+	var asked []string
+	var real []net.Listener
+	b := Binder{Listen: bindsOnLoopback(t, &asked, &real)}
+	for _, addr := range []string{":8080", "0.0.0.0:8080", "[::]:8080"} {
+		if _, err := b.Bind(t.Context(), addr, func(a net.Addr) error { return CheckExposure(addr, a, "", false) }); err == nil || !strings.Contains(err.Error(), "serves beyond loopback") {
+			t.Errorf("%s without a token: %v, want refused", addr, err)
+		}
+	}
+	if len(asked) != 0 {
+		t.Errorf("bound %v before refusing", asked)
+	}
+	if _, err := b.Bind(t.Context(), "no-port", func(net.Addr) error { return nil }); err == nil || !strings.Contains(err.Error(), "HOST:PORT") {
+		t.Errorf("an address without a port: %v", err)
 	}
 }

@@ -49,6 +49,12 @@ type Options struct {
 	SessionIdle          time.Duration
 	MaxSessions          int
 	MaxSessionsPerClient int
+	SessionYield         time.Duration
+	// Authenticated says whether a request presented the listener's token
+	// (listener.Authenticated); nil: none does. Sessions opened with it are
+	// bounded apart from those opened without, so that no client without the
+	// token can keep one with it out.
+	Authenticated func(*http.Request) bool
 }
 
 func (o *Options) plansDir() string {
@@ -94,8 +100,11 @@ func NewServer(opt Options) *sdk.Server {
 
 // Handler serves the tools over streamable HTTP (watch --listen mounts it at /mcp),
 // its sessions bounded: closed after SessionIdle without a request, at most
-// MaxSessions at once and MaxSessionsPerClient for one client address. The
-// plans it takes arrive over HTTP: see Options.Remote.
+// MaxSessions at once and MaxSessionsPerClient for one client address, those
+// opened with the token (Authenticated) and those without each apart. At a
+// bound the least recently used session idle for SessionYield gives way
+// before a new one is refused. The plans it takes arrive over HTTP: see
+// Options.Remote.
 func Handler(opt Options) http.Handler {
 	opt.Remote = true
 	if opt.SessionIdle <= 0 {
@@ -107,10 +116,18 @@ func Handler(opt Options) http.Handler {
 	if opt.MaxSessionsPerClient <= 0 {
 		opt.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
+	if opt.SessionYield <= 0 {
+		opt.SessionYield = DefaultSessionYield
+	}
 	srv := NewServer(opt)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: opt.Logger, SessionTimeout: opt.SessionIdle})
-	return &sessionGate{srv: srv, next: h, max: opt.MaxSessions, per: opt.MaxSessionsPerClient, clientOf: map[string]string{}}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &sessionGate{srv: srv, next: h, max: opt.MaxSessions, per: opt.MaxSessionsPerClient, yield: opt.SessionYield,
+		token: opt.Authenticated, now: time.Now, log: log, held: map[string]*heldSession{}}
 }
 
 // Serve speaks MCP over stdin and stdout until the client leaves or ctx ends.

@@ -1,8 +1,11 @@
 package mcp
 
 import (
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,52 +19,187 @@ const (
 	DefaultSessionIdle          = 10 * time.Minute
 	DefaultMaxSessions          = 512
 	DefaultMaxSessionsPerClient = 64
+	// DefaultSessionYield is how long a session must have gone without a
+	// request before it gives way to a new one a bound would refuse. A working
+	// client's exchange (initialize, its notification, the calls) leaves gaps
+	// of seconds, so no flood displaces a client that is talking; and sessions
+	// opened and left are displaced in half a minute, not in SessionIdle. A
+	// client whose session gave way is answered 404 and starts another, as the
+	// MCP specification has it.
+	DefaultSessionYield = 30 * time.Second
 )
 
 // sessionGate bounds the sessions a handler opens. It knows a session by the
-// Mcp-Session-Id its initialize answer carries, and forgets the ones the
-// server no longer holds (closed, expired) when it next counts.
+// Mcp-Session-Id its initialize answer carries, sees every request that names
+// one, and forgets the ones the server no longer holds (closed, expired) when
+// it next counts. Sessions opened with the listener's token and those opened
+// without it are bounded apart, each kind to max and per client: one kind
+// never refuses, nor displaces, the other.
 type sessionGate struct {
 	srv      *sdk.Server
 	next     http.Handler
 	max, per int
+	yield    time.Duration            // idle this long, a session gives way (DefaultSessionYield)
+	token    func(*http.Request) bool // whether a request presented the token; nil: none does
+	now      func() time.Time
+	log      *slog.Logger
 
-	mu       sync.Mutex
-	clientOf map[string]string // session id → client address
+	mu   sync.Mutex
+	held map[string]*heldSession // session id (or pendingKey for an initialize under way) → what the gate knows
+	seq  uint64
 }
 
+// heldSession is what the gate knows of a session.
+type heldSession struct {
+	client   string    // the client's address
+	token    bool      // opened with the token
+	last     time.Time // when its last request ended, or its latest began
+	inFlight int       // requests under way: a session with one (an open event stream too) is not idle
+}
+
+// pendingKey keys an initialize under way: it holds its place in the counts
+// until the answer names the session.
+func pendingKey(seq uint64) string { return "\x00pending " + strconv.FormatUint(seq, 10) }
+
 func (g *sessionGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		done := g.begin(id)
+		defer done()
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	client := clientAddr(r)
-	g.mu.Lock()
-	if len(g.clientOf) >= min(g.per, g.max) {
-		g.prune() // only near a bound: it walks every session
-	}
-	total, mine := len(g.clientOf), 0
-	for _, c := range g.clientOf {
-		if c == client {
-			mine++
-		}
-	}
-	g.mu.Unlock()
-	switch {
-	case total >= g.max:
-		w.Header().Set("Retry-After", "60")
-		http.Error(w, "too many MCP sessions open: close one (DELETE /mcp) or wait until idle ones expire", http.StatusServiceUnavailable)
+	if r.Method != http.MethodPost {
+		g.next.ServeHTTP(w, r)
 		return
-	case mine >= g.per:
-		w.Header().Set("Retry-After", "60")
-		http.Error(w, "this client holds too many MCP sessions: close one (DELETE /mcp) or reuse its Mcp-Session-Id", http.StatusTooManyRequests)
+	}
+	key, code := g.admit(clientAddr(r), g.token != nil && g.token(r))
+	switch code {
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", strconv.Itoa(int(g.yield.Seconds())))
+		http.Error(w, fmt.Sprintf("too many MCP sessions open, none idle for %s: close one (DELETE /mcp) or try again later", g.yield), code)
+		return
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", strconv.Itoa(int(g.yield.Seconds())))
+		http.Error(w, fmt.Sprintf("this client holds too many MCP sessions, none idle for %s: close one (DELETE /mcp) or reuse its Mcp-Session-Id", g.yield), code)
 		return
 	}
 	g.next.ServeHTTP(w, r)
-	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+	g.opened(key, w.Header().Get("Mcp-Session-Id"))
+}
+
+// begin marks a request of session id under way; the func it returns marks
+// its end. A session the gate does not hold (unknown, or gone) is left to the
+// server to answer.
+func (g *sessionGate) begin(id string) func() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.held[id]
+	if s == nil {
+		return func() {}
+	}
+	s.inFlight++
+	s.last = g.now()
+	return func() {
 		g.mu.Lock()
-		g.clientOf[id] = client
-		g.mu.Unlock()
+		defer g.mu.Unlock()
+		s.inFlight--
+		s.last = g.now()
+	}
+}
+
+// admit takes a place for a new session of client (of the token's kind or
+// not) and returns its pending key, or the status of a refusal: 429 past the
+// client's bound, 503 past everyone's. At a bound, the least recently used
+// session of the same kind (and, for 429, of the same client) that has been
+// idle for g.yield gives way; only with none is the new one refused.
+func (g *sessionGate) admit(client string, token bool) (key string, refused int) {
+	g.mu.Lock()
+	mine, all := g.count(client, token)
+	if mine >= g.per || all >= g.max {
+		g.prune() // only at a bound: it walks every session
+		mine, all = g.count(client, token)
+	}
+	now := g.now()
+	victim := ""
+	switch {
+	case mine >= g.per:
+		if victim = g.leastRecent(now, token, client); victim == "" {
+			g.mu.Unlock()
+			return "", http.StatusTooManyRequests
+		}
+	case all >= g.max:
+		if victim = g.leastRecent(now, token, ""); victim == "" {
+			g.mu.Unlock()
+			return "", http.StatusServiceUnavailable
+		}
+	}
+	var idle time.Duration
+	if victim != "" {
+		idle = now.Sub(g.held[victim].last)
+		delete(g.held, victim)
+	}
+	g.seq++
+	key = pendingKey(g.seq)
+	g.held[key] = &heldSession{client: client, token: token, last: now, inFlight: 1}
+	g.mu.Unlock()
+	if victim != "" {
+		g.close(victim)
+		g.log.Debug("an idle MCP session gave way to a new one", "client", client, "idle", idle.Round(time.Second), "with_token", token)
+	}
+	return key, 0
+}
+
+// opened ends the initialize of key: id is the session it opened ("" when it
+// opened none).
+func (g *sessionGate) opened(key, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.held[key]
+	delete(g.held, key)
+	if s != nil && id != "" {
+		s.inFlight, s.last = 0, g.now()
+		g.held[id] = s
+	}
+}
+
+// count is how many sessions of the token's kind client holds, and how many
+// all clients do. Under g.mu.
+func (g *sessionGate) count(client string, token bool) (mine, all int) {
+	for _, s := range g.held {
+		if s.token != token {
+			continue
+		}
+		all++
+		if s.client == client {
+			mine++
+		}
+	}
+	return mine, all
+}
+
+// leastRecent is the session of the token's kind (and of client, unless "")
+// idle longest, if it has been idle for g.yield at least; "" when there is none.
+// Under g.mu.
+func (g *sessionGate) leastRecent(now time.Time, token bool, client string) string {
+	victim, oldest := "", time.Time{}
+	for id, s := range g.held {
+		if s.token != token || client != "" && s.client != client || s.inFlight > 0 || now.Sub(s.last) < g.yield {
+			continue
+		}
+		if victim == "" || s.last.Before(oldest) || s.last.Equal(oldest) && id < victim {
+			victim, oldest = id, s.last
+		}
+	}
+	return victim
+}
+
+// close ends the server's session id: its next request is answered 404.
+func (g *sessionGate) close(id string) {
+	for ss := range g.srv.Sessions() {
+		if ss.ID() == id {
+			_ = ss.Close()
+			return
+		}
 	}
 }
 
@@ -71,9 +209,9 @@ func (g *sessionGate) prune() {
 	for s := range g.srv.Sessions() {
 		live[s.ID()] = true
 	}
-	for id := range g.clientOf {
-		if !live[id] {
-			delete(g.clientOf, id)
+	for id, s := range g.held {
+		if !live[id] && s.inFlight == 0 {
+			delete(g.held, id)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/metrics"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 func TestCommand_StdinAndEnvironment(t *testing.T) {
@@ -149,4 +150,41 @@ func TestCommand_TimeoutStopsGroup(t *testing.T) {
 	p := readPids(pids)
 	eventually(t, "the group stopped", func() bool { return !alive(p[0]) && !alive(p[1]) })
 	eventually(t, "the failure counted", func() bool { return counter(t, reg, "stepseq_notify_failed_total", KindCommand) >= 1 })
+}
+
+// TestCommand_NoListenerToken: a notify command, the plan's or the command
+// line's, runs without STEPSEQ_TOKEN, as an agent does: holding it, the command
+// could act on the listener as its clients do.
+func TestCommand_NoListenerToken(t *testing.T) {
+	t.Setenv("STEPSEQ_TOKEN", "a-listener-token-0123456789")
+	t.Setenv("NOTIFY_TEST_KEPT", "kept")
+	for _, tc := range []struct {
+		name string
+		sink func(argv []string) SinkConfig
+	}{
+		{"--notify-command", func(argv []string) SinkConfig { return SinkConfig{Command: argv} }},
+		{"plan notify", func(argv []string) SinkConfig {
+			return PlanSinks([]planspec.NotifySink{{Command: argv}})[0]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "records.jsonl")
+			n, err := New(Config{Dir: t.TempDir(), Sinks: []SinkConfig{tc.sink(helperArgv("record", out))}, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeNotifier(t, n)
+			if _, err := n.Emit(Report{Plan: "p", Step: "s", Try: 1, Status: "done"}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the command's record", func() bool { return len(readRecords(t, out)) == 1 })
+			env := readRecords(t, out)[0].Env
+			if v, ok := env["STEPSEQ_TOKEN"]; ok {
+				t.Errorf("the command inherited STEPSEQ_TOKEN=%q", v)
+			}
+			if env["NOTIFY_TEST_KEPT"] != "kept" {
+				t.Errorf("the command lost the rest of the environment: NOTIFY_TEST_KEPT=%q", env["NOTIFY_TEST_KEPT"])
+			}
+		})
+	}
 }

@@ -93,7 +93,7 @@ func writeRecord(path string) int {
 	rec := helperRecord{Stdin: string(in), Env: map[string]string{}}
 	rec.Dir, _ = os.Getwd()
 	for _, kv := range os.Environ() {
-		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "STEPSEQ_NOTIFY_") {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "STEPSEQ_") || strings.HasPrefix(k, "NOTIFY_TEST_") {
 			rec.Env[k] = v
 		}
 	}

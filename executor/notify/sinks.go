@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -42,7 +43,8 @@ func sinkID(kind string, target ...string) string {
 }
 
 // command runs argv for each report, without a shell, in its own process group,
-// with the report's JSON on stdin and STEPSEQ_NOTIFY_* in its environment.
+// with the report's JSON on stdin and STEPSEQ_NOTIFY_* in its environment, which
+// is otherwise the sidecar's as an agent inherits it (proc.InheritedEnv).
 type command struct {
 	argv  []string
 	dir   string
@@ -55,7 +57,7 @@ const outputTail = 2 << 10
 func (c *command) deliver(ctx context.Context, r Report, body []byte) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Dir = c.dir
-	cmd.Env = append(os.Environ(), r.env()...)
+	cmd.Env = append(proc.InheritedEnv(os.Environ()), r.env()...)
 	cmd.Stdin = io.MultiReader(bytes.NewReader(body), strings.NewReader("\n"))
 	var out lastBytes
 	cmd.Stdout, cmd.Stderr = &out, &out

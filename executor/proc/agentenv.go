@@ -35,18 +35,30 @@ func ChangedPaths(paths []string) []string {
 // under these names are dropped, so that an agent never sees a stale one.
 var agentVars = []string{"STEPSEQ_STEP", "STEPSEQ_TRY", "STEPSEQ_WORKSPACE", "STEPSEQ_STATE", "STEPSEQ_REPORTS", "STEPSEQ_RUN", "STEPSEQ_CHANGED"}
 
+// withheldVars are the sidecar's own secrets, which no program it starts (an
+// agent, a notify command) inherits: STEPSEQ_TOKEN is the listener's token, and
+// a program holding it could act on the listener as its clients do.
+var withheldVars = []string{"STEPSEQ_TOKEN"}
+
+// InheritedEnv is what a program stepseq starts inherits of base (the
+// sidecar's environment): all of it but the withheld secrets. It returns a new
+// slice; base is left as it is.
+func InheritedEnv(base []string) []string {
+	return slices.DeleteFunc(slices.Clone(base), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(withheldVars, name)
+	})
+}
+
 // AgentEnv is an agent's environment: base (the sidecar's) and what it is told
 // (DESIGN §10): its step and try, the workspace, the state file, its report folder,
 // its run's name (DESIGN §14: main for state.json) and the paths whose change started this run, one per line (see ChangedPaths;
 // empty when none).
 func AgentEnv(base []string, step string, try int, ws store.Workspace, changed []string) []string {
-	env := make([]string, 0, len(base)+len(agentVars))
-	for _, kv := range base {
+	env := slices.DeleteFunc(InheritedEnv(base), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(agentVars, name) {
-			env = append(env, kv)
-		}
-	}
+		return slices.Contains(agentVars, name)
+	})
 	return append(env,
 		"STEPSEQ_STEP="+step,
 		"STEPSEQ_TRY="+strconv.Itoa(try),

@@ -95,7 +95,7 @@ func TestAgent_Command(t *testing.T) {
 
 func TestAgentEnv(t *testing.T) {
 	ws := store.Workspace{Dir: "/ws", State: "/ws/state.json"}
-	base := []string{"PATH=/bin", "STEPSEQ_CHANGED=stale.go", "STEPSEQ_STEP=old", "HOME=/root"}
+	base := []string{"PATH=/bin", "STEPSEQ_CHANGED=stale.go", "STEPSEQ_STEP=old", "STEPSEQ_TOKEN=the-listeners-token", "HOME=/root"}
 	got := AgentEnv(base, "build/x", 3, ws, []string{"src/b.go", "src/a.go"})
 	want := []string{"PATH=/bin", "HOME=/root",
 		"STEPSEQ_STEP=build/x", "STEPSEQ_TRY=3", "STEPSEQ_WORKSPACE=/ws", "STEPSEQ_STATE=/ws/state.json",
