@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stepseq/stepseq/planspec/resultschema"
 	"gopkg.in/yaml.v3"
 )
 
@@ -52,7 +53,7 @@ func (d *planDecoder) params(n *yaml.Node, field string) []Param {
 		if json.Unmarshal(raw, &m) == nil {
 			if def, ok := m["default"]; ok {
 				p.Default, p.HasDefault = def, true
-				rs, _ := CompileResultSchema(raw)
+				rs, _ := resultschema.Compile(raw)
 				b, _ := json.Marshal(def)
 				for _, msg := range rs.Validate(b) {
 					d.fail(v, f+".default", "params.%s: its default does not satisfy its schema: %s", name, msg)
@@ -126,7 +127,7 @@ func (p *Plan) ResolveParams(given map[string]any) (map[string]any, error) {
 			problems = append(problems, fmt.Sprintf("params.%s: not a JSON value: %v", pp.Name, err))
 			continue
 		}
-		rs, err := CompileResultSchema(pp.Schema)
+		rs, err := resultschema.Compile(pp.Schema)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("params.%s: %v", pp.Name, err))
 			continue
@@ -137,7 +138,7 @@ func (p *Plan) ResolveParams(given map[string]any) (map[string]any, error) {
 		for _, vi := range bad {
 			at := "" // the value itself is params.NAME
 			if len(vi.Path) > 0 {
-				at = instancePath(vi.Path)
+				at = resultschema.InstancePath(vi.Path)
 			}
 			problems = append(problems, fmt.Sprintf("params.%s%s: %s", pp.Name, at, vi.Msg))
 		}

@@ -2,6 +2,8 @@ package planspec
 
 import (
 	"fmt"
+
+	"github.com/stepseq/stepseq/planspec/resultschema"
 )
 
 // A step's `result:` is a JSON Schema (draft 2020-12) the value of its worker's
@@ -30,12 +32,12 @@ func IsPull(a AgentSpec) bool {
 // ResultSchema returns step id's compiled result schema, nil when it has none.
 // Plans check their schemas when they are validated; a state edited by hand with a
 // bad one gets the error here.
-func (s *State) ResultSchema(id string) (*ResultSchema, error) {
+func (s *State) ResultSchema(id string) (*resultschema.Schema, error) {
 	sp := s.Steps[id]
 	if sp == nil || len(sp.Result) == 0 {
 		return nil, nil
 	}
-	rs, err := CompileResultSchema(sp.Result)
+	rs, err := resultschema.Compile(sp.Result)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: result schema: %w", id, err)
 	}

@@ -3,6 +3,7 @@ package planspec
 import (
 	"encoding/json"
 
+	"github.com/stepseq/stepseq/planspec/resultschema"
 	"gopkg.in/yaml.v3"
 )
 
@@ -22,7 +23,7 @@ func (d *planDecoder) resultSchema(n *yaml.Node, field string) json.RawMessage {
 		d.fail(n, field, "result: %v", err)
 		return nil
 	}
-	if _, err := CompileResultSchema(raw); err != nil {
+	if _, err := resultschema.Compile(raw); err != nil {
 		d.fail(n, field, "result: not a valid JSON Schema (draft 2020-12): %v", err)
 		return nil
 	}

@@ -1,4 +1,4 @@
-package planspec
+package resultschema
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// ResultSchema is a compiled result schema.
+// Schema is a compiled result schema.
 //
 // It is checked with the JSON Schema library the MCP SDK links
 // (github.com/google/jsonschema-go), so that the binary holds one. That library
@@ -27,7 +27,7 @@ import (
 //
 // The MCP tools' arguments are checked with it too: what a schema accepts is
 // decided here, for results, params and arguments alike.
-type ResultSchema struct {
+type Schema struct {
 	whole *jsonschema.Resolved
 	tree  *resultNode // nil when a reference needs the whole schema around it
 }
@@ -43,7 +43,7 @@ type resultNode struct {
 	items      *resultNode
 }
 
-var resultSchemas sync.Map // string(raw) → *ResultSchema
+var resultSchemas sync.Map // string(raw) → *Schema
 
 // jsonTypes are the words of `type`.
 var jsonTypes = []string{"null", "boolean", "object", "array", "number", "integer", "string"}
@@ -55,12 +55,12 @@ var schemaVersions = []string{
 	"https://json-schema.org/draft-07/schema#",
 }
 
-// CompileResultSchema compiles a result schema given as JSON. Schemas already
+// Compile compiles a result schema given as JSON. Schemas already
 // compiled are not compiled again. A reference may only point inside the schema
 // (a plan's schema must not read files or the network).
-func CompileResultSchema(raw json.RawMessage) (*ResultSchema, error) {
+func Compile(raw json.RawMessage) (*Schema, error) {
 	if c, ok := resultSchemas.Load(string(raw)); ok {
-		return c.(*ResultSchema), nil
+		return c.(*Schema), nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // the schema's numbers are compiled as written
@@ -86,7 +86,7 @@ func CompileResultSchema(raw json.RawMessage) (*ResultSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs := &ResultSchema{whole: whole}
+	rs := &Schema{whole: whole}
 	if local {
 		m, _ := doc.(map[string]any)
 		defs := map[string]any{}
@@ -102,7 +102,7 @@ func CompileResultSchema(raw json.RawMessage) (*ResultSchema, error) {
 		}
 	}
 	got, _ := resultSchemas.LoadOrStore(string(raw), rs)
-	return got.(*ResultSchema), nil
+	return got.(*Schema), nil
 }
 
 // Subschema keywords, by the shape of their value.
@@ -337,7 +337,7 @@ func lookupDef(defs map[string]any, ref string) any {
 // Validate checks a result against the schema and returns every violation as
 // "<instance path>: <message>", the path "/" for the value itself. A missing
 // result is one violation.
-func (rs *ResultSchema) Validate(result json.RawMessage) []string {
+func (rs *Schema) Validate(result json.RawMessage) []string {
 	if len(bytes.TrimSpace(result)) == 0 {
 		return []string{"/: no result: the done report must carry a result that satisfies the step's result schema"}
 	}
@@ -351,7 +351,7 @@ func (rs *ResultSchema) Validate(result json.RawMessage) []string {
 	}
 	out := make([]string, len(vs))
 	for i, v := range vs {
-		out[i] = instancePath(v.Path) + ": " + v.Msg
+		out[i] = InstancePath(v.Path) + ": " + v.Msg
 	}
 	return out
 }
@@ -366,7 +366,7 @@ type Violation struct {
 // Violations checks a decoded JSON value (what encoding/json makes of it: maps,
 // slices, float64) against the schema: nil when it holds, else every violation,
 // in the order of their paths.
-func (rs *ResultSchema) Violations(inst any) []Violation {
+func (rs *Schema) Violations(inst any) []Violation {
 	err := rs.whole.Validate(inst)
 	if err == nil {
 		return nil
@@ -452,7 +452,7 @@ func violation(err error) string {
 	return strings.ReplaceAll(msg, "<invalid reflect.Value>", "null")
 }
 
-func instancePath(tokens []string) string {
+func InstancePath(tokens []string) string {
 	if len(tokens) == 0 {
 		return "/"
 	}
