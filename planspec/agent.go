@@ -10,7 +10,7 @@ import (
 
 // AgentPresets are the names `agent:` and `fallback:` accept for the agent CLIs
 // people use, in the order the docs list them. What each one runs, and how it
-// fails, is the executor's business (DESIGN §10).
+// fails, is the executor's business.
 var AgentPresets = []string{"claude", "codex", "gemini", "aider", "opencode", "goose", "openclaw"}
 
 // AgentSpec is how a plan names an agent: an argv prefix, or a preset with extra

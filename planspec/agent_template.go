@@ -7,7 +7,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Templates in an agent's arguments (DESIGN §13): `agent: [claude, -p,
+// Templates in an agent's arguments: `agent: [claude, -p,
 // --model, "${params.model}"]` or `{preset: codex, args: [-m, "${params.model}"]}`.
 // An argument is rendered when a try starts, as the instruction is, and the
 // rules that keep the prompt data, never code (the shell rule, §15), hold for

@@ -11,7 +11,7 @@ import (
 // without a condition has no entry.
 type Compiled struct {
 	When, Skip, Check map[string]*Condition
-	// Exit and Abort are checked once the step is verified (DESIGN §13).
+	// Exit and Abort are checked once the step is verified.
 	Exit, Abort map[string]*Condition
 }
 

@@ -79,7 +79,7 @@ type Env struct {
 	Step string
 	// Vars are the plan's vars.
 	Vars map[string]any
-	// Params are the run's params (DESIGN §13).
+	// Params are the run's params.
 	Params map[string]any
 	// Loop is the loop the step is in, or the latest one before it (State.LoopAround):
 	// round and rounds read it. Nil: round 0, no rounds.

@@ -40,7 +40,7 @@ type evaluation struct {
 	Step   runView                        `expr:"step"`
 	Vars   map[string]any                 `expr:"vars"`
 	Params map[string]any                 `expr:"params"`
-	// Round, Rounds and Result are DESIGN §13's: the round of the step's loop,
+	// Round, Rounds and Result are the round of the step's loop,
 	// its finished rounds, and the step's own result (for exit and abort).
 	Round  int                  `expr:"round"`
 	Rounds []map[string]runView `expr:"rounds"`

@@ -26,7 +26,7 @@ func (e *redactedError) Unwrap() error { return e.err }
 
 // redactEnv masks in err's text every value env() gave during the evaluation.
 // Evaluation errors go to state.json, status, MCP, the journal and the log; the
-// environment holds tokens, so none of it may reach them (DESIGN §15).
+// environment holds tokens, so none of it may reach them.
 func redactEnv(err error, values []string) error {
 	if len(values) == 0 {
 		return err

@@ -12,7 +12,7 @@ import (
 // Mermaid, or https://mermaid.live.
 func (p *Plan) Mermaid() string { return p.MermaidPhases(nil) }
 
-// phaseStyles colour a step's box by its phase (DESIGN §7).
+// phaseStyles colour a step's box by its phase.
 var phaseStyles = []struct{ phase, style string }{
 	{PhasePlanned, "fill:#eeeeee,stroke:#888888"},
 	{PhaseDispatching, "fill:#fff3cd,stroke:#b58900"},

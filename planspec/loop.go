@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// Group is a repeat group (DESIGN §13): its steps, consecutive in stepQueue, run
+// Group is a repeat group: its steps, consecutive in stepQueue, run
 // in order once per round until a step's exit holds or max rounds have run. It
 // lives under stepseq.groups; the steps stay plain entries of plan.steps and
 // stepQueue, so that the original scripts run them as a straight line.

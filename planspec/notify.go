@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-// NotifySink is one entry of a plan's notify list (DESIGN §8): a command run for
+// NotifySink is one entry of a plan's notify list: a command run for
 // each report, never through a shell, or a webhook the report is posted to.
 type NotifySink struct {
 	Command []string `json:"command,omitempty"`

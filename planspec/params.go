@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Param is one of a plan's params (DESIGN §13): a JSON Schema (draft 2020-12),
+// Param is one of a plan's params: a JSON Schema (draft 2020-12),
 // whose default, when it has one, is the value a run that gives none takes.
 type Param struct {
 	Name       string

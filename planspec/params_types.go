@@ -14,7 +14,7 @@ import (
 	"github.com/expr-lang/expr/types"
 )
 
-// Expressions read params.NAME typed from the param's JSON Schema (DESIGN §13):
+// Expressions read params.NAME typed from the param's JSON Schema:
 // a string param is a string, an integer an int, an object a map of its
 // properties, so that params.count + "x" on an integer param is a located
 // validate error, as a typo in a step id is. Expressions are compiled once for

@@ -17,20 +17,20 @@ import (
 // file costs one bounded read (TestParsePlan_Hostile, BenchmarkParsePlanHostile).
 const MaxPlanSize = 8 << 20
 
-// Plan is a YAML plan: what DESIGN §2 declares, decoded and validated.
+// Plan is a YAML plan: what a plan file declares, decoded and validated.
 type Plan struct {
 	// Settings are what the plan sets for its steps and runs, as the state that
 	// runs it carries them (agent, fallback, retries, timeouts, vars, summary,
-	// reports, heartbeat, limitWait, resume, notify; DESIGN §7, §8, §13, §16).
+	// reports, heartbeat, limitWait, resume, notify).
 	// A run's part (Settings.Params' values, SummaryValues, Source, Hash) is
 	// empty in a plan: State fills Source and Hash.
 	Settings
 	StepDelay Duration
-	// Params declares the plan's params (DESIGN §13); a run's values are
+	// Params declares the plan's params; a run's values are
 	// Settings.Params, which this field hides in a Plan.
 	Params []Param
 	// Steps are every step in file order, a group's steps in its place;
-	// Settings.Groups are the repeat groups among them (DESIGN §13).
+	// Settings.Groups are the repeat groups among them.
 	Steps []PlanStep
 }
 

@@ -17,7 +17,7 @@ var (
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume",
 		"exit", "abort"}
-	// groupKeys are the keys of a repeat group (DESIGN §13).
+	// groupKeys are the keys of a repeat group.
 	groupKeys = []string{"id", "title", "repeat", "steps"}
 )
 

@@ -14,7 +14,7 @@ func isGroupNode(n *yaml.Node) bool {
 	return n.Kind == yaml.MappingNode && (hasKey(n, "repeat") || hasKey(n, "steps"))
 }
 
-// group reads a repeat group (DESIGN §13): its id, title and repeat, and its
+// group reads a repeat group: its id, title and repeat, and its
 // steps, which unique checks against every other id of the plan. It returns the
 // group's id node when the id is valid.
 func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, idNode *yaml.Node, field string)) (Group, []PlanStep, *yaml.Node) {

@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Phases of a step run (DESIGN §7), kept beside the original's status words in
+// Phases of a step run, kept beside the original's status words in
 // stepRuns[id].phase. Nobody is told a step is in progress before its worker said so.
 const (
 	PhasePlanned     = "planned"     // queued, not started
@@ -22,7 +22,7 @@ const (
 	PhaseReviewing   = "reviewing"   // the worker says done; stepseq verifies
 	PhaseDone        = "done"        // verified
 	// PhaseWaiting: every agent of the try is out of quota; the same try runs
-	// again when the limit resets (DESIGN §16).
+	// again when the limit resets.
 	PhaseWaiting = "waiting"
 )
 

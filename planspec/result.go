@@ -7,7 +7,7 @@ import (
 )
 
 // A step's `result:` is a JSON Schema (draft 2020-12) the value of its worker's
-// done report must satisfy (DESIGN §7, §9); `onInvalid` says what an invalid value
+// done report must satisfy; `onInvalid` says what an invalid value
 // costs: another report (retry) or the try (abort).
 
 // OnInvalid words.
@@ -21,7 +21,7 @@ const (
 const MaxInvalidResults = 3
 
 // AgentMCP is the agent of a pulled step: no process starts; the step is offered to
-// the MCP client that asks for work (DESIGN §9).
+// the MCP client that asks for work.
 const AgentMCP = "mcp"
 
 // IsPull reports whether an agent is the pull model: `agent: mcp` (or [mcp]).

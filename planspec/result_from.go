@@ -9,7 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Where a step's result comes from (DESIGN §13) when its agent reports nothing:
+// Where a step's result comes from when its agent reports nothing:
 // `resultFrom: output`, the agent's final message; `resultFrom: file:PATH`, a
 // workspace file holding JSON or YAML. A done report's result, through any
 // channel, wins over both.

@@ -3,7 +3,7 @@ package planspec
 import "gopkg.in/yaml.v3"
 
 // runSettings are where a plan's default or a step's own setting goes, for the
-// keys a step takes as the plan does (DESIGN §7, §16): a step's overrides the
+// keys a step takes as the plan does: a step's overrides the
 // plan's. A plan's YAML and a state's JSON read them here, the same keys into
 // the same fields, at either place.
 type runSettings struct {

@@ -33,7 +33,7 @@ type jsonSchema struct {
 
 func ptr[T any](v T) *T { return &v }
 
-// group is the schema of a repeat group (DESIGN §13), whose entries are steps.
+// group is the schema of a repeat group, whose entries are steps.
 func group(step *jsonSchema) *jsonSchema {
 	return &jsonSchema{
 		Type:                 "object",

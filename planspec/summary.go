@@ -7,8 +7,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// summary reads the plan's summary: a mapping of names to expressions (DESIGN
-// §13), each compiled as a template's expression is.
+// summary reads the plan's summary: a mapping of names to expressions,
+// each compiled as a template's expression is.
 func (d *planDecoder) summary(n *yaml.Node, field string) map[string]string {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, field, "summary: want a mapping of names to expressions, like {fixed: steps.fix.result.count}, got %s", describeNode(n))

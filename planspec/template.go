@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Template is a text with ${EXPR} in it (DESIGN §13): an instruction, a title or
+// Template is a text with ${EXPR} in it: an instruction, a title or
 // an agent argument, compiled once when the plan is loaded and rendered when a
 // try starts. $${ is a literal ${. Its expressions may not read env(): the text
 // it renders is kept in the state. It is immutable and safe for concurrent use.
