@@ -37,9 +37,9 @@ func CheckResultFrom(s string) error {
 	}
 	p, ok := strings.CutPrefix(s, ResultFromFile)
 	if !ok {
-		return fmt.Errorf("resultFrom: want output (the agent's final message) or file:PATH (a JSON or YAML file in the workspace), got %q", clip(s, 60))
+		return fmt.Errorf("resultFrom: want output (the agent's final message) or file:PATH (a JSON or YAML file in the workspace), got %q", Clip(s, 60))
 	}
-	if err := checkPath(p); err != nil {
+	if err := CheckPath(p); err != nil {
 		return fmt.Errorf("resultFrom: %v", err)
 	}
 	return nil

@@ -216,9 +216,9 @@ type Settings struct {
 	raw object
 }
 
-// clone is a copy of s that shares nothing mutable with it, but the keys of
+// Clone is a copy of s that shares nothing mutable with it, but the keys of
 // stepseq's record that it does not know (raw), which are never changed.
-func (s Settings) clone() Settings {
+func (s Settings) Clone() Settings {
 	c := s
 	c.Agent = s.Agent.Clone()
 	c.Fallback = slices.Clone(s.Fallback)
@@ -345,7 +345,7 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 		at := ""
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
-			line, col := lineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
+			line, col := LineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
 			at = fmt.Sprintf(" at line %d, column %d", line, col)
 		}
 		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON%s (%v); NaN and Infinity are not JSON", at, err)}
@@ -388,7 +388,7 @@ func (s *State) MarshalPieces() [][]byte {
 		plan.keys = slices.Clone(plan.keys)
 		plan.vals = maps.Clone(plan.vals)
 		steps := object{vals: map[string]json.RawMessage{}}
-		for _, id := range s.stepOrder() {
+		for _, id := range s.StepOrder() {
 			steps.set(id, s.Steps[id].object())
 		}
 		plan.set("steps", steps)
@@ -513,9 +513,9 @@ func (s *State) Clone() *State {
 	return c
 }
 
-// stepOrder lists plan.steps ids: those already in the file first, in file order,
+// StepOrder lists plan.steps ids: those already in the file first, in file order,
 // then the queue's order, then the rest sorted.
-func (s *State) stepOrder() []string {
+func (s *State) StepOrder() []string {
 	return orderKeys(s.planStepsOrder(), s.StepQueue, maps.Keys(s.Steps), func(id string) bool {
 		return s.Steps[id] != nil
 	})
@@ -738,7 +738,7 @@ func ParseDuration(s string) (Duration, error) {
 }
 
 // durationSyntax is compiled on first use: every stepseq command links planspec.
-var durationSyntax = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(durationPattern) })
+var durationSyntax = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(DurationPattern) })
 
 // StepDelay is stepDelayMinutes as a span, clamped to MaxDuration; clamped says it
 // was, for the reason a delayed step gives.
@@ -787,3 +787,7 @@ func ParseISO(s string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("bad time %q: want ISO 8601, like 2026-02-10T21:30:31.123456+00:00", s)
 }
+
+// DurationPattern is what ParseDuration accepts, as a JSON Schema pattern:
+// "90s", "2m", "1h30m", "1.5h", "0s" (no sign: negative spans are refused).
+const DurationPattern = `^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`

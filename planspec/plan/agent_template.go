@@ -1,9 +1,10 @@
-package planspec
+package plan
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/stepseq/stepseq/planspec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -24,20 +25,6 @@ import (
 // A value that breaks one of these fails the try with the reason, before
 // anything is launched, as a template that fails to evaluate does.
 
-// HasTemplate reports whether an argument of the agent holds a ${EXPR}.
-func (a AgentSpec) HasTemplate() bool {
-	words := a.Args
-	if a.Preset == "" {
-		words = a.Argv
-	}
-	for _, w := range words {
-		if HasTemplate(w) {
-			return true
-		}
-	}
-	return false
-}
-
 // agentTemplates compiles the templates of an agent's arguments, each a
 // located error at its node when it does not compile; the names they read
 // are checked with the conditions'.
@@ -46,7 +33,7 @@ func (d *planDecoder) agentTemplates(n *yaml.Node, field string) {
 		return
 	}
 	for i, w := range n.Content {
-		if w.Kind == yaml.ScalarNode && HasTemplate(w.Value) {
+		if w.Kind == yaml.ScalarNode && planspec.HasTemplate(w.Value) {
 			d.template(w, fmt.Sprintf("%s[%d]", field, i), w.Value)
 		}
 	}
@@ -54,7 +41,7 @@ func (d *planDecoder) agentTemplates(n *yaml.Node, field string) {
 
 // RenderAgent renders the templates of an agent's arguments with env. Each
 // argument renders to one argument. The error names the argument and why.
-func RenderAgent(a AgentSpec, env *Env) (AgentSpec, error) {
+func RenderAgent(a planspec.AgentSpec, env *Env) (planspec.AgentSpec, error) {
 	out := a.Clone()
 	words, first := out.Args, 0
 	if out.Preset == "" {
@@ -62,25 +49,25 @@ func RenderAgent(a AgentSpec, env *Env) (AgentSpec, error) {
 	}
 	for i := first; i < len(words); i++ {
 		src := words[i]
-		if !HasTemplate(src) {
+		if !planspec.HasTemplate(src) {
 			continue
 		}
 		t, err := CompileTemplate(src)
 		if err != nil {
-			return AgentSpec{}, fmt.Errorf("argument %d %q: %w", i, clip(src, 60), err)
+			return planspec.AgentSpec{}, fmt.Errorf("argument %d %q: %w", i, planspec.Clip(src, 60), err)
 		}
 		v, err := t.Render(env)
 		if err != nil {
-			return AgentSpec{}, fmt.Errorf("argument %d: %w", i, err)
+			return planspec.AgentSpec{}, fmt.Errorf("argument %d: %w", i, err)
 		}
 		if why := renderedArgProblem(t, v); why != "" {
-			return AgentSpec{}, fmt.Errorf("argument %d %q renders to %q: %s", i, clip(src, 60), clip(v, 60), why)
+			return planspec.AgentSpec{}, fmt.Errorf("argument %d %q renders to %q: %s", i, planspec.Clip(src, 60), planspec.Clip(v, 60), why)
 		}
 		words[i] = v
 	}
 	if out.Preset == "" {
-		if err := CheckAgentArgv(out.Argv, nil); err != nil {
-			return AgentSpec{}, fmt.Errorf("rendered: %w", err)
+		if err := planspec.CheckAgentArgv(out.Argv, nil); err != nil {
+			return planspec.AgentSpec{}, fmt.Errorf("rendered: %w", err)
 		}
 	}
 	return out, nil
@@ -102,7 +89,7 @@ func renderedArgProblem(t *Template, v string) string {
 // AgentTemplateOf is the agent whose arguments a try of the step renders: its
 // agentTemplate; else its agent, or the plan's when it has none, when that
 // one holds a template (a state written by hand); zero when none does.
-func AgentTemplateOf(spec *StepSpec, planAgent AgentSpec) AgentSpec {
+func AgentTemplateOf(spec *planspec.StepSpec, planAgent planspec.AgentSpec) planspec.AgentSpec {
 	switch {
 	case !spec.AgentTemplate.IsZero():
 		return spec.AgentTemplate
@@ -111,7 +98,7 @@ func AgentTemplateOf(spec *StepSpec, planAgent AgentSpec) AgentSpec {
 	case spec.Agent.IsZero() && planAgent.HasTemplate():
 		return planAgent
 	}
-	return AgentSpec{}
+	return planspec.AgentSpec{}
 }
 
 // RenderSpec renders step spec's templates as its try starts: its title, its
@@ -119,7 +106,7 @@ func AgentTemplateOf(spec *StepSpec, planAgent AgentSpec) AgentSpec {
 // when that one has templates). It returns spec itself when nothing has a
 // template, else a new spec holding the renderings, the agent's template kept
 // in AgentTemplate. An error names the key.
-func RenderSpec(spec *StepSpec, planAgent AgentSpec, env *Env) (*StepSpec, error) {
+func RenderSpec(spec *planspec.StepSpec, planAgent planspec.AgentSpec, env *Env) (*planspec.StepSpec, error) {
 	if spec == nil {
 		return nil, fmt.Errorf("no such step")
 	}

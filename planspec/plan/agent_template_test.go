@@ -1,9 +1,11 @@
-package planspec
+package plan
 
 import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 func TestParsePlan_AgentTemplates(t *testing.T) {
@@ -71,10 +73,10 @@ steps:
 // A rendered value is one argument; one that would add an option, a
 // placeholder, a NUL or code for an interpreter fails the rendering.
 func TestRenderAgent(t *testing.T) {
-	argv := func(words ...string) AgentSpec { return AgentSpec{Argv: words} }
+	argv := func(words ...string) planspec.AgentSpec { return planspec.AgentSpec{Argv: words} }
 	for _, tc := range []struct {
 		name  string
-		agent AgentSpec
+		agent planspec.AgentSpec
 		value string
 		want  []string
 		err   string
@@ -85,7 +87,7 @@ func TestRenderAgent(t *testing.T) {
 		{"a shell flag", argv("python3", "${params.v}"), "-c", nil, "a template may not add an option"},
 		{"a placeholder", argv("tool", "${params.v}"), "{changed}", nil, "may not give a placeholder"},
 		{"a NUL", argv("tool", "x${params.v}"), "a\x00b", nil, "NUL"},
-		{"a preset's args", AgentSpec{Preset: "codex", Args: []string{"-m", "${params.v}"}}, "o3", []string{"-m", "o3"}, ""},
+		{"a preset's args", planspec.AgentSpec{Preset: "codex", Args: []string{"-m", "${params.v}"}}, "o3", []string{"-m", "o3"}, ""},
 		{"code for awk", argv("awk", "x${params.v}"), "BEGIN{}", nil, "runs its first argument as a program"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // generatedPlan writes a plan of n steps in which every step has its own check
@@ -135,7 +137,7 @@ func BenchmarkConditionEval(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		env := &Env{Step: "build", Runs: map[string]*StepRun{"build": {Status: StatusDone, Tries: 1}}}
+		env := &Env{Step: "build", Runs: map[string]*planspec.StepRun{"build": {Status: planspec.StatusDone, Tries: 1}}}
 		b.ReportAllocs()
 		for b.Loop() {
 			if ok, err := c.Eval(env); err != nil || !ok {

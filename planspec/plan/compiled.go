@@ -1,10 +1,12 @@
-package planspec
+package plan
 
 import (
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // Compiled holds the compiled conditions of a state's steps, by step id. A step
@@ -28,7 +30,7 @@ const (
 var conditionKinds = [...]string{CondWhen, CondSkip, CondCheck, CondExit, CondAbort}
 
 // conditionSource is the source of sp's condition of the kind; "" when unset.
-func conditionSource(sp *StepSpec, kind string) string {
+func conditionSource(sp *planspec.StepSpec, kind string) string {
 	switch kind {
 	case CondWhen:
 		return sp.When
@@ -50,21 +52,21 @@ func conditionSource(sp *StepSpec, kind string) string {
 // "plan.steps.build.when: …". Each condition is parsed and type-checked here; its
 // bytecode is generated when it is first evaluated, so that a pass over a
 // 10,000-step state pays only for the conditions it reaches.
-func (s *State) Compile() (*Compiled, error) {
+func Compile(s *planspec.State) (*Compiled, error) {
 	c := &Compiled{When: map[string]*Condition{}, Skip: map[string]*Condition{}, Check: map[string]*Condition{},
 		Exit: map[string]*Condition{}, Abort: map[string]*Condition{}}
 	into := map[string]map[string]*Condition{CondWhen: c.When, CondSkip: c.Skip, CondCheck: c.Check,
 		CondExit: c.Exit, CondAbort: c.Abort}
-	var errs StateErrors
-	known := s.knownSteps()
-	for _, id := range s.stepOrder() {
+	var errs planspec.StateErrors
+	known := knownSteps(s)
+	for _, id := range s.StepOrder() {
 		sp := s.Steps[id]
 		for _, kind := range conditionKinds {
 			src := conditionSource(sp, kind)
 			if src == "" {
 				continue
 			}
-			cc, cerrs := s.compileCondition(id, kind, src, known)
+			cc, cerrs := compileCondition(s, id, kind, src, known)
 			errs = append(errs, cerrs...)
 			if cc != nil {
 				into[kind][id] = cc
@@ -80,31 +82,31 @@ func (s *State) Compile() (*Compiled, error) {
 
 // knownSteps lists the state's step ids, sorted, for "did you mean" hints; it is
 // built on first use, as only a condition naming a missing step needs it.
-func (s *State) knownSteps() func() []string {
+func knownSteps(s *planspec.State) func() []string {
 	return sync.OnceValue(func() []string { return slices.Sorted(maps.Keys(s.Steps)) })
 }
 
 // compileCondition checks step id's condition of the kind, src, and that the steps
 // it names exist. The condition is returned even when it names a missing step.
-func (s *State) compileCondition(id, kind, src string, known func() []string) (*Condition, StateErrors) {
+func compileCondition(s *planspec.State, id, kind, src string, known func() []string) (*Condition, planspec.StateErrors) {
 	key := "plan.steps." + id + "." + kind
 	cc, err := checkCondition(src)
 	if err != nil {
-		return nil, StateErrors{{Key: key, Msg: err.Error()}}
+		return nil, planspec.StateErrors{{Key: key, Msg: err.Error()}}
 	}
-	var errs StateErrors
+	var errs planspec.StateErrors
 	for _, name := range cc.vars {
 		if msg := undeclaredVar(name, s.Settings.Vars); msg != "" {
-			errs = append(errs, &StateError{Key: key, Msg: msg})
+			errs = append(errs, &planspec.StateError{Key: key, Msg: msg})
 		}
 	}
 	for _, ref := range cc.steps {
 		if s.Steps[ref] == nil {
 			msg := fmt.Sprintf("no step %q in plan.steps", ref)
-			if hint := suggest(ref, known()); hint != "" {
+			if hint := planspec.Suggest(ref, known()); hint != "" {
 				msg += fmt.Sprintf(": did you mean %q?", hint)
 			}
-			errs = append(errs, &StateError{Key: key, Msg: msg})
+			errs = append(errs, &planspec.StateError{Key: key, Msg: msg})
 		}
 	}
 	return cc, errs
@@ -113,11 +115,11 @@ func (s *State) compileCondition(id, kind, src string, known func() []string) (*
 // checkOn checks that step id's `on` globs stay inside the workspace.
 // requiredOutputs are not judged: in a state file, as in the original, a path
 // leading outside the workspace is simply never present.
-func checkOn(id string, sp *StepSpec) StateErrors {
-	var errs StateErrors
+func checkOn(id string, sp *planspec.StepSpec) planspec.StateErrors {
+	var errs planspec.StateErrors
 	for i, p := range sp.On {
-		if err := checkGlob(p); err != nil {
-			errs = append(errs, &StateError{Key: fmt.Sprintf("plan.steps.%s.on[%d]", id, i), Msg: err.Error()})
+		if err := planspec.CheckGlob(p); err != nil {
+			errs = append(errs, &planspec.StateError{Key: fmt.Sprintf("plan.steps.%s.on[%d]", id, i), Msg: err.Error()})
 		}
 	}
 	return errs
@@ -130,35 +132,35 @@ func checkOn(id string, sp *StepSpec) StateErrors {
 // A condition is read from its step's spec when first asked for. Safe for
 // concurrent use.
 type LazyConditions struct {
-	s     *State
+	s     *planspec.State
 	known func() []string
 
 	mu   sync.Mutex
 	m    map[lazyKey]lazyCondition
-	errs StateErrors // of the conditions compiled so far, in the order they were
+	errs planspec.StateErrors // of the conditions compiled so far, in the order they were
 }
 
 type lazyKey struct{ id, kind string }
 
 type lazyCondition struct {
 	c    *Condition
-	errs StateErrors
+	errs planspec.StateErrors
 }
 
 // CompileLazily checks the state's `on` globs, as Compile does, and returns its
 // conditions to be compiled when asked for.
-func (s *State) CompileLazily() (*LazyConditions, error) {
+func CompileLazily(s *planspec.State) (*LazyConditions, error) {
 	for id, sp := range s.Steps {
 		if sp != nil && checkOn(id, sp) != nil {
 			// Reported as Compile reports them, in step order.
-			var errs StateErrors
-			for _, id := range s.stepOrder() {
+			var errs planspec.StateErrors
+			for _, id := range s.StepOrder() {
 				errs = append(errs, checkOn(id, s.Steps[id])...)
 			}
 			return nil, errs
 		}
 	}
-	return &LazyConditions{s: s, known: s.knownSteps(), m: map[lazyKey]lazyCondition{}}, nil
+	return &LazyConditions{s: s, known: knownSteps(s), m: map[lazyKey]lazyCondition{}}, nil
 }
 
 // Get returns step id's condition of the kind (CondWhen, CondSkip, CondCheck, CondExit or CondAbort),
@@ -172,7 +174,7 @@ func (l *LazyConditions) Get(id, kind string) (*Condition, error) {
 	if !ok {
 		if sp := l.s.Steps[id]; sp != nil {
 			if src := conditionSource(sp, kind); src != "" {
-				got.c, got.errs = l.s.compileCondition(id, kind, src, l.known)
+				got.c, got.errs = compileCondition(l.s, id, kind, src, l.known)
 			}
 		}
 		l.m[k] = got

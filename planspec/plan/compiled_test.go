@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // A state.json written by hand, with stepseq's keys in plan.steps.
@@ -26,11 +28,11 @@ const handWrittenState = `{
 }`
 
 func TestState_Compile(t *testing.T) {
-	st, err := ParseState(strings.NewReader(handWrittenState), "state.json")
+	st, err := planspec.ParseState(strings.NewReader(handWrittenState), "state.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := st.Compile()
+	c, err := Compile(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +65,13 @@ func TestState_CompileErrors(t *testing.T) {
   "stepQueue": ["a", "b", "c d", "e"],
   "stepseq": {"vars": {"min": 2}}
 }`
-	st, err := ParseState(strings.NewReader(bad), "state.json")
+	st, err := planspec.ParseState(strings.NewReader(bad), "state.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.Compile()
-	var errs StateErrors
-	if !errors.As(err, &errs) || !errors.Is(err, ErrInvalidState) {
+	_, err = Compile(st)
+	var errs planspec.StateErrors
+	if !errors.As(err, &errs) || !errors.Is(err, planspec.ErrInvalidState) {
 		t.Fatalf("want StateErrors, got %T %v", err, err)
 	}
 	want := []string{
@@ -87,10 +89,10 @@ func TestState_CompileErrors(t *testing.T) {
 
 // A state without stepseq's keys, as the original writes it, compiles to nothing.
 func TestState_CompileOriginal(t *testing.T) {
-	st := NewState()
-	st.Steps["a"] = &StepSpec{Title: "A", Instruction: "x", RequiredOutputs: []string{"out.md"}}
+	st := planspec.NewState()
+	st.Steps["a"] = &planspec.StepSpec{Title: "A", Instruction: "x", RequiredOutputs: []string{"out.md"}}
 	st.StepQueue = []string{"a"}
-	c, err := st.Compile()
+	c, err := Compile(st)
 	if err != nil || len(c.When)+len(c.Skip)+len(c.Check) != 0 {
 		t.Errorf("got %+v, %v", c, err)
 	}
@@ -111,12 +113,12 @@ func TestState_CompileLazily(t *testing.T) {
   }},
   "stepQueue": ["a", "b"]
 }`, "DIR", dir)
-	st, err := ParseState(strings.NewReader(state), "state.json")
+	st, err := planspec.ParseState(strings.NewReader(state), "state.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	compiled := func(id, kind string) bool { return compiledCache.get(conditionSource(st.Steps[id], kind)) != nil }
-	lazy, err := st.CompileLazily()
+	lazy, err := CompileLazily(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +143,8 @@ func TestState_CompileLazily(t *testing.T) {
 		t.Errorf("Err before a bad condition: %v", err)
 	}
 
-	_, eager := st.Compile()
-	var want StateErrors
+	_, eager := Compile(st)
+	var want planspec.StateErrors
 	if !errors.As(eager, &want) || len(want) != 2 {
 		t.Fatalf("Compile: %v; want two errors", eager)
 	}
@@ -159,12 +161,12 @@ func TestState_CompileLazily(t *testing.T) {
 
 // CompileLazily checks the on globs at once, as Compile does.
 func TestState_CompileLazilyGlobs(t *testing.T) {
-	st := NewState()
-	st.Steps["a"] = &StepSpec{Title: "A", Instruction: "x", On: []string{"ok/*.md", "../**"}}
-	st.Steps["b"] = &StepSpec{Title: "B", Instruction: "x", On: []string{"/abs/**"}}
+	st := planspec.NewState()
+	st.Steps["a"] = &planspec.StepSpec{Title: "A", Instruction: "x", On: []string{"ok/*.md", "../**"}}
+	st.Steps["b"] = &planspec.StepSpec{Title: "B", Instruction: "x", On: []string{"/abs/**"}}
 	st.StepQueue = []string{"b", "a"}
-	_, eager := st.Compile()
-	_, lazy := st.CompileLazily()
+	_, eager := Compile(st)
+	_, lazy := CompileLazily(st)
 	if eager == nil || lazy == nil || lazy.Error() != eager.Error() {
 		t.Errorf("CompileLazily: %v\nCompile: %v", lazy, eager)
 	}

@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // Limits on conditions. A condition is a line or two; these bounds keep a hostile
@@ -74,7 +75,7 @@ type Env struct {
 	// when p was modified at or after it. Zero makes every existing file fresh.
 	TryStarted time.Time
 	// Runs are the run records by step id, for steps and step.
-	Runs map[string]*StepRun
+	Runs map[string]*planspec.StepRun
 	// Step is the id of the step the condition belongs to, for step.
 	Step string
 	// Vars are the plan's vars.
@@ -83,7 +84,7 @@ type Env struct {
 	Params map[string]any
 	// Loop is the loop the step is in, or the latest one before it (State.LoopAround):
 	// round and rounds read it. Nil: round 0, no rounds.
-	Loop *Loop
+	Loop *planspec.Loop
 	// Getenv reads the environment for env(name).
 	Getenv func(string) string
 }
@@ -100,9 +101,9 @@ type ConditionError struct {
 
 func (e *ConditionError) Error() string {
 	if e.Line == 0 {
-		return fmt.Sprintf("condition %q: %s", clip(e.Source, 80), e.Msg)
+		return fmt.Sprintf("condition %q: %s", planspec.Clip(e.Source, 80), e.Msg)
 	}
-	return fmt.Sprintf("condition %q: %s (at %d:%d)", clip(e.Source, 80), e.Msg, e.Line, e.Column)
+	return fmt.Sprintf("condition %q: %s (at %d:%d)", planspec.Clip(e.Source, 80), e.Msg, e.Line, e.Column)
 }
 
 func (e *ConditionError) Unwrap() error { return e.Err }
@@ -211,8 +212,8 @@ func describeValue(v any) string {
 	case nil:
 		return "nil"
 	case string:
-		return "the string " + clip(fmt.Sprintf("%q", v), 40)
+		return "the string " + planspec.Clip(fmt.Sprintf("%q", v), 40)
 	default:
-		return clip(fmt.Sprintf("%T %v", v, v), 60)
+		return planspec.Clip(fmt.Sprintf("%T %v", v, v), 60)
 	}
 }

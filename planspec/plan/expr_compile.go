@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/vm"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // pathFuncs take a workspace path as their first argument.
@@ -97,7 +98,7 @@ func (lenOfGlob) Visit(node *ast.Node) {
 	if fn, ok := call.Callee.(*ast.IdentifierNode); !ok || fn.Value != "glob" {
 		return
 	}
-	if arg, ok := call.Arguments[0].(*ast.StringNode); ok && checkGlob(arg.Value) != nil {
+	if arg, ok := call.Arguments[0].(*ast.StringNode); ok && planspec.CheckGlob(arg.Value) != nil {
 		return // inspect reports it, under the name that was written
 	}
 	callee := &ast.IdentifierNode{Value: "globCount"}
@@ -265,13 +266,13 @@ func (v *inspector) call(n *ast.CallNode) {
 	}
 	switch {
 	case pathFuncs[fn.Value]:
-		if err := checkPath(arg.Value); err != nil {
+		if err := planspec.CheckPath(arg.Value); err != nil {
 			v.fail(arg, fn.Value, err)
 		} else if !slices.Contains(c.paths, arg.Value) {
 			c.paths = append(c.paths, arg.Value)
 		}
 	case fn.Value == "glob" || fn.Value == "globCount":
-		if err := checkGlob(arg.Value); err != nil {
+		if err := planspec.CheckGlob(arg.Value); err != nil {
 			v.fail(arg, fn.Value, err)
 		} else if !slices.Contains(c.globs, arg.Value) {
 			c.globs = append(c.globs, arg.Value)
@@ -328,7 +329,7 @@ func compileError(src string, err error) error {
 		ce.Line, ce.Column = 0, 0
 	case strings.HasPrefix(msg, "unknown name "):
 		name := strings.TrimPrefix(msg, "unknown name ")
-		if s := suggest(name, conditionNames); s != "" {
+		if s := planspec.Suggest(name, conditionNames); s != "" {
 			ce.Msg = fmt.Sprintf("unknown name %q: did you mean %q?", name, s)
 		} else {
 			ce.Msg = fmt.Sprintf("unknown name %q: want one of %s, or an expr builtin", name, strings.Join(conditionNames, ", "))
@@ -339,8 +340,8 @@ func compileError(src string, err error) error {
 
 // typeNames hides the Go types behind the condition language from messages.
 var typeNames = strings.NewReplacer(
-	"type planspec.runView has no field ", "a step record has only status, tries, lastRunIso, error, stdout, skipped and result, not ",
-	"planspec.runView", "step record",
+	"type planspec.RunView has no field ", "a step record has only status, tries, lastRunIso, error, stdout, skipped and result, not ",
+	"planspec.RunView", "step record",
 	"type planspec.evaluation has no field ", "unknown name ",
 	"planspec.evaluation", "the condition language",
 )

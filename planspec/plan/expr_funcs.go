@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/expr-lang/expr/vm"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // evaluation is the environment a condition runs in: the functions and variables
@@ -36,15 +37,15 @@ type evaluation struct {
 	JSON   func(string) (any, error)      `expr:"json"`
 	Getenv func(string) string            `expr:"env"`
 	Now    func() time.Time               `expr:"now"`
-	Steps  map[string]runView             `expr:"steps"`
-	Step   runView                        `expr:"step"`
+	Steps  map[string]planspec.RunView    `expr:"steps"`
+	Step   planspec.RunView               `expr:"step"`
 	Vars   map[string]any                 `expr:"vars"`
 	Params map[string]any                 `expr:"params"`
 	// Round, Rounds and Result are the round of the step's loop,
 	// its finished rounds, and the step's own result (for exit and abort).
-	Round  int                  `expr:"round"`
-	Rounds []map[string]runView `expr:"rounds"`
-	Result any                  `expr:"result"`
+	Round  int                           `expr:"round"`
+	Rounds []map[string]planspec.RunView `expr:"rounds"`
+	Result any                           `expr:"result"`
 
 	env     *Env
 	stats   []statEntry // what this evaluation already asked the file system
@@ -52,22 +53,11 @@ type evaluation struct {
 	vm      vm.VM
 }
 
-// runView is a step's run record as a condition sees it.
-type runView struct {
-	Status     string `expr:"status"`
-	Tries      int    `expr:"tries"`
-	LastRunIso string `expr:"lastRunIso"`
-	Error      string `expr:"error"`
-	Stdout     string `expr:"stdout"`
-	Skipped    bool   `expr:"skipped"`
-	Result     any    `expr:"result"` // the accepted result of the last done report; nil when none
-}
-
-func viewOf(r *StepRun) runView {
+func viewOf(r *planspec.StepRun) planspec.RunView {
 	if r == nil {
-		return runView{Status: StatusPending}
+		return planspec.RunView{Status: planspec.StatusPending}
 	}
-	v := runView{Status: r.Status, Tries: r.Tries, LastRunIso: r.LastRunIso, Skipped: r.Skipped}
+	v := planspec.RunView{Status: r.Status, Tries: r.Tries, LastRunIso: r.LastRunIso, Skipped: r.Skipped}
 	if r.Error != nil {
 		v.Error = *r.Error
 	}
@@ -86,7 +76,7 @@ type statEntry struct {
 }
 
 var evaluations = sync.Pool{New: func() any {
-	ev := &evaluation{Steps: map[string]runView{}}
+	ev := &evaluation{Steps: map[string]planspec.RunView{}}
 	ev.Exists, ev.Glob, ev.Count, ev.Size, ev.Lines = ev.exists, ev.glob, ev.globCount, ev.size, ev.lines
 	ev.Mtime, ev.Age, ev.Fresh = ev.mtime, ev.age, ev.fresh
 	ev.Read, ev.JSON, ev.Getenv, ev.Now = ev.read, ev.json, ev.getenv, ev.now
@@ -119,14 +109,14 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 	if env.Loop != nil {
 		ev.Round = env.Loop.Round
 		if c.usesRounds {
-			ev.Rounds = roundViews(env.Loop)
+			ev.Rounds = planspec.RoundViews(env.Loop)
 		}
 	}
 	return ev
 }
 
 func putEvaluation(ev *evaluation) {
-	ev.env, ev.Vars, ev.Params, ev.Step = nil, nil, nil, runView{}
+	ev.env, ev.Vars, ev.Params, ev.Step = nil, nil, nil, planspec.RunView{}
 	ev.Round, ev.Rounds, ev.Result = 0, nil, nil
 	clear(ev.Steps)
 	clear(ev.stats)
@@ -146,7 +136,7 @@ func (ev *evaluation) stat(p string) fs.FileInfo {
 		}
 	}
 	var info fs.FileInfo
-	if name, ok := fsPath(p); ok {
+	if name, ok := planspec.FSPath(p); ok {
 		if fi, err := ev.env.Root.Stat(name); err == nil {
 			info = fi
 		}
@@ -215,7 +205,7 @@ func (ev *evaluation) open(p string) (*os.File, fs.FileInfo) {
 	if fi == nil || !fi.Mode().IsRegular() {
 		return nil, nil
 	}
-	name, _ := fsPath(p)
+	name, _ := planspec.FSPath(p)
 	f, err := ev.env.Root.Open(name)
 	if err != nil {
 		return nil, nil
@@ -295,7 +285,7 @@ var maxGlobMatches = MaxGlobMatches
 // into symlinked directories, and leaves out symlinks that lead outside. The
 // list is capped, which bounds memory; globCount counts past the cap.
 func (ev *evaluation) glob(pattern string) ([]string, error) {
-	if checkGlob(pattern) != nil {
+	if planspec.CheckGlob(pattern) != nil {
 		return []string{}, nil
 	}
 	pattern = path.Clean(pattern)
@@ -318,7 +308,7 @@ func (ev *evaluation) glob(pattern string) ([]string, error) {
 // memory that does not grow with them. A condition's len(glob(P)) is compiled to
 // globCount(P).
 func (ev *evaluation) globCount(pattern string) int {
-	if checkGlob(pattern) != nil {
+	if planspec.CheckGlob(pattern) != nil {
 		return 0
 	}
 	n := 0

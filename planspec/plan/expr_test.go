@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 var (
@@ -78,9 +80,9 @@ func testEnv(root *os.Root, outside string) *Env {
 		Root:       root,
 		Now:        testNow,
 		TryStarted: testTryStarted,
-		Runs: map[string]*StepRun{
-			"build": {Status: StatusDone, Tries: 2, LastRunIso: "2026-02-10T21:00:00.000000+00:00", Stdout: strp("ok")},
-			"test":  {Status: StatusFailed, Tries: 1, Error: strp("boom")},
+		Runs: map[string]*planspec.StepRun{
+			"build": {Status: planspec.StatusDone, Tries: 2, LastRunIso: "2026-02-10T21:00:00.000000+00:00", Stdout: strp("ok")},
+			"test":  {Status: planspec.StatusFailed, Tries: 1, Error: strp("boom")},
 		},
 		Step: "test",
 		Vars: map[string]any{
@@ -469,7 +471,7 @@ func TestCondition_Concurrent(t *testing.T) {
 					n = g + 100 // a size the file does not have: false
 				}
 				env := &Env{Root: root, Step: id, Vars: map[string]any{"n": n, "id": id},
-					Runs: map[string]*StepRun{id: {Status: StatusDone, Tries: n}}}
+					Runs: map[string]*planspec.StepRun{id: {Status: planspec.StatusDone, Tries: n}}}
 				ok, err := c.Eval(env)
 				if err != nil || ok != (n == 5) {
 					t.Errorf("goroutine %d try %d: got %v, %v", g, i, ok, err)

@@ -1,8 +1,10 @@
-package planspec
+package plan
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // Mermaid draws the plan as a Mermaid flowchart: the steps top to bottom in the
@@ -14,13 +16,13 @@ func (p *Plan) Mermaid() string { return p.MermaidPhases(nil) }
 
 // phaseStyles colour a step's box by its phase.
 var phaseStyles = []struct{ phase, style string }{
-	{PhasePlanned, "fill:#eeeeee,stroke:#888888"},
-	{PhaseDispatching, "fill:#fff3cd,stroke:#b58900"},
+	{planspec.PhasePlanned, "fill:#eeeeee,stroke:#888888"},
+	{planspec.PhaseDispatching, "fill:#fff3cd,stroke:#b58900"},
 	{"running", "fill:#d6e9ff,stroke:#1f6feb"},
-	{PhaseInProgress, "fill:#d6e9ff,stroke:#1f6feb"},
-	{PhaseBlocked, "fill:#ffd7d5,stroke:#cf222e"},
-	{PhaseReviewing, "fill:#eadcff,stroke:#8250df"},
-	{PhaseDone, "fill:#d3f5d9,stroke:#1a7f37"},
+	{planspec.PhaseInProgress, "fill:#d6e9ff,stroke:#1f6feb"},
+	{planspec.PhaseBlocked, "fill:#ffd7d5,stroke:#cf222e"},
+	{planspec.PhaseReviewing, "fill:#eadcff,stroke:#8250df"},
+	{planspec.PhaseDone, "fill:#d3f5d9,stroke:#1a7f37"},
 	{"failed", "fill:#ffe8cc,stroke:#bc4c00"},
 }
 
@@ -40,7 +42,7 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 			groupAt[g.Steps[0]] = gi
 		}
 	}
-	var inGroup *Group
+	var inGroup *planspec.Group
 	var groupFirst string
 	var exits, toDone [][2]string // node, label
 	flushExits := func(to string) {
@@ -96,13 +98,13 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 
 // mermaidGroupTitle is a repeat group's subgraph title: its id and title, and
 // how many rounds it may run.
-func mermaidGroupTitle(g *Group) string {
+func mermaidGroupTitle(g *planspec.Group) string {
 	title := g.ID
 	if t := strings.TrimSpace(g.Title); t != "" {
 		title += ": " + t
 	}
 	title += "\nrepeat: max " + strings.TrimSpace(g.Max)
-	if g.OnMax == OnMaxDone {
+	if g.OnMax == planspec.OnMaxDone {
 		title += ", onMax: done"
 	}
 	return title

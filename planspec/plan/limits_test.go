@@ -1,10 +1,12 @@
-package planspec
+package plan
 
 import (
 	"bytes"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // TestParsePlan_LimitKeys reads limitWait and resume at both levels, carries them
@@ -27,24 +29,24 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.LimitWait != Duration(2*time.Hour) || !p.Resume {
+	if p.LimitWait != planspec.Duration(2*time.Hour) || !p.Resume {
 		t.Fatalf("plan limitWait %v resume %v", p.LimitWait, p.Resume)
 	}
 	st := p.State("plans/limits.yaml", "h")
 	a, b := st.Steps["a"], st.Steps["b"]
-	if a.LimitWait != Duration(30*time.Minute) || a.Resume == nil || *a.Resume || b.Resume != nil {
+	if a.LimitWait != planspec.Duration(30*time.Minute) || a.Resume == nil || *a.Resume || b.Resume != nil {
 		t.Fatalf("step a limitWait %v resume %v, b resume %v", a.LimitWait, a.Resume, b.Resume)
 	}
 	run := st.Run("a")
-	run.Agent = &AgentRecord{StartedIso: "2026-01-01T00:00:00.000000+00:00",
-		Session: AgentSession{Agent: "claude", ID: "0b6c"},
-		Limit:   LimitHold{SinceIso: "2026-01-01T00:00:00.000000+00:00", UntilIso: "2026-01-01T05:00:00.000000+00:00", Stated: true, Waits: 1, Agent: "claude", Error: "You've hit your 5-hour limit"}}
-	run.Phase = PhaseWaiting
-	back, err := ParseState(bytes.NewReader(st.Marshal()), "state.json")
+	run.Agent = &planspec.AgentRecord{StartedIso: "2026-01-01T00:00:00.000000+00:00",
+		Session: planspec.AgentSession{Agent: "claude", ID: "0b6c"},
+		Limit:   planspec.LimitHold{SinceIso: "2026-01-01T00:00:00.000000+00:00", UntilIso: "2026-01-01T05:00:00.000000+00:00", Stated: true, Waits: 1, Agent: "claude", Error: "You've hit your 5-hour limit"}}
+	run.Phase = planspec.PhaseWaiting
+	back, err := planspec.ParseState(bytes.NewReader(st.Marshal()), "state.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := back.StepRuns["a"]; got.Phase != PhaseWaiting || got.Agent.Session != run.Agent.Session || got.Agent.Limit != run.Agent.Limit {
+	if got := back.StepRuns["a"]; got.Phase != planspec.PhaseWaiting || got.Agent.Session != run.Agent.Session || got.Agent.Limit != run.Agent.Limit {
 		t.Fatalf("run a after a round trip: %+v %+v", got, got.Agent)
 	}
 	if back.Settings.LimitWait != p.LimitWait || !back.Settings.Resume || back.Steps["a"].Resume == nil || *back.Steps["a"].Resume {

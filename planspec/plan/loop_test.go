@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"encoding/json"
@@ -7,23 +7,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // loopOf is a loop at round n, its n-1 finished rounds (at most MaxRoundsKept)
 // each with a review and a respond record.
-func loopOf(n int) *Loop {
-	l := &Loop{Round: n, Max: 1000}
+func loopOf(n int) *planspec.Loop {
+	st := planspec.NewState()
+	g := &planspec.Group{ID: "loop", Steps: []string{"review", "respond"}}
+	l := &planspec.Loop{Round: n, Max: 1000}
 	for i := 1; i < n; i++ {
-		rec := RoundRecord{
-			"review":  {Status: StatusDone, Tries: 1, Result: json.RawMessage(fmt.Sprintf(`{"doc_path":"r%d.md","findings_total":%d}`, i, i))},
-			"respond": {Status: StatusDone, Tries: 1, Result: json.RawMessage(fmt.Sprintf(`{"fixed_count":%d}`, i))},
+		st.StepRuns = map[string]*planspec.StepRun{
+			"review":  {Status: planspec.StatusDone, Tries: 1, Result: json.RawMessage(fmt.Sprintf(`{"doc_path":"r%d.md","findings_total":%d}`, i, i))},
+			"respond": {Status: planspec.StatusDone, Tries: 1, Result: json.RawMessage(fmt.Sprintf(`{"fixed_count":%d}`, i))},
 		}
-		l.Rounds = append(l.Rounds, rec)
+		st.KeepRound(g, l)
 	}
-	if over := len(l.Rounds) - MaxRoundsKept; over > 0 {
-		l.Rounds, l.Dropped = l.Rounds[over:], over
-	}
-	l.views = decodeRounds(l.Rounds)
 	return l
 }
 
@@ -46,7 +46,7 @@ func TestTemplate_RoundAndRounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := map[string]*StepRun{"review": {Status: StatusDone, Tries: 1, Result: json.RawMessage(`{"findings_total":0}`)}}
+	runs := map[string]*planspec.StepRun{"review": {Status: planspec.StatusDone, Tries: 1, Result: json.RawMessage(`{"findings_total":0}`)}}
 	if ok, err := c.Eval(&Env{Runs: runs, Step: "review"}); !ok || err != nil {
 		t.Fatalf("exit on the step's own result: %v, %v", ok, err)
 	}
@@ -55,7 +55,7 @@ func TestTemplate_RoundAndRounds(t *testing.T) {
 // TestCondition_StepsNamed: an expression that names its steps reads only
 // their records, and one that reaches steps otherwise reads them all.
 func TestCondition_StepsNamed(t *testing.T) {
-	runs := map[string]*StepRun{"a": {Status: StatusDone}, "b": {Status: StatusFailed}}
+	runs := map[string]*planspec.StepRun{"a": {Status: planspec.StatusDone}, "b": {Status: planspec.StatusFailed}}
 	for _, tc := range []struct {
 		src  string
 		want bool

@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/planspec/resultschema"
 	"gopkg.in/yaml.v3"
 )
@@ -71,7 +72,7 @@ func checkParamName(name string) error {
 		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9' {
 			continue
 		}
-		return fmt.Errorf("%q: a param's name is letters, digits and _, not starting with a digit, so that expressions read it as params.NAME", clip(name, 40))
+		return fmt.Errorf("%q: a param's name is letters, digits and _, not starting with a digit, so that expressions read it as params.NAME", planspec.Clip(name, 40))
 	}
 	if name == "" {
 		return fmt.Errorf("empty name")
@@ -103,7 +104,7 @@ func (p *Plan) ResolveParams(given map[string]any) (map[string]any, error) {
 			continue
 		}
 		msg := fmt.Sprintf("params.%s: unknown param", name)
-		switch s := suggest(name, declared); {
+		switch s := planspec.Suggest(name, declared); {
 		case len(declared) == 0:
 			msg += ": the plan declares no params"
 		case s != "":
@@ -143,7 +144,7 @@ func (p *Plan) ResolveParams(given map[string]any) (map[string]any, error) {
 			problems = append(problems, fmt.Sprintf("params.%s%s: %s", pp.Name, at, vi.Msg))
 		}
 		if len(bad) == 0 {
-			out[pp.Name] = wholeNumbers(norm)
+			out[pp.Name] = planspec.WholeNumbers(norm)
 		}
 	}
 	if len(problems) > 0 {

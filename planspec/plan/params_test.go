@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 const paramsPlan = `name: review
@@ -113,7 +114,7 @@ func TestParsePlan_Summary(t *testing.T) {
 	p := mustParse(t, paramsPlan+"summary:\n  target: params.target\n  tries: steps.review.tries\n")
 	st := p.State("plans/p.yaml", "h")
 	got := EvalSummary(st.Settings.Summary, &Env{Params: map[string]any{"target": "src"},
-		Runs: map[string]*StepRun{"review": {Status: StatusDone, Tries: 2}}})
+		Runs: map[string]*planspec.StepRun{"review": {Status: planspec.StatusDone, Tries: 2}}})
 	if diff := cmp.Diff(map[string]any{"target": "src", "tries": 2}, got); diff != "" {
 		t.Errorf("summary (-want +got):\n%s", diff)
 	}

@@ -1,8 +1,7 @@
-package planspec
+package plan
 
 import (
 	"encoding/json"
-	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -192,25 +191,4 @@ func (d *planDecoder) checkParamTypes(params []Param) {
 			}
 		}
 	}
-}
-
-// wholeNumbers turns the whole float64s of a JSON value into ints, so that a
-// param the schema calls an integer is one when an expression reads it (JSON
-// reads every number as a float64, and expr's % takes integers only).
-func wholeNumbers(v any) any {
-	switch v := v.(type) {
-	case float64:
-		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
-			return int(v)
-		}
-	case map[string]any:
-		for k, e := range v {
-			v[k] = wholeNumbers(e)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = wholeNumbers(e)
-		}
-	}
-	return v
 }

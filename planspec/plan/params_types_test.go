@@ -1,9 +1,11 @@
-package planspec
+package plan
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 const typedParams = `params:
@@ -82,7 +84,7 @@ func TestParams_IntegersAreInts(t *testing.T) {
 	}
 	st := p.State("p.yaml", "")
 	st.Settings.Params = params
-	back, err := ParseStateBytes(st.Marshal(), "state.json")
+	back, err := planspec.ParseStateBytes(st.Marshal(), "state.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"crypto/sha256"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // MaxPlanSize caps a plan file. A plan is a few kilobytes; a generated one of
@@ -24,8 +26,8 @@ type Plan struct {
 	// reports, heartbeat, limitWait, resume, notify).
 	// A run's part (Settings.Params' values, SummaryValues, Source, Hash) is
 	// empty in a plan: State fills Source and Hash.
-	Settings
-	StepDelay Duration
+	planspec.Settings
+	StepDelay planspec.Duration
 	// Params declares the plan's params; a run's values are
 	// Settings.Params, which this field hides in a Plan.
 	Params []Param
@@ -37,7 +39,7 @@ type Plan struct {
 // PlanStep is one step of a plan, in file order.
 type PlanStep struct {
 	ID   string
-	Spec StepSpec
+	Spec planspec.StepSpec
 }
 
 // ParsePlan reads and validates a YAML plan. name is the file name used in
@@ -85,8 +87,8 @@ func Hash(content []byte) string {
 // State returns the state.json that runs this plan from its first step. source is
 // the plan file relative to the workspace, hash its Hash. The state shares nothing
 // mutable with the plan.
-func (p *Plan) State(source, hash string) *State {
-	st := NewState()
+func (p *Plan) State(source, hash string) *planspec.State {
+	st := planspec.NewState()
 	for _, s := range p.Steps {
 		spec := s.Spec
 		spec.RequiredOutputs = slices.Clone(spec.RequiredOutputs)
@@ -94,10 +96,10 @@ func (p *Plan) State(source, hash string) *State {
 		spec.Agent = spec.Agent.Clone()
 		spec.Fallback = slices.Clone(spec.Fallback)
 		spec.Result = slices.Clone(spec.Result)
-		if HasTemplate(spec.Instruction) {
+		if planspec.HasTemplate(spec.Instruction) {
 			spec.InstructionTemplate = spec.Instruction
 		}
-		if HasTemplate(spec.Title) {
+		if planspec.HasTemplate(spec.Title) {
 			spec.TitleTemplate = spec.Title
 		}
 		if spec.Agent.HasTemplate() {
@@ -115,7 +117,7 @@ func (p *Plan) State(source, hash string) *State {
 		st.StepQueue = append(st.StepQueue, s.ID)
 	}
 	st.StepDelayMinutes = float64(p.StepDelay) / float64(time.Minute)
-	st.Settings = p.Settings.clone()
+	st.Settings = p.Settings.Clone()
 	st.Settings.Source, st.Settings.Hash = filepath.ToSlash(source), hash
 	return st
 }

@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stepseq/stepseq/planspec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -69,7 +70,7 @@ func (d *planDecoder) alias(n *yaml.Node, field string) {
 	if d.aliases == nil {
 		d.aliases = map[string]*aliasUse{}
 	}
-	d.fail(n, field, "alias *%s: aliases are not supported in plans; write the value out", clip(n.Value, 40))
+	d.fail(n, field, "alias *%s: aliases are not supported in plans; write the value out", planspec.Clip(n.Value, 40))
 	d.aliases[n.Value] = &aliasUse{err: d.errs[len(d.errs)-1]}
 }
 
@@ -81,7 +82,7 @@ type aliasUse struct {
 func (d *planDecoder) countAliases() {
 	for name, use := range d.aliases {
 		if use.more > 0 {
-			use.err.Msg += fmt.Sprintf(" (and %d more uses of *%s)", use.more, clip(name, 40))
+			use.err.Msg += fmt.Sprintf(" (and %d more uses of *%s)", use.more, planspec.Clip(name, 40))
 		}
 	}
 }
@@ -92,7 +93,7 @@ func (d *planDecoder) decode(data []byte) *Plan {
 		return nil
 	}
 	if off, what := binaryAt(data); off >= 0 {
-		line, col := lineCol(data, off)
+		line, col := planspec.LineCol(data, off)
 		d.failAt(line, col, "", what+": a plan is YAML text, this looks like binary data")
 		return nil
 	}
@@ -101,11 +102,11 @@ func (d *planDecoder) decode(data []byte) *Plan {
 		line, col, msg := yamlErrorPos(err)
 		if i := bytes.IndexByte(data, '\t'); i >= 0 && strings.Contains(msg, "cannot start any token") {
 			// YAML refuses tabs for indentation, and says so in words that do not name them.
-			tl, tc := lineCol(data, i)
+			tl, tc := planspec.LineCol(data, i)
 			line, col, msg = tl, tc, msg+": a tab; indent YAML with spaces"
 		} else if at := unclosedFlow(data); at >= 0 && strings.Contains(msg, "did not find expected") {
 			// yaml.v3 locates an unclosed [ or { at the document's start.
-			line, col = lineCol(data, at)
+			line, col = planspec.LineCol(data, at)
 			msg += fmt.Sprintf(": the %q here is never closed", data[at])
 		}
 		d.failAt(line, col, "", msg)
@@ -149,11 +150,11 @@ func (d *planDecoder) pairs(n *yaml.Node, field string, fn func(key string, k, v
 			d.fail(k, field, "merge key <<: not supported in plans; write the keys out")
 			continue
 		case k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str":
-			d.fail(k, field, "%s: want a string key, got %s%s", clip(orTop(field), 40), describeNode(k), scalarHint(k))
+			d.fail(k, field, "%s: want a string key, got %s%s", planspec.Clip(orTop(field), 40), describeNode(k), scalarHint(k))
 			continue
 		}
 		if line, dup := firstLine(k.Value, i); dup {
-			d.fail(k, join(field, k.Value), "duplicate key %q: the first is at line %d; give each key once", clip(k.Value, 40), line)
+			d.fail(k, join(field, k.Value), "duplicate key %q: the first is at line %d; give each key once", planspec.Clip(k.Value, 40), line)
 			continue
 		}
 		if seen != nil {
@@ -205,12 +206,12 @@ func (d *planDecoder) unknownKey(k *yaml.Node, field string, known, other []stri
 	switch {
 	case slices.Contains(other, key):
 		d.fail(k, join(field, key), "key %q does not belong here: it is a %s key, %s", key, otherName, otherPlace)
-	case suggest(key, known) != "":
-		d.fail(k, join(field, key), "unknown key %q: did you mean %q?", clip(key, 40), suggest(key, known))
-	case suggest(key, other) != "":
-		d.fail(k, join(field, key), "unknown key %q: did you mean %q? It is a %s key, %s", clip(key, 40), suggest(key, other), otherName, otherPlace)
+	case planspec.Suggest(key, known) != "":
+		d.fail(k, join(field, key), "unknown key %q: did you mean %q?", planspec.Clip(key, 40), planspec.Suggest(key, known))
+	case planspec.Suggest(key, other) != "":
+		d.fail(k, join(field, key), "unknown key %q: did you mean %q? It is a %s key, %s", planspec.Clip(key, 40), planspec.Suggest(key, other), otherName, otherPlace)
 	default:
-		d.fail(k, join(field, key), "unknown key %q: want one of %s", clip(key, 40), strings.Join(known, ", "))
+		d.fail(k, join(field, key), "unknown key %q: want one of %s", planspec.Clip(key, 40), strings.Join(known, ", "))
 	}
 }
 
@@ -237,7 +238,7 @@ func (d *planDecoder) strList(n *yaml.Node, field string, check func(string) err
 	if n.Kind != yaml.SequenceNode {
 		hint := ""
 		if n.Kind == yaml.ScalarNode && !isNullNode(n) {
-			hint = fmt.Sprintf(", like [%s]", clip(n.Value, 40))
+			hint = fmt.Sprintf(", like [%s]", planspec.Clip(n.Value, 40))
 		}
 		d.fail(n, field, "%s: want a list of strings%s, got %s", lastKey(field), hint, describeNode(n))
 		return nil, false
@@ -260,7 +261,7 @@ func (d *planDecoder) strList(n *yaml.Node, field string, check func(string) err
 }
 
 // duration reads a span written as a string: "90s", "2m", "1h30m".
-func (d *planDecoder) duration(n *yaml.Node, field string) Duration {
+func (d *planDecoder) duration(n *yaml.Node, field string) planspec.Duration {
 	switch {
 	case n.Kind == yaml.AliasNode:
 		d.alias(n, field)
@@ -273,7 +274,7 @@ func (d *planDecoder) duration(n *yaml.Node, field string) Duration {
 		d.fail(n, field, "%s: want a duration like 90s, 2m or 1h, got %s%s", lastKey(field), describeNode(n), hint)
 		return 0
 	}
-	v, err := ParseDuration(n.Value)
+	v, err := planspec.ParseDuration(n.Value)
 	if err != nil {
 		d.fail(n, field, "%s: %v", lastKey(field), err)
 	}
@@ -336,19 +337,19 @@ func lastKey(field string) string {
 }
 
 // notify reads the plan's sinks: a list of {command: [argv]} or {webhook: URL}.
-func (d *planDecoder) notify(n *yaml.Node, field string) []NotifySink {
+func (d *planDecoder) notify(n *yaml.Node, field string) []planspec.NotifySink {
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n, field, "notify: want a list of sinks, like [{command: [notify-send, stepseq]}, {webhook: https://ntfy.sh/topic}], got %s", describeNode(n))
 		return nil
 	}
-	var out []NotifySink
+	var out []planspec.NotifySink
 	for i, it := range n.Content {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if it.Kind != yaml.MappingNode {
 			d.fail(it, f, "want a sink {command: [argv]} or {webhook: URL}, got %s", describeNode(it))
 			continue
 		}
-		var sink NotifySink
+		var sink planspec.NotifySink
 		d.pairs(it, f, func(key string, k, v *yaml.Node) {
 			switch key {
 			case "command":
@@ -356,10 +357,10 @@ func (d *planDecoder) notify(n *yaml.Node, field string) []NotifySink {
 			case "webhook":
 				sink.Webhook, _ = d.str(v, f+".webhook")
 			default:
-				d.fail(k, f+"."+key, "unknown key %q: a sink has command or webhook", clip(key, 40))
+				d.fail(k, f+"."+key, "unknown key %q: a sink has command or webhook", planspec.Clip(key, 40))
 			}
 		})
-		if err := sink.check(); err != nil {
+		if err := sink.Check(); err != nil {
 			d.fail(it, f, "%v", err)
 			continue
 		}

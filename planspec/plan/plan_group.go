@@ -1,10 +1,11 @@
-package planspec
+package plan
 
 import (
 	"fmt"
 	"slices"
 	"strconv"
 
+	"github.com/stepseq/stepseq/planspec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -17,8 +18,8 @@ func isGroupNode(n *yaml.Node) bool {
 // group reads a repeat group: its id, title and repeat, and its
 // steps, which unique checks against every other id of the plan. It returns the
 // group's id node when the id is valid.
-func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, idNode *yaml.Node, field string)) (Group, []PlanStep, *yaml.Node) {
-	var g Group
+func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, idNode *yaml.Node, field string)) (planspec.Group, []PlanStep, *yaml.Node) {
+	var g planspec.Group
 	var idNode, stepsNode *yaml.Node
 	hasRepeat, hasID := false, false
 	d.fields(n, field, func(key, f string, k, v *yaml.Node) {
@@ -30,7 +31,7 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 				return
 			}
 			g.ID = s
-			if err := checkID("id", s); err != nil {
+			if err := planspec.CheckID("id", s); err != nil {
 				d.fail(v, f, "%v", err)
 				return
 			}
@@ -84,11 +85,11 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 }
 
 // repeat reads a group's repeat: {max: N or EXPR, onMax: block | done}.
-func (d *planDecoder) repeat(n *yaml.Node, field string, g *Group) {
+func (d *planDecoder) repeat(n *yaml.Node, field string, g *planspec.Group) {
 	if n.Kind != yaml.MappingNode {
 		hint := ""
 		if n.Kind == yaml.ScalarNode && !isNullNode(n) {
-			hint = fmt.Sprintf(", like {max: %s}", clip(n.Value, 40))
+			hint = fmt.Sprintf(", like {max: %s}", planspec.Clip(n.Value, 40))
 		}
 		d.fail(n, field, "repeat: want a mapping {max: N, onMax: block | done}%s, got %s", hint, describeNode(n))
 		return
@@ -100,7 +101,7 @@ func (d *planDecoder) repeat(n *yaml.Node, field string, g *Group) {
 			hasMax = true
 			g.Max = d.maxRounds(v, f)
 		case "onMax":
-			g.OnMax = d.oneOf(v, f, onMaxWords)
+			g.OnMax = d.oneOf(v, f, planspec.OnMaxWords)
 		default:
 			d.unknownKey(k, field, []string{"max", "onMax"}, nil, "", "")
 		}
@@ -115,8 +116,8 @@ func (d *planDecoder) repeat(n *yaml.Node, field string, g *Group) {
 func (d *planDecoder) maxRounds(n *yaml.Node, field string) string {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
 		v, err := strconv.Atoi(n.Value)
-		if err != nil || v < 1 || v > MaxRounds {
-			d.fail(n, field, "max: want a whole number of rounds from 1 to %d, got %s", MaxRounds, clip(n.Value, 40))
+		if err != nil || v < 1 || v > planspec.MaxRounds {
+			d.fail(n, field, "max: want a whole number of rounds from 1 to %d, got %s", planspec.MaxRounds, planspec.Clip(n.Value, 40))
 			return ""
 		}
 		return strconv.Itoa(v)
@@ -134,15 +135,4 @@ func (d *planDecoder) maxRounds(n *yaml.Node, field string) string {
 		d.refs = append(d.refs, stepRef{node: n, field: field, key: "max", cond: c})
 	}
 	return src
-}
-
-func cloneGroups(gs []Group) []Group {
-	if gs == nil {
-		return nil
-	}
-	out := slices.Clone(gs)
-	for i := range out {
-		out[i].Steps = slices.Clone(out[i].Steps)
-	}
-	return out
 }

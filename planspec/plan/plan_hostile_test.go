@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // allocated reports how many bytes fn allocates.
@@ -135,10 +137,10 @@ func TestParsePlan_Large(t *testing.T) {
 		t.Errorf("got %d steps", len(p.Steps))
 	}
 	st := p.State("plans/large.yaml", Hash(data))
-	if _, err := st.Compile(); err != nil {
+	if _, err := Compile(st); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ParseState(bytes.NewReader(st.Marshal()), "state.json"); err != nil {
+	if _, err := planspec.ParseState(bytes.NewReader(st.Marshal()), "state.json"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,7 +183,7 @@ func TestParsePlan_DurationBound(t *testing.T) {
 		t.Errorf("the bound itself: %v", err)
 	}
 	st := `{"plan":{"steps":{"a":{"title":"A","instruction":"x","timeout":"100000h"}}},"stepQueue":["a"]}`
-	if _, err := ParseState(strings.NewReader(st), "state.json"); err == nil || !strings.Contains(err.Error(), "8760h (365 days)") {
+	if _, err := planspec.ParseState(strings.NewReader(st), "state.json"); err == nil || !strings.Contains(err.Error(), "8760h (365 days)") {
 		t.Errorf("a state's step timeout over the bound: got %v", err)
 	}
 }
@@ -196,17 +198,17 @@ func TestState_StepDelay(t *testing.T) {
 	}{
 		{0, 0, false}, {-1, 0, false}, {math.NaN(), 0, false},
 		{1.5, 90 * time.Second, false},
-		{525600, time.Duration(MaxDuration), false},
-		{1e9, time.Duration(MaxDuration), true},
-		{math.MaxFloat64, time.Duration(MaxDuration), true},
+		{525600, time.Duration(planspec.MaxDuration), false},
+		{1e9, time.Duration(planspec.MaxDuration), true},
+		{math.MaxFloat64, time.Duration(planspec.MaxDuration), true},
 	} {
-		st := &State{StepDelayMinutes: tc.minutes}
+		st := &planspec.State{StepDelayMinutes: tc.minutes}
 		d, clamped := st.StepDelay()
 		if d != tc.want || clamped != tc.clamped {
 			t.Errorf("%g minutes: got %v %v, want %v %v", tc.minutes, d, clamped, tc.want, tc.clamped)
 		}
 	}
-	st := &State{StepDelayMinutes: 1e9}
+	st := &planspec.State{StepDelayMinutes: 1e9}
 	if r := st.StepDelayReason(); r != "stepDelayMinutes 1e+09, clamped to 525600 minutes (365 days), the longest delay stepseq takes" {
 		t.Errorf("reason: %q", r)
 	}

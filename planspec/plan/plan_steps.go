@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/stepseq/stepseq/planspec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -27,7 +28,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		switch key {
 		case "name":
 			if s, ok := d.str(v, key); ok {
-				if err := checkID("plan name", s); err != nil {
+				if err := planspec.CheckID("plan name", s); err != nil {
 					d.fail(v, key, "name: %v", err)
 				}
 				p.Name = s
@@ -63,7 +64,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 // planDefault reads a top-level key that sets how the plan's steps run by
 // default (agent, timeouts, reports, notify, …); false when key is not one.
 func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
-	if d.runSetting(p.Settings.runSettings(), key, v, key) {
+	if d.runSetting(p.Settings.RunSettings(), key, v, key) {
 		return true
 	}
 	switch key {
@@ -130,7 +131,7 @@ func (d *planDecoder) planSteps(p *Plan, steps *yaml.Node) map[string]int {
 // has no output to read the result from.
 func (d *planDecoder) checkPulledOutputs(p *Plan, steps *yaml.Node) {
 	for i, st := range p.Steps {
-		if st.Spec.ResultFrom == ResultFromOutput && (IsPull(st.Spec.Agent) || st.Spec.Agent.IsZero() && IsPull(p.Agent)) {
+		if st.Spec.ResultFrom == planspec.ResultFromOutput && (planspec.IsPull(st.Spec.Agent) || st.Spec.Agent.IsZero() && planspec.IsPull(p.Agent)) {
 			d.fail(steps.Content[i], fmt.Sprintf("steps[%d].resultFrom", i), "resultFrom: output: a pulled step (agent: mcp) has no output: its worker reports the result with step_report, or writes it to a file (resultFrom: file:PATH)")
 		}
 	}
@@ -154,7 +155,7 @@ func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 		case "id":
 			if id, ok := d.stepID(v, f); ok {
 				st.ID = id
-				if checkID("id", id) == nil {
+				if planspec.CheckID("id", id) == nil {
 					idNode = v
 				}
 			}
@@ -185,7 +186,7 @@ func (d *planDecoder) stepID(v *yaml.Node, f string) (id string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	if err := checkID("id", s); err != nil {
+	if err := planspec.CheckID("id", s); err != nil {
 		d.fail(v, f, "%v", err)
 	}
 	return s, true
@@ -211,7 +212,7 @@ func (d *planDecoder) stepRequired(n *yaml.Node, field, id string, validID bool)
 
 // stepCondition reads a key that says when the step runs, is skipped, is done
 // or aborts, or which files it follows; false when key is not one.
-func (d *planDecoder) stepCondition(sp *StepSpec, key string, v *yaml.Node, f string) bool {
+func (d *planDecoder) stepCondition(sp *planspec.StepSpec, key string, v *yaml.Node, f string) bool {
 	switch key {
 	case "when":
 		sp.When = d.condition(v, f)
@@ -224,7 +225,7 @@ func (d *planDecoder) stepCondition(sp *StepSpec, key string, v *yaml.Node, f st
 	case "abort":
 		sp.Abort = d.condition(v, f)
 	case "on":
-		sp.On, _ = d.strList(v, f, checkGlob)
+		sp.On, _ = d.strList(v, f, planspec.CheckGlob)
 	default:
 		return false
 	}
@@ -233,8 +234,8 @@ func (d *planDecoder) stepCondition(sp *StepSpec, key string, v *yaml.Node, f st
 
 // stepRun reads a key that says how the step's agent runs: which agent, its
 // deadlines, its retries, its reports; false when key is not one.
-func (d *planDecoder) stepRun(sp *StepSpec, key string, v *yaml.Node, f string) bool {
-	if d.runSetting(sp.runSettings(), key, v, f) {
+func (d *planDecoder) stepRun(sp *planspec.StepSpec, key string, v *yaml.Node, f string) bool {
+	if d.runSetting(sp.RunSettings(), key, v, f) {
 		return true
 	}
 	switch key {
@@ -255,17 +256,17 @@ func (d *planDecoder) stepRun(sp *StepSpec, key string, v *yaml.Node, f string) 
 // stepResult reads a key that says what the step must leave: its outputs and
 // its result, where the result is read from and what an invalid one does;
 // false when key is not one.
-func (d *planDecoder) stepResult(sp *StepSpec, key string, v *yaml.Node, f string) bool {
+func (d *planDecoder) stepResult(sp *planspec.StepSpec, key string, v *yaml.Node, f string) bool {
 	switch key {
 	case "requiredOutputs":
-		sp.RequiredOutputs, _ = d.strList(v, f, checkPath)
+		sp.RequiredOutputs, _ = d.strList(v, f, planspec.CheckPath)
 	case "result":
 		sp.Result = d.resultSchema(v, f)
 	case "onInvalid":
-		sp.OnInvalid = d.oneOf(v, f, onInvalidWords)
+		sp.OnInvalid = d.oneOf(v, f, planspec.OnInvalidWords)
 	case "resultFrom":
 		if s, ok := d.str(v, f); ok {
-			if err := CheckResultFrom(s); err != nil {
+			if err := planspec.CheckResultFrom(s); err != nil {
 				d.fail(v, f, "%v", err)
 			} else {
 				sp.ResultFrom = s
@@ -359,7 +360,7 @@ func (d *planDecoder) exprError(n *yaml.Node, field string, err error, what stri
 // located error; the names its expressions read are checked with the
 // conditions'.
 func (d *planDecoder) template(n *yaml.Node, field, src string) {
-	if !HasTemplate(src) {
+	if !planspec.HasTemplate(src) {
 		return
 	}
 	t, err := CompileTemplate(src)
@@ -393,7 +394,7 @@ func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any, params 
 				continue
 			}
 			msg := fmt.Sprintf("%s: no param %q: the plan's params do not declare it (params: {%s: {type: string}})", r.key, name, name)
-			if s := suggest(name, params); s != "" {
+			if s := planspec.Suggest(name, params); s != "" {
 				msg = fmt.Sprintf("%s: no param %q: did you mean %q?", r.key, name, s)
 			}
 			d.fail(r.node, r.field, "%s", msg)
@@ -403,7 +404,7 @@ func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any, params 
 				continue
 			}
 			msg := fmt.Sprintf("%s: no step %q in this plan", r.key, id)
-			if s := suggest(id, known); s != "" {
+			if s := planspec.Suggest(id, known); s != "" {
 				msg += fmt.Sprintf(": did you mean %q?", s)
 			}
 			d.fail(r.node, r.field, "%s", msg)
@@ -422,7 +423,7 @@ func undeclaredVar(name string, vars map[string]any) string {
 		return fmt.Sprintf("no var %q: the plan declares no vars (vars: {%s: ...})", name, name)
 	}
 	msg := fmt.Sprintf("no var %q in the plan's vars", name)
-	if s := suggest(name, slices.Sorted(maps.Keys(vars))); s != "" {
+	if s := planspec.Suggest(name, slices.Sorted(maps.Keys(vars))); s != "" {
 		msg += fmt.Sprintf(": did you mean %q?", s)
 	}
 	return msg

@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"bytes"
@@ -6,17 +6,17 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-multierror"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from what the code produces")
 
-const plansDir = "../testdata/plans"
+const plansDir = "../../testdata/plans"
 
 // golden compares got with the file, or rewrites the file with -update.
 func golden(t *testing.T, file string, got []byte) {
@@ -62,14 +62,14 @@ func TestParsePlan_Golden(t *testing.T) {
 			golden(t, base+".mmd", []byte(p.Mermaid()))
 
 			// The state is one the original can run and stepseq can compile.
-			back, err := ParseState(bytes.NewReader(out), "state.json")
+			back, err := planspec.ParseState(bytes.NewReader(out), "state.json")
 			if err != nil {
 				t.Fatalf("the plan's state does not parse: %v", err)
 			}
 			if !bytes.Equal(back.Marshal(), out) {
 				t.Error("the plan's state changes when read and written again")
 			}
-			if _, err := back.Compile(); err != nil {
+			if _, err := Compile(back); err != nil {
 				t.Errorf("the plan's state does not compile: %v", err)
 			}
 		})
@@ -156,12 +156,12 @@ steps:
 	if diff := cmp.Diff([]string{"one", "two"}, st.StepQueue); diff != "" {
 		t.Errorf("stepQueue: %s", diff)
 	}
-	if st.CurrentStep != 0 || st.Status != StatusInProgress || len(st.StepRuns) != 0 {
+	if st.CurrentStep != 0 || st.Status != planspec.StatusInProgress || len(st.StepRuns) != 0 {
 		t.Errorf("not a fresh state: %+v", st)
 	}
 	s := st.Settings
 	if s.Name != "p" || s.Source != "plans/p.yaml" || s.Hash != "sha256:abc" || *s.MaxRetries != 2 ||
-		s.Timeout != Duration(7200e9) || s.Vars["k"] != "v" || len(s.Agent.Argv) != 2 {
+		s.Timeout != planspec.Duration(7200e9) || s.Vars["k"] != "v" || len(s.Agent.Argv) != 2 {
 		t.Errorf("settings: %+v", s)
 	}
 
@@ -231,8 +231,8 @@ func TestSuggest(t *testing.T) {
 		{"frobnicate", ""},
 		{"x", ""},
 	} {
-		if got := suggest(tc.word, stepKeys); got != tc.want {
-			t.Errorf("suggest(%q) = %q, want %q", tc.word, got, tc.want)
+		if got := planspec.Suggest(tc.word, stepKeys); got != tc.want {
+			t.Errorf("Suggest(%q) = %q, want %q", tc.word, got, tc.want)
 		}
 	}
 }
@@ -249,12 +249,12 @@ func TestParsePlan_CRLF(t *testing.T) {
 	}
 }
 
-func TestIsID(t *testing.T) {
-	re := regexp.MustCompile(idPatternJSON)
-	for _, id := range []string{"a", "build", "test.unit_1", "A-9", "_", "-", ".a", "a.", "...a", ".", "..", "...", "",
-		"a b", "a/b", "écrire", "a\n", "x\x00"} {
-		if got, want := isID(id), re.MatchString(id); got != want {
-			t.Errorf("isID(%q) = %v, the schema's pattern says %v", id, got, want)
-		}
+// TestParsePlan_Webhook: a plan's sink that is not an http or https URL is
+// refused, located and naming it.
+func TestParsePlan_Webhook(t *testing.T) {
+	src := "notify: [{webhook: ftp://example.com/x}]\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"
+	_, err := ParsePlan(strings.NewReader(src), "n.yaml")
+	if want := `n.yaml:1:10: webhook "ftp://example.com/x": want an http or https URL, like https://ntfy.sh/my-topic`; err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package planspec
+package plan
 
 import "os"
 

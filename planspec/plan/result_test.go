@@ -1,10 +1,12 @@
-package planspec
+package plan
 
 import (
 	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 const resultPlan = `agent: mcp
@@ -31,22 +33,22 @@ func TestParsePlan_Result(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !IsPull(p.Agent) || IsPull(p.Steps[1].Spec.Agent) {
+	if !planspec.IsPull(p.Agent) || planspec.IsPull(p.Steps[1].Spec.Agent) {
 		t.Errorf("agent = %v, %v", p.Agent, p.Steps[1].Spec.Agent)
 	}
 	st := p.State("plans/r.yaml", "h")
-	if !st.IsPull("fetch") || st.IsPull("use") || st.OnInvalidMode("fetch") != OnInvalidAbort || st.OnInvalidMode("use") != OnInvalidRetry {
+	if !st.IsPull("fetch") || st.IsPull("use") || st.OnInvalidMode("fetch") != planspec.OnInvalidAbort || st.OnInvalidMode("use") != planspec.OnInvalidRetry {
 		t.Errorf("pull/onInvalid wrong")
 	}
 	st.Run("fetch").Result = json.RawMessage(`{"url":"https://x","pages":3}`)
-	back, err := ParseState(bytes.NewReader(st.Marshal()), "state.json")
+	back, err := planspec.ParseState(bytes.NewReader(st.Marshal()), "state.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := string(back.Steps["fetch"].Result); got != string(st.Steps["fetch"].Result) {
 		t.Errorf("result schema round trip: %s", got)
 	}
-	if back.Steps["fetch"].OnInvalid != OnInvalidAbort || string(back.StepRuns["fetch"].Result) != `{"url":"https://x","pages":3}` {
+	if back.Steps["fetch"].OnInvalid != planspec.OnInvalidAbort || string(back.StepRuns["fetch"].Result) != `{"url":"https://x","pages":3}` {
 		t.Errorf("round trip lost onInvalid or the run's result: %+v", back.StepRuns["fetch"])
 	}
 	if !bytes.Equal(back.Marshal(), st.Marshal()) {
@@ -98,5 +100,31 @@ func TestParsePlan_ResultErrors(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParsePlan_ResultFrom(t *testing.T) {
+	p, err := ParsePlan(strings.NewReader("steps:\n  - {id: a, title: A, instruction: do a, resultFrom: output}\n  - {id: b, title: B, instruction: do b, resultFrom: 'file:out/b.yaml'}\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.State("p.yaml", "")
+	if !st.ResultFromOutput("a") || st.ResultFromFile("b") != "out/b.yaml" || st.ResultFromFile("a") != "" {
+		t.Errorf("a %q, b %q", st.Steps["a"].ResultFrom, st.Steps["b"].ResultFrom)
+	}
+	back, err := planspec.ParseStateBytes(st.Marshal(), "state.json")
+	if err != nil || back.Steps["b"].ResultFrom != "file:out/b.yaml" {
+		t.Errorf("state.json keeps resultFrom: %v, %+v", err, back.Steps["b"])
+	}
+	bad := "agent: mcp\nsteps:\n  - {id: a, title: A, instruction: do a, resultFrom: output}\n  - {id: b, title: B, instruction: do b, resultFrom: stdout}\n  - {id: c, title: C, instruction: do c, resultFrom: 'file:../x'}\n"
+	_, err = ParsePlan(strings.NewReader(bad), "p.yaml")
+	for _, want := range []string{
+		"p.yaml:3:5: resultFrom: output: a pulled step (agent: mcp) has no output",
+		`p.yaml:4:54: resultFrom: want output (the agent's final message) or file:PATH`,
+		"p.yaml:5:54: resultFrom: path \"../x\" leaves the workspace",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("errors:\n%v\nwant %q", err, want)
+		}
 	}
 }

@@ -1,14 +1,12 @@
-package planspec
+package plan
 
 import (
 	"bytes"
 	"encoding/json"
 	"slices"
-)
 
-// durationPattern is what ParseDuration accepts, as a JSON Schema pattern:
-// "90s", "2m", "1h30m", "1.5h", "0s" (no sign: negative spans are refused).
-const durationPattern = `^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	"github.com/stepseq/stepseq/planspec"
+)
 
 // jsonSchema is the subset of JSON Schema (draft 2020-12) that Schema uses.
 // Fields are in the order editors show them best.
@@ -41,7 +39,7 @@ func group(step *jsonSchema) *jsonSchema {
 		Required:             []string{"id", "repeat", "steps"},
 		AdditionalProperties: ptr(false),
 		Properties: map[string]*jsonSchema{
-			"id":    {Type: "string", Pattern: idPatternJSON, Examples: []any{"rounds"}, Description: "Unique id of the group, among the steps' ids too."},
+			"id":    {Type: "string", Pattern: planspec.IDPatternJSON, Examples: []any{"rounds"}, Description: "Unique id of the group, among the steps' ids too."},
 			"title": {Type: "string", MinLength: ptr(1), Pattern: `\S`, Description: "A short line saying what the loop does."},
 			"repeat": {Type: "object", Required: []string{"max"}, AdditionalProperties: ptr(false),
 				Description: "How many rounds: round counts from 1; rounds holds the finished rounds' run records (the latest 10).",
@@ -50,7 +48,7 @@ func group(step *jsonSchema) *jsonSchema {
 						{Type: "integer", Minimum: ptr(1)},
 						{Type: "string", MinLength: ptr(1), Description: "An expression evaluated when the loop starts, like params.max_rounds.", Examples: []any{"params.max_rounds"}},
 					}},
-					"onMax": {Type: "string", Enum: texts(onMaxWords),
+					"onMax": {Type: "string", Enum: planspec.Texts(planspec.OnMaxWords),
 						Description: "What reaching max does: block (default) blocks the plan, did not converge in N rounds; done goes on with the step after the group."},
 				}},
 			"steps": {Type: "array", MinItems: ptr(1), Items: step, Description: "The steps each round runs, in order."},
@@ -73,7 +71,7 @@ func Schema() []byte {
 		return s
 	}
 	duration := func(desc string) *jsonSchema {
-		return &jsonSchema{Type: "string", Pattern: durationPattern, Description: desc, Examples: []any{"90s", "2m", "1h30m"}}
+		return &jsonSchema{Type: "string", Pattern: planspec.DurationPattern, Description: desc, Examples: []any{"90s", "2m", "1h30m"}}
 	}
 	count := func(desc string) *jsonSchema {
 		return &jsonSchema{Type: "integer", Minimum: ptr(0), Description: desc}
@@ -90,7 +88,7 @@ func Schema() []byte {
 		return s
 	}
 	preset := func(desc string) *jsonSchema {
-		return &jsonSchema{Type: "string", Enum: append(slices.Clone(AgentPresets), AgentMCP), Description: desc + " mcp: no process starts; the step is offered to the MCP client that calls step_current."}
+		return &jsonSchema{Type: "string", Enum: append(slices.Clone(planspec.AgentPresets), planspec.AgentMCP), Description: desc + " mcp: no process starts; the step is offered to the MCP client that calls step_current."}
 	}
 	agent := func(desc string) *jsonSchema {
 		return &jsonSchema{Description: desc, AnyOf: []*jsonSchema{
@@ -114,7 +112,7 @@ func Schema() []byte {
 	}
 
 	reports := func(desc string) *jsonSchema {
-		return &jsonSchema{Type: "string", Enum: texts(reportsWords), Description: desc}
+		return &jsonSchema{Type: "string", Enum: planspec.Texts(planspec.ReportsWords), Description: desc}
 	}
 	reportKeys := map[string]*jsonSchema{
 		"reports":          reports("Whether the worker must report (accepted, milestone, blocked, done) with `stepseq report`, a file in .stepseq/reports/<step>/ or MCP; default optional."),
@@ -128,7 +126,7 @@ func Schema() []byte {
 		Required:             []string{"id", "title", "instruction"},
 		AdditionalProperties: ptr(false),
 		Properties: map[string]*jsonSchema{
-			"id": {Type: "string", Pattern: idPatternJSON, Examples: []any{"research", "write-paper"},
+			"id": {Type: "string", Pattern: planspec.IDPatternJSON, Examples: []any{"research", "write-paper"},
 				Description: "Unique id of the step: letters, digits, \".\", \"_\" and \"-\"."},
 			"title":           text("A short line saying what the step does."),
 			"instruction":     text("The prompt the agent gets for this step; ${EXPR} is rendered when a try starts (params, steps, vars, …; a map or list as JSON), $${ is a literal ${."),
@@ -153,7 +151,7 @@ func Schema() []byte {
 		Required:             []string{"steps"},
 		AdditionalProperties: ptr(false),
 		Properties: map[string]*jsonSchema{
-			"name":       {Type: "string", Pattern: idPatternJSON, Description: "Name of the plan; default: the file name without its extension."},
+			"name":       {Type: "string", Pattern: planspec.IDPatternJSON, Description: "Name of the plan; default: the file name without its extension."},
 			"agent":      agent("The agent: a preset name (claude, codex, …), {preset, args}, or the command as a list, the prompt appended; default: STEP_AGENT_CMD."),
 			"fallback":   fallback("Presets that run the same try, in order, when the agent cannot start or says it is unavailable (not found, auth, rate or usage limit)."),
 			"stepDelay":  duration("Wait between steps and before retries; becomes stepDelayMinutes."),
@@ -176,7 +174,7 @@ func Schema() []byte {
 	}
 	step.Properties["result"] = &jsonSchema{Type: "object", Description: "A JSON Schema (draft 2020-12) the result of the worker's done report must satisfy; checked when the plan is validated.",
 		Examples: []any{map[string]any{"type": "object", "required": []any{"url"}}}}
-	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: texts(onInvalidWords),
+	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: planspec.Texts(planspec.OnInvalidWords),
 		Description: "What a result that fails the schema does: retry (default) refuses the report and waits for a corrected one, at most 3 times; abort fails the try."}
 	step.Properties["resultFrom"] = &jsonSchema{Type: "string", Pattern: "^(output|file:.+)$",
 		Description: "Where the step's result comes from when its agent reports none: output (the agent's final message: claude's result, codex's last agent message, gemini's response, opencode's last text; for a command, the last JSON value on stdout) or file:PATH (a JSON or YAML file in the workspace). A done report's result wins. The result is checked against result."}

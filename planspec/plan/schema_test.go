@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func TestSchema(t *testing.T) {
 func planFiles(t *testing.T) []string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(plansDir, "*.yaml"))
-	err := filepath.WalkDir("../examples", func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir("../../examples", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}

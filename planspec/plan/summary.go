@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"maps"

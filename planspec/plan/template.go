@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // Template is a text with ${EXPR} in it: an instruction, a title or
@@ -23,10 +25,6 @@ type templatePart struct {
 	expr *Condition
 	off  int // the byte offset of the expression in the template
 }
-
-// HasTemplate reports whether s holds a ${EXPR} (or a $${) to render: text
-// without one is sent as it is.
-func HasTemplate(s string) bool { return strings.Contains(s, "${") }
 
 // CompileTemplate compiles a template. An error is a *ConditionError whose line
 // and column are in the template's text.
@@ -175,10 +173,10 @@ func (t *Template) Render(env *Env) (string, error) {
 			return "", &TemplateError{Expr: p.expr.src, Err: ce, msg: ce.Msg}
 		}
 		if err != nil {
-			return "", fmt.Errorf("template ${%s}: %w", clip(p.expr.src, 80), err)
+			return "", fmt.Errorf("template ${%s}: %w", planspec.Clip(p.expr.src, 80), err)
 		}
 		if err := writeValue(&b, v); err != nil {
-			return "", fmt.Errorf("template ${%s}: %w", clip(p.expr.src, 80), err)
+			return "", fmt.Errorf("template ${%s}: %w", planspec.Clip(p.expr.src, 80), err)
 		}
 	}
 	return b.String(), nil
@@ -192,7 +190,7 @@ type TemplateError struct {
 }
 
 func (e *TemplateError) Error() string {
-	return fmt.Sprintf("template ${%s}: %s", clip(e.Expr, 80), e.msg)
+	return fmt.Sprintf("template ${%s}: %s", planspec.Clip(e.Expr, 80), e.msg)
 }
 
 func (e *TemplateError) Unwrap() error { return e.Err }
@@ -227,7 +225,7 @@ func writeValue(b *strings.Builder, v any) error {
 
 // RenderStep renders a step's title and instruction from their templates, the
 // ones without a template as they are. An error names the key.
-func RenderStep(spec *StepSpec, env *Env) (title, instruction string, err error) {
+func RenderStep(spec *planspec.StepSpec, env *Env) (title, instruction string, err error) {
 	if spec == nil {
 		return "", "", fmt.Errorf("no such step")
 	}

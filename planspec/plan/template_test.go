@@ -1,15 +1,17 @@
-package planspec
+package plan
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 func TestTemplate_Render(t *testing.T) {
 	env := &Env{
 		Params: map[string]any{"target": "src/", "n": float64(3), "tags": []any{"a", "b"}},
 		Vars:   map[string]any{"topic": "solar"},
-		Runs:   map[string]*StepRun{"review": {Status: StatusDone, Result: []byte(`{"doc_path":"r.md","findings":{"high":2}}`)}},
+		Runs:   map[string]*planspec.StepRun{"review": {Status: planspec.StatusDone, Result: []byte(`{"doc_path":"r.md","findings":{"high":2}}`)}},
 	}
 	for _, tc := range []struct{ src, want string }{
 		{"plain text", "plain text"},
@@ -34,7 +36,7 @@ func TestTemplate_Render(t *testing.T) {
 }
 
 func TestTemplate_RenderFails(t *testing.T) {
-	env := &Env{Runs: map[string]*StepRun{"review": {Status: StatusPending}}}
+	env := &Env{Runs: map[string]*planspec.StepRun{"review": {Status: planspec.StatusPending}}}
 	for _, tc := range []struct{ src, want string }{
 		{"in ${steps.review.result.doc_path}", "template ${steps.review.result.doc_path}: cannot fetch doc_path from <nil>"},
 		{"from ${steps.review.result}", "template ${steps.review.result}: gave nil"},
@@ -132,7 +134,7 @@ func BenchmarkRenderTemplate(b *testing.B) {
 	}
 	env := &Env{
 		Params: map[string]any{"n": float64(2), "max": float64(5), "target": "src/"},
-		Runs:   map[string]*StepRun{"review": {Status: StatusDone, Result: []byte(`{"doc_path":"r.md","findings_total":3}`)}},
+		Runs:   map[string]*planspec.StepRun{"review": {Status: planspec.StatusDone, Result: []byte(`{"doc_path":"r.md","findings_total":3}`)}},
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package planspec
+package plan
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/stepseq/stepseq/planspec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -103,14 +104,6 @@ func binaryAt(data []byte) (int, string) {
 	return -1, ""
 }
 
-// lineCol turns a byte offset into a 1-based line and column (in characters).
-func lineCol(data []byte, off int) (int, int) {
-	before := data[:off]
-	line := bytes.Count(before, []byte{'\n'}) + 1
-	start := bytes.LastIndexByte(before, '\n') + 1
-	return line, utf8.RuneCount(before[start:]) + 1
-}
-
 // describeNode names what a node holds, for "want X, got Y".
 func describeNode(n *yaml.Node) string {
 	switch n.Kind {
@@ -125,15 +118,15 @@ func describeNode(n *yaml.Node) string {
 	}
 	switch n.ShortTag() {
 	case "!!str":
-		return "the string " + strconv.Quote(clip(n.Value, 40))
+		return "the string " + strconv.Quote(planspec.Clip(n.Value, 40))
 	case "!!null":
 		return "nothing (null)"
 	case "!!bool":
 		return "the boolean " + n.Value
 	case "!!int", "!!float":
-		return "the number " + clip(n.Value, 40)
+		return "the number " + planspec.Clip(n.Value, 40)
 	case "!!timestamp":
-		return "the date " + clip(n.Value, 40)
+		return "the date " + planspec.Clip(n.Value, 40)
 	}
 	return fmt.Sprintf("a %s value", n.ShortTag())
 }
@@ -145,7 +138,7 @@ func isNullNode(n *yaml.Node) bool {
 // scalarHint tells how to make a scalar a string when YAML read it as another type.
 func scalarHint(n *yaml.Node) string {
 	if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null" {
-		return fmt.Sprintf(" (quote it: %q)", clip(n.Value, 40))
+		return fmt.Sprintf(" (quote it: %q)", planspec.Clip(n.Value, 40))
 	}
 	return ""
 }
@@ -154,7 +147,7 @@ func scalarHint(n *yaml.Node) string {
 // and string-keyed maps, which is what both expr and state.json can hold.
 func (d *planDecoder) value(n *yaml.Node, field string, depth int) (any, bool) {
 	if depth > maxVarsDepth {
-		d.fail(n, field, "%s: vars nest deeper than %d levels: flatten them", clip(field, 40), maxVarsDepth)
+		d.fail(n, field, "%s: vars nest deeper than %d levels: flatten them", planspec.Clip(field, 40), maxVarsDepth)
 		return nil, false
 	}
 	switch n.Kind {
@@ -195,18 +188,18 @@ func (d *planDecoder) value(n *yaml.Node, field string, depth int) (any, bool) {
 		if err := n.Decode(&i); err == nil {
 			return i, true
 		}
-		d.fail(n, field, "%s: integer %s is out of range", clip(field, 40), clip(n.Value, 40))
+		d.fail(n, field, "%s: integer %s is out of range", planspec.Clip(field, 40), planspec.Clip(n.Value, 40))
 		return nil, false
 	case "!!float":
 		var f float64
 		if err := n.Decode(&f); err == nil {
 			if math.IsNaN(f) || math.IsInf(f, 0) {
-				d.fail(n, field, "%s: NaN and infinity cannot be written to state.json; use a number or a string", clip(field, 40))
+				d.fail(n, field, "%s: NaN and infinity cannot be written to state.json; use a number or a string", planspec.Clip(field, 40))
 				return nil, false
 			}
 			return f, true
 		}
 	}
-	d.fail(n, field, "%s: want a string, number, boolean, list or mapping, got %s", clip(field, 40), describeNode(n))
+	d.fail(n, field, "%s: want a string, number, boolean, list or mapping, got %s", planspec.Clip(field, 40), describeNode(n))
 	return nil, false
 }
