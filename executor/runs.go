@@ -20,6 +20,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Runs (DESIGN §14): a run is one plan with its params and its own state file.
@@ -307,7 +308,7 @@ func (r *Runtime) StartRun(req RunStart) (RunInfo, error) {
 	pf := req.Plan
 	if pf.Plan == nil {
 		if pf.Err == nil {
-			pf.Err = fmt.Errorf("%w: no plan", planspec.ErrInvalidPlan)
+			pf.Err = fmt.Errorf("%w: no plan", planpkg.ErrInvalidPlan)
 		}
 		return RunInfo{}, pf.Err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // WatchSet derives what the sidecar watches from the plan: the state file, the
@@ -46,7 +47,7 @@ func WatchSet(ws Workspace, plansDir string, st *planspec.State, conds *Conditio
 	}
 	if conds != nil {
 		c := conds.Compiled()
-		for _, m := range []map[string]*planspec.Condition{c.When, c.Skip, c.Check} {
+		for _, m := range []map[string]*planpkg.Condition{c.When, c.Skip, c.Check} {
 			for _, cond := range m {
 				p, g := cond.Paths()
 				paths = append(paths, p...)

@@ -24,6 +24,7 @@ import (
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/web"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 	"github.com/stepseq/stepseq/watcher"
 )
 
@@ -434,7 +435,7 @@ func longRunning(dir, state, retain string, log *slog.Logger) (*executor.Runtime
 // unset and no plan names an agent.
 func sayWhatWaits(rt *executor.Runtime, plansDir string, log *slog.Logger) {
 	st, stateErr := (&executor.StateFile{Path: rt.WS.State}).Read()
-	var plans []*planspec.Plan
+	var plans []*plan.Plan
 	entries, _ := os.ReadDir(plansDir)
 	for _, e := range entries {
 		n := e.Name()
@@ -459,7 +460,7 @@ func sayWhatWaits(rt *executor.Runtime, plansDir string, log *slog.Logger) {
 
 // namesAgent reports whether the state or a plan names an agent of its own, for the
 // plan or for one of its steps.
-func namesAgent(st *planspec.State, plans []*planspec.Plan) bool {
+func namesAgent(st *planspec.State, plans []*plan.Plan) bool {
 	if st != nil {
 		if !st.Settings.Agent.IsZero() {
 			return true

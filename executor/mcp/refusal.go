@@ -10,6 +10,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Code says why a tool refused a call, from DESIGN §9's fixed list, so that an
@@ -68,7 +69,7 @@ func refusalOf(err error) *Refusal {
 	if errors.As(err, &r) {
 		return r
 	}
-	var params *planspec.ParamsError
+	var params *plan.ParamsError
 	if errors.As(err, &params) {
 		return refuse(InvalidParams, params.Problems...)
 	}
@@ -87,7 +88,7 @@ func refusalOf(err error) *Refusal {
 		code = InvalidParams
 	case errors.Is(err, executor.ErrRunBusy), errors.Is(err, executor.ErrPlanActive):
 		code = Busy
-	case errors.Is(err, planspec.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
+	case errors.Is(err, plan.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
 		errors.Is(err, executor.ErrStateTooBig), errors.Is(err, executor.ErrStateIsFolder), errors.Is(err, executor.ErrSymlink):
 		code = InvalidPlan
 	case errors.Is(err, executor.ErrStopped), errors.Is(err, executor.ErrNoVerdict), errors.Is(err, context.DeadlineExceeded):
