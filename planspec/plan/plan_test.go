@@ -29,10 +29,10 @@ func golden(t *testing.T, file string, got []byte) {
 	}
 	want, err := os.ReadFile(file)
 	if err != nil {
-		t.Fatalf("%v (run go test ./planspec -update to create it)", err)
+		t.Fatalf("%v (run go test ./planspec/plan -update to create it)", err)
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got; go test ./planspec -update rewrites it):\n%s", file, diff)
+		t.Errorf("%s differs (-want +got; go test ./planspec/plan -update rewrites it):\n%s", file, diff)
 	}
 }
 
