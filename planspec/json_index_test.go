@@ -35,7 +35,7 @@ func checkIndex(t *testing.T, data []byte) {
 	t.Helper()
 	sp, ok := indexJSON(data)
 	if want := json.Valid(data); ok != want {
-		t.Fatalf("%q: valid %v, want %v", clip(string(data), 60), ok, want)
+		t.Fatalf("%q: valid %v, want %v", Clip(string(data), 60), ok, want)
 	}
 	if !ok {
 		return
@@ -46,7 +46,7 @@ func checkIndex(t *testing.T, data []byte) {
 			continue
 		}
 		if n < minSpan || spans(nil).valueEnd(data, i) != i+n {
-			t.Fatalf("%q: span at %d is %d, want %d", clip(string(data), 60), i, n, spans(nil).valueEnd(data, i)-i)
+			t.Fatalf("%q: span at %d is %d, want %d", Clip(string(data), 60), i, n, spans(nil).valueEnd(data, i)-i)
 		}
 	}
 }

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 )
 
-// Group is a repeat group (DESIGN §13): its steps, consecutive in stepQueue, run
+// Group is a repeat group: its steps, consecutive in stepQueue, run
 // in order once per round until a step's exit holds or max rounds have run. It
 // lives under stepseq.groups; the steps stay plain entries of plan.steps and
 // stepQueue, so that the original scripts run them as a straight line.
@@ -57,7 +55,7 @@ type Loop struct {
 
 	// views are Rounds as conditions see them, decoded once: made where Rounds
 	// are read or kept, never by an evaluation, so that evaluations only read.
-	views []map[string]runView
+	views []map[string]RunView
 }
 
 // How a loop ended.
@@ -171,40 +169,6 @@ func (s *State) LoopAround(id string) *Loop {
 	return latest
 }
 
-// LoopMax evaluates g's max with what the state knows (params, vars, runs): a
-// whole number from 1 to MaxRounds.
-func (s *State) LoopMax(g *Group) (int, error) {
-	src := strings.TrimSpace(g.Max)
-	if n, err := strconv.Atoi(src); err == nil {
-		return checkRounds(float64(n))
-	}
-	c, err := compileTemplateExpr(src)
-	if err != nil {
-		return 0, fmt.Errorf("max %q: %w", clip(src, 60), err)
-	}
-	v, err := c.evalValue(&Env{Runs: s.StepRuns, Vars: s.Settings.Vars, Params: s.Settings.Params})
-	if err != nil {
-		return 0, fmt.Errorf("max %q: %w", clip(src, 60), err)
-	}
-	var f float64
-	switch v := v.(type) {
-	case int:
-		f = float64(v)
-	case float64:
-		f = v
-	default:
-		return 0, fmt.Errorf("max %q gave %s: want a whole number of rounds", clip(src, 60), describeValue(v))
-	}
-	return checkRounds(f)
-}
-
-func checkRounds(f float64) (int, error) {
-	if f != math.Trunc(f) || f < 1 || f > MaxRounds {
-		return 0, fmt.Errorf("max gave %v: want a whole number of rounds from 1 to %d", f, MaxRounds)
-	}
-	return int(f), nil
-}
-
 // Progress is where step id stands in its loop: "round 2/5, step 1/3"; "" for
 // a step in no group, or whose loop has not started. For no step (""), it is
 // the round of the latest loop the plan reached: "round 3/5".
@@ -223,8 +187,8 @@ func (s *State) Progress(id string) string {
 	return fmt.Sprintf("round %d/%d, step %d/%d", l.Round, l.Max, at+1, len(g.Steps))
 }
 
-// roundViews are the loop's rounds as conditions see them.
-func roundViews(l *Loop) []map[string]runView {
+// RoundViews are the loop's rounds as conditions see them.
+func RoundViews(l *Loop) []map[string]RunView {
 	if l == nil {
 		return nil
 	}
@@ -234,12 +198,12 @@ func roundViews(l *Loop) []map[string]runView {
 	return decodeRounds(l.Rounds)
 }
 
-func decodeRounds(rounds []RoundRecord) []map[string]runView {
-	out := make([]map[string]runView, len(rounds))
+func decodeRounds(rounds []RoundRecord) []map[string]RunView {
+	out := make([]map[string]RunView, len(rounds))
 	for i, rec := range rounds {
-		m := make(map[string]runView, len(rec))
+		m := make(map[string]RunView, len(rec))
 		for id, rr := range rec {
-			v := runView{Status: rr.Status, Tries: rr.Tries, LastRunIso: rr.LastRunIso, Skipped: rr.Skipped, Error: rr.Error}
+			v := RunView{Status: rr.Status, Tries: rr.Tries, LastRunIso: rr.LastRunIso, Skipped: rr.Skipped, Error: rr.Error}
 			if len(rr.Result) > 0 {
 				_ = json.Unmarshal(rr.Result, &v.Result)
 			}
@@ -292,7 +256,7 @@ func (d *stateDecoder) checkGroups(st *State) {
 			d.fail(key+".max", "want the number of rounds, or an expression giving it")
 		}
 		if g.OnMax != "" {
-			if err := checkWord(g.OnMax, onMaxWords); err != nil {
+			if err := CheckWord(g.OnMax, OnMaxWords); err != nil {
 				d.fail(key+".onMax", "%v", err)
 			}
 		}
@@ -319,4 +283,26 @@ func (d *stateDecoder) checkGroups(st *State) {
 			d.fail("stepseq.loops."+id, "want round and max ≥ 0")
 		}
 	}
+}
+
+func cloneGroups(gs []Group) []Group {
+	if gs == nil {
+		return nil
+	}
+	out := slices.Clone(gs)
+	for i := range out {
+		out[i].Steps = slices.Clone(out[i].Steps)
+	}
+	return out
+}
+
+// RunView is a step's run record as a condition sees it.
+type RunView struct {
+	Status     string `expr:"status"`
+	Tries      int    `expr:"tries"`
+	LastRunIso string `expr:"lastRunIso"`
+	Error      string `expr:"error"`
+	Stdout     string `expr:"stdout"`
+	Skipped    bool   `expr:"skipped"`
+	Result     any    `expr:"result"` // the accepted result of the last done report; nil when none
 }

@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-// NotifySink is one entry of a plan's notify list (DESIGN §8): a command run for
+// NotifySink is one entry of a plan's notify list: a command run for
 // each report, never through a shell, or a webhook the report is posted to.
 type NotifySink struct {
 	Command []string `json:"command,omitempty"`
@@ -19,7 +19,7 @@ func (s NotifySink) Equal(o NotifySink) bool {
 	return s.Webhook == o.Webhook && slices.Equal(s.Command, o.Command)
 }
 
-func (s NotifySink) check() error {
+func (s NotifySink) Check() error {
 	switch {
 	case len(s.Command) > 0 && s.Webhook != "":
 		return errors.New("a sink is either command or webhook, not both: split it in two entries")

@@ -374,17 +374,17 @@ func describe(raw []byte) string {
 	case '[':
 		return "a list"
 	case '"':
-		return "a string " + clip(string(raw), 40)
+		return "a string " + Clip(string(raw), 40)
 	case 't', 'f':
 		return "a boolean"
 	case 'n':
 		return "null"
 	default:
-		return "the number " + clip(string(raw), 40)
+		return "the number " + Clip(string(raw), 40)
 	}
 }
 
-func clip(s string, n int) string {
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -431,4 +431,12 @@ func appendString(b []byte, s string) []byte {
 		}
 	}
 	return append(b, '"')
+}
+
+// LineCol turns a byte offset into a 1-based line and column (in characters).
+func LineCol(data []byte, off int) (int, int) {
+	before := data[:off]
+	line := bytes.Count(before, []byte{'\n'}) + 1
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return line, utf8.RuneCount(before[start:]) + 1
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 )
 
-// idPatternJSON is what a step id (and a plan name) may be: letters, digits, ".",
+// IDPatternJSON is what a step id (and a plan name) may be: letters, digits, ".",
 // "_" and "-", with at least one character that is not a dot, so that no id is
 // "." or "..": ids become directory names under .stepseq/logs/. isID checks it.
-const idPatternJSON = `^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$`
+const IDPatternJSON = `^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$`
 
 // isID matches idPatternJSON, without a regexp: it runs for every step.
 func isID(id string) bool {
@@ -32,14 +32,14 @@ func isID(id string) bool {
 	return notDot
 }
 
-func checkID(what, id string) error {
+func CheckID(what, id string) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("empty %s: want letters, digits, \".\", \"_\" or \"-\", like \"build\"", what)
 	case strings.Trim(id, ".") == "":
-		return fmt.Errorf("%s %q: cannot be only dots; want letters, digits, \".\", \"_\" or \"-\", like \"build\"", what, clip(id, 40))
+		return fmt.Errorf("%s %q: cannot be only dots; want letters, digits, \".\", \"_\" or \"-\", like \"build\"", what, Clip(id, 40))
 	case !isID(id):
-		msg := fmt.Sprintf("%s %q: want only ASCII letters and digits, \".\", \"_\" or \"-\"", what, clip(id, 40))
+		msg := fmt.Sprintf("%s %q: want only ASCII letters and digits, \".\", \"_\" or \"-\"", what, Clip(id, 40))
 		if s := suggestID(id); s != "" {
 			msg += fmt.Sprintf(", like %q", s)
 		}
@@ -67,51 +67,51 @@ func suggestID(id string) string {
 	if s == "" {
 		return "build"
 	}
-	return clip(s, 40)
+	return Clip(s, 40)
 }
 
-// checkPath accepts a path relative to the workspace that stays inside it
+// CheckPath accepts a path relative to the workspace that stays inside it
 // lexically ("a/../b" is fine, "../b" and "/b" are not). Symlinks are the reader's
 // business: os.Root refuses to follow them out.
-func checkPath(p string) error {
+func CheckPath(p string) error {
 	switch {
 	case p == "":
 		return fmt.Errorf("empty path: want a path relative to the workspace, like \"out/report.md\"")
 	case strings.ContainsRune(p, 0):
-		return fmt.Errorf("path %q contains a NUL byte", clip(p, 60))
+		return fmt.Errorf("path %q contains a NUL byte", Clip(p, 60))
 	case filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
-		return fmt.Errorf("absolute path %q: want a path relative to the workspace, like %q", clip(p, 60), relativeHint(p))
+		return fmt.Errorf("absolute path %q: want a path relative to the workspace, like %q", Clip(p, 60), relativeHint(p))
 	case !filepath.IsLocal(p):
-		return fmt.Errorf("path %q leaves the workspace: want a path inside it, without leading \"..\"", clip(p, 60))
+		return fmt.Errorf("path %q leaves the workspace: want a path inside it, without leading \"..\"", Clip(p, 60))
 	}
 	return nil
 }
 
-// checkGlob accepts a doublestar pattern relative to the workspace with no ".."
+// CheckGlob accepts a doublestar pattern relative to the workspace with no ".."
 // component anywhere (not even inside {a,b} alternatives).
-func checkGlob(p string) error {
+func CheckGlob(p string) error {
 	switch {
 	case p == "":
 		return fmt.Errorf("empty glob: want a pattern relative to the workspace, like \"notes/**/*.md\"")
 	case strings.ContainsRune(p, 0):
-		return fmt.Errorf("glob %q contains a NUL byte", clip(p, 60))
+		return fmt.Errorf("glob %q contains a NUL byte", Clip(p, 60))
 	case filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
-		return fmt.Errorf("absolute glob %q: want a pattern relative to the workspace, like %q", clip(p, 60), relativeHint(p))
+		return fmt.Errorf("absolute glob %q: want a pattern relative to the workspace, like %q", Clip(p, 60), relativeHint(p))
 	case !doublestar.ValidatePattern(p):
-		return fmt.Errorf("bad glob %q: unbalanced [ ] or { }, or a trailing \\", clip(p, 60))
+		return fmt.Errorf("bad glob %q: unbalanced [ ] or { }, or a trailing \\", Clip(p, 60))
 	}
 	for _, part := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '{' || r == '}' || r == ',' }) {
 		if part == ".." {
-			return fmt.Errorf("glob %q leaves the workspace: want a pattern without \"..\"", clip(p, 60))
+			return fmt.Errorf("glob %q leaves the workspace: want a pattern without \"..\"", Clip(p, 60))
 		}
 	}
 	return nil
 }
 
-// fsPath turns a workspace-relative path into the form io/fs wants ("a/b", "."),
+// FSPath turns a workspace-relative path into the form io/fs wants ("a/b", "."),
 // or reports that it cannot name anything inside the workspace.
-func fsPath(p string) (string, bool) {
-	if checkPath(p) != nil {
+func FSPath(p string) (string, bool) {
+	if CheckPath(p) != nil {
 		return "", false
 	}
 	return path.Clean(filepath.ToSlash(p)), true

@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Phases of a step run (DESIGN §7), kept beside the original's status words in
+// Phases of a step run, kept beside the original's status words in
 // stepRuns[id].phase. Nobody is told a step is in progress before its worker said so.
 const (
 	PhasePlanned     = "planned"     // queued, not started
@@ -22,7 +22,7 @@ const (
 	PhaseReviewing   = "reviewing"   // the worker says done; stepseq verifies
 	PhaseDone        = "done"        // verified
 	// PhaseWaiting: every agent of the try is out of quota; the same try runs
-	// again when the limit resets (DESIGN §16).
+	// again when the limit resets.
 	PhaseWaiting = "waiting"
 )
 
@@ -50,7 +50,7 @@ const MaxReportsKept = 20
 var RiskLevels = []string{"none", "low", "medium", "high"}
 
 // ReportStatuses are the words a report's status takes, in a try's order.
-func ReportStatuses() []string { return texts(reportStatusWords) }
+func ReportStatuses() []string { return Texts(reportStatusWords) }
 
 // reportFields are the seed's five required fields, in its order.
 var reportFields = []string{"status", "summary", "evidence", "risk", "next"}
@@ -281,7 +281,7 @@ func (r Report) Problems() []string {
 		}
 	}
 	if r.Status != "" {
-		if err := checkWord(r.Status, reportStatusWords); err != nil {
+		if err := CheckWord(r.Status, reportStatusWords); err != nil {
 			out = append(out, fmt.Sprintf("status: %v", err))
 		}
 	}
@@ -289,8 +289,8 @@ func (r Report) Problems() []string {
 		out = append(out, fmt.Sprintf("risk %q: start with none, low, medium or high, then the reason, like \"low — only docs changed\"", r.Risk))
 	}
 	for _, a := range r.Artifacts {
-		if err := checkPath(a); err != nil {
-			out = append(out, fmt.Sprintf("artifact %q: %v", clip(a, 80), err))
+		if err := CheckPath(a); err != nil {
+			out = append(out, fmt.Sprintf("artifact %q: %v", Clip(a, 80), err))
 		}
 	}
 	// Any channel, the same cap as a report file: kept in stepRuns[id].reports, a

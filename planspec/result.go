@@ -2,10 +2,12 @@ package planspec
 
 import (
 	"fmt"
+
+	"github.com/stepseq/stepseq/planspec/resultschema"
 )
 
 // A step's `result:` is a JSON Schema (draft 2020-12) the value of its worker's
-// done report must satisfy (DESIGN §7, §9); `onInvalid` says what an invalid value
+// done report must satisfy; `onInvalid` says what an invalid value
 // costs: another report (retry) or the try (abort).
 
 // OnInvalid words.
@@ -19,7 +21,7 @@ const (
 const MaxInvalidResults = 3
 
 // AgentMCP is the agent of a pulled step: no process starts; the step is offered to
-// the MCP client that asks for work (DESIGN §9).
+// the MCP client that asks for work.
 const AgentMCP = "mcp"
 
 // IsPull reports whether an agent is the pull model: `agent: mcp` (or [mcp]).
@@ -30,12 +32,12 @@ func IsPull(a AgentSpec) bool {
 // ResultSchema returns step id's compiled result schema, nil when it has none.
 // Plans check their schemas when they are validated; a state edited by hand with a
 // bad one gets the error here.
-func (s *State) ResultSchema(id string) (*ResultSchema, error) {
+func (s *State) ResultSchema(id string) (*resultschema.Schema, error) {
 	sp := s.Steps[id]
 	if sp == nil || len(sp.Result) == 0 {
 		return nil, nil
 	}
-	rs, err := CompileResultSchema(sp.Result)
+	rs, err := resultschema.Compile(sp.Result)
 	if err != nil {
 		return nil, fmt.Errorf("step %s: result schema: %w", id, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Where a step's result comes from (DESIGN §13) when its agent reports nothing:
+// Where a step's result comes from when its agent reports nothing:
 // `resultFrom: output`, the agent's final message; `resultFrom: file:PATH`, a
 // workspace file holding JSON or YAML. A done report's result, through any
 // channel, wins over both.
@@ -37,9 +37,9 @@ func CheckResultFrom(s string) error {
 	}
 	p, ok := strings.CutPrefix(s, ResultFromFile)
 	if !ok {
-		return fmt.Errorf("resultFrom: want output (the agent's final message) or file:PATH (a JSON or YAML file in the workspace), got %q", clip(s, 60))
+		return fmt.Errorf("resultFrom: want output (the agent's final message) or file:PATH (a JSON or YAML file in the workspace), got %q", Clip(s, 60))
 	}
-	if err := checkPath(p); err != nil {
+	if err := CheckPath(p); err != nil {
 		return fmt.Errorf("resultFrom: %v", err)
 	}
 	return nil

@@ -66,29 +66,3 @@ func BenchmarkLastJSON_Unclosed(b *testing.B) {
 		}
 	}
 }
-
-func TestParsePlan_ResultFrom(t *testing.T) {
-	p, err := ParsePlan(strings.NewReader("steps:\n  - {id: a, title: A, instruction: do a, resultFrom: output}\n  - {id: b, title: B, instruction: do b, resultFrom: 'file:out/b.yaml'}\n"), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := p.State("p.yaml", "")
-	if !st.ResultFromOutput("a") || st.ResultFromFile("b") != "out/b.yaml" || st.ResultFromFile("a") != "" {
-		t.Errorf("a %q, b %q", st.Steps["a"].ResultFrom, st.Steps["b"].ResultFrom)
-	}
-	back, err := ParseStateBytes(st.Marshal(), "state.json")
-	if err != nil || back.Steps["b"].ResultFrom != "file:out/b.yaml" {
-		t.Errorf("state.json keeps resultFrom: %v, %+v", err, back.Steps["b"])
-	}
-	bad := "agent: mcp\nsteps:\n  - {id: a, title: A, instruction: do a, resultFrom: output}\n  - {id: b, title: B, instruction: do b, resultFrom: stdout}\n  - {id: c, title: C, instruction: do c, resultFrom: 'file:../x'}\n"
-	_, err = ParsePlan(strings.NewReader(bad), "p.yaml")
-	for _, want := range []string{
-		"p.yaml:3:5: resultFrom: output: a pulled step (agent: mcp) has no output",
-		`p.yaml:4:54: resultFrom: want output (the agent's final message) or file:PATH`,
-		"p.yaml:5:54: resultFrom: path \"../x\" leaves the workspace",
-	} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("errors:\n%v\nwant %q", err, want)
-		}
-	}
-}

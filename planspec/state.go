@@ -69,7 +69,7 @@ type StepSpec struct {
 	Retries         *int
 	Agent           AgentSpec
 	Fallback        []string
-	// Reports is "required" or "optional" (DESIGN §7); "" takes the plan's.
+	// Reports is "required" or "optional"; "" takes the plan's.
 	Reports          string
 	LaunchTimeout    Duration // reports required: no accepted report this long fails the try
 	MilestoneTimeout Duration // reports required: no report this long blocks the step
@@ -79,23 +79,23 @@ type StepSpec struct {
 	Result    json.RawMessage
 	OnInvalid string
 	// ResultFrom is where the result comes from when no done report gives one:
-	// "output" (the agent's final message) or "file:PATH" (DESIGN §13); "": a
+	// "output" (the agent's final message) or "file:PATH"; "": a
 	// done report only.
 	ResultFrom string
-	// LimitWait bounds the wait for an agent's usage limit to reset (DESIGN §16);
+	// LimitWait bounds the wait for an agent's usage limit to reset;
 	// 0 takes the plan's, else DefaultLimitWait. Resume, when set, says whether a
 	// retry continues the agent's own session; nil takes the plan's.
 	LimitWait Duration
 	Resume    *bool
 	// InstructionTemplate and TitleTemplate are the instruction and title as
-	// the plan wrote them, with ${EXPR} in them (DESIGN §13): Instruction and
+	// the plan wrote them, with ${EXPR} in them: Instruction and
 	// Title hold their rendering once a try starts.
 	InstructionTemplate string
 	TitleTemplate       string
 	// AgentTemplate is the agent as the plan wrote it when an argument holds a
 	// ${EXPR}: Agent holds its rendering once a try starts.
 	AgentTemplate AgentSpec
-	// Exit and Abort are checked once the step is verified (DESIGN §13): exit
+	// Exit and Abort are checked once the step is verified: exit
 	// leaves the step's loop (outside one, ends the plan DONE), abort blocks
 	// the plan.
 	Exit  string
@@ -112,7 +112,7 @@ type StepRun struct {
 	Stdout     *string
 	Error      *string
 	Skipped    bool
-	// Phase is where the try stands in the workflow protocol (DESIGN §7); "" for a
+	// Phase is where the try stands in the workflow protocol; "" for a
 	// record the original wrote, read as its status says.
 	Phase string
 	// Reports are the accepted worker reports of the step, the newest last, at
@@ -154,7 +154,7 @@ type AgentSession struct {
 	ID    string `json:"id"`
 }
 
-// LimitHold is a usage limit that holds a step (DESIGN §16): every agent of its
+// LimitHold is a usage limit that holds a step: every agent of its
 // try said it is out of quota. The same try runs again at UntilIso.
 type LimitHold struct {
 	SinceIso string `json:"sinceIso"` // when the first limited answer came
@@ -187,27 +187,27 @@ type Settings struct {
 	MaxRetries *int
 	Timeout    Duration
 	Vars       map[string]any
-	// Params are the run's params, checked against the plan's (DESIGN §13).
+	// Params are the run's params, checked against the plan's.
 	Params map[string]any
 	// Summary are the plan's summary expressions by name, SummaryValues what
 	// they gave when the plan last ended (done or blocked).
 	Summary       map[string]string
 	SummaryValues map[string]any
 	// Reports, LaunchTimeout, MilestoneTimeout and IdleTimeout are the plan's
-	// defaults for its steps (DESIGN §7).
+	// defaults for its steps.
 	Reports          string
 	LaunchTimeout    Duration
 	MilestoneTimeout Duration
 	IdleTimeout      Duration
 	// Heartbeat is how often the user hears from a step in progress with nothing
-	// new (DESIGN §8); 0: the default.
+	// new; 0: the default.
 	Heartbeat Duration
-	// LimitWait and Resume are the plan's defaults for its steps (DESIGN §16).
+	// LimitWait and Resume are the plan's defaults for its steps.
 	LimitWait Duration
 	Resume    bool
 	// Notify are the plan's notification sinks.
 	Notify []NotifySink
-	// Groups are the plan's repeat groups, Loops where each stands (DESIGN §13).
+	// Groups are the plan's repeat groups, Loops where each stands.
 	Groups []Group
 	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
@@ -216,9 +216,9 @@ type Settings struct {
 	raw object
 }
 
-// clone is a copy of s that shares nothing mutable with it, but the keys of
+// Clone is a copy of s that shares nothing mutable with it, but the keys of
 // stepseq's record that it does not know (raw), which are never changed.
-func (s Settings) clone() Settings {
+func (s Settings) Clone() Settings {
 	c := s
 	c.Agent = s.Agent.Clone()
 	c.Fallback = slices.Clone(s.Fallback)
@@ -345,7 +345,7 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 		at := ""
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
-			line, col := lineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
+			line, col := LineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
 			at = fmt.Sprintf(" at line %d, column %d", line, col)
 		}
 		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON%s (%v); NaN and Infinity are not JSON", at, err)}
@@ -388,7 +388,7 @@ func (s *State) MarshalPieces() [][]byte {
 		plan.keys = slices.Clone(plan.keys)
 		plan.vals = maps.Clone(plan.vals)
 		steps := object{vals: map[string]json.RawMessage{}}
-		for _, id := range s.stepOrder() {
+		for _, id := range s.StepOrder() {
 			steps.set(id, s.Steps[id].object())
 		}
 		plan.set("steps", steps)
@@ -513,9 +513,9 @@ func (s *State) Clone() *State {
 	return c
 }
 
-// stepOrder lists plan.steps ids: those already in the file first, in file order,
+// StepOrder lists plan.steps ids: those already in the file first, in file order,
 // then the queue's order, then the rest sorted.
-func (s *State) stepOrder() []string {
+func (s *State) StepOrder() []string {
 	return orderKeys(s.planStepsOrder(), s.StepQueue, maps.Keys(s.Steps), func(id string) bool {
 		return s.Steps[id] != nil
 	})
@@ -738,7 +738,7 @@ func ParseDuration(s string) (Duration, error) {
 }
 
 // durationSyntax is compiled on first use: every stepseq command links planspec.
-var durationSyntax = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(durationPattern) })
+var durationSyntax = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(DurationPattern) })
 
 // StepDelay is stepDelayMinutes as a span, clamped to MaxDuration; clamped says it
 // was, for the reason a delayed step gives.
@@ -787,3 +787,7 @@ func ParseISO(s string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("bad time %q: want ISO 8601, like 2026-02-10T21:30:31.123456+00:00", s)
 }
+
+// DurationPattern is what ParseDuration accepts, as a JSON Schema pattern:
+// "90s", "2m", "1h30m", "1.5h", "0s" (no sign: negative spans are refused).
+const DurationPattern = `^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`

@@ -194,7 +194,7 @@ func (d *stateDecoder) plan(st *State, raw json.RawMessage) {
 		if strings.ContainsRune(id, 0) {
 			// Refused here, not at launch: no agent can be told this id
 			// (STEPSEQ_STEP), and each launch would spend a try on it.
-			d.fail("plan.steps", "step id %q contains a NUL byte, which no agent can be given: rename the step (and its stepQueue entry)", clip(id, 60))
+			d.fail("plan.steps", "step id %q contains a NUL byte, which no agent can be given: rename the step (and its stepQueue entry)", Clip(id, 60))
 		}
 		st.Steps[id] = d.stepSpec("plan.steps."+id, steps.vals[id])
 	}
@@ -275,7 +275,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	if r, ok := o.vals["on"]; ok {
 		sp.On = d.strList(p+"on", r)
 	}
-	d.runSettings(o, p, sp.runSettings())
+	d.runSettings(o, p, sp.RunSettings())
 	sp.AwaitOutputs = d.optDuration(o, p, "awaitOutputs")
 	sp.Retries = d.optCount(o, p, "retries")
 	if r, ok := o.vals["agentTemplate"]; ok {
@@ -288,7 +288,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 		sp.Resume = &b
 	}
 	sp.ResultFrom = d.optWord(o, p, "resultFrom", CheckResultFrom)
-	sp.OnInvalid = d.oneOf(o, p, "onInvalid", onInvalidWords)
+	sp.OnInvalid = d.oneOf(o, p, "onInvalid", OnInvalidWords)
 	return sp
 }
 
@@ -301,7 +301,7 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 	r.raw = o
 	p := key + "."
 	if s, ok := d.optStr(o, p, "status"); ok {
-		if err := checkWord(s, runStatusWords); err != nil {
+		if err := CheckWord(s, runStatusWords); err != nil {
 			d.fail(p+"status", "%v", err)
 		} else {
 			r.Status = s
@@ -389,14 +389,14 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	st.raw = o
 	p := key + "."
 	st.Name, _ = d.optStr(o, p, "name")
-	d.runSettings(o, p, st.runSettings())
+	d.runSettings(o, p, st.RunSettings())
 	st.MaxRetries = d.optCount(o, p, "maxRetries")
 	d.optJSON(o, p, "vars", &st.Vars, "an object")
 	d.optJSON(o, p, "summary", &st.Summary, "an object of names to expressions")
 	d.optJSON(o, p, "summaryValues", &st.SummaryValues, "an object")
 	d.optJSON(o, p, "params", &st.Params, "an object")
 	for k, v := range st.Params {
-		st.Params[k] = wholeNumbers(v)
+		st.Params[k] = WholeNumbers(v)
 	}
 	st.Heartbeat = d.optDuration(o, p, "heartbeat")
 	st.Resume, _ = d.optBool(o, p, "resume")
@@ -447,7 +447,7 @@ func (d *stateDecoder) notify(key string, raw json.RawMessage) []NotifySink {
 		return nil
 	}
 	for i, s := range sinks {
-		if err := s.check(); err != nil {
+		if err := s.Check(); err != nil {
 			d.fail(fmt.Sprintf("%s[%d]", key, i), "%v", err)
 		}
 	}
@@ -461,4 +461,25 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 		return slices.Clone(raw)
 	}
 	return b.Bytes()
+}
+
+// WholeNumbers turns the whole float64s of a JSON value into ints, so that a
+// param the schema calls an integer is one when an expression reads it (JSON
+// reads every number as a float64, and expr's % takes integers only).
+func WholeNumbers(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int(v)
+		}
+	case map[string]any:
+		for k, e := range v {
+			v[k] = WholeNumbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = WholeNumbers(e)
+		}
+	}
+	return v
 }

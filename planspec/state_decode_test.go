@@ -104,3 +104,20 @@ func TestParseState_RequiredOutputsSnakeCase(t *testing.T) {
 		t.Errorf("requiredOutputs added to a step that had required_outputs:\n%s", out)
 	}
 }
+
+// A state.json written by hand, with stepseq's keys in plan.steps.
+const handWrittenState = `{
+  "plan": {"steps": {
+    "research": {"title": "Research", "instruction": "Write study/summary.md", "requiredOutputs": ["study/summary.md"]},
+    "paper": {"title": "Paper", "instruction": "Write paper/draft.md",
+      "when": "steps.research.status == \"DONE\" && exists(\"approved.txt\")",
+      "skip": "fresh(\"paper/draft.md\")",
+      "check": "size(\"paper/draft.md\") > 2000",
+      "on": ["notes/**/*.md"]},
+    "plain": {"title": "Plain", "instruction": "No conditions"}
+  }},
+  "stepQueue": ["research", "paper", "plain"],
+  "currentStep": 0,
+  "stepRuns": {},
+  "status": "IN_PROGRESS"
+}`

@@ -59,7 +59,7 @@ func (s *State) Touch(id string) {
 	t.touched[id] = true
 }
 
-// ReplaceSpec replaces step id's spec, as a try's rendering does (DESIGN §13),
+// ReplaceSpec replaces step id's spec, as a try's rendering does,
 // and tells a tracked state so: the next encoding writes the plan again, where
 // the runs stay tracked.
 func (s *State) ReplaceSpec(id string, sp *StepSpec) {

@@ -46,9 +46,9 @@ func TestParseState_Words(t *testing.T) {
 // TestCheckWord: one of the words is nil; any other names them all, in the
 // order given, with what each does where that is said.
 func TestCheckWord(t *testing.T) {
-	words := []word{{"a", "first"}, {"b", ""}, {"c", "third"}}
+	words := []Word{{"a", "first"}, {"b", ""}, {"c", "third"}}
 	for _, w := range []string{"a", "b", "c"} {
-		if err := checkWord(w, words); err != nil {
+		if err := CheckWord(w, words); err != nil {
 			t.Errorf("%s: %v", w, err)
 		}
 	}
@@ -56,7 +56,7 @@ func TestCheckWord(t *testing.T) {
 		"B":                     `want a (first), b or c (third), got "B": did you mean "b"?`,
 		strings.Repeat("x", 50): `want a (first), b or c (third), got "` + strings.Repeat("x", 40) + `…"`,
 	} {
-		if err := checkWord(in, words); err == nil || err.Error() != want {
+		if err := CheckWord(in, words); err == nil || err.Error() != want {
 			t.Errorf("%.10s: %v, want %s", in, err, want)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	githooks "github.com/stepseq/stepseq/examples/git-hooks"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
-	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // examplePlan is the plan `stepseq init` writes: two steps that show outputs, a
@@ -188,7 +188,7 @@ func (in *initRun) examplePlan() (examplePath, schemaPath string, example []byte
 // apply writes what check found: the schema and the example, .gitignore, the
 // Claude configuration, the hooks and the hooks' step.
 func (in *initRun) apply(plan initPlan) error {
-	if err := in.write(plan.schemaPath, planspec.Schema(), 0o644); err != nil {
+	if err := in.write(plan.schemaPath, planpkg.Schema(), 0o644); err != nil {
 		return err
 	}
 	if err := in.write(plan.examplePath, plan.example, 0o644); err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	githooks "github.com/stepseq/stepseq/examples/git-hooks"
-	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // TestInitRun_IgnoreMeta: .stepseq/ is added to .gitignore once, on a line of its
@@ -50,7 +50,7 @@ func TestInitRun_IgnoreMeta(t *testing.T) {
 // TestGitHooks_DefaultStepInExamplePlan: the step the hooks re-run when git config
 // names none is a step of the plan init writes.
 func TestGitHooks_DefaultStepInExamplePlan(t *testing.T) {
-	p, err := planspec.ParsePlan(strings.NewReader(strings.Replace(examplePlan, "%s", "schema.json", 1)), "example.yaml")
+	p, err := plan.ParsePlan(strings.NewReader(strings.Replace(examplePlan, "%s", "schema.json", 1)), "example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
-	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -51,7 +51,7 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 // planShape is validate's word on a valid plan: its steps, then each loop with
 // its steps and how many rounds it may run ("4 steps; loop rounds: 3 steps, up
 // to params.max_rounds rounds").
-func planShape(p *planspec.Plan) string {
+func planShape(p *plan.Plan) string {
 	var b strings.Builder
 	b.WriteString(plural(len(p.Steps), "step"))
 	for _, g := range p.Groups {
@@ -201,7 +201,7 @@ server complete and check plans that name it on their first line:
 		Example: `  stepseq schema > .stepseq/schema.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := stdout.Write(planspec.Schema())
+			_, err := stdout.Write(plan.Schema())
 			return err
 		},
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/executor/web"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 	"github.com/stepseq/stepseq/watcher"
 )
 
@@ -437,7 +438,7 @@ func longRunning(dir, state, retain string, log *slog.Logger) (*engine.Runtime, 
 // unset and no plan names an agent.
 func sayWhatWaits(rt *engine.Runtime, plansDir string, log *slog.Logger) {
 	st, stateErr := (&store.StateFile{Path: rt.WS.State}).Read()
-	var plans []*planspec.Plan
+	var plans []*plan.Plan
 	entries, _ := os.ReadDir(plansDir)
 	for _, e := range entries {
 		n := e.Name()
@@ -462,7 +463,7 @@ func sayWhatWaits(rt *engine.Runtime, plansDir string, log *slog.Logger) {
 
 // namesAgent reports whether the state or a plan names an agent of its own, for the
 // plan or for one of its steps.
-func namesAgent(st *planspec.State, plans []*planspec.Plan) bool {
+func namesAgent(st *planspec.State, plans []*plan.Plan) bool {
 	if st != nil {
 		if !st.Settings.Agent.IsZero() {
 			return true

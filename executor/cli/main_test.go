@@ -21,6 +21,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // TestMain lets the test binary be stepseq, and the agents the scripts need, as
@@ -480,7 +481,7 @@ func TestStatusFollow_Cancel(t *testing.T) {
 // TestExamplePlan: the plan init writes is valid, whatever the schema path.
 func TestExamplePlan(t *testing.T) {
 	text := fmt.Sprintf(examplePlan, "../.stepseq/schema.json")
-	p, err := planspec.ParsePlan(strings.NewReader(text), "plans/example.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(text), "plans/example.yaml")
 	if err != nil {
 		t.Fatal(strings.Join(engine.ErrorLines(err), "\n"))
 	}

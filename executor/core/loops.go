@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Loops (DESIGN §13): a repeat group's steps run in order once per round. The
@@ -48,7 +49,7 @@ func enterLoop(st *planspec.State, id string, f Facts) (Decision, bool, bool) {
 	if g == nil || at != 0 || st.Loop(g.ID) != nil {
 		return Decision{}, false, false
 	}
-	max, err := st.LoopMax(g)
+	max, err := plan.LoopMax(st, g)
 	if err != nil {
 		text := g.ID + ": " + err.Error()
 		return Decision{Action: Blocked, Step: id, Reason: text}, true, newBlocker(st, text)
@@ -89,7 +90,7 @@ func afterDone(st *planspec.State, id string, f Facts) (Decision, loopMove, bool
 		}
 	}
 	if verified && spec.Exit != "" && (l == nil || l.Ended == "") {
-		ok, err := cond(f, id, planspec.CondExit)
+		ok, err := cond(f, id, plan.CondExit)
 		if err != nil {
 			return blockOn(st, id, fmt.Sprintf("%s: exit: %v", id, err))
 		}
@@ -121,7 +122,7 @@ func stillBlocked(st *planspec.State, id string, g *planspec.Group, l *planspec.
 // plan is blocked and the step's loop, if it runs, ends aborted; held is false
 // when it does not hold.
 func abortHolds(st *planspec.State, id string, g *planspec.Group, l *planspec.Loop, f Facts) (d Decision, move loopMove, changed, held bool) {
-	ok, err := cond(f, id, planspec.CondAbort)
+	ok, err := cond(f, id, plan.CondAbort)
 	if err != nil {
 		d, move, changed = blockOn(st, id, fmt.Sprintf("%s: abort: %v", id, err))
 		return d, move, changed, true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // cpuTime is the CPU time the process has used: on a loaded machine a
@@ -59,7 +60,7 @@ func loopPlan1000(b *testing.B) *planspec.State {
 			fmt.Fprintf(&sb, "  - id: s%d\n    title: S\n    instruction: do %d\n", i, i)
 		}
 	}
-	p, err := planspec.ParsePlan(strings.NewReader(sb.String()), "bench.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(sb.String()), "bench.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func BenchmarkReconcile_LoopDecision(b *testing.B) {
 	f := Facts{Now: now, MaxRetries: 3,
 		Cond: func(id, kind string) (bool, error) { return StateCond(st, now, id, kind) },
 		Render: func(id string) (*planspec.StepSpec, error) {
-			return planspec.RenderSpec(st.Steps[id], st.Settings.Agent, &planspec.Env{Now: now, Runs: st.StepRuns, Step: id,
+			return planpkg.RenderSpec(st.Steps[id], st.Settings.Agent, &planpkg.Env{Now: now, Runs: st.StepRuns, Step: id,
 				Params: st.Settings.Params, Loop: st.LoopAround(id)})
 		}}
 	result := []byte(`{"n":3}`)
@@ -132,7 +133,7 @@ steps:
 `
 	for _, at := range []int{10, 20, 200} {
 		b.Run(fmt.Sprintf("round%d", at), func(b *testing.B) {
-			p, err := planspec.ParsePlan(strings.NewReader(plan), "plan.yaml")
+			p, err := planpkg.ParsePlan(strings.NewReader(plan), "plan.yaml")
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Loops (DESIGN §13) in the machine alone: the rig answers every launch with
@@ -19,12 +20,12 @@ import (
 type stateConds struct{ st *planspec.State }
 
 func (c stateConds) Cond(now time.Time, id, kind string) (bool, error) {
-	if sp := c.st.Steps[id]; kind == planspec.CondSkip && sp != nil && sp.Skip != "" {
-		cond, err := planspec.CompileCondition(sp.Skip)
+	if sp := c.st.Steps[id]; kind == planpkg.CondSkip && sp != nil && sp.Skip != "" {
+		cond, err := planpkg.CompileCondition(sp.Skip)
 		if err != nil {
 			return false, err
 		}
-		return cond.Eval(&planspec.Env{Now: now, Runs: c.st.StepRuns, Step: id, Loop: c.st.LoopAround(id)})
+		return cond.Eval(&planpkg.Env{Now: now, Runs: c.st.StepRuns, Step: id, Loop: c.st.LoopAround(id)})
 	}
 	return StateCond(c.st, now, id, kind)
 }
@@ -38,7 +39,7 @@ func (p *loopProbe) Conditions(st *planspec.State) (CondSet, error) { return sta
 // loopRig is a rig on a plan's fresh state, with the plan's params given.
 func loopRig(t *testing.T, plan string, params map[string]any) *rig {
 	t.Helper()
-	p, err := planspec.ParsePlan(strings.NewReader(plan), "plan.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(plan), "plan.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // The reconcile core as one state machine, after etcd's raft: it takes one input at
@@ -74,7 +75,7 @@ type TriggersIn struct{ Triggers []Trigger }
 
 // PlanEdited is a valid edit of the active plan's file.
 type PlanEdited struct {
-	Plan *planspec.Plan
+	Plan *planpkg.Plan
 	Hash string
 }
 

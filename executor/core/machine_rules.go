@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // stateRead takes the file as read. A file that does not parse (a writer midway, a
@@ -415,21 +416,21 @@ func (m *Machine) cond(id, kind string) (bool, error) {
 // hand. When and skip hold as unset.
 func StateCond(st *planspec.State, now time.Time, id, kind string) (bool, error) {
 	spec := st.Steps[id]
-	if spec == nil || kind != planspec.CondExit && kind != planspec.CondAbort {
-		return kind == planspec.CondWhen, nil
+	if spec == nil || kind != plan.CondExit && kind != plan.CondAbort {
+		return kind == plan.CondWhen, nil
 	}
 	src := spec.Exit
-	if kind == planspec.CondAbort {
+	if kind == plan.CondAbort {
 		src = spec.Abort
 	}
 	if src == "" {
 		return false, nil
 	}
-	c, err := planspec.CompileCondition(src)
+	c, err := plan.CompileCondition(src)
 	if err != nil {
 		return false, err
 	}
-	return c.Eval(&planspec.Env{Now: now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
+	return c.Eval(&plan.Env{Now: now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
 		Params: st.Settings.Params, Loop: st.LoopAround(id)})
 }
 
@@ -487,7 +488,7 @@ func (m *Machine) summarize(d Decision) bool {
 	}); ok {
 		st.Settings.SummaryValues = s.Summary(m.now, st.Settings.Summary)
 	} else {
-		st.Settings.SummaryValues = planspec.EvalSummary(st.Settings.Summary, &planspec.Env{Now: m.now, Runs: st.StepRuns,
+		st.Settings.SummaryValues = plan.EvalSummary(st.Settings.Summary, &plan.Env{Now: m.now, Runs: st.StepRuns,
 			Vars: st.Settings.Vars, Params: st.Settings.Params, Loop: st.LoopAround("")})
 	}
 	return true
@@ -501,7 +502,7 @@ func (m *Machine) render(id string) (*planspec.StepSpec, error) {
 	}); ok {
 		return r.Render(m.now, id)
 	}
-	return planspec.RenderSpec(m.st.Steps[id], m.st.Settings.Agent, &planspec.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
+	return plan.RenderSpec(m.st.Steps[id], m.st.Settings.Agent, &plan.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
 		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params, Loop: m.st.LoopAround(id)})
 }
 

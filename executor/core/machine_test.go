@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // The state machine without processes, files or sleeps: a fake Probe answers what
@@ -645,7 +646,7 @@ func TestMachine_InvalidStateIsReadAgainThenLeft(t *testing.T) {
 
 func TestChoosePlans(t *testing.T) {
 	valid := func(name, hash string) PlanFile {
-		return PlanFile{Path: "/ws/plans/" + name + ".yaml", Source: "plans/" + name + ".yaml", Name: name, Hash: hash, Plan: &planspec.Plan{Settings: planspec.Settings{Name: name}}}
+		return PlanFile{Path: "/ws/plans/" + name + ".yaml", Source: "plans/" + name + ".yaml", Name: name, Hash: hash, Plan: &planpkg.Plan{Settings: planspec.Settings{Name: name}}}
 	}
 	invalid := PlanFile{Path: "/ws/plans/bad.yaml", Source: "plans/bad.yaml", Name: "bad", Hash: "hbad", Err: errors.New("bad")}
 	cases := []struct {

@@ -1,11 +1,14 @@
 package core
 
-import "github.com/stepseq/stepseq/planspec"
+import (
+	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
+)
 
 // MergePlan takes a valid edit of the running plan: steps not yet started get the
 // new definitions and order; steps started or finished stay as they ran, in place,
 // so the cursor keeps pointing at the same step.
-func MergePlan(st *planspec.State, p *planspec.Plan, hash string) {
+func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	defer st.TouchAll()
 	fresh := p.State(st.Settings.Source, hash)
 	started := map[string]bool{}
@@ -45,8 +48,8 @@ type PlanFile struct {
 	Source string // relative to the workspace, slash-separated: what state.json records
 	Name   string // the record's name: the file name without .yaml / .plan.yaml
 	Hash   string
-	Plan   *planspec.Plan // nil when invalid
-	Err    error          // why it is invalid
+	Plan   *plan.Plan // nil when invalid
+	Err    error      // why it is invalid
 	// Params are the params a run of it is given (apply --param); nil: the
 	// defaults, as for a plan dropped in plans/.
 	Params map[string]any
@@ -198,7 +201,7 @@ func (out *PlanIntake) takeTurn(next *PlanFile, nextGone bool, recs map[string]P
 	}
 	out.Apply, out.Again = next, nextGone
 	if active.Present && active.Source != "" {
-		name := planspec.PlanName(active.Source)
+		name := plan.PlanName(active.Source)
 		if rec, ok := recs[name]; ok && rec.Status == PlanActive {
 			out.Finish = name
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Action is what a reconcile pass asks its driver to do next.
@@ -462,7 +463,7 @@ func renderTry(st *planspec.State, id string, now time.Time, render func(string)
 // hasTemplates reports whether a try of the step renders something: its title,
 // its instruction, its agent's arguments, or the plan's agent's that it runs.
 func hasTemplates(st *planspec.State, spec *planspec.StepSpec) bool {
-	return spec.InstructionTemplate != "" || spec.TitleTemplate != "" || !planspec.AgentTemplateOf(spec, st.Settings.Agent).IsZero()
+	return spec.InstructionTemplate != "" || spec.TitleTemplate != "" || !plan.AgentTemplateOf(spec, st.Settings.Agent).IsZero()
 }
 
 // runnerDecision is the original runner's choice: the step at the cursor, whatever

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 var t0 = time.Date(2026, 2, 10, 21, 30, 31, 123456000, time.UTC)
@@ -229,7 +230,7 @@ func TestPrompt_Troubleshoot(t *testing.T) {
 // again under its own number, with the prompt it had (the troubleshoot prompt of
 // the try before), the worker's accepted standing, and no interruption counted.
 func TestReconcile_PulledTryOfferedAgain(t *testing.T) {
-	p, err := planspec.ParsePlan(strings.NewReader("agent: mcp\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"), "p.yaml")
+	p, err := plan.ParsePlan(strings.NewReader("agent: mcp\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n"), "p.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // The core's rules as scenario files, after etcd raft's interaction tests: each
@@ -159,7 +160,7 @@ func (c scriptedConds) Reads(id string) (paths, globs []string, known bool) {
 		if src == "" {
 			continue
 		}
-		cond, err := planspec.CompileCondition(src)
+		cond, err := plan.CompileCondition(src)
 		if err != nil || !cond.PathsKnown() {
 			return nil, nil, false
 		}
@@ -272,8 +273,8 @@ func (s *scenario) start(t *testing.T, d *datadriven.TestData, verbose bool) str
 	var err error
 	switch d.Cmd {
 	case "plan":
-		var p *planspec.Plan
-		if p, err = planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml"); err == nil {
+		var p *plan.Plan
+		if p, err = plan.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml"); err == nil {
 			st = p.State("plans/p.yaml", "h1")
 		}
 	case "state":
@@ -431,14 +432,14 @@ var scenarioInputs = map[string]func(s *scenario, t *testing.T, d *datadriven.Te
 		return TriggersIn{Triggers: ts}
 	},
 	"apply": func(_ *scenario, t *testing.T, d *datadriven.TestData) Input {
-		p, err := planspec.ParsePlan(strings.NewReader(d.Input), "plans/q.yaml")
+		p, err := plan.ParsePlan(strings.NewReader(d.Input), "plans/q.yaml")
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}
 		return PlanApplied{State: p.State("plans/q.yaml", "h3"), Source: "plans/q.yaml"}
 	},
 	"edit": func(_ *scenario, t *testing.T, d *datadriven.TestData) Input {
-		p, err := planspec.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml")
+		p, err := plan.ParsePlan(strings.NewReader(d.Input), "plans/p.yaml")
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // ErrNotAllowed is matched by the refusal of an agent that the plan's source
@@ -122,7 +123,7 @@ const (
 // every plan from any source is bounded by it, STEP_AGENT_CMD too where the
 // plan names no agent. The error is a *ConfigError for the shell rule and a
 // *NotAllowedError for the rest.
-func CheckPlanAgents(p *planspec.Plan, from AgentSource, allow *AllowList, getenv func(string) string, dir string) error {
+func CheckPlanAgents(p *planpkg.Plan, from AgentSource, allow *AllowList, getenv func(string) string, dir string) error {
 	st := p.State("", "")
 	type key struct{ source, agent string }
 	seen := map[key]bool{}

@@ -10,6 +10,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 const ruleFix = "stepseq never runs the prompt through a shell or as code"
@@ -64,9 +65,9 @@ func TestResolveAgents_ShellRule(t *testing.T) {
 	})
 }
 
-func mustPlan(t *testing.T, src string) *planspec.Plan {
+func mustPlan(t *testing.T, src string) *planpkg.Plan {
 	t.Helper()
-	p, err := planspec.ParsePlan(strings.NewReader(src), "p.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(src), "p.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

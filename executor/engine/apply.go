@@ -13,6 +13,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // `stepseq apply` never writes a state file unlocked: without a sidecar it takes
@@ -98,7 +99,7 @@ func (r *Runtime) handOver(pf core.PlanFile, holder *store.Holder) (Applied, err
 			return Applied{}, err
 		}
 	}
-	hash := planspec.Hash(data)
+	hash := planpkg.Hash(data)
 	deadline := time.Now().Add(HandOverWait)
 	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		if rec, ok := r.WS.ReadPlanRecord(pf.Name); ok && rec.Hash == hash && r.judged(rec, rel) {

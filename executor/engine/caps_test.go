@@ -9,6 +9,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // stepseq never writes a state it would refuse to read: a state over the read
@@ -35,7 +36,7 @@ func TestApplyPlan_RefusesAStateTooBigToRun(t *testing.T) {
 	defer func(was, plan int) { store.StateWriteCap, store.PlanStateCap = was, plan }(store.StateWriteCap, store.PlanStateCap)
 	store.StateWriteCap, store.PlanStateCap = 4<<20, 1<<20
 	w := newTestWS(t, "")
-	p := &planspec.Plan{Settings: planspec.Settings{Name: "big"}, Steps: []planspec.PlanStep{{ID: "a", Spec: planspec.StepSpec{Title: "a", Instruction: strings.Repeat("x", store.PlanStateCap)}}}}
+	p := &planpkg.Plan{Settings: planspec.Settings{Name: "big"}, Steps: []planpkg.PlanStep{{ID: "a", Spec: planspec.StepSpec{Title: "a", Instruction: strings.Repeat("x", store.PlanStateCap)}}}}
 	_, _, err := w.chain().ApplyPlan(&store.StateFile{Path: w.state}, core.PlanFile{Source: "plans/big.yaml", Name: "big", Hash: "sha256:1", Plan: p}, true)
 	if !errors.Is(err, store.ErrStateTooBig) || !strings.Contains(err.Error(), "would start at 1.0 MiB, over the 1 MiB a plan may take (a quarter of the 4 MiB state cap") {
 		t.Fatalf("err = %v, want ErrStateTooBig with the figures", err)

@@ -5,20 +5,21 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Conditions are a state's compiled when, skip and check, bound to the workspace.
 type Conditions struct {
-	compiled *planspec.Compiled
+	compiled *planpkg.Compiled
 	// lazy, instead of compiled, compiles a condition when it is first asked for.
-	lazy *planspec.LazyConditions
+	lazy *planpkg.LazyConditions
 	rt   *Runtime
 	st   *planspec.State
 }
 
 // Conditions compiles st's expressions. Errors name the state file and the key.
 func (r *Runtime) Conditions(st *planspec.State) (*Conditions, error) {
-	compiled, err := st.Compile()
+	compiled, err := planpkg.Compile(st)
 	if err != nil {
 		return nil, r.inStateFile(err)
 	}
@@ -29,7 +30,7 @@ func (r *Runtime) Conditions(st *planspec.State) (*Conditions, error) {
 // that evaluates a few of them: a compile error shows once its condition is asked
 // for, in Err. Only the `on` globs are checked at once.
 func (r *Runtime) lazyConditions(st *planspec.State) (*Conditions, error) {
-	lazy, err := st.CompileLazily()
+	lazy, err := planpkg.CompileLazily(st)
 	if err != nil {
 		return nil, r.inStateFile(err)
 	}
@@ -48,18 +49,18 @@ func (r *Runtime) inStateFile(err error) error {
 }
 
 // condition is step id's condition of the kind; nil when it has none.
-func (c *Conditions) condition(id, kind string) (*planspec.Condition, error) {
+func (c *Conditions) condition(id, kind string) (*planpkg.Condition, error) {
 	if c.lazy == nil {
 		switch kind {
-		case planspec.CondWhen:
+		case planpkg.CondWhen:
 			return c.compiled.When[id], nil
-		case planspec.CondSkip:
+		case planpkg.CondSkip:
 			return c.compiled.Skip[id], nil
-		case planspec.CondCheck:
+		case planpkg.CondCheck:
 			return c.compiled.Check[id], nil
-		case planspec.CondExit:
+		case planpkg.CondExit:
 			return c.compiled.Exit[id], nil
-		case planspec.CondAbort:
+		case planpkg.CondAbort:
 			return c.compiled.Abort[id], nil
 		}
 		return nil, nil
@@ -73,7 +74,7 @@ func (c *Conditions) condition(id, kind string) (*planspec.Condition, error) {
 
 // compileStep compiles step id's conditions, so that Err reports their errors.
 func (c *Conditions) compileStep(id string) {
-	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip, planspec.CondCheck, planspec.CondExit, planspec.CondAbort} {
+	for _, kind := range []string{planpkg.CondWhen, planpkg.CondSkip, planpkg.CondCheck, planpkg.CondExit, planpkg.CondAbort} {
 		_, _ = c.condition(id, kind)
 	}
 }
@@ -90,8 +91,8 @@ func (c *Conditions) Err() error {
 	return nil
 }
 
-func (c *Conditions) env(now time.Time, id string) *planspec.Env {
-	return &planspec.Env{
+func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
+	return &planpkg.Env{
 		Root:       c.rt.Root(),
 		Now:        now,
 		TryStarted: tryStarted(c.st.StepRuns[id]),
@@ -121,13 +122,13 @@ func tryStarted(run *planspec.StepRun) time.Time {
 // Render renders step id's templates (DESIGN §13): its title, instruction and
 // agent arguments, with what its conditions see as of now.
 func (c *Conditions) Render(now time.Time, id string) (*planspec.StepSpec, error) {
-	return planspec.RenderSpec(c.st.Steps[id], c.st.Settings.Agent, c.env(now, id))
+	return planpkg.RenderSpec(c.st.Steps[id], c.st.Settings.Agent, c.env(now, id))
 }
 
 // Summary evaluates the plan's summary expressions (DESIGN §13) with what a
 // condition sees as of now.
 func (c *Conditions) Summary(now time.Time, summary map[string]string) map[string]any {
-	return planspec.EvalSummary(summary, c.env(now, ""))
+	return planpkg.EvalSummary(summary, c.env(now, ""))
 }
 
 // Cond evaluates step id's "when" (true when unset), or its "skip", "exit" or
@@ -137,7 +138,7 @@ func (c *Conditions) Cond(now time.Time, id, kind string) (bool, error) {
 		return kind == "when", nil
 	}
 	switch kind {
-	case planspec.CondWhen, planspec.CondSkip, planspec.CondExit, planspec.CondAbort:
+	case planpkg.CondWhen, planpkg.CondSkip, planpkg.CondExit, planpkg.CondAbort:
 	default:
 		return false, nil
 	}
@@ -146,7 +147,7 @@ func (c *Conditions) Cond(now time.Time, id, kind string) (bool, error) {
 		return false, err
 	}
 	if cond == nil {
-		return kind == planspec.CondWhen, nil
+		return kind == planpkg.CondWhen, nil
 	}
 	return cond.Eval(c.env(now, id))
 }
@@ -157,7 +158,7 @@ func (c *Conditions) Check(now time.Time, id string) func() (bool, error) {
 	if c == nil {
 		return nil
 	}
-	cond, err := c.condition(id, planspec.CondCheck)
+	cond, err := c.condition(id, planpkg.CondCheck)
 	if err != nil {
 		return func() (bool, error) { return false, err }
 	}
@@ -173,7 +174,7 @@ func (c *Conditions) Reads(id string) (paths, globs []string, known bool) {
 	if c == nil {
 		return nil, nil, true
 	}
-	for _, kind := range []string{planspec.CondWhen, planspec.CondSkip} {
+	for _, kind := range []string{planpkg.CondWhen, planpkg.CondSkip} {
 		cond, err := c.condition(id, kind)
 		if err != nil {
 			return nil, nil, false
@@ -192,4 +193,4 @@ func (c *Conditions) Reads(id string) (paths, globs []string, known bool) {
 
 // Compiled exposes the compiled conditions, for deriving what to watch; nil for
 // conditions compiled lazily.
-func (c *Conditions) Compiled() *planspec.Compiled { return c.compiled }
+func (c *Conditions) Compiled() *planpkg.Compiled { return c.compiled }

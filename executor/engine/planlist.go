@@ -13,6 +13,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // PlanListing is one plan as `stepseq list` and `stepseq status` show it: the
@@ -71,7 +72,7 @@ func ListPlans(ws store.Workspace, plansDir string, st *planspec.State) ([]PlanL
 		if rel, err := filepath.Rel(ws.Dir, absPath(path)); err == nil && filepath.IsLocal(rel) {
 			source = filepath.ToSlash(rel)
 		}
-		l := PlanListing{Name: planspec.PlanName(n), File: source}
+		l := PlanListing{Name: planpkg.PlanName(n), File: source}
 		rec, ok := ws.ReadPlanRecord(l.Name)
 		// The plan is named as status and history name it: by its name:, which
 		// defaults to the file's name.

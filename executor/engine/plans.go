@@ -14,6 +14,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // ErrPlanActive is returned by ApplyPlan when state.json holds a plan that is still
@@ -41,13 +42,13 @@ func ReadPlanFileIn(root *os.Root, rel string) core.PlanFile {
 }
 
 func parsePlanFile(path, source string, data []byte, err error) core.PlanFile {
-	pf := core.PlanFile{Path: path, Source: source, Name: planspec.PlanName(path)}
+	pf := core.PlanFile{Path: path, Source: source, Name: planpkg.PlanName(path)}
 	if err != nil {
 		pf.Err = err
 		return pf
 	}
-	pf.Hash = planspec.Hash(data)
-	pf.Plan, pf.Err = planspec.ParsePlan(bytes.NewReader(data), source)
+	pf.Hash = planpkg.Hash(data)
+	pf.Plan, pf.Err = planpkg.ParsePlan(bytes.NewReader(data), source)
 	if pf.Plan != nil && pf.Plan.Name == "" {
 		pf.Plan.Name = pf.Name
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 const pullPlan = `agent: mcp
@@ -29,7 +30,7 @@ steps:
 // pullWS is a workspace whose state runs plan, and a sidecar on it.
 func pullWS(t *testing.T, plan string) (*testWS, *sidecarRun) {
 	t.Helper()
-	p, err := planspec.ParsePlan(strings.NewReader(plan), "pull.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(plan), "pull.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestSidecar_PullLaunchTimeout(t *testing.T) {
 }
 
 func TestChain_PullStepNeedsASidecar(t *testing.T) {
-	p, err := planspec.ParsePlan(strings.NewReader(pullPlan), "pull.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(pullPlan), "pull.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestChain_PullStepNeedsASidecar(t *testing.T) {
 }
 
 func TestRerun_ForgetsTheResult(t *testing.T) {
-	p, err := planspec.ParsePlan(strings.NewReader(pullPlan), "pull.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(pullPlan), "pull.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
-	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // RunStart asks StartRun for a run.
@@ -48,7 +48,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	pf := req.Plan
 	if pf.Plan == nil {
 		if pf.Err == nil {
-			pf.Err = fmt.Errorf("%w: no plan", planspec.ErrInvalidPlan)
+			pf.Err = fmt.Errorf("%w: no plan", planpkg.ErrInvalidPlan)
 		}
 		return store.RunInfo{}, pf.Err
 	}

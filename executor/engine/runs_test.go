@@ -12,7 +12,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
-	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 func TestValidRunName(t *testing.T) {
@@ -86,7 +86,7 @@ func TestStartRun_NamesAndParams(t *testing.T) {
 	}
 	pf := testRunPlan(t, dir, "rev", "name: rev\nparams:\n  ticket: {type: string}\nsteps:\n  - id: a\n    title: A\n    instruction: do ${params.ticket}\n")
 
-	var pe *planspec.ParamsError
+	var pe *planpkg.ParamsError
 	if _, err := rt.StartRun(RunStart{Plan: pf}); !errors.As(err, &pe) {
 		t.Fatalf("a required param not given: %v, want a *ParamsError", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // WatchSet derives what the sidecar watches from the plan: the state file, the
@@ -47,7 +48,7 @@ func WatchSet(ws store.Workspace, plansDir string, st *planspec.State, conds *Co
 	}
 	if conds != nil {
 		c := conds.Compiled()
-		for _, m := range []map[string]*planspec.Condition{c.When, c.Skip, c.Check} {
+		for _, m := range []map[string]*planpkg.Condition{c.When, c.Skip, c.Check} {
 			for _, cond := range m {
 				p, g := cond.Paths()
 				paths = append(paths, p...)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/store"
-	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 func median(ds []time.Duration) float64 {
@@ -71,7 +71,7 @@ func BenchmarkStatus1000(b *testing.B) {
 	for i := range 1000 {
 		fmt.Fprintf(&plan, "  - id: s%d\n    title: Step %d\n    instruction: Do step %d\n    requiredOutputs: [out/%d.md]\n", i, i, i, i)
 	}
-	p, err := planspec.ParsePlan(strings.NewReader(plan.String()), "big.yaml")
+	p, err := planpkg.ParsePlan(strings.NewReader(plan.String()), "big.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}

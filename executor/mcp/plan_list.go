@@ -11,6 +11,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // PlanListOutput is what an agent may start: the plans in plans/.
@@ -90,7 +91,7 @@ func (t *tools) planList(ctx context.Context, _ *sdk.CallToolRequest, _ Empty) (
 
 // paramsSchema is the JSON Schema of the params object a run of a plan takes;
 // nil when it declares none.
-func paramsSchema(params []planspec.Param) map[string]any {
+func paramsSchema(params []plan.Param) map[string]any {
 	if len(params) == 0 {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Code says why a tool refused a call, from DESIGN §9's fixed list, so that an
@@ -69,7 +70,7 @@ func refusalOf(err error) *Refusal {
 	if errors.As(err, &r) {
 		return r
 	}
-	var params *planspec.ParamsError
+	var params *plan.ParamsError
 	if errors.As(err, &params) {
 		return refuse(InvalidParams, params.Problems...)
 	}
@@ -88,7 +89,7 @@ func refusalOf(err error) *Refusal {
 		code = InvalidParams
 	case errors.Is(err, store.ErrRunBusy), errors.Is(err, engine.ErrPlanActive):
 		code = Busy
-	case errors.Is(err, planspec.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
+	case errors.Is(err, plan.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
 		errors.Is(err, store.ErrStateTooBig), errors.Is(err, store.ErrStateIsFolder), errors.Is(err, store.ErrSymlink):
 		code = InvalidPlan
 	case errors.Is(err, engine.ErrStopped), errors.Is(err, engine.ErrNoVerdict), errors.Is(err, context.DeadlineExceeded):

@@ -13,7 +13,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
-	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Runs (DESIGN §14) through MCP: run_start, run_list and run_close, and the
@@ -170,7 +170,7 @@ func (t *tools) planFor(plan string) (core.PlanFile, error) {
 		if p == nil {
 			return core.PlanFile{}, refuse(InvalidPlan, v.Errors...)
 		}
-		return core.PlanFile{Source: "run_start", Name: p.Name, Hash: planspec.Hash([]byte(plan)), Plan: p}, nil
+		return core.PlanFile{Source: "run_start", Name: p.Name, Hash: planpkg.Hash([]byte(plan)), Plan: p}, nil
 	}
 	name := strings.TrimPrefix(plan, "plans/")
 	for _, ext := range []string{".plan.yaml", ".plan.yml", ".yaml", ".yml"} {
@@ -183,7 +183,7 @@ func (t *tools) planFor(plan string) (core.PlanFile, error) {
 	var names []string
 	for _, l := range listed {
 		names = append(names, l.Name)
-		if l.Name != name && planspec.PlanName(l.File) != name {
+		if l.Name != name && planpkg.PlanName(l.File) != name {
 			continue
 		}
 		if !filepath.IsLocal(filepath.FromSlash(l.File)) {

@@ -14,7 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/resultschema"
 )
 
 // Tools' schemas are inferred from their Go types, then made portable: no bare
@@ -32,7 +32,7 @@ func addTool[In, Out any](s *sdk.Server, t *sdk.Tool, h func(context.Context, *s
 	// Compiled at the tool's first call, not when the server is made: a
 	// sidecar whose door serves MCP need not hold thirteen compiled schemas
 	// that no client may ever call.
-	check := sync.OnceValues(func() (*planspec.ResultSchema, error) { return compileInput(in) })
+	check := sync.OnceValues(func() (*resultschema.Schema, error) { return compileInput(in) })
 	t.InputSchema, t.OutputSchema = in, withRefusal(schemaFor[Out](false))
 	s.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		rs, err := check()
@@ -196,12 +196,12 @@ func withRefusal(out *jsonschema.Schema) *jsonschema.Schema {
 }
 
 // compileInput compiles an input schema for decodeArgs.
-func compileInput(in *jsonschema.Schema) (*planspec.ResultSchema, error) {
+func compileInput(in *jsonschema.Schema) (*resultschema.Schema, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
 		return nil, err
 	}
-	return planspec.CompileResultSchema(raw)
+	return resultschema.Compile(raw)
 }
 
 // decodeArgs checks a call's arguments against the tool's input schema and
@@ -209,7 +209,7 @@ func compileInput(in *jsonschema.Schema) (*planspec.ResultSchema, error) {
 // located as arguments.FIELD. What the schema accepts is planspec's validator's
 // to say; here its violations are put in words that name the place and say what
 // the tool takes.
-func decodeArgs(raw json.RawMessage, in *jsonschema.Schema, check *planspec.ResultSchema, v any) *Refusal {
+func decodeArgs(raw json.RawMessage, in *jsonschema.Schema, check *resultschema.Schema, v any) *Refusal {
 	var args any = map[string]any{}
 	if len(raw) > 0 && string(raw) != "null" { // no arguments: none given
 		if err := json.Unmarshal(raw, &args); err != nil {
@@ -233,7 +233,7 @@ func decodeArgs(raw json.RawMessage, in *jsonschema.Schema, check *planspec.Resu
 // explain words a violation of the arguments args against schema in: the value
 // at its place and what the place takes; each field missing, with what it is;
 // each field unknown, with the fields the tool takes.
-func explain(vi planspec.Violation, args any, in *jsonschema.Schema) []string {
+func explain(vi resultschema.Violation, args any, in *jsonschema.Schema) []string {
 	path, v, s := "arguments", args, in
 	for _, tok := range vi.Path {
 		switch x := v.(type) {

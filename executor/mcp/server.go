@@ -29,6 +29,7 @@ import (
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Options configure a server.
@@ -157,8 +158,8 @@ type PlanVerdict struct {
 	Code   Code     `json:"code,omitempty" jsonschema:"not_allowed when an agent the plan names may not be named from here; plan_submit would refuse it"`
 }
 
-func validate(yaml string) (*planspec.Plan, PlanVerdict) {
-	p, err := planspec.ParsePlan(strings.NewReader(yaml), "plan.yaml")
+func validate(yaml string) (*planpkg.Plan, PlanVerdict) {
+	p, err := planpkg.ParsePlan(strings.NewReader(yaml), "plan.yaml")
 	if err != nil {
 		var out []string
 		for _, l := range engine.ErrorLines(err) {
@@ -204,7 +205,7 @@ type SubmitVerdict struct {
 // --allow-agent lists; from any source, a list bounds it, and the shell rule
 // holds. It returns the refusal (not_allowed or invalid_plan), nil when the
 // plan may come in.
-func (t *tools) admit(p *planspec.Plan, rel string) *Refusal {
+func (t *tools) admit(p *planpkg.Plan, rel string) *Refusal {
 	from := engine.FromWorkspace
 	if t.opt.Remote {
 		from = engine.FromHTTP
@@ -270,7 +271,7 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		return nil, SubmitVerdict{}, fmt.Errorf("plans folder: %w", err)
 	}
 	content := []byte(in.YAML)
-	hash := planspec.Hash(content)
+	hash := planpkg.Hash(content)
 	ws := t.opt.Runtime.WS
 	var rec core.PlanRecord
 	judged := func() bool {

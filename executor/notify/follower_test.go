@@ -14,6 +14,7 @@ import (
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	"github.com/stepseq/stepseq/planspec/plan"
 )
 
 // planYAML is a one-step plan named name whose notify: list is sinks.
@@ -29,7 +30,7 @@ func planYAML(name string, sinks ...planspec.NotifySink) string {
 // writePlanState writes the state of the plan named name, notifying sinks.
 func writePlanState(t *testing.T, path, name string, sinks ...planspec.NotifySink) {
 	t.Helper()
-	p, err := planspec.ParsePlan(strings.NewReader(planYAML(name, sinks...)), name+".yaml")
+	p, err := plan.ParsePlan(strings.NewReader(planYAML(name, sinks...)), name+".yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Every file stepseq reads from a workspace (plans, triggers, reports, state.json)
@@ -40,7 +41,7 @@ type Cap struct {
 // kilobytes, a state a few per step: anything near a cap is a mistake or an
 // attack, refused before it is read whole.
 var (
-	PlanCap = Cap{Bytes: planspec.MaxPlanSize, What: "a plan",
+	PlanCap = Cap{Bytes: planpkg.MaxPlanSize, What: "a plan",
 		Hint: "a plan is a few kilobytes; keep long instructions in files the steps read"}
 	StateCap = Cap{Bytes: planspec.MaxStateSize, What: "a state file",
 		Hint: "a state is a few kilobytes per step; this is not one"}

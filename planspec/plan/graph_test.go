@@ -1,0 +1,46 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMermaidText(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`:                 `plain`,
+		`say "hi"`:              `say #quot;hi#quot;`,
+		`a | b`:                 `a #124; b`,
+		`<b>&amp;</b>`:          `#lt;b#gt;#amp;amp;#lt;/b#gt;`,
+		"`md`":                  `#96;md#96;`,
+		`#quot; stays literal`:  `#35;quot; stays literal`,
+		"two\nlines\r\nand\rcr": `two<br/>lines<br/>and<br/>cr`,
+	} {
+		if got := mermaidText(in); got != want {
+			t.Errorf("mermaidText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPlan_Mermaid(t *testing.T) {
+	p, err := ParsePlan(strings.NewReader(`
+steps:
+  - {id: a, title: 'Say "hi"', instruction: x}
+  - {id: b, title: B, instruction: x, when: 'exists("go.txt")', skip: 'steps.a.skipped', check: 'read("b") contains "|"'}
+`), "graph.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `flowchart TD
+    %% plan graph
+    start([start])
+    s1["a: Say #quot;hi#quot;"]
+    start --> s1
+    s2["b: B<br/>check: read(#quot;b#quot;) contains #quot;#124;#quot;"]
+    s1 -->|"when: exists(#quot;go.txt#quot;)<br/>skip if: steps.a.skipped"| s2
+    done([done])
+    s2 --> done
+`
+	if got := p.Mermaid(); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -1,0 +1,199 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// jsonSchema is the subset of JSON Schema (draft 2020-12) that Schema uses.
+// Fields are in the order editors show them best.
+type jsonSchema struct {
+	Schema               string                 `json:"$schema,omitempty"`
+	ID                   string                 `json:"$id,omitempty"`
+	Title                string                 `json:"title,omitempty"`
+	Description          string                 `json:"description,omitempty"`
+	Type                 any                    `json:"type,omitempty"` // a type name, or a list of them
+	Enum                 []string               `json:"enum,omitempty"`
+	AnyOf                []*jsonSchema          `json:"anyOf,omitempty"`
+	Required             []string               `json:"required,omitempty"`
+	AdditionalProperties *bool                  `json:"additionalProperties,omitempty"`
+	Properties           map[string]*jsonSchema `json:"properties,omitempty"`
+	Items                *jsonSchema            `json:"items,omitempty"`
+	MinItems             *int                   `json:"minItems,omitempty"`
+	MinLength            *int                   `json:"minLength,omitempty"`
+	Minimum              *int                   `json:"minimum,omitempty"`
+	Pattern              string                 `json:"pattern,omitempty"`
+	Examples             []any                  `json:"examples,omitempty"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// group is the schema of a repeat group, whose entries are steps.
+func group(step *jsonSchema) *jsonSchema {
+	return &jsonSchema{
+		Type:                 "object",
+		Description:          "A repeat group: its steps run in order, once per round, until a step's exit holds or max rounds have run. Groups do not nest.",
+		Required:             []string{"id", "repeat", "steps"},
+		AdditionalProperties: ptr(false),
+		Properties: map[string]*jsonSchema{
+			"id":    {Type: "string", Pattern: planspec.IDPatternJSON, Examples: []any{"rounds"}, Description: "Unique id of the group, among the steps' ids too."},
+			"title": {Type: "string", MinLength: ptr(1), Pattern: `\S`, Description: "A short line saying what the loop does."},
+			"repeat": {Type: "object", Required: []string{"max"}, AdditionalProperties: ptr(false),
+				Description: "How many rounds: round counts from 1; rounds holds the finished rounds' run records (the latest 10).",
+				Properties: map[string]*jsonSchema{
+					"max": {Description: "The most rounds the loop runs, from 1 to 1000.", AnyOf: []*jsonSchema{
+						{Type: "integer", Minimum: ptr(1)},
+						{Type: "string", MinLength: ptr(1), Description: "An expression evaluated when the loop starts, like params.max_rounds.", Examples: []any{"params.max_rounds"}},
+					}},
+					"onMax": {Type: "string", Enum: planspec.Texts(planspec.OnMaxWords),
+						Description: "What reaching max does: block (default) blocks the plan, did not converge in N rounds; done goes on with the step after the group."},
+				}},
+			"steps": {Type: "array", MinItems: ptr(1), Items: step, Description: "The steps each round runs, in order."},
+		},
+	}
+}
+
+// Schema returns the JSON Schema (draft 2020-12) of the plan format, for editors:
+// a plan that starts with `# yaml-language-server: $schema=<file>` gets
+// completion, hover docs and key checks. It describes what ParsePlan accepts
+// except what a schema cannot say: unique ids, paths that leave the workspace
+// through "..", and conditions that do not compile.
+func Schema() []byte {
+	str := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "string", MinLength: ptr(1), Description: desc}
+	}
+	text := func(desc string) *jsonSchema {
+		s := str(desc)
+		s.Pattern = `\S`
+		return s
+	}
+	duration := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "string", Pattern: planspec.DurationPattern, Description: desc, Examples: []any{"90s", "2m", "1h30m"}}
+	}
+	count := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "integer", Minimum: ptr(0), Description: desc}
+	}
+	path := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "string", MinLength: ptr(1), Pattern: `^[^/\\]`, Description: desc}
+	}
+	list := func(item *jsonSchema, desc string) *jsonSchema {
+		return &jsonSchema{Type: "array", Items: item, Description: desc}
+	}
+	argv := func(desc string) *jsonSchema {
+		s := list(text("one argument"), desc)
+		s.MinItems = ptr(1)
+		return s
+	}
+	preset := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "string", Enum: append(slices.Clone(planspec.AgentPresets), planspec.AgentMCP), Description: desc + " mcp: no process starts; the step is offered to the MCP client that calls step_current."}
+	}
+	agent := func(desc string) *jsonSchema {
+		return &jsonSchema{Description: desc, AnyOf: []*jsonSchema{
+			preset("A preset: the agent CLI's usual command for one unattended try, the prompt last."),
+			{Type: "object", Required: []string{"preset"}, AdditionalProperties: ptr(false),
+				Description: "A preset with extra arguments, placed before the prompt.",
+				Properties: map[string]*jsonSchema{
+					"preset": preset("The preset."),
+					"args":   list(text("one argument"), "Extra arguments; an element {prompt} places the prompt, {changed} the changed paths."),
+				}},
+			argv("The command as a list: argv prefix, the prompt appended (or put where an element is {prompt}); {changed} places the changed paths."),
+		}}
+	}
+	fallback := func(desc string) *jsonSchema {
+		return list(preset("A preset."), desc)
+	}
+	condition := func(desc string) *jsonSchema {
+		s := text(desc + " An expr-lang expression that gives true or false; it can use exists(p), glob(pattern), globCount(pattern), size(p), lines(p), mtime(p), age(p), fresh(p), read(p), json(p), env(name), now(), steps, step, vars, params, and in a loop round and rounds.")
+		s.Examples = []any{`exists("approved.txt")`, `size("paper/draft.md") > 2000`}
+		return s
+	}
+
+	reports := func(desc string) *jsonSchema {
+		return &jsonSchema{Type: "string", Enum: planspec.Texts(planspec.ReportsWords), Description: desc}
+	}
+	reportKeys := map[string]*jsonSchema{
+		"reports":          reports("Whether the worker must report (accepted, milestone, blocked, done) with `stepseq report`, a file in .stepseq/reports/<step>/ or MCP; default optional."),
+		"launchTimeout":    duration("With reports required: no accepted report this long after launch fails the try; default 10m."),
+		"milestoneTimeout": duration("With reports required: no report this long while in progress blocks the step until the next report; default 10m."),
+		"idleTimeout":      duration("No output byte and no report this long blocks the step, as a milestone timeout does."),
+	}
+	step := &jsonSchema{
+		Type:                 "object",
+		Description:          "One step: one agent invocation with its instruction, run until its outputs exist.",
+		Required:             []string{"id", "title", "instruction"},
+		AdditionalProperties: ptr(false),
+		Properties: map[string]*jsonSchema{
+			"id": {Type: "string", Pattern: planspec.IDPatternJSON, Examples: []any{"research", "write-paper"},
+				Description: "Unique id of the step: letters, digits, \".\", \"_\" and \"-\"."},
+			"title":           text("A short line saying what the step does."),
+			"instruction":     text("The prompt the agent gets for this step; ${EXPR} is rendered when a try starts (params, steps, vars, …; a map or list as JSON), $${ is a literal ${."),
+			"requiredOutputs": list(path("A path relative to the workspace."), "Paths that must exist after the agent exits 0 for the step to be DONE."),
+			"when":            condition("Gate: the step launches only once this is true; re-checked on file events."),
+			"skip":            condition("When true as the step comes up, the step is DONE without a launch (stepRuns[id].skipped = true)."),
+			"check":           condition("Extra success test after exit 0 and the outputs are present."),
+			"on":              list(path("A glob relative to the workspace; ** allowed."), "A change to a matching file re-runs this step and the steps after it."),
+			"timeout":         duration("Longest run of one try; default: the plan's timeout, else 1h."),
+			"retries":         count("Tries this step gets before it blocks the plan, the first included (1: no retry), as STEP_MAX_RETRIES counts them; default: the plan's maxRetries."),
+			"awaitOutputs":    duration("After exit 0, wait this long for the outputs to appear (asynchronous agents)."),
+			"agent":           agent("The agent of this step: a preset name, {preset, args}, or the command as a list; default: the plan's agent."),
+			"fallback":        fallback("Presets that run the same try, in order, when the agent cannot start or says it is unavailable (not found, auth, rate or usage limit); default: the plan's fallback."),
+		},
+	}
+	plan := &jsonSchema{
+		Schema:               "https://json-schema.org/draft/2020-12/schema",
+		ID:                   "https://github.com/stepseq/stepseq/plan.schema.json",
+		Title:                "stepseq plan",
+		Description:          "A plan for stepseq: steps run one after the other, each by a fresh agent invocation.",
+		Type:                 "object",
+		Required:             []string{"steps"},
+		AdditionalProperties: ptr(false),
+		Properties: map[string]*jsonSchema{
+			"name":       {Type: "string", Pattern: planspec.IDPatternJSON, Description: "Name of the plan; default: the file name without its extension."},
+			"agent":      agent("The agent: a preset name (claude, codex, …), {preset, args}, or the command as a list, the prompt appended; default: STEP_AGENT_CMD."),
+			"fallback":   fallback("Presets that run the same try, in order, when the agent cannot start or says it is unavailable (not found, auth, rate or usage limit)."),
+			"stepDelay":  duration("Wait between steps and before retries; becomes stepDelayMinutes."),
+			"maxRetries": count("Tries every step gets before it blocks the plan, the first included (1: no retry), as STEP_MAX_RETRIES counts them; default: STEP_MAX_RETRIES, else 3."),
+			"timeout":    duration("Default timeout of one try of a step; default 1h."),
+			"vars":       {Type: "object", Description: "Values visible to conditions as vars.NAME."},
+			"summary": {Type: "object",
+				Description: "Name → expression, evaluated when the plan ends (done or blocked) with what a condition sees plus params; kept in state.json under stepseq.summaryValues and shown by stepseq status."},
+			"params": {Type: "object",
+				Description: "The run's parameters: name → JSON Schema (draft 2020-12) with an optional default; given by stepseq apply --param NAME=VALUE or --params FILE, read by expressions and ${…} templates as params.NAME. One without a default is required."},
+			"steps": {Type: "array", MinItems: ptr(1), Items: &jsonSchema{AnyOf: []*jsonSchema{step, group(step)}},
+				Description: "The steps, in the order they run; an entry with repeat is a group whose steps run once per round."},
+		},
+	}
+	reportKeys["limitWait"] = duration("Longest wait for an agent's usage limit to reset (every agent of the try out of quota); then the try fails with the limit as its error; default 12h.")
+	reportKeys["resume"] = &jsonSchema{Type: "boolean", Description: "A retry continues the agent's own session (claude --resume, codex exec resume, …) with the troubleshoot prompt, when the agent named one; default false: every try starts afresh."}
+	for k, v := range reportKeys {
+		step.Properties[k] = v
+		plan.Properties[k] = v
+	}
+	step.Properties["result"] = &jsonSchema{Type: "object", Description: "A JSON Schema (draft 2020-12) the result of the worker's done report must satisfy; checked when the plan is validated.",
+		Examples: []any{map[string]any{"type": "object", "required": []any{"url"}}}}
+	step.Properties["onInvalid"] = &jsonSchema{Type: "string", Enum: planspec.Texts(planspec.OnInvalidWords),
+		Description: "What a result that fails the schema does: retry (default) refuses the report and waits for a corrected one, at most 3 times; abort fails the try."}
+	step.Properties["resultFrom"] = &jsonSchema{Type: "string", Pattern: "^(output|file:.+)$",
+		Description: "Where the step's result comes from when its agent reports none: output (the agent's final message: claude's result, codex's last agent message, gemini's response, opencode's last text; for a command, the last JSON value on stdout) or file:PATH (a JSON or YAML file in the workspace). A done report's result wins. The result is checked against result."}
+	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
+	step.Properties["exit"] = condition("Checked once the step is verified: when true, leaves the loop the step is in (the rest of the round is skipped); outside a loop, ends the plan DONE. result is the step's own result.")
+	step.Properties["abort"] = condition("Checked once the step is verified: when true, blocks the plan with this reason. result is the step's own result.")
+	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
+	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",
+		Items: &jsonSchema{Type: "object", AdditionalProperties: ptr(false), Description: "A sink: {command: [argv]} gets the report as JSON on stdin; {webhook: URL} gets it POSTed.",
+			Properties: map[string]*jsonSchema{
+				"command": argv("A command run for each report, without a shell; the report JSON on stdin."),
+				"webhook": {Type: "string", Pattern: "^https?://", Description: "An http or https URL the report JSON is POSTed to."},
+			}}}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(plan); err != nil {
+		panic("planspec: schema does not encode: " + err.Error()) // built from literals above
+	}
+	return b.Bytes()
+}

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package planspec
-
-import "os"
-
-// openDirTyped opens the directory dir inside root for ReadDir.
-func openDirTyped(root *os.Root, dir string) (*os.File, error) { return root.Open(dir) }
