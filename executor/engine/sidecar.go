@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -65,42 +64,41 @@ type SidecarOptions struct {
 	OnReady func()
 }
 
-// Sidecar is `stepseq watch`: one event loop owns the state machine and feeds it
-// every input — coalesced file events, agent exits, the one timer — and nothing
-// else. It never polls (unless asked to); idle, it sleeps.
+// Sidecar is `stepseq watch`: one event loop owns every run's state machine and
+// feeds it every input — coalesced file events, agent exits, timers, calls — and
+// nothing else. It never polls (unless asked to); idle, it sleeps.
 type Sidecar struct {
 	*Runtime
 	opt  SidecarOptions
-	d    *driver
+	cfg  core.MachineConfig // every run's machine, less its trigger folder
 	lock *store.Lock
+	main *Run // the run whose file is state.json
+	w    *watcher.Watcher
+	wcfg watcher.Config
 
 	plansSeen map[string]string // plan file → the content hash last judged
 	refused   error             // with no state: why every plan file in the folder was refused
 	// plansTooBig are the plan contents refused at intake for their state's size
 	// (path and hash), judged invalid until the file changes.
 	plansTooBig map[[2]string]error
+	intakeDue   bool      // the main run's machine asked for another plan intake (core.IntakePlans)
+	applying    *applying // the plan handed to the machine, until state.json holds it
 
 	watchLimited atomic.Bool // a watch limit leaves part of the workspace polled
 	sidecarCalls
 
 	ready atomic.Bool
-	// starting: the start's drain of the triggers queued before it is not back yet.
-	starting bool
-	alive    atomic.Bool
-	passes   atomic.Uint64
-
-	// The trigger folder is drained off the loop once the machine says it has
-	// been quiet for opt.TriggerQuiet (core.DrainTriggers), so that a burst of
-	// triggers is one drain, one input, one re-run.
-	drain      chan drained // the drain in flight; nil when none
-	drainAgain bool         // the folder changed during the drain: drain it again
-	intakeDue  bool         // the machine asked for another plan intake (core.IntakePlans)
-	applying   *applying    // the plan handed to the machine, until state.json holds it
+	// starting: the start's drains of the triggers queued before it are not
+	// all back yet; startDrains counts those in flight.
+	starting    bool
+	startDrains int
+	alive       atomic.Bool
+	passes      atomic.Uint64
 
 	longest atomic.Int64 // the longest turn of the loop, in ns
 	hb      Heartbeat    // when the loop last turned, for /healthz
 
-	sidecarRuns // the runs beside the workspace's own (sidecar_runs.go)
+	sidecarRuns // every run the loop drives, and what they share (sidecar_runs.go)
 }
 
 // DefaultTriggerQuiet is how long the trigger folder must be still before it is
@@ -156,33 +154,25 @@ func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
 	}
 	rt.Lock = lock
 	s := &Sidecar{Runtime: rt, opt: opt, lock: lock, plansSeen: map[string]string{}, plansTooBig: map[[2]string]error{}}
-	s.d = newDriver(context.Background(), rt, &store.StateFile{Path: rt.WS.State}, lock,
-		core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true,
-			TriggerQuiet: opt.TriggerQuiet, TriggerHold: opt.TriggerHold, TriggersDir: s.rel(rt.WS.TriggersDir()),
-			PlanSettle: opt.PlanSettle})
-	s.d.onDrain = s.startDrain
-	s.d.onIntake = func() { s.intakeDue = true }
-	s.d.onWritten = s.planWritten
-	s.d.returnsConfigErr = opt.ExitWhenDone // Run returns CannotLaunch
-	s.d.plans = opt.PlansDir
-	s.d.metrics = opt.Metrics
-	s.d.notifier = opt.Notifier
+	s.cfg = core.MachineConfig{Driver: "watch", MaxRetries: maxRetries, Persistent: true,
+		TriggerQuiet: opt.TriggerQuiet, TriggerHold: opt.TriggerHold, PlanSettle: opt.PlanSettle}
 	s.initCalls(key)
-	s.d.onChange = opt.OnChange
-	s.d.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher"),
+	s.wcfg = watcher.Config{Settle: opt.Settle, Poll: opt.Poll, Logger: rt.Logger.With("component", "watcher"),
 		OnLimit: func(err error) { s.watchLimited.Store(err != nil) }}
 	s.initRuns()
+	s.main = s.newRun(store.MainRun, &store.StateFile{Path: rt.WS.State})
 	// The first watch set comes from the state as it is, so that nothing written
 	// between now and the first pass is missed. The first pass takes the state
 	// as read here when the file has not changed since.
+	d := s.main.d
 	var conds *Conditions
-	st, _ := s.d.sf.Preread()
+	st, _ := d.sf.Preread()
 	if st != nil {
 		conds, _ = rt.Conditions(st)
 	}
 	paths, trees := WatchSet(rt.WS, opt.PlansDir, st, conds)
-	s.d.setWatch(core.SetWatch{Paths: paths, Trees: trees})
-	if s.d.w == nil {
+	d.setWatch(core.SetWatch{Paths: paths, Trees: trees})
+	if s.w == nil {
 		lock.Unlock()
 		return nil, fmt.Errorf("watch %s: the watcher did not start; see the log", rt.WS.Dir)
 	}
@@ -220,270 +210,108 @@ func (s *Sidecar) turned(began time.Time) {
 }
 
 // WatcherStats are the watcher's counters.
-func (s *Sidecar) WatcherStats() watcher.Stats { return s.d.w.Stats() }
+func (s *Sidecar) WatcherStats() watcher.Stats { return s.w.Stats() }
 
-// Run is the event loop. It returns nil after a graceful stop (ctx ended: the agent
-// gets SIGTERM, then SIGKILL after the grace period) or, with ExitWhenDone, once
-// the plan is DONE; ErrPlanBlocked once it is blocked.
+// Run is the event loop. It returns nil after a graceful stop (ctx ended: the agents
+// get SIGTERM, then SIGKILL after the grace period) or, with ExitWhenDone, once
+// the main run's plan is DONE; ErrPlanBlocked once it is blocked.
 func (s *Sidecar) Run(ctx context.Context) error {
-	s.d.ctx = ctx
+	s.ctx, s.main.d.ctx = ctx, ctx
 	defer s.close()
 	s.record(core.Entry{Event: "start", Detail: map[string]any{"pid": s.lock.Holder.PID, "state": s.WS.State}})
-	s.pass(watcher.Batch{Rescan: true})
 	// The triggers queued before the start are a burst already over: drained at
-	// once. Ready once that drain is back (drained): a trigger written after
+	// once. Ready once those drains are back (drained): a trigger written after
 	// ready is never taken by the start's drain, which would split a burst that
 	// began after the start into the start's part and the rest.
 	s.starting = true
-	s.d.feed(core.TriggersQueued{Now: true})
+	s.pass(watcher.Batch{Rescan: true})
+	s.main.d.feed(core.TriggersQueued{Now: true})
 	for {
-		if s.opt.ExitWhenDone && s.drain == nil && !s.d.m.TriggersPending() {
-			// Triggers not yet drained may re-run a step: the plan is not over.
-			switch {
-			case s.d.m.Done():
-				s.Logger.Info("plan is DONE: exiting")
-				return nil
-			// Each end below is returned, and main prints it: it is not logged too.
-			case s.d.m.Blocked():
-				why := strings.Join(s.d.m.State().Blockers, "; ")
-				return fmt.Errorf("%w: %s", ErrPlanBlocked, why)
-			case s.refused != nil && s.d.m.State() == nil:
-				if errors.Is(s.refused, planspec.ErrAgentRunsCode) {
-					return &refusedAgent{s.refused} // the plan's agent refused: a configuration error
-				}
-				return s.refused
-			case s.d.m.CannotLaunch() != nil:
-				// This process's environment and flags do not change: the plan
-				// can never go on here, so waiting for it would be forever.
-				return s.d.m.CannotLaunch()
-			}
+		if end, err := s.ended(); end {
+			return err
 		}
-		var began time.Time
 		s.hb.Turned(time.Now())
-		select {
-		case <-ctx.Done():
-			return s.shutdown()
-		case b, ok := <-s.d.batches():
-			began = time.Now()
-			if !ok {
-				s.alive.Store(false)
-				return errors.New("watcher stopped")
-			}
-			s.pass(b)
-		case err, ok := <-s.d.watchErrors():
-			began = time.Now()
-			if ok {
-				s.Logger.Error("watcher", "err", err)
-				s.record(core.Entry{Event: "watcher-error", Reason: err.Error()})
-			}
-		case exit := <-s.d.exits():
-			began = time.Now()
-			s.took()
-			s.d.finish(exit)
-			s.afterPlan()
-		case ev := <-s.runExits:
-			began = time.Now()
-			s.took()
-			s.runExited(ev)
-		case r := <-s.runTimers:
-			began = time.Now()
-			s.took()
-			if s.runs[r.name] == r {
-				r.d.feed(core.TimerFired{})
-				s.afterRun(r)
-			}
-		case r := <-s.runInherit:
-			began = time.Now()
-			if s.runs[r.name] == r {
-				r.d.inherited = nil
-				r.d.feed(core.InheritedGone{})
-			}
-		case <-s.d.timer.C:
-			began = time.Now()
-			s.took()
-			s.d.feed(core.TimerFired{})
-			if s.intakeDue {
-				s.intakeDue = false
-				s.intakePlans()
-			}
-			s.afterPlan()
-		case call := <-s.calls:
-			began = time.Now()
-			s.took()
-			call()
-			s.afterPlan()
-		case <-s.d.inherited:
-			began = time.Now()
-			s.d.inherited = nil
-			s.d.feed(core.InheritedGone{})
-		case r := <-s.drain:
-			began = time.Now()
-			s.took()
-			s.drained(r)
-			s.afterPlan()
+		began, stop, err := s.turn(ctx)
+		if stop {
+			return err
 		}
 		s.startWaiting()
-		s.opt.Metrics.observe(s.d.m.State())
+		s.opt.Metrics.observe(s.main.d.m.State())
 		s.turned(began)
 	}
 }
 
-// pass takes one batch of changes: the state file, the plans, the triggers and the
-// reports it names, then the change itself.
-func (s *Sidecar) pass(b watcher.Batch) {
-	s.Logger.Debug("pass", "paths", b.Paths, "rescan", b.Rescan)
-	s.opt.Metrics.pass()
-	s.took()
-	if len(b.Paths) > 0 && s.d.lastGate.IsZero() && s.d.active == nil {
-		s.d.lastGate = time.Now().Add(-s.opt.Settle)
-	}
-	stateChanged, plansChanged, triggersChanged := b.Rescan, b.Rescan, b.Rescan
-	state, plans, triggers := s.rel(s.WS.State), s.rel(s.opt.PlansDir), s.rel(s.WS.TriggersDir())
-	for _, p := range b.Paths {
-		switch {
-		case p == state:
-			stateChanged = true
-		case under(p, plans):
-			plansChanged = true
-		case under(p, triggers):
-			triggersChanged = true
+// turn waits for one input and takes it: a watcher batch, an agent's exit, a
+// run's timer, a call, a drain come back. It returns when the input came, and
+// stop with the loop's end.
+func (s *Sidecar) turn(ctx context.Context) (began time.Time, stop bool, err error) {
+	select {
+	case <-ctx.Done():
+		return began, true, s.shutdown()
+	case b, ok := <-s.batches():
+		if !ok {
+			s.alive.Store(false)
+			return began, true, errors.New("watcher stopped")
 		}
-	}
-	if stateChanged {
-		s.d.readState()
-	}
-	if plansChanged {
-		s.intakePlans()
-	}
-	if triggersChanged {
-		s.triggersChanged()
-	}
-	s.d.batch(s.mainBatch(b))
-	s.afterPlan()
-	if s.d.active == nil {
-		s.d.lastGate = time.Time{}
-	}
-	s.passRuns(b)
-}
-
-// triggersChanged tells the machine the trigger folder changed, with the
-// folder's time: the machine's quiet window (re)starts.
-func (s *Sidecar) triggersChanged() {
-	in := core.TriggersQueued{}
-	if mod, ok := folderModTime(s.WS.TriggersDir()); ok {
-		in.Modified = mod
-	}
-	s.d.feed(in)
-}
-
-// folderModTime is a folder's modification time: when an entry last came or went.
-func folderModTime(path string) (time.Time, bool) {
-	fi, err := os.Stat(path)
-	if err != nil || !fi.IsDir() {
-		return time.Time{}, false
-	}
-	return fi.ModTime(), true
-}
-
-// startDrain reads and removes the queued triggers off the loop: ten thousand files
-// are I/O the loop must not wait on.
-func (s *Sidecar) startDrain() {
-	if s.drain != nil {
-		s.drainAgain = true
-		return
-	}
-	ch := make(chan drained, 1)
-	s.drain = ch
-	ws := s.WS
-	go func() {
-		ts, errs := DrainTriggers(ws)
-		ch <- drained{triggers: ts, errs: errs}
-	}()
-}
-
-// drained hands the machine what a drain read, as one input.
-func (s *Sidecar) drained(r drained) {
-	s.drain = nil
-	if s.starting {
-		s.starting = false
-		if s.opt.OnReady != nil {
-			s.opt.OnReady()
+		began = time.Now()
+		s.pass(b)
+	case err, ok := <-s.watchErrors():
+		began = time.Now()
+		if ok {
+			s.Logger.Error("watcher", "err", err)
+			s.record(core.Entry{Event: "watcher-error", Reason: err.Error()})
 		}
-		s.ready.Store(true)
-		s.record(core.Entry{Event: "ready", Detail: map[string]any{"watches": s.d.w.Stats().Watches}})
+	case ev := <-s.runExits:
+		began = time.Now()
+		s.took()
+		s.runExited(ev)
+	case r := <-s.runTimers:
+		began = time.Now()
+		s.took()
+		s.timerFired(r)
+	case r := <-s.runInherit:
+		began = time.Now()
+		s.inheritedGone(r)
+	case call := <-s.calls:
+		began = time.Now()
+		s.took()
+		call()
+		s.after(s.main)
+	case r := <-s.drains:
+		began = time.Now()
+		s.took()
+		s.drained(r)
 	}
-	for _, err := range r.errs {
-		s.Logger.Warn("ignored a trigger", "err", err)
-	}
-	if len(r.triggers) > 0 {
-		s.d.feed(core.TriggersIn{Triggers: r.triggers})
-	}
-	if s.drainAgain {
-		s.drainAgain = false
-		s.startDrain()
-	}
+	return began, false, nil
 }
 
-// requeue puts back the triggers a drain took from the folder when the sidecar
-// stops before it could act on them, each distinct request once: the next
-// stepseq takes them.
-func (s *Sidecar) requeue(ts []core.Trigger) {
-	seen := map[core.Trigger]bool{}
-	for _, t := range ts {
-		t.At = ""
-		if seen[t] {
-			continue
+// ended says whether, with ExitWhenDone, the loop is over, and with what: the
+// main run's plan is DONE (nil), blocked, refused or unable to launch.
+func (s *Sidecar) ended() (bool, error) {
+	m := s.main.d.m
+	if !s.opt.ExitWhenDone || s.main.drain || m.TriggersPending() {
+		// Triggers not yet drained may re-run a step: the plan is not over.
+		return false, nil
+	}
+	switch {
+	case m.Done():
+		s.Logger.Info("plan is DONE: exiting")
+		return true, nil
+	// Each end below is returned, and main prints it: it is not logged too.
+	case m.Blocked():
+		why := strings.Join(m.State().Blockers, "; ")
+		return true, fmt.Errorf("%w: %s", ErrPlanBlocked, why)
+	case s.refused != nil && m.State() == nil:
+		if errors.Is(s.refused, planspec.ErrAgentRunsCode) {
+			return true, &refusedAgent{s.refused} // the plan's agent refused: a configuration error
 		}
-		seen[t] = true
-		if err := WriteTrigger(s.WS, t); err != nil {
-			s.Logger.Warn("trigger lost at stop", "step", t.Step, "err", err)
-		}
+		return true, s.refused
+	case m.CannotLaunch() != nil:
+		// This process's environment and flags do not change: the plan
+		// can never go on here, so waiting for it would be forever.
+		return true, m.CannotLaunch()
 	}
-}
-
-// took counts an input the loop takes, and marks the loop busy until its turn ends.
-func (s *Sidecar) took() {
-	s.passes.Add(1)
-	s.hb.Busy(time.Now())
-}
-
-// afterPlan lets the next plan waiting in the folder start once one is over.
-func (s *Sidecar) afterPlan() {
-	m := s.d.m
-	if st := m.TakeRemoved(); st != nil {
-		s.keepRemoved(st)
-	}
-	// With no state file (removed, or never written), a plan waits for nothing
-	// but a try of the removed run still in flight.
-	if m.Done() || m.State() == nil && m.Err() == nil && !m.Busy() {
-		s.intakePlans()
-	}
-}
-
-func (s *Sidecar) close() {
-	s.alive.Store(false)
-	s.endCalls()
-	s.d.timer.Stop()
-	if s.drain != nil {
-		s.requeue((<-s.drain).triggers)
-		s.drain = nil
-	}
-	s.d.closeWatcher()
-	close(s.loopDone)
-	s.Lock = nil
-	_ = s.lock.Unlock()
-}
-
-// shutdown stops launching, ends a running agent's group (SIGTERM, then SIGKILL
-// after the grace period) and records the interruption. The step stays
-// IN_PROGRESS: the next start retries it without spending a try.
-func (s *Sidecar) shutdown() error {
-	s.Logger.Info("stopping")
-	s.record(core.Entry{Event: "stopping", Reason: "signal or context end"})
-	s.d.stopActive()
-	s.stopRuns()
-	s.record(core.Entry{Event: "stop"})
-	return nil
+	return false, nil
 }
 
 func (s *Sidecar) rel(p string) string {

@@ -28,12 +28,13 @@ type sidecarCalls struct {
 	calls   chan func()
 	stopped chan struct{}
 	seq     uint64
+	pullKey []byte // signs the tokens of pulled tries; a run's key derives from it
 }
 
 func (s *Sidecar) initCalls(key []byte) {
 	s.calls = make(chan func())
 	s.stopped = make(chan struct{})
-	s.d.pull = NewPullLauncher(key)
+	s.pullKey = key
 }
 
 // endCalls refuses the calls that come once the loop is over.
@@ -64,13 +65,13 @@ func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec
 		s.seq++
 		ref := "call:" + strconv.FormatUint(s.seq, 10)
 		var got *core.ReportVerdict
-		s.d.verdict = func(v core.ReportVerdict) {
+		s.main.d.verdict = func(v core.ReportVerdict) {
 			if v.Ref == ref {
 				got = &v
 			}
 		}
-		s.d.feed(core.ReportIn{Step: step, Try: try, Report: rep, Via: via, Ref: ref})
-		s.d.verdict = nil
+		s.main.d.feed(core.ReportIn{Step: step, Try: try, Report: rep, Via: via, Ref: ref})
+		s.main.d.verdict = nil
 		if got == nil {
 			reasons = []string{"no verdict: the report was not judged"}
 			return
@@ -84,7 +85,7 @@ func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec
 func (s *Sidecar) Snapshot(ctx context.Context) (*planspec.State, error) {
 	var st *planspec.State
 	err := s.do(ctx, func() {
-		if cur := s.d.m.State(); cur != nil {
+		if cur := s.main.d.m.State(); cur != nil {
 			st = cur.Clone()
 		}
 	})
@@ -94,7 +95,7 @@ func (s *Sidecar) Snapshot(ctx context.Context) (*planspec.State, error) {
 // View runs fn on the loop with the state it holds (nil when none): a read
 // without the copy Snapshot makes. fn must neither change st nor keep it.
 func (s *Sidecar) View(ctx context.Context, fn func(st *planspec.State)) error {
-	return s.do(ctx, func() { fn(s.d.m.State()) })
+	return s.do(ctx, func() { fn(s.main.d.m.State()) })
 }
 
 // Current hands the pulled try on offer to client (step_current); a claim by a
@@ -102,7 +103,7 @@ func (s *Sidecar) View(ctx context.Context, fn func(st *planspec.State)) error {
 // there is none, why says what the plan does instead.
 func (s *Sidecar) Current(ctx context.Context, client string, live func(string) bool) (o Offer, ok bool, why string, err error) {
 	err = s.do(ctx, func() {
-		if o, ok, why = s.d.pull.Take(client, live); ok || why != "" {
+		if o, ok, why = s.main.d.pull.Take(client, live); ok || why != "" {
 			return
 		}
 		why = s.idleReason()
@@ -114,14 +115,14 @@ func (s *Sidecar) Current(ctx context.Context, client string, live func(string) 
 func (s *Sidecar) idleReason() string {
 	// The state's reasons first (core.NoOffer); past them the loop knows more
 	// than the state: the local agent that runs, the decision that holds the step.
-	if st := s.d.m.State(); st == nil || st.Status == planspec.StatusDone && !s.d.m.Busy() {
+	if st := s.main.d.m.State(); st == nil || st.Status == planspec.StatusDone && !s.main.d.m.Busy() {
 		why, _ := core.NoOffer(st)
 		return why
 	}
-	if a := s.d.active; a != nil {
+	if a := s.main.d.active; a != nil {
 		return fmt.Sprintf("step %s try %d runs a local agent (its agent is not mcp)", a.step, a.try)
 	}
-	d := s.d.m.Decision()
+	d := s.main.d.m.Decision()
 	if d.Step != "" {
 		return fmt.Sprintf("step %s: %s (%s)", d.Step, d.Reason, d.Action)
 	}
@@ -132,7 +133,7 @@ func (s *Sidecar) idleReason() string {
 }
 
 // VerifyToken returns the step and try a step_current token names.
-func (s *Sidecar) VerifyToken(token string) (string, int, error) { return s.d.pull.Verify(token) }
+func (s *Sidecar) VerifyToken(token string) (string, int, error) { return s.main.d.pull.Verify(token) }
 
 // Retry asks for a new try of a blocked or failed step (`stepseq retry`).
 func (s *Sidecar) Retry(ctx context.Context, step string) error {
@@ -147,10 +148,10 @@ func (s *Sidecar) Trigger(ctx context.Context, step string) error {
 func (s *Sidecar) trigger(ctx context.Context, t core.Trigger) error {
 	var err error
 	if cerr := s.do(ctx, func() {
-		if err = core.CheckTrigger(s.d.m.State(), t); err != nil {
+		if err = core.CheckTrigger(s.main.d.m.State(), t); err != nil {
 			return
 		}
-		s.d.feed(core.TriggersIn{Triggers: []core.Trigger{t}})
+		s.main.d.feed(core.TriggersIn{Triggers: []core.Trigger{t}})
 	}); cerr != nil {
 		return cerr
 	}

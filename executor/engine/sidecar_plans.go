@@ -25,7 +25,7 @@ func (s *Sidecar) intakePlans() {
 	var unsettled time.Time
 	defer func() {
 		if !unsettled.IsZero() {
-			s.d.feed(core.PlanWriting{Modified: unsettled})
+			s.main.d.feed(core.PlanWriting{Modified: unsettled})
 		}
 	}()
 	for _, e := range entries {
@@ -54,7 +54,7 @@ func (s *Sidecar) intakePlans() {
 		}
 	}
 	slices.SortFunc(files, func(a, b core.PlanFile) int { return strings.Compare(a.Path, b.Path) })
-	m := s.d.m
+	m := s.main.d.m
 	var active core.ActivePlan
 	switch st := m.State(); {
 	case st != nil && m.StateInvalid() == nil:
@@ -67,7 +67,7 @@ func (s *Sidecar) intakePlans() {
 		s.plansSeen[pf.Path] = pf.Hash
 	}
 	if choice.Edit != nil {
-		s.d.feed(core.PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
+		s.main.d.feed(core.PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
 	}
 	s.refused = nil
 	if choice.Apply == nil && m.State() == nil && !slices.ContainsFunc(choice.Updates, func(u core.PlanUpdate) bool { return u.Status == core.PlanWaiting }) {
@@ -95,7 +95,7 @@ func (s *Sidecar) intakePlans() {
 			_ = s.WS.WritePlanRecord(choice.Finish, prev)
 		}
 	}
-	st, archived, err := s.PreparePlan(s.d.sf, *choice.Apply, true)
+	st, archived, err := s.PreparePlan(s.main.d.sf, *choice.Apply, true)
 	if errors.Is(err, store.ErrStateTooBig) {
 		// Refused for good, with the figure: the file is judged again when it changes.
 		pf := *choice.Apply
@@ -121,7 +121,7 @@ func (s *Sidecar) intakePlans() {
 	// a state that holds it without the record is taken as applied
 	// (ChoosePlans).
 	s.applying = &applying{file: *choice.Apply, archived: archived}
-	s.d.feed(core.PlanApplied{State: st, Source: choice.Apply.Source})
+	s.main.d.feed(core.PlanApplied{State: st, Source: choice.Apply.Source})
 }
 
 // applying is a plan handed to the machine whose state is not written yet.
@@ -139,7 +139,7 @@ func (s *Sidecar) planWritten(st *planspec.State) {
 		return
 	}
 	s.applying = nil
-	if err := s.d.sf.Sync(); err != nil {
+	if err := s.main.d.sf.Sync(); err != nil {
 		s.Logger.Error("state written but its folder not synced: a power cut may bring the previous state back", "err", err)
 		s.record(core.Entry{Event: "write-error", Reason: err.Error()})
 	}
@@ -175,7 +175,7 @@ func (s *Sidecar) setRecord(pf core.PlanFile, status, applied string) {
 // the file has been still long enough.
 func (s *Sidecar) beingWritten(path string, unsettled *time.Time) bool {
 	fi, err := os.Stat(path)
-	if err != nil || !s.d.m.PlanSettling(s.now(), fi.ModTime()) {
+	if err != nil || !s.main.d.m.PlanSettling(s.now(), fi.ModTime()) {
 		return false
 	}
 	if unsettled.IsZero() || fi.ModTime().Before(*unsettled) {

@@ -516,18 +516,18 @@ func TestSidecar_WatchFollowsSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conds, err := run.d.rt.Conditions(st)
+	conds, err := run.main.d.rt.Conditions(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths, trees := WatchSet(run.d.rt.WS, filepath.Join(w.dir, "plans"), st, conds)
+	paths, trees := WatchSet(run.main.d.rt.WS, filepath.Join(w.dir, "plans"), st, conds)
 	paths = append(paths, store.ReportsRel("s3"))
 	fresh, err := watcher.New(watcher.Config{Root: w.dir, Paths: paths, Trees: trees})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	if got, want := run.d.w.Stats().Watches, fresh.Stats().Watches; got != want {
+	if got, want := run.w.Stats().Watches, fresh.Stats().Watches; got != want {
 		t.Errorf("after the plan the sidecar holds %d watches; a fresh watcher on its set holds %d", got, want)
 	}
 }
@@ -719,7 +719,7 @@ func TestSidecar_OnRerunHasItsOwnLog(t *testing.T) {
 func TestSidecar_NotReadyWhileWatchLimited(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"write:a"`))
 	run := w.startSidecar(SidecarOptions{})
-	limit := run.d.wcfg.OnLimit
+	limit := run.wcfg.OnLimit
 	limit(fmt.Errorf("watch /ws/src: %w", watcher.ErrWatchLimit))
 	if run.Ready() {
 		t.Error("ready with a watch limit hit")
