@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
@@ -203,8 +204,7 @@ func (l *logReader) run(ctx context.Context, follow bool) error {
 	}
 	logged := l.latestLogged()
 	if !known && logged == 0 {
-		return &exitError{code: 1, err: fmt.Errorf("no step %s in the plan of %s: the steps are %s",
-			l.step, shownRel(l.ws.State), strings.Join(st.StepQueue, ", "))}
+		return &exitError{code: 1, err: core.NoStep(st, l.step)}
 	}
 	if l.try == 0 {
 		l.try = max(tries, logged)

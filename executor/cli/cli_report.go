@@ -127,7 +127,7 @@ func (r *reportCall) submit(ctx context.Context, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = engine.SubmitReport(ctx, ws, r.step, r.try, r.rep, r.wait)
+	err = engine.Commands{WS: ws}.Report(ctx, r.step, r.try, r.rep, "report", r.wait)
 	switch {
 	case errors.Is(err, engine.ErrReportRefused):
 		return &exitError{code: 1, err: err}
@@ -153,5 +153,5 @@ stepseq check runs it. A step that is neither blocked nor failed is refused.
 ` + exitCodesHelp,
 		Example: `  stepseq retry research
   stepseq retry deploy ./workspace`,
-	}, engine.QueueRetry, 1)
+	}, engine.Commands.Retry, "retry", 1)
 }

@@ -239,7 +239,7 @@ a new plan replacing it does. A live sidecar does the closing; close waits for i
 		Example: `  stepseq close review-t12
   stepseq runs --status closed`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) > 1 {
 				dir = args[1]
@@ -254,7 +254,7 @@ a new plan replacing it does. A live sidecar does the closing; close waits for i
 			if err != nil {
 				return err
 			}
-			info, err := engine.CloseRun(ws, args[0], grace)
+			info, err := engine.Commands{WS: ws, Grace: grace}.Close(cmd.Context(), args[0])
 			switch {
 			case errors.Is(err, store.ErrNoRun), errors.Is(err, store.ErrRunClosed), errors.Is(err, store.ErrRunBusy):
 				return &exitError{code: 1, err: err}

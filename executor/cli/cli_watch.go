@@ -384,24 +384,24 @@ hooks can call it.
 ` + exitCodesHelp,
 		Example: `  stepseq trigger build
   stepseq trigger test ./workspace`,
-	}, engine.QueueTrigger, 0)
+	}, engine.Commands.Trigger, "trigger", 0)
 }
 
 // queueCmd completes a command that queues a request for STEP in the workspace
 // (trigger, retry): the arguments, step completion, --state, and the answer.
 // refused is the exit code of a request the queue refuses (0: as the error says).
-func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, queue func(*engine.Runtime, string) (string, error), refused int) *cobra.Command {
+func queueCmd(g *globals, stdout io.Writer, cmd *cobra.Command, ask func(engine.Commands, context.Context, string, string) (string, error), from string, refused int) *cobra.Command {
 	var ws workspaceFlags
 	cmd.Args = cobra.RangeArgs(1, 2)
 	cmd.ValidArgsFunction = stepCompletion(&ws)
-	cmd.RunE = func(_ *cobra.Command, args []string) error {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		_, state := ws.statePath(args[1:])
 		rt, err := engine.NewRuntime(state, g.logger())
 		if err != nil {
 			return err
 		}
 		defer rt.Close()
-		msg, err := queue(rt, args[0])
+		msg, err := ask(engine.Commands{WS: rt.WS, RT: rt}, cmd.Context(), args[0], from)
 		if err != nil {
 			if refused != 0 {
 				return &exitError{code: refused, err: err}

@@ -125,7 +125,7 @@ func AdmitReport(st *planspec.State, step string, try, running int, rep planspec
 	reasons := rep.Problems()
 	switch {
 	case st.Steps[step] == nil:
-		return append(reasons, fmt.Sprintf("no step %q in the plan (steps: %s)", step, strings.Join(st.StepQueue, ", ")))
+		return append(reasons, NoStep(st, step).Error())
 	case running == 0:
 		return append(reasons, fmt.Sprintf("stale: step %s has no try running now", step))
 	case try != 0 && try != running:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -78,20 +79,20 @@ func TestSidecar_PullResult(t *testing.T) {
 	if _, _, err := sc.VerifyToken(o.Token + "x"); err == nil {
 		t.Error("altered token accepted")
 	}
-	if ok, reasons, err := sc.Report(ctx, "fetch", 1, report("done", `{"url":"x"}`), "mcp"); err != nil || ok || !strings.Contains(strings.Join(reasons, " "), "before accepted") {
+	if ok, reasons, err := verdictOf(sc.Sidecar, ctx, "fetch", 1, report("done", `{"url":"x"}`), "mcp"); err != nil || ok || !strings.Contains(strings.Join(reasons, " "), "before accepted") {
 		t.Fatalf("done before accepted: %v %q %v", ok, reasons, err)
 	}
-	if ok, reasons, err := sc.Report(ctx, "fetch", 1, report("accepted", ""), "mcp"); err != nil || !ok {
+	if ok, reasons, err := verdictOf(sc.Sidecar, ctx, "fetch", 1, report("accepted", ""), "mcp"); err != nil || !ok {
 		t.Fatalf("accepted refused: %q %v", reasons, err)
 	}
-	ok, reasons, _ := sc.Report(ctx, "fetch", 1, report("done", `{"url":"ftp://x"}`), "mcp")
+	ok, reasons, _ := verdictOf(sc.Sidecar, ctx, "fetch", 1, report("done", `{"url":"ftp://x"}`), "mcp")
 	if ok || len(reasons) != 2 || !strings.HasPrefix(reasons[1], "/url: ") || !strings.Contains(reasons[0], "2 more allowed") {
 		t.Fatalf("invalid result: ok=%v reasons=%q", ok, reasons)
 	}
-	if ok, reasons, _ := sc.Report(ctx, "fetch", 2, report("milestone", ""), "mcp"); ok || !strings.Contains(reasons[0], "stale") {
+	if ok, reasons, _ := verdictOf(sc.Sidecar, ctx, "fetch", 2, report("milestone", ""), "mcp"); ok || !strings.Contains(reasons[0], "stale") {
 		t.Errorf("stale try: %v %q", ok, reasons)
 	}
-	if ok, reasons, _ := sc.Report(ctx, "fetch", 1, report("done", `{"url":"https://example.org"}`), "mcp"); !ok {
+	if ok, reasons, _ := verdictOf(sc.Sidecar, ctx, "fetch", 1, report("done", `{"url":"https://example.org"}`), "mcp"); !ok {
 		t.Fatalf("corrected result refused: %q", reasons)
 	}
 	st := w.waitState("fetch DONE with its result", func(st *planspec.State) bool {
@@ -112,10 +113,10 @@ func TestSidecar_PullInvalidAbort(t *testing.T) {
 	w, sc := pullWS(t, plan)
 	ctx := context.Background()
 	take(t, sc, "a")
-	if ok, _, _ := sc.Report(ctx, "fetch", 0, report("accepted", ""), "mcp"); !ok {
+	if ok, _, _ := verdictOf(sc.Sidecar, ctx, "fetch", 0, report("accepted", ""), "mcp"); !ok {
 		t.Fatal("accepted refused")
 	}
-	ok, reasons, _ := sc.Report(ctx, "fetch", 0, report("done", `{"link":1}`), "mcp")
+	ok, reasons, _ := verdictOf(sc.Sidecar, ctx, "fetch", 0, report("done", `{"link":1}`), "mcp")
 	if ok || !strings.Contains(reasons[0], "onInvalid: abort") {
 		t.Fatalf("abort: %v %q", ok, reasons)
 	}
@@ -132,10 +133,11 @@ func TestSidecar_PullInvalidAbort(t *testing.T) {
 		t.Fatalf("snapshot: %v", err)
 	}
 	snap.StepRuns["fetch"].Tries = 99 // a copy: the loop's state is not touched
-	if err := sc.Retry(ctx, "nope"); err == nil {
-		t.Error("retry of an unknown step accepted")
+	cmds := Commands{WS: sc.WS, SC: sc.Sidecar}
+	if _, err := cmds.Retry(ctx, "nope", "mcp"); RefusalOf(err) == nil || RefusalOf(err).Code != NotFound {
+		t.Errorf("retry of an unknown step: %v, want not_found", err)
 	}
-	if err := sc.Retry(ctx, "fetch"); err != nil {
+	if _, err := cmds.Retry(ctx, "fetch", "mcp"); err != nil {
 		t.Fatal(err)
 	}
 	if o := take(t, sc, "a"); o.Step != "fetch" || o.Try != 2 || !strings.Contains(o.Prompt, "invalid result") {
@@ -156,7 +158,7 @@ func TestSidecar_PullLaunchTimeout(t *testing.T) {
 	if try := st.StepRuns["fetch"].Tries; try != 1 {
 		t.Fatalf("the launch timeout failed try %d, want 1", try)
 	}
-	if ok, reasons, _ := sc.Report(context.Background(), "fetch", 1, report("accepted", ""), "mcp"); ok {
+	if ok, reasons, _ := verdictOf(sc.Sidecar, context.Background(), "fetch", 1, report("accepted", ""), "mcp"); ok {
 		t.Errorf("a report for the timed-out try was accepted: %q", reasons)
 	}
 }
@@ -189,4 +191,15 @@ func TestRerun_ForgetsTheResult(t *testing.T) {
 	if r := st.Run("fetch").Result; r != nil {
 		t.Errorf("a re-run step keeps its old result %s: a gate on it would open early", r)
 	}
+}
+
+// verdictOf is the loop's verdict on a report: accepted, or refused with every
+// reason.
+func verdictOf(sc *Sidecar, ctx context.Context, step string, try int, rep planspec.Report, via string) (bool, []string, error) {
+	err := sc.report(ctx, step, try, rep, via)
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		return false, refused.Reasons, nil
+	}
+	return err == nil, nil, err
 }

@@ -19,12 +19,16 @@ import (
 	"github.com/stepseq/stepseq/watcher"
 )
 
-// ErrReportRefused is matched by SubmitReport's error for a refused report: a
+// ErrReportRefused is matched by submitReport's error for a refused report: a
 // *RefusedError with every reason.
 var ErrReportRefused = errors.New("report refused")
 
-// RefusedError is a refused report's every reason.
-type RefusedError struct{ Reasons []string }
+// RefusedError is a refused report's every reason. Problems: the report
+// itself lacks a field or is malformed.
+type RefusedError struct {
+	Reasons  []string
+	Problems bool
+}
 
 func (e *RefusedError) Error() string {
 	return ErrReportRefused.Error() + ":\n  " + strings.Join(e.Reasons, "\n  ")
@@ -32,7 +36,7 @@ func (e *RefusedError) Error() string {
 
 func (e *RefusedError) Unwrap() error { return ErrReportRefused }
 
-// ErrNoVerdict is returned by SubmitReport when the report is queued but no
+// ErrNoVerdict is returned by submitReport when the report is queued but no
 // verdict came in time.
 var ErrNoVerdict = errors.New("report queued; no verdict yet")
 
@@ -40,12 +44,12 @@ var ErrNoVerdict = errors.New("report queued; no verdict yet")
 // file event is what the running stepseq acts on, and a second one costs nothing.
 const verdictNudge = 250 * time.Millisecond
 
-// SubmitReport is the report channel of `stepseq report` and of MCP beside a live
+// submitReport is the report channel of `stepseq report` and of MCP beside a live
 // sidecar: it refuses at once what the report alone or the state shows is wrong (a
 // missing field, a bad risk, a stale try, a move the phase does not allow), drops
 // the report in the step's folder atomically, and waits up to wait for the verdict
 // of the stepseq running the step. try 0 means the current one.
-func SubmitReport(ctx context.Context, ws store.Workspace, step string, try int, rep planspec.Report, wait time.Duration) error {
+func submitReport(ctx context.Context, ws store.Workspace, step string, try int, rep planspec.Report, wait time.Duration) error {
 	st, err := (&store.StateFile{Path: ws.State}).Read()
 	if err != nil {
 		return err

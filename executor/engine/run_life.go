@@ -106,14 +106,14 @@ var CloseWait = 30 * time.Second
 //
 // Refusals: ErrRunName, ErrNoRun, ErrRunClosed, and ErrRunBusy while a
 // one-shot stepseq (check, step) holds the workspace.
-func CloseRun(ws store.Workspace, name string, grace time.Duration) (store.RunInfo, error) {
+func closeRunFiles(ws store.Workspace, name string, grace time.Duration) (store.RunInfo, error) {
 	if err := store.ValidRunName(name); err != nil {
 		return store.RunInfo{}, err
 	}
 	rw := ws.ForRun(name)
 	if _, err := os.Lstat(rw.State); err != nil {
 		if _, cerr := os.Lstat(rw.ClosedPath()); cerr == nil && name != store.MainRun {
-			return store.RunInfo{}, fmt.Errorf("%w: %s", store.ErrRunClosed, name)
+			return store.RunInfo{}, store.ClosedRun(name)
 		}
 		return store.RunInfo{}, fmt.Errorf("%w: %s (no %s; `stepseq runs` lists them)", store.ErrNoRun, name, filepath.Base(rw.State))
 	}

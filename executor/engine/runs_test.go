@@ -130,14 +130,14 @@ func TestStartRun_NamesAndParams(t *testing.T) {
 		t.Fatalf("broken run: %+v", runs)
 	}
 	// Closed without a sidecar: archived, listed closed, refused a second time.
-	info, err := CloseRun(rt.WS, "rev-2", proc.DefaultGrace)
+	info, err := closeRunFiles(rt.WS, "rev-2", proc.DefaultGrace)
 	if err != nil || info.Status != store.RunClosed {
 		t.Fatalf("CloseRun: %+v, %v", info, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state.rev-2.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the closed run's file stays: %v", err)
 	}
-	if _, err := CloseRun(rt.WS, "rev-2", proc.DefaultGrace); !errors.Is(err, store.ErrRunClosed) {
+	if _, err := closeRunFiles(rt.WS, "rev-2", proc.DefaultGrace); !errors.Is(err, store.ErrRunClosed) {
 		t.Fatalf("closed twice: %v", err)
 	}
 	if _, err := rt.StartRun(RunStart{Plan: pf, Params: map[string]any{"ticket": "T"}, Name: "rev-2"}); !errors.Is(err, store.ErrRunExists) {

@@ -58,10 +58,12 @@ func (s *Sidecar) do(ctx context.Context, fn func()) error {
 	}
 }
 
-// Report hands the loop a worker's report for step's try (0: the current try) and
-// returns the machine's verdict: accepted, or refused with every reason.
-func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec.Report, via string) (accepted bool, reasons []string, err error) {
-	err = s.do(ctx, func() {
+// report hands the loop a worker's report for step's try (0: the current try):
+// nil when the machine accepts it, a *RefusedError with every reason when not.
+func (s *Sidecar) report(ctx context.Context, step string, try int, rep planspec.Report, via string) error {
+	var reasons []string
+	accepted := false
+	err := s.do(ctx, func() {
 		s.seq++
 		ref := "call:" + strconv.FormatUint(s.seq, 10)
 		var got *core.ReportVerdict
@@ -78,7 +80,13 @@ func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec
 		}
 		accepted, reasons = got.Accepted, got.Reasons
 	})
-	return accepted, reasons, err
+	switch {
+	case err != nil:
+		return err
+	case !accepted:
+		return &RefusedError{Reasons: reasons}
+	}
+	return nil
 }
 
 // Snapshot returns a copy of the state the loop holds; nil when it holds none.
@@ -135,16 +143,8 @@ func (s *Sidecar) idleReason() string {
 // VerifyToken returns the step and try a step_current token names.
 func (s *Sidecar) VerifyToken(token string) (string, int, error) { return s.main.d.pull.Verify(token) }
 
-// Retry asks for a new try of a blocked or failed step (`stepseq retry`).
-func (s *Sidecar) Retry(ctx context.Context, step string) error {
-	return s.trigger(ctx, core.Trigger{Step: step, Retry: true, From: "mcp"})
-}
-
-// Trigger re-runs a step and the steps after it (`stepseq trigger`).
-func (s *Sidecar) Trigger(ctx context.Context, step string) error {
-	return s.trigger(ctx, core.Trigger{Step: step, From: "mcp"})
-}
-
+// trigger queues t on the loop after the checks every face makes
+// (core.CheckTrigger); Commands.Retry and Commands.Trigger call it.
 func (s *Sidecar) trigger(ctx context.Context, t core.Trigger) error {
 	var err error
 	if cerr := s.do(ctx, func() {

@@ -162,7 +162,7 @@ func TestSidecar_CloseStopsTheRunsAgent(t *testing.T) {
 	}
 	w.startSidecar(SidecarOptions{})
 	pids := w.waitPIDs("pids", 2)
-	info, err := CloseRun(store.Workspace{Dir: w.dir}, "a", time.Second)
+	info, err := closeRunFiles(store.Workspace{Dir: w.dir}, "a", time.Second)
 	if err != nil || info.Status != store.RunClosed {
 		t.Fatalf("CloseRun: %+v, %v", info, err)
 	}
@@ -175,11 +175,11 @@ func TestSidecar_CloseStopsTheRunsAgent(t *testing.T) {
 	}
 	w.writeFile("go", "")
 	w.waitState("main DONE", done)
-	if _, err := CloseRun(store.Workspace{Dir: w.dir}, "a", time.Second); err == nil {
+	if _, err := closeRunFiles(store.Workspace{Dir: w.dir}, "a", time.Second); err == nil {
 		t.Fatal("a closed run closed again")
 	}
 	// The workspace's own run, closed beside the live sidecar, goes to the history.
-	if _, err := CloseRun(store.Workspace{Dir: w.dir}, store.MainRun, time.Second); err != nil {
+	if _, err := closeRunFiles(store.Workspace{Dir: w.dir}, store.MainRun, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if w.exists("state.json") || w.exists(".stepseq/close") {

@@ -338,7 +338,7 @@ func TestSidecar_Triggers(t *testing.T) {
 		return done(st) && st.Run("s1").Agent != nil && st.Run("s2").Agent != nil && logCount(w, "s1") == 2 && logCount(w, "s2") == 2
 	})
 	// stepseq trigger with a live sidecar: queued and run.
-	msg, err := QueueTrigger(w.chain().Runtime, "s2")
+	msg, err := Commands{RT: w.chain().Runtime}.Trigger(context.Background(), "s2", "trigger")
 	if err != nil || !strings.Contains(msg, "sidecar") {
 		t.Fatalf("trigger: %q %v", msg, err)
 	}

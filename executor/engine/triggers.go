@@ -54,23 +54,9 @@ func DrainTriggers(ws store.Workspace) ([]core.Trigger, []error) {
 	return out, errs
 }
 
-// QueueTrigger asks for step id to re-run, with or without a live sidecar: the
-// trigger is queued, and when no stepseq holds the workspace the state is reset at
-// once for the next check. It never launches an agent, so a git hook never waits.
-func QueueTrigger(rt *Runtime, id string) (string, error) {
-	return queue(rt, core.Trigger{Step: id, From: "trigger"})
-}
-
-// QueueRetry asks for a new try of blocked or failed step id (`stepseq retry`),
-// with or without a live sidecar, as QueueTrigger does. A step that is neither
-// blocked nor failed is refused at once.
-func QueueRetry(rt *Runtime, id string) (string, error) {
-	return queue(rt, core.Trigger{Step: id, From: "retry", Retry: true})
-}
-
-// Enqueue queues trigger t for whichever stepseq holds workspace ws, after the
-// checks every face makes through core.CheckTrigger; it applies nothing itself.
-func Enqueue(ws store.Workspace, t core.Trigger) error {
+// enqueue queues trigger t for whichever stepseq holds workspace ws, after the
+// checks core.CheckTrigger makes; it applies nothing itself.
+func enqueue(ws store.Workspace, t core.Trigger) error {
 	st, err := (&store.StateFile{Path: ws.State}).Read()
 	if err != nil {
 		return err
@@ -81,6 +67,10 @@ func Enqueue(ws store.Workspace, t core.Trigger) error {
 	return WriteTrigger(ws, t)
 }
 
+// queue queues trigger t, with or without a live sidecar, after the checks
+// core.CheckTrigger makes; when no stepseq holds the workspace the state is
+// reset at once for the next check. It never launches an agent, so a git hook
+// never waits.
 func queue(rt *Runtime, t core.Trigger) (string, error) {
 	id, verb := t.Step, "re-run"
 	if t.Retry {

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -28,10 +27,8 @@ type Engine interface {
 	Current(ctx context.Context, client string, live func(client string) bool) (o engine.Offer, ok bool, why string, err error)
 	// Verify returns the step and try a token names.
 	Verify(token string) (string, int, error)
-	// Report judges a worker's report for a try.
-	Report(ctx context.Context, step string, try int, rep planspec.Report) (accepted bool, reasons []string, err error)
-	Retry(ctx context.Context, step string) error
-	Trigger(ctx context.Context, step string) error
+	// Commands is the command surface for the run: retry, trigger, report.
+	Commands() engine.Commands
 }
 
 // SidecarEngine acts through a sidecar this process runs.
@@ -49,13 +46,8 @@ func (e sidecarEngine) Current(ctx context.Context, client string, live func(str
 
 func (e sidecarEngine) Verify(token string) (string, int, error) { return e.sc.VerifyToken(token) }
 
-func (e sidecarEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
-	return e.sc.Report(ctx, step, try, rep, "mcp")
-}
-
-func (e sidecarEngine) Retry(ctx context.Context, step string) error { return e.sc.Retry(ctx, step) }
-func (e sidecarEngine) Trigger(ctx context.Context, step string) error {
-	return e.sc.Trigger(ctx, step)
+func (e sidecarEngine) Commands() engine.Commands {
+	return engine.Commands{WS: e.sc.WS, SC: e.sc}
 }
 
 // FilesEngine acts through the workspace as any agent does: it reads state.json,
@@ -127,36 +119,7 @@ func (e *filesEngine) Current(_ context.Context, client string, live func(string
 
 func (e *filesEngine) Verify(token string) (string, int, error) { return e.pull.Verify(token) }
 
-// verdictWait bounds the wait for the sidecar's verdict on a dropped report.
-const verdictWait = 30 * time.Second
-
-// Report drops the report in the step's folder and waits for the sidecar's
-// verdict, as `stepseq report` does.
-func (e *filesEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
-	err := engine.SubmitReport(ctx, e.ws, step, try, rep, verdictWait)
-	var refused *engine.RefusedError
-	switch {
-	case errors.As(err, &refused):
-		return false, refused.Reasons, nil
-	case errors.Is(err, engine.ErrNoVerdict):
-		return false, nil, fmt.Errorf("is the sidecar that holds %s running? (%w)", e.ws.Dir, err)
-	case err != nil:
-		return false, nil, err
-	}
-	return true, nil, nil
-}
-
-func (e *filesEngine) Retry(_ context.Context, step string) error {
-	return e.queue(core.Trigger{Step: step, Retry: true, From: "mcp"})
-}
-
-func (e *filesEngine) Trigger(_ context.Context, step string) error {
-	return e.queue(core.Trigger{Step: step, From: "mcp"})
-}
-
-func (e *filesEngine) queue(t core.Trigger) error {
-	return engine.Enqueue(e.ws, t)
-}
+func (e *filesEngine) Commands() engine.Commands { return engine.Commands{WS: e.ws} }
 
 // waitDir runs act once dir is watched, then waits for done to hold, re-checking
 // on every change in dir, until timeout.

@@ -51,7 +51,7 @@ func (t *tools) runOf(name string) (*runView, error) {
 	ws := main.WS.ForRun(name)
 	if _, err := os.Lstat(ws.State); err != nil {
 		if _, cerr := os.Lstat(ws.ClosedPath()); cerr == nil {
-			return nil, fmt.Errorf("%w: %s (run_list shows it; run_start starts a new one)", store.ErrRunClosed, name)
+			return nil, store.ClosedRun(name)
 		}
 		return nil, fmt.Errorf("%w: %s (no %s; run_list lists the runs)", store.ErrNoRun, name, filepath.Base(ws.State))
 	}
@@ -226,8 +226,8 @@ type RunCloseInput struct {
 	Run string `json:"run" jsonschema:"the run to close; main closes the workspace's own (state.json goes to the history)"`
 }
 
-func (t *tools) runClose(_ context.Context, _ *sdk.CallToolRequest, in RunCloseInput) (*sdk.CallToolResult, RunOutput, error) {
-	info, err := engine.CloseRun(t.opt.Runtime.WS, in.Run, t.opt.Runtime.Grace)
+func (t *tools) runClose(ctx context.Context, _ *sdk.CallToolRequest, in RunCloseInput) (*sdk.CallToolResult, RunOutput, error) {
+	info, err := engine.Commands{WS: t.opt.Runtime.WS, RT: t.opt.Runtime}.Close(ctx, in.Run)
 	if err != nil {
 		return nil, RunOutput{}, err
 	}

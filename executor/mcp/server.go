@@ -435,7 +435,7 @@ func (t *tools) logs(ctx context.Context, _ *sdk.CallToolRequest, in LogsInput) 
 		return nil, LogsOutput{}, err
 	}
 	if !known {
-		return nil, LogsOutput{}, fmt.Errorf("%w %q in the plan (steps: %s)", engine.ErrNoStep, in.Step, strings.Join(ids, ", "))
+		return nil, LogsOutput{}, core.NoStep(&planspec.State{StepQueue: ids}, in.Step)
 	}
 	switch {
 	case try <= 0 && tries == 0:
@@ -644,14 +644,23 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 		}
 	}
 	verdict := ReportVerdict{Step: step, Try: try}
-	verdict.Accepted, verdict.Reasons, err = v.eng.Report(ctx, step, try, rep)
-	if err == nil && !verdict.Accepted {
-		r := reportRefusal(verdict.Reasons, rep)
-		verdict.Code = r.Code
+	err = v.eng.Commands().Report(ctx, step, try, rep, "mcp", verdictWait)
+	switch {
+	case errors.Is(err, engine.ErrReportRefused):
+		r := refusalOf(err)
+		verdict.Reasons, verdict.Code = r.Reasons, r.Code
 		return nil, verdict, r
+	case errors.Is(err, engine.ErrNoVerdict):
+		return nil, verdict, refuse(Busy, fmt.Sprintf("is the sidecar that holds %s running? (%v)", v.rt.WS.Dir, err))
+	case err != nil:
+		return nil, verdict, err
 	}
-	return nil, verdict, err
+	verdict.Accepted = true
+	return nil, verdict, nil
 }
+
+// verdictWait bounds the wait for the sidecar's verdict on a dropped report.
+const verdictWait = 30 * time.Second
 
 // StepInput names a step.
 type StepInput struct {
@@ -666,21 +675,21 @@ type Queued struct {
 }
 
 func (t *tools) retry(ctx context.Context, _ *sdk.CallToolRequest, in StepInput) (*sdk.CallToolResult, Queued, error) {
-	return t.queue(ctx, in, Engine.Retry)
+	return t.queue(ctx, in, engine.Commands.Retry)
 }
 
 func (t *tools) trigger(ctx context.Context, _ *sdk.CallToolRequest, in StepInput) (*sdk.CallToolResult, Queued, error) {
-	return t.queue(ctx, in, Engine.Trigger)
+	return t.queue(ctx, in, engine.Commands.Trigger)
 }
 
-// queue asks the run's engine for a retry or a trigger of a step.
-func (t *tools) queue(ctx context.Context, in StepInput, ask func(Engine, context.Context, string) error) (*sdk.CallToolResult, Queued, error) {
+// queue asks the run's command surface for a retry or a trigger of a step.
+func (t *tools) queue(ctx context.Context, in StepInput, ask func(engine.Commands, context.Context, string, string) (string, error)) (*sdk.CallToolResult, Queued, error) {
 	v, err := t.runOf(in.Run)
 	if err != nil {
 		return nil, Queued{}, err
 	}
 	defer v.close()
-	if err := ask(v.eng, ctx, in.Step); err != nil {
+	if _, err := ask(v.eng.Commands(), ctx, in.Step, "mcp"); err != nil {
 		return nil, Queued{}, err
 	}
 	return nil, Queued{Step: in.Step, Queued: true}, nil

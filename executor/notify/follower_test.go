@@ -241,7 +241,7 @@ func TestFollower_RestartKeepsRunSinks(t *testing.T) {
 				t.Fatal(err)
 			}
 			if closed {
-				if _, err := engine.CloseRun(store.Workspace{Dir: dir}, "x", time.Second); err != nil {
+				if _, err := (engine.Commands{WS: store.Workspace{Dir: dir}, Grace: time.Second}).Close(context.Background(), "x"); err != nil {
 					t.Fatal(err)
 				}
 			}

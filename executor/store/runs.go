@@ -45,6 +45,9 @@ var (
 	ErrRunBusy   = errors.New("the workspace is busy")
 )
 
+// ClosedRun is the one refusal of a run that was closed.
+func ClosedRun(name string) error { return fmt.Errorf("%w: %s", ErrRunClosed, name) }
+
 // The words ListRuns says of a run's status.
 const (
 	RunActive  = "active"
