@@ -20,7 +20,6 @@ import (
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/internal/exepages"
 	"github.com/stepseq/stepseq/executor/listener"
-	"github.com/stepseq/stepseq/executor/mcp"
 	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/proc"
@@ -28,7 +27,6 @@ import (
 	"github.com/stepseq/stepseq/executor/web"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/planspec/plan"
-	"github.com/stepseq/stepseq/watcher"
 )
 
 // workspaceFlags locate a workspace: DIR, and the state file in it: --state, or
@@ -96,19 +94,7 @@ func requireFolders(dirs ...string) error {
 }
 
 func newWatchCmd(g *globals) *cobra.Command {
-	var (
-		ws           workspaceFlags
-		poll         time.Duration
-		grace        time.Duration
-		settle       time.Duration
-		listen       string
-		door         doorFlags
-		exitWhenDone bool
-		maxAgents    int
-		retain       string
-		notifyCmds   []string
-		notifyHooks  []string
-	)
+	var f watchFlags
 	cmd := &cobra.Command{
 		Use:   "watch [DIR]",
 		Short: "Run the sidecar: drive the workspace's plan on file events",
@@ -141,124 +127,19 @@ every plan in the folder is invalid.
   stepseq watch . --exit-when-done                  # for CI: exit once DONE
   stepseq watch /mnt/nfs/ws --poll 2s               # no file events on NFS`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if maxAgents == 0 || maxAgents < -1 {
-				return usageErr("--max-agents %d: want 1 or more, or -1 for no bound", maxAgents)
-			}
-			dir, state := ws.statePath(args)
-			if grace < 0 {
-				return usageErr("--grace %s: want 0 or more, like 5s (0: the default, %s)", grace, proc.DefaultGrace)
-			}
-			log := g.logger()
-			rt, policy, err := longRunning(dir, state, retain, log)
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
-			rt.Grace = grace
-			token, ln, err := door.apply(cmd.Context(), rt, listen, log)
-			if err != nil {
-				return err
-			}
-			if ln != nil {
-				// Closed here if the start fails before it is served; serving
-				// closes it at the end, and a second Close does nothing.
-				defer ln.Close()
-			}
-			if fstype, network := watcher.NetworkFS(rt.WS.Dir); network && poll == 0 {
-				log.Warn("the workspace is on a network filesystem that may deliver no file events; consider --poll 2s", "fs", fstype)
-			}
-			reg := metrics.NewRegistry()
-			reg.MustRegister(metrics.Standard()...)
-			var sc *engine.Sidecar
-			metrics := engine.NewMetrics(reg, func() (uint64, uint64, int) {
-				if sc == nil {
-					return 0, 0, 0
-				}
-				s := sc.WatcherStats()
-				return s.Events, s.Overflows, s.Watches
-			})
-			sinks, err := flagSinks(notifyCmds, notifyHooks)
-			if err != nil {
-				return err
-			}
-			maxRetries, err := proc.MaxRetriesFromEnv(rt.Getenv)
-			if err != nil {
-				return err
-			}
-			// The page reads the workspace through a runtime of its own, from
-			// the requests' goroutines; the loop only tells it when to look.
-			pageRT, err := engine.NewRuntime(state, log)
-			if err != nil {
-				return err
-			}
-			defer pageRT.Close()
-			page := web.NewWorkspace(pageRT, maxRetries, 0)
-			// The notifier opens the outbox only once the sidecar holds the
-			// workspace lock: one notifier per workspace.
-			notes := &lateNotifier{}
-			ready := make(chan struct{})
-			sc, err = engine.NewSidecar(rt, engine.SidecarOptions{
-				PlansDir: filepath.Join(rt.WS.Dir, "plans"), Settle: settle, Poll: poll,
-				ExitWhenDone: exitWhenDone, Metrics: metrics,
-				Notifier: notes, MaxAgents: maxAgents,
-				OnChange: page.Poke, OnReady: func() { releaseStartPages(log); close(ready) },
-			})
-			if errors.Is(err, store.ErrLocked) || errors.Is(err, watcher.ErrWatchLimit) {
-				return &exitError{code: 2, err: err}
-			}
-			if err != nil {
-				return err
-			}
-			notes.Follower, err = notify.NewFollower(notifyConfig(rt, sinks, reg), rt.WS.State)
-			if err != nil {
-				return &exitError{code: 2, err: err}
-			}
-			// What the last transitions said goes out before the sidecar ends,
-			// unless a sink is down: then it waits in the outbox.
-			defer notes.Close(notifyFlush)
-			if ln != nil {
-				if err := page.WatchFeed(cmd.Context()); err != nil {
-					log.Warn("the live page will not see new notifications at once", "err", err)
-				}
-				h := web.New(page, web.Options{})
-				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow,
-					Authenticated: listener.Authenticated}
-				stop := serveHealth(cmd.Context(), healthServer{Listener: ln, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
-					Bound: engine.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
-				defer stop()
-			}
-			retention, stopRetention := context.WithCancel(cmd.Context())
-			defer stopRetention()
-			// Retention prunes once the start is over: at a start that takes up
-			// a thousand runs, its reads would share the CPU with the loop's.
-			go func() {
-				select {
-				case <-ready:
-					store.RunRetention(retention, rt.WS, policy, rt.Now, log)
-				case <-retention.Done():
-				}
-			}()
-			log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "plans", filepath.Join(rt.WS.Dir, "plans"), "pid", os.Getpid())
-			sayWhatWaits(rt, filepath.Join(rt.WS.Dir, "plans"), log)
-			err = sc.Run(cmd.Context())
-			if errors.Is(err, engine.ErrPlanBlocked) {
-				return &exitError{code: 1, err: err}
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd.Context(), g, args) },
 	}
-	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
-	cmd.Flags().DurationVar(&poll, "poll", 0, "poll at this interval instead of file events (NFS, 9p, Docker Desktop mounts)")
-	cmd.Flags().DurationVar(&grace, "grace", proc.DefaultGrace, "time between SIGTERM and SIGKILL for an agent")
-	cmd.Flags().DurationVar(&settle, "settle", engine.DefaultSettle, "coalescing window for bursts of file events")
-	cmd.Flags().StringVar(&listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. 127.0.0.1:8080 (beyond loopback it needs a token)")
-	door.register(cmd)
-	cmd.Flags().IntVar(&maxAgents, "max-agents", engine.DefaultMaxAgents, "at most this many agents running at once across the workspace's runs (state.json and each state.NAME.json); pulled steps (agent: mcp) do not count; -1: no bound")
-	cmd.Flags().BoolVar(&exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked, 2 when its agent can never launch")
-	cmd.Flags().StringArrayVar(&notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
-	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
-	cmd.Flags().StringVar(&retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
+	cmd.Flags().StringVar(&f.ws.state, "state", "", "state file (default DIR/state.json)")
+	cmd.Flags().DurationVar(&f.poll, "poll", 0, "poll at this interval instead of file events (NFS, 9p, Docker Desktop mounts)")
+	cmd.Flags().DurationVar(&f.grace, "grace", proc.DefaultGrace, "time between SIGTERM and SIGKILL for an agent")
+	cmd.Flags().DurationVar(&f.settle, "settle", engine.DefaultSettle, "coalescing window for bursts of file events")
+	cmd.Flags().StringVar(&f.listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. 127.0.0.1:8080 (beyond loopback it needs a token)")
+	f.door.register(cmd)
+	cmd.Flags().IntVar(&f.maxAgents, "max-agents", engine.DefaultMaxAgents, "at most this many agents running at once across the workspace's runs (state.json and each state.NAME.json); pulled steps (agent: mcp) do not count; -1: no bound")
+	cmd.Flags().BoolVar(&f.exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked, 2 when its agent can never launch")
+	cmd.Flags().StringArrayVar(&f.notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
+	cmd.Flags().StringArrayVar(&f.notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
+	cmd.Flags().StringVar(&f.retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
 	return cmd
 }
 

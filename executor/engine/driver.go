@@ -184,47 +184,15 @@ func (d *driver) feed(in core.Input) {
 func (d *driver) perform(e core.Effect) {
 	switch e := e.(type) {
 	case core.WriteState:
-		var touched []string
-		all := true
-		if d.metrics != nil {
-			touched, all = e.State.Touched() // before the encoding forgets them
-		}
-		// Its own write is no activity: a gate opened a moment later is
-		// still the first change after a quiet window, seen at once.
-		d.expect(d.sf.Path)
-		err := d.sf.WriteVisible(e.State)
-		d.metrics.written(e.State, touched, all)
-		if err == nil && d.onWritten != nil {
-			d.onWritten(e.State)
-		}
-		if err == nil && d.onChange != nil {
-			d.onChange()
-		}
-		d.feed(core.Written{Err: err})
+		d.writeState(e)
 	case core.ReadState:
 		d.readState()
 	case core.StartAgent:
 		d.start(e)
 	case core.StopAgent:
-		if w := d.waiting; w != nil && w.Step == e.Step && w.Try == e.Try {
-			d.waiting = nil
-			now := d.rt.now()
-			d.feed(core.AgentExited{Step: e.Step, Try: e.Try, Exit: core.Exit{Code: -1, Signal: syscall.SIGTERM, Started: now, Ended: now}})
-		}
-		if a := d.active; a != nil && a.step == e.Step && a.try == e.Try {
-			a.stopped = true
-			a.run.Stop()
-		}
+		d.stopAgent(e)
 	case core.Notify:
-		if d.rt.WS.Run != "" {
-			e.Note.Run = d.rt.WS.Run
-		}
-		if d.notifier != nil {
-			d.notifier.Notify(e.Note)
-		}
-		if d.onChange != nil {
-			d.onChange()
-		}
+		d.notify(e)
 	case core.SetWatch:
 		d.setWatch(e)
 	case core.SetTimer:
@@ -233,12 +201,7 @@ func (d *driver) perform(e core.Effect) {
 			d.timer.Reset(max(e.At.Sub(d.rt.now()), 0))
 		}
 	case core.JournalEntry:
-		if e.Entry.Event == "verdict" {
-			ok, _ := e.Entry.Detail["ok"].(bool)
-			seconds, timed := e.Entry.Detail["seconds"].(float64)
-			d.metrics.verdict(ok, seconds, timed)
-		}
-		d.rt.record(e.Entry)
+		d.journal(e)
 	case core.Log:
 		if e.ConfigErr && d.returnsConfigErr {
 			return
@@ -251,6 +214,64 @@ func (d *driver) perform(e core.Effect) {
 	case core.DrainTriggers, core.IntakePlans:
 		d.intake(e)
 	}
+}
+
+// writeState writes the state the machine holds and tells it how that went.
+func (d *driver) writeState(e core.WriteState) {
+	var touched []string
+	all := true
+	if d.metrics != nil {
+		touched, all = e.State.Touched() // before the encoding forgets them
+	}
+	// Its own write is no activity: a gate opened a moment later is
+	// still the first change after a quiet window, seen at once.
+	d.expect(d.sf.Path)
+	err := d.sf.WriteVisible(e.State)
+	d.metrics.written(e.State, touched, all)
+	if err == nil && d.onWritten != nil {
+		d.onWritten(e.State)
+	}
+	if err == nil && d.onChange != nil {
+		d.onChange()
+	}
+	d.feed(core.Written{Err: err})
+}
+
+// stopAgent stops a try: one waiting for --max-agents ends at once, a
+// running agent is signalled and its exit comes back as any exit does.
+func (d *driver) stopAgent(e core.StopAgent) {
+	if w := d.waiting; w != nil && w.Step == e.Step && w.Try == e.Try {
+		d.waiting = nil
+		now := d.rt.now()
+		d.feed(core.AgentExited{Step: e.Step, Try: e.Try, Exit: core.Exit{Code: -1, Signal: syscall.SIGTERM, Started: now, Ended: now}})
+	}
+	if a := d.active; a != nil && a.step == e.Step && a.try == e.Try {
+		a.stopped = true
+		a.run.Stop()
+	}
+}
+
+// notify hands a transition to the notifier, named with its run.
+func (d *driver) notify(e core.Notify) {
+	if d.rt.WS.Run != "" {
+		e.Note.Run = d.rt.WS.Run
+	}
+	if d.notifier != nil {
+		d.notifier.Notify(e.Note)
+	}
+	if d.onChange != nil {
+		d.onChange()
+	}
+}
+
+// journal records an entry, counting a verdict's figures.
+func (d *driver) journal(e core.JournalEntry) {
+	if e.Entry.Event == "verdict" {
+		ok, _ := e.Entry.Detail["ok"].(bool)
+		seconds, timed := e.Entry.Detail["seconds"].(float64)
+		d.metrics.verdict(ok, seconds, timed)
+	}
+	d.rt.record(e.Entry)
 }
 
 // intake carries out the machine's DrainTriggers and IntakePlans, where the

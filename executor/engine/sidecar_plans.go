@@ -16,37 +16,53 @@ import (
 
 // intakePlans reads the plan files, lets ChoosePlans decide, and carries it out.
 func (s *Sidecar) intakePlans() {
-	entries, err := os.ReadDir(s.opt.PlansDir)
-	if err != nil {
+	files, recs, unsettled, ok := s.readPlans()
+	if !ok {
 		return
 	}
-	var files []core.PlanFile
-	recs := map[string]core.PlanRecord{}
-	var unsettled time.Time
-	defer func() {
-		if !unsettled.IsZero() {
-			s.main.d.feed(core.PlanWriting{Modified: unsettled})
+	if !unsettled.IsZero() {
+		// Once the rest is done: the machine's timer is the last it sets.
+		defer s.main.d.feed(core.PlanWriting{Modified: unsettled})
+	}
+	m := s.main.d.m
+	choice := core.ChoosePlans(files, recs, s.plansSeen, s.activePlan(), m.Busy() || m.StateInvalid() != nil)
+	for _, pf := range files {
+		s.plansSeen[pf.Path] = pf.Hash
+	}
+	if choice.Edit != nil {
+		s.main.d.feed(core.PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
+	}
+	s.noteRefused(files, choice)
+	for _, u := range choice.Updates {
+		if u.Reject {
+			s.rejectPlan(u.File, ErrorLines(u.File.Err))
 		}
-	}()
+		s.setRecord(u.File, u.Status, u.Applied)
+	}
+	if choice.Apply != nil {
+		s.applyPlan(choice)
+	}
+}
+
+// readPlans reads the plan files of the folder, each judged (parsed, its
+// agents admitted) and sorted by path, and the records of their names. A file
+// still being written is left for later: unsettled is the earliest time of
+// those, for the machine to ask for another intake once they are still.
+// false: the folder cannot be read.
+func (s *Sidecar) readPlans() (files []core.PlanFile, recs map[string]core.PlanRecord, unsettled time.Time, ok bool) {
+	entries, err := os.ReadDir(s.opt.PlansDir)
+	if err != nil {
+		return nil, nil, unsettled, false
+	}
+	recs = map[string]core.PlanRecord{}
 	for _, e := range entries {
 		n := e.Name()
 		if e.IsDir() || strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
 			continue
 		}
-		path := filepath.Join(s.opt.PlansDir, n)
-		pf := ReadPlanFileIn(s.Root(), s.rel(path))
-		if pf.Plan != nil {
-			pf.Params = s.WS.SubmittedParams(pf.Name, pf.Hash)
-		}
-		pf = s.AdmitPlan(pf, FromWorkspace)
-		if errors.Is(pf.Err, fs.ErrNotExist) {
+		pf, ok := s.readPlan(filepath.Join(s.opt.PlansDir, n), &unsettled)
+		if !ok {
 			continue
-		}
-		if pf.Plan == nil && s.beingWritten(path, &unsettled) {
-			continue // judged once its writer is done: cp makes an empty file first
-		}
-		if err, ok := s.plansTooBig[[2]string{pf.Path, pf.Hash}]; ok {
-			pf.Plan, pf.Err = nil, err
 		}
 		files = append(files, pf)
 		if rec, ok := s.WS.ReadPlanRecord(pf.Name); ok {
@@ -54,41 +70,64 @@ func (s *Sidecar) intakePlans() {
 		}
 	}
 	slices.SortFunc(files, func(a, b core.PlanFile) int { return strings.Compare(a.Path, b.Path) })
+	return files, recs, unsettled, true
+}
+
+// readPlan reads and judges the plan file at path; false when it is gone, or
+// does not parse and may still be being written.
+func (s *Sidecar) readPlan(path string, unsettled *time.Time) (core.PlanFile, bool) {
+	pf := ReadPlanFileIn(s.Root(), s.rel(path))
+	if pf.Plan != nil {
+		pf.Params = s.WS.SubmittedParams(pf.Name, pf.Hash)
+	}
+	pf = s.AdmitPlan(pf, FromWorkspace)
+	if errors.Is(pf.Err, fs.ErrNotExist) {
+		return pf, false
+	}
+	if pf.Plan == nil && s.beingWritten(path, unsettled) {
+		return pf, false // judged once its writer is done: cp makes an empty file first
+	}
+	if err, ok := s.plansTooBig[[2]string{pf.Path, pf.Hash}]; ok {
+		pf.Plan, pf.Err = nil, err
+	}
+	return pf, true
+}
+
+// activePlan is what ChoosePlans needs to know of the main run's state.
+func (s *Sidecar) activePlan() core.ActivePlan {
 	m := s.main.d.m
-	var active core.ActivePlan
 	switch st := m.State(); {
 	case st != nil && m.StateInvalid() == nil:
-		active = core.ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
+		return core.ActivePlan{Present: true, Source: st.Settings.Source, Hash: st.Settings.Hash, Done: st.Status == planspec.StatusDone}
 	case st == nil && m.StateInvalid() == nil:
-		active.Missing = true
+		return core.ActivePlan{Missing: true}
 	}
-	choice := core.ChoosePlans(files, recs, s.plansSeen, active, m.Busy() || m.StateInvalid() != nil)
-	for _, pf := range files {
-		s.plansSeen[pf.Path] = pf.Hash
-	}
-	if choice.Edit != nil {
-		s.main.d.feed(core.PlanEdited{Plan: choice.Edit.Plan, Hash: choice.Edit.Hash})
-	}
+	return core.ActivePlan{}
+}
+
+// noteRefused keeps why the folder's plans were refused when there is no
+// state and nothing to apply: with --exit-when-done that is the end; a plan
+// dropped later is judged too.
+func (s *Sidecar) noteRefused(files []core.PlanFile, choice core.PlanIntake) {
 	s.refused = nil
-	if choice.Apply == nil && m.State() == nil && !slices.ContainsFunc(choice.Updates, func(u core.PlanUpdate) bool { return u.Status == core.PlanWaiting }) {
-		// No state and nothing to apply: what the folder holds was refused. With
-		// --exit-when-done that is the end; a plan dropped later is judged too.
-		for _, pf := range files {
-			if pf.Plan == nil {
-				s.refused = errors.Join(s.refused, pf.Err)
-			}
-		}
-	}
-	for _, u := range choice.Updates {
-		if u.Reject {
-			s.Logger.Error("plan rejected; state.json is untouched", "file", u.File.Source, "errors", strings.Join(ErrorLines(u.File.Err), "; "))
-			s.record(core.Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": u.File.Source, "errors": ErrorLines(u.File.Err)}})
-		}
-		s.setRecord(u.File, u.Status, u.Applied)
-	}
-	if choice.Apply == nil {
+	if choice.Apply != nil || s.main.d.m.State() != nil || slices.ContainsFunc(choice.Updates, func(u core.PlanUpdate) bool { return u.Status == core.PlanWaiting }) {
 		return
 	}
+	for _, pf := range files {
+		if pf.Plan == nil {
+			s.refused = errors.Join(s.refused, pf.Err)
+		}
+	}
+}
+
+// rejectPlan logs and journals a plan file refused, its errors in lines.
+func (s *Sidecar) rejectPlan(pf core.PlanFile, errs []string) {
+	s.Logger.Error("plan rejected; state.json is untouched", "file", pf.Source, "errors", strings.Join(errs, "; "))
+	s.record(core.Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": errs}})
+}
+
+// applyPlan hands the machine the plan chosen to apply.
+func (s *Sidecar) applyPlan(choice core.PlanIntake) {
 	if choice.Finish != "" {
 		if prev, ok := s.WS.ReadPlanRecord(choice.Finish); ok {
 			prev.Status = core.PlanFinished
@@ -101,8 +140,7 @@ func (s *Sidecar) intakePlans() {
 		pf := *choice.Apply
 		pf.Plan, pf.Err = nil, err
 		s.plansTooBig[[2]string{pf.Path, pf.Hash}] = err
-		s.Logger.Error("plan rejected; state.json is untouched", "file", pf.Source, "errors", err.Error())
-		s.record(core.Entry{Event: "plan", Reason: "rejected", Detail: map[string]any{"file": pf.Source, "errors": ErrorLines(err)}})
+		s.rejectPlan(pf, ErrorLines(err))
 		s.setRecord(pf, core.PlanInvalid, "")
 		return
 	}

@@ -107,38 +107,7 @@ func parsePlainRecord(data []byte, rec *TryRecord) bool {
 		if !ok || !p.byte(':') {
 			return false
 		}
-		switch key {
-		case "step":
-			rec.Step, ok = p.string()
-		case "started":
-			rec.Started, ok = p.string()
-		case "signal":
-			rec.Signal, ok = p.string()
-		case "try":
-			rec.Try, ok = p.int()
-		case "pid":
-			rec.PID, ok = p.int()
-		case "code":
-			rec.Code, ok = p.int()
-		case "began":
-			var n int64
-			n, ok = p.digits(64)
-			rec.Began = n
-		case "startTicks":
-			var t string
-			if t, ok = p.unsigned(); ok {
-				rec.StartTicks, ok = parseUint64(t)
-			}
-		case "exited":
-			rec.Exited, ok = p.bool()
-		case "timedOut":
-			rec.TimedOut, ok = p.bool()
-		case "stopped":
-			rec.Stopped, ok = p.bool()
-		default:
-			return false
-		}
-		if !ok {
+		if !p.field(key, rec) {
 			return false
 		}
 		if p.byte('}') {
@@ -225,4 +194,42 @@ func (p *plainParser) bool() (bool, bool) {
 func parseUint64(t string) (uint64, bool) {
 	n, err := strconv.ParseUint(t, 10, 64)
 	return n, err == nil
+}
+
+// field parses the value of the record's key into rec; false for a key the
+// record does not have or a value not of its form.
+func (p *plainParser) field(key string, rec *TryRecord) bool {
+	var ok bool
+	switch key {
+	case "step":
+		rec.Step, ok = p.string()
+	case "started":
+		rec.Started, ok = p.string()
+	case "signal":
+		rec.Signal, ok = p.string()
+	case "try":
+		rec.Try, ok = p.int()
+	case "pid":
+		rec.PID, ok = p.int()
+	case "code":
+		rec.Code, ok = p.int()
+	case "began":
+		var n int64
+		n, ok = p.digits(64)
+		rec.Began = n
+	case "startTicks":
+		var t string
+		if t, ok = p.unsigned(); ok {
+			rec.StartTicks, ok = parseUint64(t)
+		}
+	case "exited":
+		rec.Exited, ok = p.bool()
+	case "timedOut":
+		rec.TimedOut, ok = p.bool()
+	case "stopped":
+		rec.Stopped, ok = p.bool()
+	default:
+		return false
+	}
+	return ok
 }
