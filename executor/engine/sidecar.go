@@ -111,11 +111,6 @@ const (
 	DefaultPlanSettle   = core.DefaultPlanSettle
 )
 
-type drained struct {
-	triggers []core.Trigger
-	errs     []error
-}
-
 // NewSidecar takes the workspace lock and arms the watcher. A second sidecar on the
 // same workspace fails with ErrLocked naming the holder.
 func NewSidecar(rt *Runtime, opt SidecarOptions) (*Sidecar, error) {
