@@ -47,8 +47,8 @@ func newStatusCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Long: `status reads DIR/state.json (default .) and prints every step with its status, tries,
 last run, duration and error, the blockers, what the current step waits for, and the
 plans in DIR/plans that were rejected, with their first errors. It changes nothing.
-With runs beside state.json (state.NAME.json, DESIGN §14) the report is followed by
-a list of them; --run NAME reports on one instead.
+With runs beside state.json (state.NAME.json) the report is followed by a list of
+them; --run NAME reports on one instead.
 
 A step that is due but whose agent cannot start (STEP_AGENT_CMD unset, or naming a
 program that is not on PATH) is shown as unable to launch, with the cause.
@@ -150,7 +150,7 @@ type statusJSON struct {
 	engine.Report
 	RejectedPlans []engine.PlanListing `json:"rejectedPlans"`
 	Notifications []notify.Report      `json:"notifications"`
-	// Runs are the workspace's other runs (DESIGN §14), when status shows the
+	// Runs are the workspace's other runs, when status shows the
 	// workspace's own and there are others.
 	Runs []store.RunInfo `json:"runs,omitempty"`
 }

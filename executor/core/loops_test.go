@@ -12,7 +12,7 @@ import (
 	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
-// Loops (DESIGN §13) in the machine alone: the rig answers every launch with
+// Loops in the machine alone: the rig answers every launch with
 // the worker's accepted and done reports and the agent's exit, as a driver
 // would, and the probe's conditions are evaluated on the state.
 

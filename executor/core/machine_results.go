@@ -10,7 +10,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// A step's result schema (DESIGN §7, §9): a done report's result must satisfy it.
+// A step's result schema: a done report's result must satisfy it.
 // With onInvalid: retry an invalid result is refused with every schema error and
 // the try stays open for a corrected report, planspec.MaxInvalidResults times;
 // with abort, or past that bound, the try fails with the errors.
@@ -62,7 +62,7 @@ func (m *Machine) invalidResult(r *tryRun, in ReportIn, errs []string) {
 
 // resultVerdict is the result's part of a finished try's verification: a
 // step with a schema needs a result that satisfies it, from an accepted done
-// report, else from where resultFrom says (DESIGN §13); a resultFrom that
+// report, else from where resultFrom says; a resultFrom that
 // gives none fails the try with the reason. The result found is kept on t for
 // keepResult.
 func (m *Machine) resultVerdict(t *tryExit) []string {

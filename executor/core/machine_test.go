@@ -358,7 +358,7 @@ func TestMachine_StepRemovedWhileItRan(t *testing.T) {
 }
 
 // TestMachine_Reports is every report status in every phase: accepted or refused,
-// and where it leads (DESIGN §7).
+// and where it leads.
 func TestMachine_Reports(t *testing.T) {
 	phases := []string{planspec.PhaseDispatching, planspec.PhaseInProgress, planspec.PhaseBlocked, planspec.PhaseReviewing}
 	want := map[string]map[string]string{ // status → phase → the phase after, "" refused

@@ -15,7 +15,7 @@ import (
 	"github.com/stepseq/stepseq/watcher"
 )
 
-// One sidecar drives every run of its workspace (DESIGN §14): state.json, whose
+// One sidecar drives every run of its workspace: state.json, whose
 // driver is the Sidecar's own (plans dropped in plans/ go there, one at a
 // time), and each state.NAME.json beside it, started by `stepseq start` or
 // Written by hand, each with a machine and a driver of its own. They share the

@@ -29,7 +29,7 @@ type Report struct {
 	// Runner is the live stepseq holding the workspace (a sidecar, a check);
 	// nil when none does, and nothing moves the plan until one runs.
 	Runner *Runner `json:"runner"`
-	// Params are the run's params (DESIGN §13); absent for a plan without them.
+	// Params are the run's params; absent for a plan without them.
 	Params map[string]any `json:"params,omitempty"`
 	// Summary is what the plan's summary gave when it ended; absent before, and
 	// for a plan without one.
@@ -40,7 +40,7 @@ type Report struct {
 	Loops    []LoopReport `json:"loops,omitempty"`
 }
 
-// LoopReport is a repeat group (DESIGN §13) and where its loop stands.
+// LoopReport is a repeat group and where its loop stands.
 type LoopReport struct {
 	Group string   `json:"group"`
 	Title string   `json:"title,omitempty"`
@@ -106,7 +106,7 @@ type StepReport struct {
 	Running    bool    `json:"running,omitempty"` // its agent runs now
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
-	// Phase is where the step stands in the workflow protocol (DESIGN §7), as a
+	// Phase is where the step stands in the workflow protocol, as a
 	// person reads it: a dispatched step of a plan without reports is "running".
 	Phase string `json:"phase"`
 	// Errors are the failed tries' errors, oldest first: error is only the last.
@@ -118,7 +118,7 @@ type StepReport struct {
 	// Progress is where the step stands in its loop: "round 2/5, step 1/3".
 	Progress string `json:"progress,omitempty"`
 	// Result is the step's kept result (steps.ID.result): its done report's,
-	// or the one its resultFrom gave (DESIGN §13).
+	// or the one its resultFrom gave.
 	Result any `json:"result,omitempty"`
 }
 

@@ -14,11 +14,11 @@ import (
 	"github.com/stepseq/stepseq/planspec/plan"
 )
 
-// Code says why a tool refused a call, from DESIGN §9's fixed list, so that an
+// Code says why a tool refused a call, from a fixed list, so that an
 // agent can branch on it; the reasons say it in words.
 type Code string
 
-// The refusal codes (DESIGN §9). The list is fixed: a new kind of refusal takes
+// The refusal codes. The list is fixed: a new kind of refusal takes
 // the code that tells the agent what to do about it.
 const (
 	// NotFound: no such step, plan, run or try.
@@ -33,7 +33,7 @@ const (
 	InvalidParams Code = "invalid_params"
 	// InvalidResult: a done report whose result fails the step's result schema.
 	InvalidResult Code = "invalid_result"
-	// NotAllowed: an agent this source may not name (DESIGN §15), or a report
+	// NotAllowed: an agent this source may not name, or a report
 	// the step's phase does not take now.
 	NotAllowed Code = "not_allowed"
 	// Busy: the workspace cannot answer now (its sidecar stops, gives no verdict
@@ -46,7 +46,7 @@ const (
 	Unauthorized Code = "unauthorized"
 )
 
-// Codes is the fixed list, in DESIGN §9's order.
+// Codes is the fixed list, in its documented order.
 var Codes = []Code{NotFound, Stale, InvalidPlan, InvalidParams, InvalidResult, NotAllowed, Busy, Closed, Unauthorized}
 
 // Refusal is a tool's refusal: its code and every reason in words. A tool

@@ -1,4 +1,4 @@
-// Package mcp is stepseq's MCP server (DESIGN §9): an agent submits plans, pulls
+// Package mcp is stepseq's MCP server: an agent submits plans, pulls
 // the steps whose agent is `mcp` and reports through tools. It is one face of the
 // engine: it owns no decision, it asks an Engine (the sidecar's loop, or the
 // workspace files when another stepseq holds the workspace). It imports executor;
@@ -42,7 +42,7 @@ type Options struct {
 	// PlanWait bounds how long plan_submit waits for the sidecar's verdict.
 	PlanWait time.Duration
 	// Remote says the plans come over HTTP (Handler sets it): they may name
-	// only agent: mcp, a preset or what Allow lists (DESIGN §15).
+	// only agent: mcp, a preset or what Allow lists.
 	Remote bool
 	// Allow is --allow-agent; nil: no list.
 	Allow *engine.AllowList
@@ -200,7 +200,7 @@ type SubmitVerdict struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// admit applies DESIGN §15 to a plan handed in through this server, before
+// admit applies the allow rule to a plan handed in through this server, before
 // anything is written: over HTTP it may name only agent: mcp, a preset or what
 // --allow-agent lists; from any source, a list bounds it, and the shell rule
 // holds. It returns the refusal (not_allowed or invalid_plan), nil when the

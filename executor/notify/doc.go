@@ -15,7 +15,7 @@
 // folder delivers what was left, in order. A crash between a delivery and its cursor
 // write delivers that report again: receivers drop repeats by Report.ID.
 //
-// Runs. A sidecar's Follower routes the reports of every run (DESIGN §14)
+// Runs. A sidecar's Follower routes the reports of every run
 // through the one outbox: the command line's sinks and the feed hear every
 // run, a plan's sink the runs whose plans list it, and passes over the others'
 // reports as delivered. Which plan lists which sink comes with each

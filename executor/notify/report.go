@@ -24,13 +24,13 @@ type Report struct {
 	Who    string    `json:"who"`    // who speaks: the agent, a worker, stepseq
 	Status string    `json:"status"` // the seed's words: dispatching, in_progress, milestone, blocked, done, heartbeat
 	// Event says what happened beyond the status word (try_failed, retrying,
-	// timeout, plan_done, plan_blocked, waiting_limit…), DESIGN §8.
+	// timeout, plan_done, plan_blocked, waiting_limit…).
 	Event  string `json:"event,omitempty"`
 	Output string `json:"output"` // the summary, evidence or error
 	Next   string `json:"next"`   // what comes next ("none" when done)
-	// Run names the run (DESIGN §14); empty for the workspace's own, state.json.
+	// Run names the run; empty for the workspace's own, state.json.
 	Run string `json:"run,omitempty"`
-	// Summary is what the plan's summary gave (DESIGN §13), on the plan's last
+	// Summary is what the plan's summary gave, on the plan's last
 	// report (event plan_done or plan_blocked).
 	Summary map[string]any `json:"summary,omitempty"`
 }

@@ -287,9 +287,8 @@ func (f *StateFile) replace(pieces [][]byte) error {
 	f.Written, f.kept, f.Seen = fileIdent{}, nil, fileIdent{}
 	stamp := time.Now().Add(-StampAge).Truncate(time.Microsecond)
 	// A large file replaced is held open across the rename, so that its blocks
-	// are freed when it is closed, beside the loop, not by the rename: at 21 MiB
-	// the rename over it took 7-14 ms, held open 0.05 ms. O_NONBLOCK: a FIFO put
-	// in its place since the Lstat does not block the open.
+	// are freed when it is closed, beside the loop, not by the slow rename.
+	// O_NONBLOCK: a FIFO put in its place since the Lstat does not block the open.
 	var replaced *os.File
 	if lerr == nil && fi.Mode().IsRegular() && fi.Size() >= FreeLaterFrom {
 		replaced, _ = os.OpenFile(f.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
@@ -333,8 +332,7 @@ func replaceFile(path string, pieces [][]byte, stamp time.Time) error {
 	}
 	defer pf.Cleanup()
 	// A large state goes to the disk as it is written, a chunk at a time, rather
-	// than all at the fsync: writing and syncing 14.4 MiB took 10.6 and 18.9 ms
-	// where it took 14.9 and 19.9 (medians of 25, alternated, two runs).
+	// than all at the fsync, which then has little left to wait for.
 	var off, kicked int64
 	for _, p := range pieces {
 		for len(p) > 0 {
