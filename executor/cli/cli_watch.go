@@ -310,7 +310,7 @@ func notifyConfig(rt *engine.Runtime, sinks []notify.SinkConfig, reg *metrics.Re
 	}
 	return notify.Config{
 		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg, AllowPlanCommand: allowCommand,
-		OnGiveUp: func(sink string, r notify.Report, err error) {
+		OnGiveUp: func(sink string, r notify.Notice, err error) {
 			e := core.Entry{Event: "notify-give-up", Step: r.Step, Try: r.Try, Reason: err.Error(),
 				Detail: map[string]any{"sink": sink}}
 			if r.ID != "" {

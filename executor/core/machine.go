@@ -59,7 +59,7 @@ type AgentExited struct {
 type ReportIn struct {
 	Step   string
 	Try    int
-	Report planspec.Report
+	Report planspec.WorkerReport
 	Via    string // file, cli, mcp
 	Ref    string
 	// Written is when a dropped file was last modified: a file older than the

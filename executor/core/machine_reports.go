@@ -84,7 +84,7 @@ func (m *Machine) take(in ReportIn, run *planspec.StepRun) {
 	rep, r := in.Report, m.run
 	from := run.Phase
 	to := transitions[rep.Status].to
-	run.Reports = append(run.Reports, planspec.ReportRecord{Time: planspec.FormatISO(m.now), Try: r.try, Via: in.Via, Report: rep})
+	run.Reports = append(run.Reports, planspec.ReportRecord{Time: planspec.FormatISO(m.now), Try: r.try, Via: in.Via, WorkerReport: rep})
 	if len(run.Reports) > planspec.MaxReportsKept {
 		run.Reports = slices.Delete(run.Reports, 0, len(run.Reports)-planspec.MaxReportsKept)
 	}
@@ -121,7 +121,7 @@ func (m *Machine) take(in ReportIn, run *planspec.StepRun) {
 // move the step's phase now, nil when it may. running is the try that runs, 0
 // when none does: the machine knows it; a face beside a sidecar reads it from
 // the state (RunningTry).
-func AdmitReport(st *planspec.State, step string, try, running int, rep planspec.Report) []string {
+func AdmitReport(st *planspec.State, step string, try, running int, rep planspec.WorkerReport) []string {
 	reasons := rep.Problems()
 	switch {
 	case st.Steps[step] == nil:

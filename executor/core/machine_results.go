@@ -17,7 +17,7 @@ import (
 
 // resultProblems are the schema errors of a done report's result; nil when the
 // step has no schema or the result satisfies it.
-func (m *Machine) resultProblems(id string, rep planspec.Report) []string {
+func (m *Machine) resultProblems(id string, rep planspec.WorkerReport) []string {
 	rs, err := m.st.ResultSchema(id)
 	if err != nil {
 		return []string{err.Error()}
@@ -72,7 +72,7 @@ func (m *Machine) resultVerdict(t *tryExit) []string {
 	}
 	if rec, ok := lastDone(m.st.Run(t.step), t.try); ok && len(rec.Result) > 0 {
 		t.kept = json.RawMessage(rec.Result)
-		if bad := m.resultProblems(t.step, rec.Report); len(bad) > 0 {
+		if bad := m.resultProblems(t.step, rec.WorkerReport); len(bad) > 0 {
 			return []string{"result: " + strings.Join(bad, "; ")}
 		}
 		return nil
@@ -88,7 +88,7 @@ func (m *Machine) resultVerdict(t *tryExit) []string {
 		return []string{"resultFrom: " + sp.ResultFrom + ": " + err}
 	}
 	t.kept = raw
-	if bad := m.resultProblems(t.step, planspec.Report{Result: raw}); len(bad) > 0 {
+	if bad := m.resultProblems(t.step, planspec.WorkerReport{Result: raw}); len(bad) > 0 {
 		return []string{"result from " + sp.ResultFrom + ": " + strings.Join(bad, "; ")}
 	}
 	return nil

@@ -53,8 +53,8 @@ func take(t *testing.T, sc *sidecarRun, client string) Offer {
 	return o
 }
 
-func report(status, result string) planspec.Report {
-	r := planspec.Report{Status: status, Summary: status + " it", Evidence: "did the thing", Risk: "none", Next: "none"}
+func report(status, result string) planspec.WorkerReport {
+	r := planspec.WorkerReport{Status: status, Summary: status + " it", Evidence: "did the thing", Risk: "none", Next: "none"}
 	if result != "" {
 		r.Result = json.RawMessage(result)
 	}

@@ -59,7 +59,7 @@ func (s *Sidecar) do(ctx context.Context, fn func()) error {
 
 // Report hands the loop a worker's report for step's try (0: the current try) and
 // returns the machine's verdict: accepted, or refused with every reason.
-func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec.Report, via string) (accepted bool, reasons []string, err error) {
+func (s *Sidecar) Report(ctx context.Context, step string, try int, rep planspec.WorkerReport, via string) (accepted bool, reasons []string, err error) {
 	err = s.do(ctx, func() {
 		s.seq++
 		ref := "call:" + strconv.FormatUint(s.seq, 10)

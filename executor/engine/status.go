@@ -15,10 +15,10 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// Report is a state as a person asks about it: every step's status, tries and
-// duration, the blockers, and what the plan waits for. `stepseq status --json`
+// StatusReport is a state as a person asks about it: every step's status, tries
+// and duration, the blockers, and what the plan waits for. `stepseq status --json`
 // prints it as it is, so its JSON names are part of the command's output.
-type Report struct {
+type StatusReport struct {
 	Plan       string       `json:"plan"`
 	State      string       `json:"state"`
 	Status     string       `json:"status"`
@@ -150,20 +150,20 @@ type Waiting struct {
 // nothing, neither st nor the workspace. When the conditions it compiles do not
 // (see Waiting.Action), the report is still whole, with the "invalid" action, and
 // the error is returned beside it.
-func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
+func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (StatusReport, error) {
 	return describe(rt, st, now, maxRetries, (*planspec.State).Clone)
 }
 
 // DescribeOwned is Describe for a caller that gives st up: the reconcile core runs
 // on st itself rather than on a copy, which on a big state saves encoding and
 // parsing it again. st must not be used afterwards.
-func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
+func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (StatusReport, error) {
 	return describe(rt, st, now, maxRetries, func(st *planspec.State) *planspec.State { return st })
 }
 
 // describe is Describe with the reconcile core run on scratch(st).
-func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Report, error) {
-	r := Report{
+func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (StatusReport, error) {
+	r := StatusReport{
 		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep, Params: st.Settings.Params, Summary: st.Settings.SummaryValues,
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 		Loops: loopReports(st),

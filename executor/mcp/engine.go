@@ -29,7 +29,7 @@ type Engine interface {
 	// Verify returns the step and try a token names.
 	Verify(token string) (string, int, error)
 	// Report judges a worker's report for a try.
-	Report(ctx context.Context, step string, try int, rep planspec.Report) (accepted bool, reasons []string, err error)
+	Report(ctx context.Context, step string, try int, rep planspec.WorkerReport) (accepted bool, reasons []string, err error)
 	Retry(ctx context.Context, step string) error
 	Trigger(ctx context.Context, step string) error
 }
@@ -49,7 +49,7 @@ func (e sidecarEngine) Current(ctx context.Context, client string, live func(str
 
 func (e sidecarEngine) Verify(token string) (string, int, error) { return e.sc.VerifyToken(token) }
 
-func (e sidecarEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
+func (e sidecarEngine) Report(ctx context.Context, step string, try int, rep planspec.WorkerReport) (bool, []string, error) {
 	return e.sc.Report(ctx, step, try, rep, "mcp")
 }
 
@@ -132,7 +132,7 @@ const verdictWait = 30 * time.Second
 
 // Report drops the report in the step's folder and waits for the sidecar's
 // verdict, as `stepseq report` does.
-func (e *filesEngine) Report(ctx context.Context, step string, try int, rep planspec.Report) (bool, []string, error) {
+func (e *filesEngine) Report(ctx context.Context, step string, try int, rep planspec.WorkerReport) (bool, []string, error) {
 	err := engine.SubmitReport(ctx, e.ws, step, try, rep, verdictWait)
 	var refused *engine.RefusedError
 	switch {

@@ -109,7 +109,7 @@ const (
 // stale when the try is over, invalid_result when the result fails its schema,
 // invalid_params when the report itself is incomplete or malformed, and
 // not_allowed when it is well formed but the step's phase does not take it now.
-func reportRefusal(reasons []string, rep planspec.Report) *Refusal {
+func reportRefusal(reasons []string, rep planspec.WorkerReport) *Refusal {
 	code := NotAllowed
 	switch {
 	case len(reasons) == 0:
