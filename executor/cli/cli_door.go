@@ -11,7 +11,7 @@ import (
 	"github.com/stepseq/stepseq/executor/listener"
 )
 
-// doorFlags are who may act through a long-running face (DESIGN §15): the
+// doorFlags are who may act through a long-running face: the
 // listener's token and whether it may go without one beyond loopback, and the
 // agents any plan may run.
 type doorFlags struct {

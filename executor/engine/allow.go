@@ -13,7 +13,7 @@ import (
 )
 
 // ErrNotAllowed is matched by the refusal of an agent that the plan's source
-// may not name (DESIGN §15): faces answer it with the code not_allowed.
+// may not name: faces answer it with the code not_allowed.
 var ErrNotAllowed = errors.New("executor: agent not allowed")
 
 // NotAllowedError names the agent refused, where the plan names it, and why. It
@@ -115,7 +115,7 @@ const (
 	FromHTTP
 )
 
-// CheckPlanAgents applies DESIGN §15 to every agent a plan may run: the one
+// CheckPlanAgents applies the allow rule to every agent a plan may run: the one
 // rule of what a shell would do (planspec.CheckAgentArgv, each program
 // resolved from dir), and who may choose a program. A plan from HTTP may name
 // agent: mcp, a preset (without arguments of its own), or an argv the allow

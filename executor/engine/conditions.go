@@ -119,13 +119,13 @@ func tryStarted(run *planspec.StepRun) time.Time {
 	return t
 }
 
-// Render renders step id's templates (DESIGN §13): its title, instruction and
+// Render renders step id's templates: its title, instruction and
 // agent arguments, with what its conditions see as of now.
 func (c *Conditions) Render(now time.Time, id string) (*planspec.StepSpec, error) {
 	return planpkg.RenderSpec(c.st.Steps[id], c.st.Settings.Agent, c.env(now, id))
 }
 
-// Summary evaluates the plan's summary expressions (DESIGN §13) with what a
+// Summary evaluates the plan's summary expressions with what a
 // condition sees as of now.
 func (c *Conditions) Summary(now time.Time, summary map[string]string) map[string]any {
 	return planpkg.EvalSummary(summary, c.env(now, ""))

@@ -16,7 +16,7 @@ import (
 	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
-// Runs (DESIGN §14) through MCP: run_start, run_list and run_close, and the
+// Runs through MCP: run_start, run_list and run_close, and the
 // run a tool acts on. The workspace's own run (state.json, "main") goes to the
 // server's Engine; any other run through its files (state.NAME.json, its
 // reports and triggers under .stepseq/runs/NAME/), which the sidecar that
@@ -134,7 +134,7 @@ type RunListOutput struct {
 }
 
 // runStart starts a run of a plan from plans/ or given as YAML. A plan that
-// arrives over HTTP, named or given, may name only what DESIGN §15 allows.
+// arrives over HTTP, named or given, may name only what the allow rule allows.
 func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartInput) (*sdk.CallToolResult, RunOutput, error) {
 	pf, err := t.planFor(in.Plan)
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package mcp is stepseq's MCP server (DESIGN §9): an agent submits plans, pulls
+// Package mcp is stepseq's MCP server: an agent submits plans, pulls
 // the steps whose agent is `mcp` and reports through tools. It is one face of the
 // engine: it owns no decision, it asks an Engine (the sidecar's loop, or the
 // workspace files when another stepseq holds the workspace). It imports executor;
@@ -42,7 +42,7 @@ type Options struct {
 	// PlanWait bounds how long plan_submit waits for the sidecar's verdict.
 	PlanWait time.Duration
 	// Remote says the plans come over HTTP (Handler sets it): they may name
-	// only agent: mcp, a preset or what Allow lists (DESIGN §15).
+	// only agent: mcp, a preset or what Allow lists.
 	Remote bool
 	// Allow is --allow-agent; nil: no list.
 	Allow *engine.AllowList
@@ -200,7 +200,7 @@ type SubmitVerdict struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// admit applies DESIGN §15 to a plan handed in through this server, before
+// admit applies the allow rule to a plan handed in through this server, before
 // anything is written: over HTTP it may name only agent: mcp, a preset or what
 // --allow-agent lists; from any source, a list bounds it, and the shell rule
 // holds. It returns the refusal (not_allowed or invalid_plan), nil when the
@@ -312,8 +312,8 @@ type Empty struct{}
 // against its own schema, and a few lines of text: on a plan of a
 // thousand steps the report is a hundred kilobytes, which a second copy and a
 // validation pass would make the slowest part of the call.
-func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, engine.Report, error) {
-	var none engine.Report
+func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, engine.StatusReport, error) {
+	var none engine.StatusReport
 	maxRetries, err := proc.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
 	if err != nil {
 		return nil, none, err
@@ -323,7 +323,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 		return nil, none, err
 	}
 	defer v.close()
-	var r engine.Report
+	var r engine.StatusReport
 	found := false
 	err = v.eng.View(ctx, func(st *planspec.State) {
 		if found = st != nil; found {
@@ -336,7 +336,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 	}
 	if !found {
 		// No plan yet is an answer: nothing runs, and what to do about it.
-		r = engine.Report{State: v.rt.WS.State, Steps: []engine.StepReport{}, Blockers: []string{},
+		r = engine.StatusReport{State: v.rt.WS.State, Steps: []engine.StepReport{}, Blockers: []string{},
 			WaitingFor: engine.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
 	}
 	// The report itself, not its encoding: each json.RawMessage in the answer is
@@ -346,7 +346,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 
 // detach copies what a report points to in the state, which the loop goes on
 // changing once View returns.
-func detach(r *engine.Report) {
+func detach(r *engine.StatusReport) {
 	for i := range r.Steps {
 		s := &r.Steps[i]
 		if s.LastRunIso != nil {
@@ -362,7 +362,7 @@ func detach(r *engine.Report) {
 }
 
 // statusText is the report in a few lines, for clients that read text only.
-func statusText(r engine.Report) string {
+func statusText(r engine.StatusReport) string {
 	var b strings.Builder
 	done := 0
 	for _, s := range r.Steps {
@@ -636,7 +636,7 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 	if err != nil {
 		return nil, ReportVerdict{}, err
 	}
-	rep := planspec.Report{Status: strings.ToLower(strings.TrimSpace(in.Status)), Summary: in.Summary, Evidence: in.Evidence,
+	rep := planspec.WorkerReport{Status: strings.ToLower(strings.TrimSpace(in.Status)), Summary: in.Summary, Evidence: in.Evidence,
 		Risk: in.Risk, Next: in.Next, Artifacts: in.Artifacts}
 	if in.Result != nil {
 		if rep.Result, err = json.Marshal(in.Result); err != nil {

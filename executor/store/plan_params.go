@@ -10,8 +10,8 @@ import (
 	"github.com/google/renameio/v2"
 )
 
-// The params a plan was submitted with (MCP plan_submit {params}, DESIGN §9,
-// §13) wait beside the plans' records, bound to the plan's content by its
+// The params a plan was submitted with (MCP plan_submit {params})
+// wait beside the plans' records, bound to the plan's content by its
 // hash, until the sidecar takes the plan in: a plan in plans/ otherwise runs
 // on its defaults, and an edit of the file (another hash) runs on them again.
 

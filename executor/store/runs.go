@@ -19,7 +19,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// Runs (DESIGN §14): a run is one plan with its params and its own state file.
+// Runs: a run is one plan with its params and its own state file.
 // The workspace's own run is state.json, named MainRun; the run NAME is
 // state.NAME.json beside it, with its logs, reports, journal and try locks under
 // .stepseq/runs/NAME/. Any run's file is the original's format, so the original
