@@ -2,9 +2,14 @@ package executor
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // TestConditions_SeeTheInputsTime: a condition's now() is the time the machine
@@ -58,5 +63,43 @@ func TestConditions_Reads(t *testing.T) {
 		if got := fmt.Sprint(paths, " ", globs, " ", known); got != want {
 			t.Errorf("Reads(%s) = %s, want %s", id, got, want)
 		}
+	}
+}
+
+// TestCheck_EnvNeverReachesTheState: a check that fails on what env() gave,
+// converted, split and joined, upper-cased or sliced, fails its try with the
+// expression and the kind of failure; no byte of the value, whole or
+// transformed, reaches state.json, the journal or the try's log.
+func TestCheck_EnvNeverReachesTheState(t *testing.T) {
+	const secret = "hunter2-9f8e7d"
+	leaks := []string{"hunter", "HUNTER", "h_u_n", "9f8e", "9F8E", "nter2"}
+	for _, check := range []string{
+		`int(join(split(env("S"), ""), "_")) > 0`,
+		`int(upper(env("S"))) > 0`,
+		`int(lower(env("S"))[2:]) > 0`,
+		`split(env("S"), "-")[7] == ""`,
+	} {
+		t.Run(check, func(t *testing.T) {
+			w := newTestWS(t, plan(`"stepseq":{"maxRetries":1}`, `"instruction":"out:ok","check":`+strconv.Quote(check)))
+			w.env["S"] = secret
+			if err := w.check(); err != nil {
+				t.Fatal(err)
+			}
+			for _, rel := range []string{"state.json", ".stepseq/journal.jsonl", ".stepseq/logs/s1/1.log"} {
+				data, err := os.ReadFile(w.path(rel))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range leaks {
+					if strings.Contains(string(data), l) {
+						t.Errorf("%s holds %q of the value:\n%s", rel, l, data)
+					}
+				}
+			}
+			r := w.read().Run("s1")
+			if r.Status != planspec.StatusFailed || r.Error == nil || !strings.Contains(*r.Error, "(the expression reads env(), so what it evaluated is not shown)") {
+				t.Errorf("run %s, error %q: want FAILED with the expression and the kind of failure", r.Status, deref(r.Error))
+			}
+		})
 	}
 }
