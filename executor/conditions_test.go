@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,5 +102,63 @@ func TestCheck_EnvNeverReachesTheState(t *testing.T) {
 				t.Errorf("run %s, error %q: want FAILED with the expression and the kind of failure", r.Status, deref(r.Error))
 			}
 		})
+	}
+}
+
+// TestConditions_FaceReadsOnlyExposedEnv: the conditions of a run whose plan
+// arrived through a face (its state's face key, which a restart reads back)
+// read only the names --expose-env lists: one reading another name is refused
+// when the run's conditions are compiled, naming the key and the flag, and
+// env() of a name not exposed gives nothing. A state without the key reads the
+// whole environment, as a plan of the workspace's does.
+func TestConditions_FaceReadsOnlyExposedEnv(t *testing.T) {
+	env := map[string]string{"DEPLOY": "prod", "TOKEN": "s3cret"}
+	rt, err := NewRuntime(filepath.Join(t.TempDir(), "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	rt.Getenv = func(k string) string { return env[k] }
+	state := func(face, when string) *planspec.State {
+		return parse(t, `{"plan":{"steps":{"a":{"title":"A","instruction":"do a","when":`+strconv.Quote(when)+`}}},
+ "stepQueue":["a"],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS","stepseq":{"face":`+strconv.Quote(face)+`}}`)
+	}
+	rt.ExposeEnv = []string{"DEPLOY"}
+	_, err = rt.Conditions(state("mcp", `env("TOKEN") == "s3cret"`))
+	want := `plan.steps.a.when: env("TOKEN"): a plan that arrives through MCP (plan_submit, run_start) reads only the environment the operator exposes (--expose-env TOKEN on watch or mcp)`
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, planspec.ErrInvalidState) {
+		t.Errorf("a face's run reading TOKEN: %v\nwant %s", err, want)
+	}
+	lazy, err := rt.lazyConditions(state("mcp", `env("TOKEN") == "s3cret"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lazy.Cond(time.Now(), "a", planspec.CondWhen); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("compiled lazily: %v", err)
+	}
+	for _, tc := range []struct {
+		face, when string
+		expose     []string
+		open       bool
+	}{
+		{"mcp", `env("DEPLOY") == "prod"`, []string{"DEPLOY"}, true},
+		{"", `env("TOKEN") == "s3cret"`, nil, true},
+		{"mcp", `env("TOKEN") == "s3cret"`, []string{"TOKEN"}, true},
+	} {
+		rt.ExposeEnv = tc.expose
+		conds, err := rt.Conditions(state(tc.face, tc.when))
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.face, tc.when, err)
+		}
+		if ok, err := conds.Cond(time.Now(), "a", planspec.CondWhen); err != nil || ok != tc.open {
+			t.Errorf("face %q, %s, exposed %v: %v, %v; want %v", tc.face, tc.when, tc.expose, ok, err, tc.open)
+		}
+	}
+	// What the compile check cannot see (a state it did not check) still
+	// reads nothing: env() of a name not exposed is empty.
+	c := &Conditions{rt: rt, st: state("mcp", "true")}
+	rt.ExposeEnv = []string{"DEPLOY"}
+	if got := c.getenv("TOKEN"); got != "" {
+		t.Errorf("env(TOKEN) in a face's run = %q, want empty", got)
 	}
 }

@@ -322,7 +322,7 @@ func (r *Runtime) StartRun(req RunStart) (RunInfo, error) {
 	}
 	ws := Workspace{Dir: r.WS.Dir}
 	if req.Name == MainRun {
-		main := &Runtime{WS: ws.ForRun(MainRun), Getenv: r.Getenv, Allow: r.Allow, Logger: r.Logger,
+		main := &Runtime{WS: ws.ForRun(MainRun), Getenv: r.Getenv, Allow: r.Allow, ExposeEnv: r.ExposeEnv, Logger: r.Logger,
 			Journal: &Journal{Path: ws.ForRun(MainRun).JournalPath()}, Now: r.Now}
 		defer main.Journal.Close()
 		if _, _, err := main.ApplyPlan(&StateFile{Path: main.WS.State}, pf, false); err != nil {
@@ -336,7 +336,7 @@ func (r *Runtime) StartRun(req RunStart) (RunInfo, error) {
 	}
 	rw := ws.ForRun(name)
 	st := pf.Plan.State(pf.Source, pf.Hash)
-	st.Settings.Params = pf.Resolved
+	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
 	if size := len(st.Marshal()); size > planStateCap {
 		_ = os.Remove(rw.RunDir())
 		return RunInfo{}, fmt.Errorf("%s: %w: its state would start at %s, over the %s a plan may take: split the plan",

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
 	"os"
@@ -21,6 +22,12 @@ func (s *Sidecar) intakePlans() {
 	}
 	var files []core.PlanFile
 	recs := map[string]core.PlanRecord{}
+	// An edit of the running plan's file, whoever makes it, is judged as the
+	// run is: one that arrived through a face stays bound by --expose-env.
+	runSource, runFace := "", ""
+	if st := s.d.m.State(); st != nil && st.Status != planspec.StatusDone {
+		runSource, runFace = st.Settings.Source, st.Settings.Face
+	}
 	var unsettled time.Time
 	defer func() {
 		if !unsettled.IsZero() {
@@ -35,7 +42,11 @@ func (s *Sidecar) intakePlans() {
 		path := filepath.Join(s.opt.PlansDir, n)
 		pf := ReadPlanFileIn(s.Root(), s.rel(path))
 		if pf.Plan != nil {
-			pf.Params = s.WS.SubmittedParams(pf.Name, pf.Hash)
+			sub, _ := s.WS.Submitted(pf.Name, pf.Hash)
+			pf.Params, pf.Face = sub.Params, sub.Face
+			if pf.Source == runSource {
+				pf.Face = cmp.Or(runFace, pf.Face)
+			}
 		}
 		pf = s.AdmitPlan(pf, FromWorkspace)
 		if errors.Is(pf.Err, fs.ErrNotExist) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,6 +157,29 @@ func (c *Condition) Paths() (paths, globs []string) {
 // (env(vars.k)) or the environment is reached through $env.
 func (c *Condition) EnvNames() (names []string, known bool) {
 	return slices.Clone(c.envNames), !c.envBuilt
+}
+
+// UnexposedEnv says why condition c may not run in a plan that arrived through
+// a face, whose env() reads only the names in exposed: the names it reads
+// that are not, or that it builds a name at run time; "" when it may run.
+func UnexposedEnv(c *Condition, exposed []string) string {
+	names, known := c.EnvNames()
+	if !known {
+		return "env() with a name built at run time, or $env, is not allowed in a plan that arrives through MCP " +
+			"(plan_submit, run_start): name the variable, env(\"NAME\"), for the operator to expose with --expose-env NAME on watch or mcp"
+	}
+	var hidden, flags []string
+	for _, n := range names {
+		if !slices.Contains(exposed, n) {
+			hidden = append(hidden, fmt.Sprintf("env(%q)", n))
+			flags = append(flags, "--expose-env "+n)
+		}
+	}
+	if len(hidden) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: a plan that arrives through MCP (plan_submit, run_start) reads only the environment the operator exposes (%s on watch or mcp); "+
+		"or pass the value as a param", strings.Join(hidden, ", "), strings.Join(flags, " "))
 }
 
 // PathsKnown reports whether Paths names every file the condition may read:

@@ -209,3 +209,68 @@ func TestHandler_SessionsBoundedForAll(t *testing.T) {
 		t.Fatalf("past MaxSessions: %d, want 503", code)
 	}
 }
+
+// TestHandler_FacePlanReadsNoEnv: a plan that arrives over MCP reads no
+// environment: plan_submit, plan_validate and run_start refuse one whose
+// condition calls env() for a name --expose-env does not list (invalid_plan,
+// located, naming env() and the flag), before anything is written; run_start
+// of a plan of plans/ that reads one is refused too, since the run is the
+// face's. The workspace's own plan keeps env(). With the name exposed, the
+// submitted plan runs, reads it, and its state says it came through MCP.
+func TestHandler_FacePlanReadsNoEnv(t *testing.T) {
+	t.Setenv("STEPSEQ_TEST_SECRET", "s3cret")
+	gated := "agent: mcp\nsteps:\n  - id: a\n    title: A\n    instruction: do a\n    when: env(\"STEPSEQ_TEST_SECRET\") == \"s3cret\"\n"
+	const reason = `6:11: when: env("STEPSEQ_TEST_SECRET"): a plan that arrives through MCP (plan_submit, run_start) reads only the environment the operator exposes (--expose-env STEPSEQ_TEST_SECRET on watch or mcp); or pass the value as a param`
+
+	w := newWorkspace(t)
+	srv := httptest.NewServer(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}))
+	t.Cleanup(srv.Close)
+	cs := httpSession(t, srv.URL)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"plan_submit", map[string]any{"name": "leak", "yaml": gated}},
+		{"run_start", map[string]any{"plan": gated, "run": "leak"}},
+	} {
+		res, out := callRaw(t, cs, tc.tool, tc.args)
+		reasons := toStrings(out["reasons"])
+		if !res.IsError || out["code"] != string(InvalidPlan) || len(reasons) != 1 || reasons[0] != reason {
+			t.Errorf("%s: isError %v, %v; want invalid_plan: %s", tc.tool, res.IsError, out, reason)
+		}
+	}
+	if _, out := callRaw(t, cs, "plan_validate", map[string]any{"yaml": gated}); out["valid"] == true || out["code"] != string(InvalidPlan) ||
+		strings.Join(toStrings(out["errors"]), "\n") != reason {
+		t.Errorf("plan_validate: %v", out)
+	}
+	for _, rel := range []string{"plans/leak.yaml", "state.json", "state.leak.json"} {
+		if w.exists(t, rel) {
+			t.Errorf("%s written for a refused plan", rel)
+		}
+	}
+
+	// The workspace's own plan reads the environment: its gate opens.
+	writePlan(t, w, "own", gated)
+	waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	res, out := callRaw(t, cs, "run_start", map[string]any{"plan": "own", "run": "mine"})
+	if !res.IsError || out["code"] != string(InvalidPlan) || !strings.Contains(strings.Join(toStrings(out["reasons"]), ""), "--expose-env STEPSEQ_TEST_SECRET") {
+		t.Errorf("run_start of the workspace's plan that reads env(): %v", out)
+	}
+
+	// Exposed, the name is read.
+	x := workspaceAt(t, t.TempDir(), func(rt *executor.Runtime) { rt.ExposeEnv = []string{"STEPSEQ_TEST_SECRET"} })
+	xsrv := httptest.NewServer(Handler(Options{Runtime: x.rt, Engine: SidecarEngine(x.sc)}))
+	t.Cleanup(xsrv.Close)
+	xcs := httpSession(t, xsrv.URL)
+	if res, out := callRaw(t, xcs, "plan_submit", map[string]any{"name": "gated", "yaml": gated}); res.IsError || out["status"] != core.PlanActive {
+		t.Fatalf("plan_submit with the name exposed: %v", out)
+	}
+	waitTool(t, xcs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	state, err := os.ReadFile(x.rt.WS.State)
+	if err != nil || !strings.Contains(string(state), `"face": "mcp"`) {
+		t.Errorf("state.json of a submitted plan lacks its face (%v):\n%s", err, state)
+	}
+	if _, out := callRaw(t, xcs, "plan_validate", map[string]any{"yaml": strings.ReplaceAll(gated, "STEPSEQ_TEST_SECRET", "HOME")}); out["valid"] == true {
+		t.Errorf("a name not exposed beside one that is: %v", out)
+	}
+}

@@ -183,8 +183,9 @@ type SubmitVerdict struct {
 // admit applies DESIGN §15 to a plan handed in through this server, before
 // anything is written: over HTTP it may name only agent: mcp, a preset or what
 // --allow-agent lists; from any source, a list bounds it, and the shell rule
-// holds. It returns the refusal (not_allowed or invalid_plan), nil when the
-// plan may come in.
+// holds; its conditions read only the environment --expose-env exposes. It
+// returns the refusal (not_allowed or invalid_plan), nil when the plan may
+// come in.
 func (t *tools) admit(p *planspec.Plan, rel string) *Refusal {
 	from := executor.FromWorkspace
 	if t.opt.Remote {
@@ -193,17 +194,30 @@ func (t *tools) admit(p *planspec.Plan, rel string) *Refusal {
 	rt := t.opt.Runtime
 	err := executor.CheckPlanAgents(p, from, t.opt.Allow, rt.Getenv, rt.WS.Dir)
 	if err == nil {
+		err = p.CheckEnv(rt.ExposeEnv)
+	}
+	if err == nil {
 		return nil
 	}
 	r := refuse(InvalidPlan, err.Error())
-	if errors.Is(err, executor.ErrNotAllowed) {
+	switch {
+	case errors.Is(err, executor.ErrNotAllowed):
 		r.Code = NotAllowed
+	case errors.Is(err, planspec.ErrInvalidPlan):
+		r.Reasons = nil
+		for _, l := range executor.ErrorLines(err) {
+			r.Reasons = append(r.Reasons, strings.TrimPrefix(l, "plan.yaml:"))
+		}
 	}
 	if rel != "" {
 		t.opt.Logger.Warn("plan refused; nothing written", "file", rel, "code", r.Code, "err", err)
 	}
 	return r
 }
+
+// Face names this face in what a plan it hands in keeps (core.PlanFile.Face,
+// the run's state): such a run's env() reads only what --expose-env exposes.
+const Face = "mcp"
 
 // maxPlanName bounds a submitted plan's name: plans/<name>.yaml and its record
 // .stepseq/plans/<name>.json must fit the 255 bytes of a file name.
@@ -269,8 +283,9 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		return err == nil && st.Settings.Source != rel && st.Status != planspec.StatusDone
 	}
 	err = waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
-		// The params first: the sidecar reads them when it sees the plan.
-		if err := ws.WritePlanParams(name, hash, in.Params); err != nil {
+		// The record first: the sidecar reads it when it sees the plan, and a
+		// plan file without it would be taken for the workspace owner's.
+		if err := ws.WriteSubmission(name, executor.Submission{Hash: hash, Params: in.Params, Face: Face}); err != nil {
 			return err
 		}
 		return renameio.WriteFile(filepath.Join(dir, name+".yaml"), content, 0o644, renameio.WithTempDir(dir))

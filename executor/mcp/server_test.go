@@ -62,14 +62,17 @@ func newWorkspace(t testing.TB) *workspace {
 	return workspaceAt(t, t.TempDir())
 }
 
-// workspaceAt runs a sidecar on dir.
-func workspaceAt(t testing.TB, dir string) *workspace {
+// workspaceAt runs a sidecar on dir, its runtime set up by setup first.
+func workspaceAt(t testing.TB, dir string, setup ...func(*executor.Runtime)) *workspace {
 	t.Helper()
 	rt, err := executor.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
+	for _, f := range setup {
+		f(rt)
+	}
 	sc, err := executor.NewSidecar(rt, executor.SidecarOptions{})
 	if err != nil {
 		t.Fatal(err)
