@@ -24,6 +24,9 @@ type Submission struct {
 	Params map[string]any `json:"params,omitempty"`
 	// Face is the face that wrote the plan file ("mcp"); "" for none.
 	Face string `json:"face,omitempty"`
+	// Client names the face's client that submitted it, for messages: the
+	// name it gave and its session.
+	Client string `json:"client,omitempty"`
 }
 
 func (w Workspace) planParamsPath(name string) string {
