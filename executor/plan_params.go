@@ -10,8 +10,8 @@ import (
 	"github.com/google/renameio/v2"
 )
 
-// What a face handed in with a plan file it wrote (MCP plan_submit, DESIGN §9,
-// §13) waits beside the plans' records, bound to the plan's content by its
+// What a face handed in with a plan file it wrote (MCP plan_submit) waits
+// beside the plans' records, bound to the plan's content by its
 // hash: the params a run of it takes (a plan in plans/ otherwise runs on its
 // defaults) and the face it came through, which the run's state keeps
 // (Settings.Face) and which bounds what its conditions read of the

@@ -397,7 +397,7 @@ func (t *tools) ownerOf(name, hash, face string) string {
 // place once whole, it never replaces a file another writer put there
 // meanwhile (fs.ErrExist). A file system without hard links gets it created
 // exclusively and written in place, which the sidecar judges once it is still.
-func createNew(dir, name string, content []byte) (err error) {
+func createNew(dir, name string, content []byte) error {
 	path := filepath.Join(dir, name)
 	tmp, err := os.CreateTemp(dir, "."+name+".*")
 	if err != nil {
