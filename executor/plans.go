@@ -150,7 +150,7 @@ func (r *Runtime) PreparePlan(sf *StateFile, pf core.PlanFile, force bool) (*pla
 		return nil, "", pf.Err
 	}
 	st := pf.Plan.State(pf.Source, pf.Hash)
-	st.Settings.Params = pf.Resolved
+	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
 	if size := len(st.Marshal()); size > planStateCap {
 		return nil, "", fmt.Errorf("%s: %w: its state.json would start at %s, over the %s a plan may take (a quarter of the %s state cap, the rest kept for its runs): split the plan",
 			pf.Source, ErrStateTooBig, mib(size), mib(planStateCap), mib(stateWriteCap))

@@ -322,7 +322,7 @@ func (r *Runtime) StartRun(req RunStart) (RunInfo, error) {
 	}
 	ws := Workspace{Dir: r.WS.Dir}
 	if req.Name == MainRun {
-		main := &Runtime{WS: ws.ForRun(MainRun), Getenv: r.Getenv, Allow: r.Allow, Logger: r.Logger,
+		main := &Runtime{WS: ws.ForRun(MainRun), Getenv: r.Getenv, Allow: r.Allow, ExposeEnv: r.ExposeEnv, Logger: r.Logger,
 			Journal: &Journal{Path: ws.ForRun(MainRun).JournalPath()}, Now: r.Now}
 		defer main.Journal.Close()
 		if _, _, err := main.ApplyPlan(&StateFile{Path: main.WS.State}, pf, false); err != nil {
@@ -336,7 +336,7 @@ func (r *Runtime) StartRun(req RunStart) (RunInfo, error) {
 	}
 	rw := ws.ForRun(name)
 	st := pf.Plan.State(pf.Source, pf.Hash)
-	st.Settings.Params = pf.Resolved
+	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
 	if size := len(st.Marshal()); size > planStateCap {
 		_ = os.Remove(rw.RunDir())
 		return RunInfo{}, fmt.Errorf("%s: %w: its state would start at %s, over the %s a plan may take: split the plan",
@@ -382,8 +382,8 @@ func reserveRun(ws Workspace, want, planName string) (string, error) {
 		case err != nil:
 			return "", err
 		case t:
-			return "", fmt.Errorf("%w: %s (its state is %s; `stepseq runs` lists them): pick another name, or close it first",
-				ErrRunExists, want, filepath.Base(RunStatePath(ws.Dir, want)))
+			return "", fmt.Errorf("%w: %s (%sits state is %s; `stepseq runs` lists them): pick another name, or close it first",
+				ErrRunExists, want, runOwner(ws, want), filepath.Base(RunStatePath(ws.Dir, want)))
 		}
 		return want, nil
 	}
@@ -402,6 +402,20 @@ func reserveRun(ws Workspace, want, planName string) (string, error) {
 			return name, nil
 		}
 	}
+}
+
+// runOwner names what holds run name, for a refusal: its plan and whether it
+// was started through a face ("plan review, started through MCP; "); "" when
+// its state cannot be read.
+func runOwner(ws Workspace, name string) string {
+	st, err := (&StateFile{Path: RunStatePath(ws.Dir, name)}).Read()
+	if err != nil || st.Settings.Name == "" {
+		return ""
+	}
+	if st.Settings.Face != "" {
+		return fmt.Sprintf("plan %s, started through %s; ", st.Settings.Name, strings.ToUpper(st.Settings.Face))
+	}
+	return fmt.Sprintf("plan %s; ", st.Settings.Name)
 }
 
 // RunNameOf makes a plan's name a run's name: each byte a run's name may not

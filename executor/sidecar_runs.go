@@ -256,7 +256,7 @@ func (s *Sidecar) newRun(name string, sf *StateFile) *drivenRun {
 		sf = &StateFile{Path: rw.State}
 	}
 	rt := &Runtime{WS: rw, Getenv: s.Getenv, Environ: s.Environ, Grace: s.Grace, PipeGrace: s.PipeGrace,
-		Logger: s.Logger.With("run", name), Journal: &Journal{Path: rw.JournalPath()}, Now: s.Now, Allow: s.Allow, root: s.Root()}
+		Logger: s.Logger.With("run", name), Journal: &Journal{Path: rw.JournalPath()}, Now: s.Now, Allow: s.Allow, ExposeEnv: s.ExposeEnv, root: s.Root()}
 	r := &drivenRun{name: name}
 	d := newDriver(s.d.ctx, rt, sf, s.lock, s.d.m.Config())
 	d.timer = time.AfterFunc(time.Hour, func() {

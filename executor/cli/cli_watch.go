@@ -190,6 +190,7 @@ every plan in the folder is invalid.
 				return err
 			}
 			defer pageRT.Close()
+			pageRT.ExposeEnv = rt.ExposeEnv
 			page := web.NewWorkspace(pageRT, maxRetries, 0)
 			// The notifier opens the outbox only once the sidecar holds the
 			// workspace lock: one notifier per workspace.

@@ -35,7 +35,9 @@ const (
 	// the step's phase does not take now.
 	NotAllowed Code = "not_allowed"
 	// Busy: the workspace cannot answer now (its sidecar stops, gives no verdict
-	// in time, or fails to read or write); the same call may succeed later.
+	// in time, or fails to read or write), or the name asked for is in use (a
+	// plan or run of that name, whose owner the reasons name); the same call
+	// may succeed later, or under another name.
 	Busy Code = "busy"
 	// Closed: the run was closed.
 	Closed Code = "closed"
@@ -83,9 +85,9 @@ func refusalOf(err error) *Refusal {
 		code = NotFound
 	case errors.Is(err, executor.ErrRunClosed):
 		code = Closed
-	case errors.Is(err, executor.ErrRunName), errors.Is(err, executor.ErrRunExists):
+	case errors.Is(err, executor.ErrRunName):
 		code = InvalidParams
-	case errors.Is(err, executor.ErrRunBusy), errors.Is(err, executor.ErrPlanActive):
+	case errors.Is(err, executor.ErrRunBusy), errors.Is(err, executor.ErrPlanActive), errors.Is(err, executor.ErrRunExists):
 		code = Busy
 	case errors.Is(err, planspec.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
 		errors.Is(err, executor.ErrStateTooBig), errors.Is(err, executor.ErrStateIsFolder), errors.Is(err, executor.ErrSymlink):
