@@ -212,6 +212,11 @@ type Settings struct {
 	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
 	Hash   string // content hash of that plan file
+	// Face is the face the run's plan arrived through ("mcp": plan_submit,
+	// run_start); "" for a plan of the workspace's and a state written by hand.
+	// Such a run's env() reads only the names the operator exposes
+	// (--expose-env), on every restart.
+	Face string
 
 	raw object
 }
@@ -670,6 +675,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
+	setOrDel(&o, "face", st.Face, st.Face != "")
 	return o
 }
 

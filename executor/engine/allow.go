@@ -243,8 +243,9 @@ func (r *Runtime) resolveAgent(st *planspec.State, id string) (proc.Agent, error
 }
 
 // AdmitPlan judges the agents of a plan file read (CheckPlanAgents, in this
-// runtime's environment and workspace): a refused plan is invalid, with the
-// reason as its error, and is never applied.
+// runtime's environment and workspace) and, for a plan that arrived through a
+// face, the names of the environment its conditions read (ExposeEnv): a
+// refused plan is invalid, with the reason as its error, and is never applied.
 func (r *Runtime) AdmitPlan(pf core.PlanFile, from AgentSource) core.PlanFile {
 	if pf.Plan == nil {
 		return pf
@@ -252,6 +253,12 @@ func (r *Runtime) AdmitPlan(pf core.PlanFile, from AgentSource) core.PlanFile {
 	if err := CheckPlanAgents(pf.Plan, from, r.Allow, r.Getenv, r.WS.Dir); err != nil {
 		pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", pf.Source, err)
 		return pf
+	}
+	if pf.Face != "" {
+		if err := pf.Plan.CheckEnv(r.ExposeEnv); err != nil {
+			pf.Plan, pf.Err = nil, err
+			return pf
+		}
 	}
 	// A run starts on checked params: a plan dropped in plans/ on its defaults,
 	// so one with a required param is refused with that reason.

@@ -59,7 +59,7 @@ func (t *tools) runOf(name string) (*runView, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.Getenv, rt.Allow = main.Getenv, main.Allow
+	rt.Getenv, rt.Allow, rt.ExposeEnv = main.Getenv, main.Allow, main.ExposeEnv
 	eng, err := t.runEngine(ws)
 	if err != nil {
 		rt.Close()
@@ -146,12 +146,15 @@ func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartI
 	if r := t.admit(pf.Plan, pf.Source); r != nil {
 		return nil, RunOutput{}, r
 	}
+	// A run a face starts is the face's, whoever wrote its plan: the face
+	// chooses its params and sees which step runs next.
+	pf.Face = Face
 	from := engine.FromWorkspace
 	if t.opt.Remote {
 		from = engine.FromHTTP
 	}
 	main := t.opt.Runtime
-	rt := &engine.Runtime{WS: main.WS, Getenv: main.Getenv, Allow: main.Allow, Logger: main.Logger, Now: main.Now,
+	rt := &engine.Runtime{WS: main.WS, Getenv: main.Getenv, Allow: main.Allow, ExposeEnv: main.ExposeEnv, Logger: main.Logger, Now: main.Now,
 		Journal: &store.Journal{Path: main.WS.JournalPath()}}
 	defer rt.Journal.Close()
 	info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: in.Params, Name: in.Run, From: from})
