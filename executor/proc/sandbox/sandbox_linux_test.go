@@ -29,6 +29,8 @@ func TestCommand_WritesOnlyWhereAllowed(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			ws, write, preset, outside := workspace(t), hostDir(t), hostDir(t), hostDir(t)
 			token := strconv.FormatInt(time.Now().UnixNano(), 36)
+			// Were the sandbox to leak, its writes outside would stay behind.
+			t.Cleanup(func() { os.Remove("/etc/stepseq-sandbox-" + token); os.Remove("/tmp/agent-" + token) })
 			reports := filepath.Join(ws, ".stepseq/reports/s1")
 			spec := Spec{Workspace: ws, ReportDir: reports, Write: []string{write},
 				PresetDirs: []string{filepath.Join(preset, ".agent")}, Network: true,
