@@ -70,7 +70,8 @@ testreport:
 	$(GO) build -o $(BIN)/testreport ./executor/internal/testreport
 
 # What the end-to-end tests need beyond Go, each installed once and said so:
-# Debian's chromium (the live page's browser test), and from the npm registry
+# Debian's chromium (the live page's browser test), Debian's bubblewrap (the
+# agents' sandbox, whose tests run the real bwrap), and from the npm registry
 # playwright-core (driving it) and the MCP TypeScript SDK (a third-party MCP
 # client), each with npm ci from its lock file; Debian's nodejs and npm when
 # there is no npm; Debian's python3 (the original scripts' model, executor/cli/testdata/original).
@@ -80,6 +81,11 @@ e2e-deps:
 		echo "e2e-deps: installing chromium (Debian's package)"; \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if ! command -v bwrap >/dev/null; then \
+		echo "e2e-deps: installing bubblewrap (Debian's package; the agents' sandbox)"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	fi
 	@if ! command -v python3 >/dev/null; then \
 		echo "e2e-deps: installing python3 (Debian's package; the original scripts' model runs on it)"; \
@@ -104,6 +110,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor/engine ./executor/notify ./executor/web ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp ./executor/listener ./executor/core
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
+	$(GO) test -run '^$$' -bench . -count 1 ./executor/proc/sandbox
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
 
 # The chaos tests, not part of `make test`: random kill -9 of the built stepseq
