@@ -100,6 +100,9 @@ type StepSpec struct {
 	// the plan.
 	Exit  string
 	Abort string
+	// Approve, when set, makes the step wait for a person's yes before its
+	// first try.
+	Approve *Approval
 
 	raw object
 }
@@ -123,6 +126,8 @@ type StepRun struct {
 	// Agent is stepseq's record of the current try (under the run's "stepseq" key):
 	// a try started but never finished was interrupted.
 	Agent *AgentRecord
+	// Gate is the person's yes the step waits for, or was given (approve).
+	Gate *Gate
 
 	raw object
 }
@@ -212,6 +217,10 @@ type Settings struct {
 	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
 	Hash   string // content hash of that plan file
+	// Approval, when set, makes the plan wait for a person's yes before its
+	// first step; Gate is where that yes stands.
+	Approval *Approval
+	Gate     *Gate
 
 	raw object
 }
@@ -233,6 +242,14 @@ func (s Settings) Clone() Settings {
 	c.Notify = slices.Clone(s.Notify)
 	c.Groups = cloneGroups(s.Groups)
 	c.Loops = cloneLoops(s.Loops)
+	if s.Approval != nil {
+		a := *s.Approval
+		c.Approval = &a
+	}
+	if s.Gate != nil {
+		g := *s.Gate
+		c.Gate = &g
+	}
 	return c
 }
 
@@ -602,6 +619,11 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
 	setOrDel(&o, "exit", sp.Exit, sp.Exit != "")
 	setOrDel(&o, "abort", sp.Abort, sp.Abort != "")
+	if sp.Approve != nil {
+		o.set("approve", approvalJSON(sp.Approve, true))
+	} else {
+		o.del("approve")
+	}
 	return o
 }
 
@@ -619,6 +641,7 @@ func (r *StepRun) object() object {
 	setOrDel(&o, "reports", r.Reports, len(r.Reports) > 0)
 	setOrDel(&o, "result", r.Result, len(r.Result) > 0)
 	setOrDel(&o, "stepseq", r.agentWritten(), r.Agent != nil)
+	setOrDel(&o, "approval", r.Gate, r.Gate != nil)
 	return o
 }
 
@@ -670,6 +693,12 @@ func (st *Settings) object() object {
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
+	if st.Approval != nil {
+		o.set("approval", approvalJSON(st.Approval, ApprovalRequired))
+	} else {
+		o.del("approval")
+	}
+	setOrDel(&o, "gate", st.Gate, st.Gate != nil)
 	return o
 }
 
