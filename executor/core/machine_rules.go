@@ -227,6 +227,7 @@ func (m *Machine) applyTriggers() {
 	}
 	b := CoalesceTriggers(m.st, m.triggers)
 	m.triggers = nil
+	m.answers(b.Answers)
 	for _, t := range b.Retries {
 		m.retry(t.Step, t.From)
 	}
@@ -275,6 +276,7 @@ func (m *Machine) retry(id, from string) {
 func (m *Machine) advance() {
 	m.dropPastDelay()
 	m.limitAt = time.Time{} // the decision below sets it again while the wait holds
+	m.approvalAt = time.Time{}
 	if !m.canDecide() {
 		return
 	}
@@ -371,6 +373,8 @@ func (m *Machine) act(d Decision) {
 		m.emit(WaitInherited{Step: d.Step})
 	case Blocked:
 		m.blocked(d)
+	case AwaitingApproval:
+		m.ask(d)
 	case Idle:
 		if !m.planDone {
 			m.planDone = true
