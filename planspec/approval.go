@@ -52,6 +52,8 @@ func (a *Approval) TimeoutApproves() bool { return a.OnTimeout == OnTimeoutAppro
 // Gate is where a person's yes stands: asked, then answered, and by whom.
 type Gate struct {
 	AskedIso string `json:"askedIso"`
+	// Step is the step a plan's gate held when it was asked.
+	Step string `json:"step,omitempty"`
 	// Answer is approved or rejected; "" while the gate waits.
 	Answer string `json:"answer,omitempty"`
 	// By is who answered (a user's name, or stepseq for a timeout), Face

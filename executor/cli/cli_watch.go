@@ -223,7 +223,7 @@ every plan in the folder is invalid.
 				}
 				h := web.New(page, web.Options{})
 				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow,
-					Authenticated: listener.Authenticated}
+					Authenticated: listener.Authenticated, TokenGuarded: token != ""}
 				stop := serveHealth(cmd.Context(), healthServer{Listener: ln, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
 					Bound: engine.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
 				defer stop()

@@ -128,6 +128,12 @@ func ResolveGate(st *planspec.State, step string) (GateRef, error) {
 	if g, ok := WaitingGate(st); ok && g.Plan && g.Step == step {
 		return g, nil
 	}
+	// The plan's gate, answered at this step, takes a second answer there.
+	if pg := st.Settings.Gate; pg != nil && pg.Answer != "" && pg.Step == step {
+		if sp := st.Steps[step]; sp == nil || sp.Approve == nil || !pg.Approved() {
+			return GateRef{Step: step, Plan: true}, nil
+		}
+	}
 	return GateRef{Step: step}, nil
 }
 
@@ -241,7 +247,9 @@ func (m *Machine) ask(d Decision) {
 		return
 	}
 	*rec = &planspec.Gate{AskedIso: planspec.FormatISO(m.now)}
-	if !g.Plan {
+	if g.Plan {
+		(*rec).Step = d.Step
+	} else {
 		m.st.Run(d.Step).Phase = planspec.PhaseAwaitingApproval
 	}
 	m.approvalAt = (*rec).Deadline(m.approvalOf(g))

@@ -79,8 +79,11 @@ func refusalOf(err error) *Refusal {
 	case errors.Is(err, engine.ErrStaleToken):
 		code = Stale
 		err = errors.New(strings.TrimPrefix(err.Error(), engine.ErrStaleToken.Error()+": "))
-	case errors.Is(err, engine.ErrNotAllowed), errors.Is(err, engine.ErrNotRetryable):
+	case errors.Is(err, engine.ErrNotAllowed), errors.Is(err, engine.ErrNotRetryable), errors.Is(err, engine.ErrNotWaiting),
+		errors.Is(err, engine.ErrLaunchedAgent):
 		code = NotAllowed
+	case errors.Is(err, engine.ErrNoNote):
+		code = InvalidParams
 	case errors.Is(err, engine.ErrNoStep), errors.Is(err, store.ErrNoRun):
 		code = NotFound
 	case errors.Is(err, store.ErrRunClosed):
