@@ -221,7 +221,11 @@ every plan in the folder is invalid.
 				if err := page.WatchFeed(cmd.Context()); err != nil {
 					log.Warn("the live page will not see new notifications at once", "err", err)
 				}
-				h := web.New(page, web.Options{})
+				pageOpt := web.Options{}
+				if token != "" { // the buttons answer a gate only behind the token
+					pageOpt.Gates, pageOpt.CSRF = page, listener.CSRFToken(token)
+				}
+				h := web.New(page, pageOpt)
 				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow,
 					Authenticated: listener.Authenticated, TokenGuarded: token != ""}
 				stop := serveHealth(cmd.Context(), healthServer{Listener: ln, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),

@@ -276,20 +276,27 @@ func (m *Machine) approvalOf(g GateRef) *planspec.Approval {
 	return nil
 }
 
-// asked says what gate g asks, for the request: the plan and its steps, or
-// the step and its instruction; and what its timeout will do.
-func (m *Machine) asked(g GateRef) string {
+// asked says what gate g asks, for the request.
+func (m *Machine) asked(g GateRef) string { return GateQuestion(m.st, g) }
+
+// GateQuestion says what gate g of st asks: the plan and its steps, or the
+// step and its instruction; and what its timeout will do. Every face shows
+// the request in these words.
+func GateQuestion(st *planspec.State, g GateRef) string {
 	var what string
+	var a *planspec.Approval
 	if g.Plan {
-		what = fmt.Sprintf("approval asked: plan %s, %s: %s", m.st.Settings.Name, countOf(len(m.st.StepQueue), "step"),
-			FirstChars(strings.Join(m.st.StepQueue, ", "), 300))
+		what = fmt.Sprintf("approval asked: plan %s, %s: %s", st.Settings.Name, countOf(len(st.StepQueue), "step"),
+			FirstChars(strings.Join(st.StepQueue, ", "), 300))
+		a = st.Settings.Approval
 	} else {
 		what = "approval asked before step " + g.Step + " runs"
-		if sp := m.st.Steps[g.Step]; sp != nil {
+		if sp := st.Steps[g.Step]; sp != nil {
 			what += ": " + oneLine(sp.Title) + " — " + FirstChars(oneLine(sp.Instruction), 300)
+			a = sp.Approve
 		}
 	}
-	if a := m.approvalOf(g); a != nil && a.Timeout > 0 {
+	if a != nil && a.Timeout > 0 {
 		fate := "rejected"
 		if a.TimeoutApproves() {
 			fate = "approved"
