@@ -221,11 +221,7 @@ every plan in the folder is invalid.
 				if err := page.WatchFeed(cmd.Context()); err != nil {
 					log.Warn("the live page will not see new notifications at once", "err", err)
 				}
-				pageOpt := web.Options{}
-				if token != "" { // the buttons answer a gate only behind the token
-					pageOpt.Gates, pageOpt.CSRF = page, listener.CSRFToken(token)
-				}
-				h := web.New(page, pageOpt)
+				h := web.New(page, pageOptions(page, token))
 				mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow,
 					Authenticated: listener.Authenticated, TokenGuarded: token != ""}
 				stop := serveHealth(cmd.Context(), healthServer{Listener: ln, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
@@ -264,6 +260,15 @@ every plan in the folder is invalid.
 	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")
 	cmd.Flags().StringVar(&retain, "retain", "", "how long runs, logs and journals are kept: finished=30d,failed=90d (blocked or failed)")
 	return cmd
+}
+
+// pageOptions are the live page's: behind the listener's token (and only
+// there) its buttons answer a gate.
+func pageOptions(page *web.Workspace, token string) web.Options {
+	if token == "" {
+		return web.Options{}
+	}
+	return web.Options{Gates: page, CSRF: listener.CSRFToken(token)}
 }
 
 // releaseStartPages is watch's last act of start-up: the code and read-only
