@@ -84,12 +84,14 @@ func (m *Machine) planApplied(in PlanApplied) {
 	m.markDirty("plan applied: " + in.Source)
 }
 
-// dropUnlaunched forgets a try marked in memory whose launch waited for a write:
-// the file now says something else, and the core decides again from it.
+// dropUnlaunched forgets a try marked in memory whose launch waited for a write,
+// and the gates' requests that waited for one: the file now says something
+// else, and the core decides again from it.
 func (m *Machine) dropUnlaunched() {
 	if m.run != nil && !m.run.launched {
 		m.run = nil
 	}
+	m.tellAfterWrite = nil
 }
 
 // adopt makes st the state and compiles its conditions. A state whose expressions
