@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -38,14 +37,6 @@ type Answer struct {
 	By      string `json:"by"`
 	Face    string `json:"face"` // cli, mcp, web, timeout
 	Note    string `json:"note,omitempty"`
-}
-
-// Verb is approve or reject.
-func (a Answer) Verb() string {
-	if a.Approve {
-		return "approve"
-	}
-	return "reject"
 }
 
 // word is the answer as the gate records it.
@@ -254,7 +245,7 @@ func (m *Machine) ask(d Decision) {
 	}
 	m.approvalAt = (*rec).Deadline(m.approvalOf(g))
 	m.markDirty("awaiting approval")
-	what := m.asked(g)
+	what := GateQuestion(m.st, g)
 	m.journal(Entry{Event: "approval-asked", Step: d.Step, Reason: what, Detail: map[string]any{"plan": g.Plan}})
 	m.log(slog.LevelInfo, "awaiting approval", "gate", g.String(), "answer", AnswerCommand(m.cfg.Run, g, true))
 	next := AnswerCommand(m.cfg.Run, g, true) + " (or " + AnswerCommand(m.cfg.Run, g, false) + ")"
@@ -275,9 +266,6 @@ func (m *Machine) approvalOf(g GateRef) *planspec.Approval {
 	}
 	return nil
 }
-
-// asked says what gate g asks, for the request.
-func (m *Machine) asked(g GateRef) string { return GateQuestion(m.st, g) }
 
 // GateQuestion says what gate g of st asks: the plan and its steps, or the
 // step and its instruction; and what its timeout will do. Every face shows
@@ -442,6 +430,3 @@ func reopenGate(st *planspec.State, id string) bool {
 	st.Status = planspec.StatusInProgress
 	return true
 }
-
-// gateTimer is when the gate the machine waits on times out; zero when none.
-func (m *Machine) gateTimer() time.Time { return m.approvalAt }

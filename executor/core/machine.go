@@ -797,7 +797,7 @@ func (m *Machine) nextTimer() time.Time {
 	}
 	add(m.delayAt)
 	add(m.limitAt)
-	add(m.gateTimer())
+	add(m.approvalAt)
 	add(m.triggersDue())
 	add(m.intake.planAt)
 	add(m.badAt)
