@@ -100,6 +100,9 @@ type StepSpec struct {
 	// the plan.
 	Exit  string
 	Abort string
+	// Approve, when set, makes the step wait for a person's yes before its
+	// first try.
+	Approve *Approval
 
 	raw object
 }
@@ -123,6 +126,8 @@ type StepRun struct {
 	// Agent is stepseq's record of the current try (under the run's "stepseq" key):
 	// a try started but never finished was interrupted.
 	Agent *AgentRecord
+	// Gate is the person's yes the step waits for, or was given (approve).
+	Gate *Gate
 
 	raw object
 }
@@ -217,6 +222,10 @@ type Settings struct {
 	// Such a run's env() reads only the names the operator exposes
 	// (--expose-env), on every restart.
 	Face string
+	// Approval, when set, makes the plan wait for a person's yes before its
+	// first step; Gate is where that yes stands.
+	Approval *Approval
+	Gate     *Gate
 
 	raw object
 }
@@ -238,6 +247,14 @@ func (s Settings) Clone() Settings {
 	c.Notify = slices.Clone(s.Notify)
 	c.Groups = cloneGroups(s.Groups)
 	c.Loops = cloneLoops(s.Loops)
+	if s.Approval != nil {
+		a := *s.Approval
+		c.Approval = &a
+	}
+	if s.Gate != nil {
+		g := *s.Gate
+		c.Gate = &g
+	}
 	return c
 }
 
@@ -607,6 +624,11 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
 	setOrDel(&o, "exit", sp.Exit, sp.Exit != "")
 	setOrDel(&o, "abort", sp.Abort, sp.Abort != "")
+	if sp.Approve != nil {
+		o.set("approve", approvalJSON(sp.Approve, true))
+	} else {
+		o.del("approve")
+	}
 	return o
 }
 
@@ -624,6 +646,7 @@ func (r *StepRun) object() object {
 	setOrDel(&o, "reports", r.Reports, len(r.Reports) > 0)
 	setOrDel(&o, "result", r.Result, len(r.Result) > 0)
 	setOrDel(&o, "stepseq", r.agentWritten(), r.Agent != nil)
+	setOrDel(&o, "approval", r.Gate, r.Gate != nil)
 	return o
 }
 
@@ -676,6 +699,12 @@ func (st *Settings) object() object {
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
 	setOrDel(&o, "face", st.Face, st.Face != "")
+	if st.Approval != nil {
+		o.set("approval", approvalJSON(st.Approval, ApprovalRequired))
+	} else {
+		o.del("approval")
+	}
+	setOrDel(&o, "gate", st.Gate, st.Gate != nil)
 	return o
 }
 

@@ -289,6 +289,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	}
 	sp.ResultFrom = d.optWord(o, p, "resultFrom", CheckResultFrom)
 	sp.OnInvalid = d.oneOf(o, p, "onInvalid", OnInvalidWords)
+	sp.Approve = d.approval(o, p, "approve", true)
 	return sp
 }
 
@@ -340,6 +341,7 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 			r.Agent = &a
 		}
 	}
+	r.Gate = d.gate(o, p, "approval")
 	r.impliedByRecord()
 	return r
 }
@@ -412,6 +414,8 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	st.Source, _ = d.optStr(o, p, "source")
 	st.Hash, _ = d.optStr(o, p, "hash")
 	st.Face, _ = d.optStr(o, p, "face")
+	st.Approval = d.approval(o, p, "approval", ApprovalRequired)
+	st.Gate = d.gate(o, p, "gate")
 	if name, ok := o.vals["name"]; ok && strings.TrimSpace(st.Name) == "" && !isNull(name) {
 		d.fail(p+"name", "want a non-empty name")
 	}

@@ -184,6 +184,10 @@ func (sp *StepSpec) copy() StepSpec {
 		b := *sp.Resume
 		c.Resume = &b
 	}
+	if sp.Approve != nil {
+		a := *sp.Approve
+		c.Approve = &a
+	}
 	return c
 }
 
@@ -202,7 +206,7 @@ func (sp *StepSpec) sameGates(o *StepSpec) bool {
 	return slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs &&
-		sp.Exit == o.Exit && sp.Abort == o.Abort
+		sp.Exit == o.Exit && sp.Abort == o.Abort && eqPtr(sp.Approve, o.Approve)
 }
 
 // sameAgent: who runs the step, how long, how often.
@@ -235,6 +239,10 @@ func (r *StepRun) copy() StepRun {
 	}
 	c.Reports = slices.Clone(r.Reports)
 	c.Result = slices.Clone(r.Result)
+	if r.Gate != nil {
+		g := *r.Gate
+		c.Gate = &g
+	}
 	return c
 }
 
@@ -242,7 +250,7 @@ func (r *StepRun) equal(o *StepRun) bool {
 	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
 		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
 		r.Phase == o.Phase && slices.EqualFunc(r.Reports, o.Reports, ReportRecord.equal) &&
-		agentEqual(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && sameObject(r.raw, o.raw)
+		agentEqual(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && eqPtr(r.Gate, o.Gate) && sameObject(r.raw, o.raw)
 }
 
 func eqPtr[T comparable](a, b *T) bool {

@@ -26,7 +26,7 @@ var (
 	}
 	// Written out, not made from lists at init: package init costs every command.
 	runStatusWords    = []Word{{StatusPending, ""}, {StatusInProgress, ""}, {StatusDone, ""}, {StatusFailed, ""}}
-	runPhaseWords     = []Word{{PhasePlanned, ""}, {PhaseDispatching, ""}, {PhaseInProgress, ""}, {PhaseBlocked, ""}, {PhaseReviewing, ""}, {PhaseDone, ""}, {PhaseWaiting, ""}}
+	runPhaseWords     = []Word{{PhasePlanned, ""}, {PhaseDispatching, ""}, {PhaseInProgress, ""}, {PhaseBlocked, ""}, {PhaseReviewing, ""}, {PhaseDone, ""}, {PhaseWaiting, ""}, {PhaseAwaitingApproval, ""}}
 	reportStatusWords = []Word{{ReportAccepted, ""}, {ReportMilestone, ""}, {ReportBlocked, ""}, {ReportDone, ""}}
 )
 

@@ -22,7 +22,7 @@ func TestParseState_Words(t *testing.T) {
 		{"empty status", "", `, "stepRuns": {"a": {"status": ""}}`,
 			`state.json: stepRuns.a.status: want PENDING, IN_PROGRESS, DONE or FAILED, got ""`},
 		{"phase", "", `, "stepRuns": {"a": {"phase": "in-progress"}}`,
-			`state.json: stepRuns.a.phase: want planned, dispatching, in_progress, blocked, reviewing, done or waiting, got "in-progress": did you mean "in_progress"?`},
+			`state.json: stepRuns.a.phase: want planned, dispatching, in_progress, blocked, reviewing, done, waiting or awaiting_approval, got "in-progress": did you mean "in_progress"?`},
 		{"onMax", "", `, "stepseq": {"groups": [{"id": "g", "max": "2", "onMax": "stop", "steps": ["a"]}]}`,
 			`state.json: stepseq.groups[0].onMax: want block (the plan is blocked: did not converge) or done (the plan goes on), got "stop"`},
 		{"unset", `, "reports": "", "onInvalid": null`, `, "stepRuns": {"a": {"phase": ""}}`, ""},

@@ -106,6 +106,8 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 		newListCmd(stdout, stderr),
 		newReportCmd(stdout),
 		newRetryCmd(g, stdout),
+		newApproveCmd(g, stdout),
+		newRejectCmd(g, stdout),
 		newMCPCmd(g, stdout),
 		newStartCmd(g, stdout),
 		newRunsCmd(stdout),

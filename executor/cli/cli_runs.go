@@ -194,6 +194,13 @@ func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 		if at == "" {
 			at = "-"
 		}
+		switch r.Awaiting {
+		case "":
+		case "plan":
+			at += " (the plan awaits approval)"
+		default:
+			at += " (awaiting approval)"
+		}
 		if t, err := time.Parse(time.RFC3339, r.Updated); err == nil {
 			updated = t.Local().Format("2006-01-02 15:04:05")
 		}

@@ -497,7 +497,7 @@ func stepCells(s engine.StepReport, now time.Time) [7]string {
 		}
 	}
 	status := s.Status
-	if status == planspec.StatusInProgress || s.Phase == planspec.PhaseBlocked || s.Phase == planspec.PhaseWaiting {
+	if status == planspec.StatusInProgress || s.Phase == planspec.PhaseBlocked || s.Phase == planspec.PhaseWaiting || s.Phase == planspec.PhaseAwaitingApproval {
 		status = s.Phase // never "in progress" before the worker said so
 	}
 	if s.Skipped {

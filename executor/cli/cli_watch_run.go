@@ -157,9 +157,18 @@ func serveWatch(ctx context.Context, rt *engine.Runtime, sc *engine.Sidecar, ln 
 	if err := page.WatchFeed(ctx); err != nil {
 		log.Warn("the live page will not see new notifications at once", "err", err)
 	}
-	h := web.New(page, web.Options{})
+	h := web.New(page, pageOptions(page, token))
 	mcpOpt := mcp.Options{Runtime: rt, Engine: mcp.SidecarEngine(sc), PlansDir: filepath.Join(rt.WS.Dir, "plans"), Version: version, Logger: log, Allow: rt.Allow,
-		Authenticated: listener.Authenticated}
+		Authenticated: listener.Authenticated, TokenGuarded: token != ""}
 	return serveHealth(ctx, healthServer{Listener: ln, Sidecar: sc, Registry: reg, Page: h, MCP: mcp.Handler(mcpOpt),
 		Bound: engine.DefaultHealthBound, Token: token, LogErr: log.Error, Log: log})
+}
+
+// pageOptions are the live page's: behind the listener's token (and only
+// there) its buttons answer a gate.
+func pageOptions(page *web.Workspace, token string) web.Options {
+	if token == "" {
+		return web.Options{}
+	}
+	return web.Options{Gates: page, CSRF: listener.CSRFToken(token)}
 }

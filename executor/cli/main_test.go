@@ -103,6 +103,8 @@ func TestScripts(t *testing.T) {
 //	report:STATUS   run stepseq report STATUS with every field; a refusal is printed
 //	blocked-before:N  while STEPSEQ_TRY < N, report blocked (next: put a token in .env)
 //	                and exit 0 at once
+//	approve:STEP    run stepseq approve STEP, as an agent might to open its own gate;
+//	                the answer or the refusal is printed
 //	drop:STATUS     drop the seed's plain block in $STEPSEQ_REPORTS and wait for the
 //	                verdict: the file taken (accepted) or renamed .rejected
 //
@@ -166,6 +168,13 @@ func fakeAgent() {
 				if err != nil {
 					fmt.Printf("report %s refused: %s", status, out)
 				}
+			}
+		case "approve":
+			out, err := exec.Command("stepseq", "approve", val).CombinedOutput()
+			if err != nil {
+				fmt.Printf("approve refused: %s", out)
+			} else {
+				fmt.Printf("approve: %s", out)
 			}
 		case "drop":
 			fmt.Println(dropReport(val, try))

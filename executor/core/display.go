@@ -24,6 +24,9 @@ const (
 // said so: a dispatched step shows "dispatching", or "running" when the plan
 // takes no reports.
 func DisplayPhase(st *planspec.State, id string) string {
+	if g, ok := WaitingGate(st); ok && g.Plan && g.Step == id {
+		return planspec.PhaseAwaitingApproval // the plan's gate holds it
+	}
 	run := st.StepRuns[id]
 	if run == nil {
 		return planspec.PhasePlanned

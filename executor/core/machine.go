@@ -299,6 +299,9 @@ type MachineConfig struct {
 	// PlanSettle is how long a plan file that does not parse must have been
 	// still before it is judged (0: DefaultPlanSettle).
 	PlanSettle time.Duration
+	// Run is the run's name, "" for the workspace's own: the command that
+	// answers a gate names it.
+	Run string
 }
 
 // Default report timers.
@@ -341,9 +344,13 @@ type Machine struct {
 	inherited bool            // waiting for an agent a previous stepseq left
 	delayAt   time.Time
 	limitAt   time.Time // a step waits out a usage limit until then
-	force     bool      // RunCurrent: the runner's step is due
-	forced    string
-	stopping  bool
+	// approvalAt is when the gate waited on times out; tellAfterWrite are
+	// the gates' requests, told once the write that records them is done.
+	approvalAt     time.Time
+	tellAfterWrite []Effect
+	force          bool // RunCurrent: the runner's step is due
+	forced         string
+	stopping       bool
 
 	triggers  []Trigger
 	changed   []string       // paths that start the next run
@@ -627,6 +634,7 @@ func (m *Machine) written(err error) {
 	}
 	m.writeErr, m.writeTries, m.writeAt = nil, 0, time.Time{}
 	m.journal(Entry{Event: "write", Reason: m.reason, Detail: map[string]any{"status": m.st.Status, "cursor": m.st.CurrentStep}})
+	m.tellAsked()
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
 		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume})
@@ -789,6 +797,7 @@ func (m *Machine) nextTimer() time.Time {
 	}
 	add(m.delayAt)
 	add(m.limitAt)
+	add(m.approvalAt)
 	add(m.triggersDue())
 	add(m.intake.planAt)
 	add(m.badAt)
@@ -858,5 +867,5 @@ func (m *Machine) triggersIn(ts []Trigger) {
 			m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
 		}
 	}
-	m.triggers = append(m.triggers, ts...)
+	m.triggers = append(m.triggers, m.takeAnswers(ts)...)
 }

@@ -84,12 +84,14 @@ func (m *Machine) planApplied(in PlanApplied) {
 	m.markDirty("plan applied: " + in.Source)
 }
 
-// dropUnlaunched forgets a try marked in memory whose launch waited for a write:
-// the file now says something else, and the core decides again from it.
+// dropUnlaunched forgets a try marked in memory whose launch waited for a write,
+// and the gates' requests that waited for one: the file now says something
+// else, and the core decides again from it.
 func (m *Machine) dropUnlaunched() {
 	if m.run != nil && !m.run.launched {
 		m.run = nil
 	}
+	m.tellAfterWrite = nil
 }
 
 // adopt makes st the state and compiles its conditions. A state whose expressions
@@ -227,6 +229,7 @@ func (m *Machine) applyTriggers() {
 	}
 	b := CoalesceTriggers(m.st, m.triggers)
 	m.triggers = nil
+	m.answers(b.Answers)
 	for _, t := range b.Retries {
 		m.retry(t.Step, t.From)
 	}
@@ -275,6 +278,7 @@ func (m *Machine) retry(id, from string) {
 func (m *Machine) advance() {
 	m.dropPastDelay()
 	m.limitAt = time.Time{} // the decision below sets it again while the wait holds
+	m.approvalAt = time.Time{}
 	if !m.canDecide() {
 		return
 	}
@@ -371,6 +375,8 @@ func (m *Machine) act(d Decision) {
 		m.emit(WaitInherited{Step: d.Step})
 	case Blocked:
 		m.blocked(d)
+	case AwaitingApproval:
+		m.ask(d)
 	case Idle:
 		if !m.planDone {
 			m.planDone = true

@@ -32,10 +32,11 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	st.StepQueue = queue
 	st.StepDelayMinutes = fresh.StepDelayMinutes
 	// A run that arrived through a face stays the face's through an edit: the
-	// face still drives it and sees which step runs next.
-	source, params, loops, face := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face
+	// face still drives it and sees which step runs next. Its gate stays where
+	// the person's yes stands.
+	source, params, loops, face, gate := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate
 	st.Settings = fresh.Settings
-	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face = source, params, loops, face
+	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate = source, params, loops, face, gate
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
 	}

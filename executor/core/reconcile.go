@@ -28,9 +28,13 @@ const (
 	// LimitWaiting: every agent of the step's try was out of quota; the same try
 	// runs again at Decision.At, when the limit resets.
 	LimitWaiting
+	// AwaitingApproval: the step (or, with Decision.PlanGate, the plan) waits
+	// for a person's yes before it starts; Decision.At is when the wait times
+	// out, zero when it never does.
+	AwaitingApproval
 )
 
-var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting"}
+var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting", "awaiting_approval"}
 
 func (a Action) String() string { return actionNames[a] }
 
@@ -48,6 +52,8 @@ type Decision struct {
 	// stopped. No process of it ran here, so nothing was interrupted: the same
 	// try is offered again, with the same prompt and token, and no try is spent.
 	Reoffer bool
+	// PlanGate: an AwaitingApproval of the plan's gate, held at Step.
+	PlanGate bool
 }
 
 // Facts are what the world says during a pass: the time, whether an earlier agent
@@ -124,7 +130,7 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			changed = true
 			continue
 		}
-		if d, held := heldBack(id, spec, run, f); held {
+		if d, held := heldBack(st, id, spec, run, f); held {
 			return d, changed
 		}
 		d, started, ch := startTry(st, id, spec, run, f, interrupted, reoffer)
@@ -230,8 +236,9 @@ func skipByCondition(id string, run *planspec.StepRun, f Facts) bool {
 }
 
 // heldBack says whether the step may not start yet: its when is false (or
-// fails), or its agents are out of quota until a time still to come.
-func heldBack(id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts) (Decision, bool) {
+// fails), its agents are out of quota until a time still to come, or a gate
+// waits for a person's yes.
+func heldBack(st *planspec.State, id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts) (Decision, bool) {
 	if ok, err := cond(f, id, "when"); err != nil || !ok {
 		reason := fmt.Sprintf("waiting for when: %s", spec.When)
 		if err != nil {
@@ -242,7 +249,7 @@ func heldBack(id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts
 	if at, ok := limitUntil(run); ok && f.Now.Before(at) {
 		return Decision{Action: LimitWaiting, Step: id, At: at, Reason: "usage limit: " + run.Agent.Limit.Error}, true
 	}
-	return Decision{}, false
+	return approvalGate(st, id, spec, run)
 }
 
 func cond(f Facts, id, kind string) (bool, error) {
@@ -476,6 +483,9 @@ func runnerDecision(st *planspec.State, now time.Time, render func(string) (*pla
 	}
 	id := st.StepQueue[st.CurrentStep]
 	run := st.Run(id)
+	if d, waits := approvalGate(st, id, st.Steps[id], run); waits {
+		return d, true, false
+	}
 	if at, ok := readyAt(st, id); ok && now.Before(at) {
 		return Decision{Action: Delayed, Step: id, At: at, Reason: "runner: stepDelayMinutes"}, true, false
 	}

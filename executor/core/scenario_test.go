@@ -46,6 +46,8 @@ import (
 //	tick                         the clock moves to the timer asked for, which fires
 //	timer                        the timer fires now
 //	trigger STEP... [retry] [from=F]   triggers queued
+//	approve|reject [STEP] [by=U] [face=F]   a person's answer to the gate that waits, or to STEP's
+//	                             (as the faces resolve it); the input is its note
 //	edit                         the plan file edited: the input is its YAML
 //	apply                        a plan taken in from plans/q.yaml: the input is its YAML
 //	triggers-queued [mtime=T] [now]   the trigger folder changed (modified at T); now: drain at once
@@ -431,6 +433,8 @@ var scenarioInputs = map[string]func(s *scenario, t *testing.T, d *datadriven.Te
 		}
 		return TriggersIn{Triggers: ts}
 	},
+	"approve": (*scenario).answer,
+	"reject":  (*scenario).answer,
 	"apply": func(_ *scenario, t *testing.T, d *datadriven.TestData) Input {
 		p, err := plan.ParsePlan(strings.NewReader(d.Input), "plans/q.yaml")
 		if err != nil {
@@ -457,6 +461,23 @@ var scenarioInputs = map[string]func(s *scenario, t *testing.T, d *datadriven.Te
 	},
 	"shutdown":       func(*scenario, *testing.T, *datadriven.TestData) Input { return Shutdown{} },
 	"inherited-gone": func(*scenario, *testing.T, *datadriven.TestData) Input { return InheritedGone{} },
+}
+
+// answer is a person's answer, to the gate ResolveGate finds as every face
+// asks it; an answer the faces would refuse is fed all the same, for the
+// machine's own check.
+func (s *scenario) answer(t *testing.T, d *datadriven.TestData) Input {
+	step := ""
+	if ps := slices.DeleteFunc(paths(d), func(p string) bool { return p == "verbose" }); len(ps) > 0 {
+		step = ps[0]
+	}
+	g, err := ResolveGate(s.m.State(), step)
+	if err != nil {
+		g = GateRef{Step: step}
+	}
+	a := &Answer{Approve: d.Cmd == "approve", Plan: g.Plan, By: argOr(d, "by", "alice"), Face: argOr(d, "face", "cli"),
+		Note: strings.TrimSpace(d.Input)}
+	return TriggersIn{Triggers: []Trigger{{Step: g.Step, From: a.Face, At: planspec.FormatISO(s.now), Answer: a}}}
 }
 
 func (s *scenario) exit(t *testing.T, d *datadriven.TestData) Input {

@@ -18,6 +18,8 @@ type Trigger struct {
 	// Retry asks for a new try of a blocked or failed step (`stepseq retry`),
 	// where Step alone re-runs a step and the ones after it.
 	Retry bool `json:"retry,omitempty"`
+	// Answer, when set, is a person's answer to the gate Step names.
+	Answer *Answer `json:"answer,omitempty"`
 }
 
 // ErrNoStep is matched by a command that names a step the plan does not have.
@@ -39,6 +41,10 @@ func NoStep(st *planspec.State, id string) error {
 // CheckTrigger makes every check that a trigger or a retry of a step needs
 // against st, without changing it: every face asks it before it queues one.
 func CheckTrigger(st *planspec.State, t Trigger) error {
+	if t.Answer != nil {
+		_, err := CheckAnswer(st, GateRef{Step: t.Step, Plan: t.Answer.Plan}, *t.Answer)
+		return err
+	}
 	if !t.Retry {
 		if st == nil || !slices.Contains(st.StepQueue, t.Step) {
 			return NoStep(st, t.Step)
@@ -86,6 +92,7 @@ func Rerun(st *planspec.State, id string) error {
 		run.Phase = planspec.PhasePlanned
 		run.Reports = nil
 		run.Result = nil
+		run.Gate = nil
 		clearBlocker(st, later)
 	}
 	st.CurrentStep = min(st.CurrentStep, at)
@@ -97,6 +104,7 @@ func Rerun(st *planspec.State, id string) error {
 // TriggerBurst is what a batch of queued triggers asks for, coalesced: the
 // retries in order, and one re-run from the earliest step any trigger names.
 type TriggerBurst struct {
+	Answers []Trigger // answers to gates, in order
 	Retries []Trigger
 	Rerun   string   // "" when no trigger asks for a re-run
 	Count   int      // the re-run triggers it stands for
@@ -112,6 +120,8 @@ func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
 	earliest := -1
 	for _, t := range ts {
 		switch at := slices.Index(st.StepQueue, t.Step); {
+		case t.Answer != nil:
+			b.Answers = append(b.Answers, t)
 		case t.Step == "":
 		case t.Retry:
 			b.Retries = append(b.Retries, t)
@@ -141,6 +151,9 @@ func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
 func Retry(st *planspec.State, id string, limit int) error {
 	if err := checkRetry(st, id); err != nil {
 		return err
+	}
+	if reopenGate(st, id) {
+		return nil
 	}
 	if g, l := unconverged(st, id); l != nil {
 		clearBlocker(st, g.ID)

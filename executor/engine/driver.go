@@ -146,6 +146,7 @@ func newDriver(ctx context.Context, rt *Runtime, sf *store.StateFile, lock *stor
 	d.timer = time.NewTimer(time.Hour)
 	d.timer.Stop()
 	cfg.Probe = d
+	cfg.Run = rt.WS.Run
 	d.m = core.NewMachine(cfg)
 	return d
 }

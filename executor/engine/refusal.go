@@ -31,7 +31,8 @@ const (
 	// InvalidResult: a done report whose result fails the step's result schema.
 	InvalidResult Code = "invalid_result"
 	// NotAllowed: an agent this source may not name, a retry of a step that is
-	// neither blocked nor failed, or a report the step's phase does not take now.
+	// neither blocked nor failed, a report the step's phase does not take now,
+	// or an answer to a gate that does not wait or that a launched agent gives.
 	NotAllowed Code = "not_allowed"
 	// Busy: the workspace cannot answer now (its sidecar stops, gives no verdict
 	// in time, or fails to read or write), or the name asked for is in use (a
@@ -99,8 +100,10 @@ func codeOf(err error) Code {
 	switch {
 	case errors.Is(err, ErrStaleToken):
 		return Stale
-	case errors.Is(err, ErrNotAllowed), errors.Is(err, ErrNotRetryable):
+	case errors.Is(err, ErrNotAllowed), errors.Is(err, ErrNotRetryable), errors.Is(err, ErrNotWaiting), errors.Is(err, ErrLaunchedAgent):
 		return NotAllowed
+	case errors.Is(err, ErrNoNote):
+		return InvalidParams
 	case errors.Is(err, ErrNoStep), errors.Is(err, store.ErrNoRun):
 		return NotFound
 	case errors.Is(err, store.ErrRunClosed):

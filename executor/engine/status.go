@@ -132,8 +132,8 @@ type TryLogPath struct {
 // the state, in words.
 type Waiting struct {
 	// Action is the decision's name as the journal writes it: idle (DONE, or no
-	// plan yet), launch, gated, delayed, blocked, running or waiting (a usage
-	// limit); "invalid" when a condition the core
+	// plan yet), launch, gated, delayed, blocked, running, waiting (a usage
+	// limit) or awaiting_approval (a gate waits for a person's yes); "invalid" when a condition the core
 	// evaluates or one of the step it stops at does not compile, or an `on` glob
 	// leaves the workspace; "cannot-launch" when the step is due but its agent
 	// cannot start (LaunchError says why).
@@ -272,6 +272,8 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	switch d.Action {
 	case core.Idle:
 		w.Reason = "plan DONE"
+	case core.AwaitingApproval:
+		w.Reason, w.At = gateReason(rt.WS.Run, d, now)
 	case core.LimitWaiting:
 		run := clone.Run(d.Step)
 		w.Reason = fmt.Sprintf("waiting for a usage limit to reset until %s, then try %d runs again: %s", ClockTime(d.At, now), run.Tries+1, run.Agent.Limit.Error)

@@ -291,3 +291,16 @@ func originAllowed(w http.ResponseWriter, r *http.Request) bool {
 	http.Error(w, fmt.Sprintf("forbidden: Origin %q is not this server's own", origin), http.StatusForbidden)
 	return false
 }
+
+// CSRFToken is the token the live page's buttons send with an answer to a
+// gate, made from the listener's token ("" without one: the page answers
+// nothing). The page embeds it; a page on another site cannot read it, and
+// an agent given no token cannot make it.
+func CSRFToken(token string) string {
+	if token == "" {
+		return ""
+	}
+	mac := hmac.New(sha256.New, []byte(token))
+	_, _ = io.WriteString(mac, "stepseq page csrf")
+	return hex.EncodeToString(mac.Sum(nil))
+}

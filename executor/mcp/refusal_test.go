@@ -115,6 +115,8 @@ func TestTools_RefusalCodes(t *testing.T) {
 		{"retry", map[string]any{"step": "nope"}, NotFound, `no step "nope"`},
 		{"trigger", map[string]any{}, InvalidParams, "arguments.step: missing (the step id)"},
 		{"trigger", map[string]any{"step": "nope"}, NotFound, `no step "nope"`},
+		{"approve", map[string]any{"step": "fetch"}, NotAllowed, "a worker's session may not answer a gate"},
+		{"reject", map[string]any{"note": 1}, InvalidParams, "arguments.note: the number 1; want a string"},
 	}
 	tried := map[string]bool{}
 	for _, tc := range cases {

@@ -52,6 +52,10 @@ type Options struct {
 	MaxSessions          int
 	MaxSessionsPerClient int
 	SessionYield         time.Duration
+	// TokenGuarded says the HTTP face is behind the listener's token: a
+	// session over it holds the token and, unless it pulled a try, may
+	// answer a gate. Without a token no HTTP session may.
+	TokenGuarded bool
 	// Authenticated says whether a request presented the listener's token
 	// (listener.Authenticated); nil: none does. Sessions opened with it are
 	// bounded apart from those opened without, so that no client without the
@@ -94,6 +98,8 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "step_report", Description: "Report on the step step_current gave: status accepted, milestone, blocked or done, with summary, evidence, risk (none|low|medium|high — reason) and next. Accepted, or refused (an error) with its code and every reason."}, t.stepReport)
 	addTool(s, &sdk.Tool{Name: "retry", Description: "A new try of a blocked or failed step."}, t.retry)
 	addTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
+	addTool(s, &sdk.Tool{Name: "approve", Description: "A person's yes to the gate that waits (a plan with approval: required, a step with approve: true): the step starts. Only from an operator's session: never a worker's that pulled a try, and over HTTP only with the listener's token."}, t.approve)
+	addTool(s, &sdk.Tool{Name: "reject", Description: "A person's no to the gate that waits: the step is blocked with the note (required) as its blocker; retry asks again. Only from an operator's session, as approve."}, t.reject)
 	addTool(s, &sdk.Tool{Name: "run_start", Description: "Start a run: a plan of plans/ (by name) or given as YAML, with its params, beside the workspace's other runs; answers the run (its name, state file, status, params, progress)."}, t.runStart)
 	addTool(s, &sdk.Tool{Name: "run_list", Description: "The workspace's runs: active, blocked, done, closed and invalid ones, with their params and progress."}, t.runList)
 	addTool(s, &sdk.Tool{Name: "run_close", Description: "Close a run: its agent is stopped as SIGTERM stops it, and its state is archived."}, t.runClose)
@@ -143,6 +149,8 @@ type tools struct {
 
 	runsMu sync.Mutex
 	runs   map[string]Engine // run name → its files engine (runOf)
+
+	pulled workers // the sessions that took a try: no answer to a gate from them
 }
 
 // PlanInput is a plan to check.
@@ -718,6 +726,7 @@ func (t *tools) live(client string) bool {
 }
 
 func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, CurrentOutput, error) {
+	t.pulled.mark(clientID(req), t.live) // a worker's session from now on: it answers no gate
 	v, err := t.runOf(in.Run)
 	if err != nil {
 		return nil, CurrentOutput{}, err

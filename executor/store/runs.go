@@ -153,6 +153,9 @@ type RunInfo struct {
 	Current  string   `json:"current,omitempty"`
 	Blockers []string `json:"blockers,omitempty"`
 	Error    string   `json:"error,omitempty"` // RunInvalid: why the file cannot be read
+	// Awaiting is the gate the run waits on for a person's yes: "plan", or
+	// the step whose gate it is; absent when none waits.
+	Awaiting string `json:"awaiting,omitempty"`
 	// Updated is when the state file was last written (for a closed run: when
 	// it was closed), RFC 3339 in UTC.
 	Updated string `json:"updated"`
@@ -200,6 +203,7 @@ func ReadRunInfo(ws Workspace, name, path string, closed bool) RunInfo {
 	}
 	if st.Status != planspec.StatusDone && st.CurrentStep >= 0 && st.CurrentStep < len(st.StepQueue) {
 		info.Current = st.StepQueue[st.CurrentStep]
+		info.Awaiting = awaiting(st, info.Current)
 	}
 	return info
 }

@@ -24,12 +24,41 @@
     }
   }, 1000);
   const show = (state, text) => { conn.className = state; conn.textContent = text; };
+  // A gate's buttons: the answer goes to the page's own origin with the
+  // CSRF token it was served with; the note typed survives the updates.
+  const csrf = document.querySelector('meta[name="stepseq-csrf"]')?.content;
+  const said = document.getElementById("answer-said");
+  let note = "";
+  live.addEventListener("input", (e) => { if (e.target.matches("[data-note]")) note = e.target.value; });
+  live.addEventListener("click", async (e) => {
+    const b = e.target.closest("button[data-answer]");
+    if (!b || !csrf) return;
+    b.disabled = true;
+    try {
+      const r = await fetch("answer", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "X-Stepseq-Csrf": csrf },
+        body: JSON.stringify({ step: b.closest("[data-gate]").getAttribute("data-gate"), approve: b.getAttribute("data-answer") === "approve", note }),
+      });
+      const v = await r.json();
+      said.textContent = v.message || v.code + ": " + v.error;
+      said.className = r.ok ? "ok" : "refused";
+      if (r.ok) note = "";
+    } catch (err) {
+      said.textContent = "not sent: " + err;
+      said.className = "refused";
+    } finally {
+      b.disabled = false;
+    }
+  });
   const es = new EventSource("events");
   es.addEventListener("open", () => show("live", "live"));
   es.addEventListener("error", () => show("down", es.readyState === EventSource.CLOSED ? "offline: reload to update" : "reconnecting…"));
   es.addEventListener("view", (e) => {
     const v = JSON.parse(e.data);
     live.innerHTML = v.html;
+    const n = live.querySelector("[data-note]");
+    if (n) n.value = note;
     document.title = v.title;
     since = performance.now();
     for (const d of live.querySelectorAll("details.log")) {

@@ -26,6 +26,10 @@ type page struct {
 	// NotesLeftOut counts the older notifications the page leaves out.
 	NotesLeftOut int
 	Runs         []runRow
+	Gate         *GateView
+	// Buttons: the page answers the gate itself (the listener has a token,
+	// and a CSRF token is set); otherwise it shows the commands.
+	Buttons bool
 }
 
 // runRow is a run beside the workspace's own, with its status's class.
@@ -80,13 +84,13 @@ type phaseKey struct{ Class, Label string }
 
 // knownPhases are the phases in the order a step goes through them, with the
 // CSS class that colours each.
-var knownPhases = []string{PhasePlanned, PhaseDispatching, PhaseInProgress, PhaseReviewing, PhaseDone, PhaseBlocked, PhaseWaiting}
+var knownPhases = []string{PhasePlanned, PhaseAwaitingApproval, PhaseDispatching, PhaseInProgress, PhaseReviewing, PhaseDone, PhaseBlocked, PhaseWaiting}
 
 func newPage(v View, now time.Time, logBytes int) page {
 	p := page{
 		Title: strings.Join(slices.DeleteFunc([]string{v.Status, v.Plan, "stepseq"}, func(s string) bool { return s == "" }), " · "),
 		Plan:  v.Plan, Status: v.Status, StatusClass: token(v.Status), Waiting: v.Waiting,
-		Blockers: v.Blockers, Params: v.Params, Summary: v.Summary,
+		Blockers: v.Blockers, Params: v.Params, Summary: v.Summary, Gate: v.Gate,
 	}
 	for _, r := range v.Runs {
 		p.Runs = append(p.Runs, runRow{RunView: r, Class: runClass(r.Status)})

@@ -29,6 +29,8 @@ const (
 	PhaseDone        = "done"
 	// PhaseWaiting: the step's agents are out of quota until a reset.
 	PhaseWaiting = "waiting"
+	// PhaseAwaitingApproval: the step waits for a person's yes before it starts.
+	PhaseAwaitingApproval = "awaiting_approval"
 )
 
 // View is one picture of a workspace: its plan, the plan's steps and the
@@ -58,6 +60,18 @@ type View struct {
 	Loops []LoopView
 	// Runs are the workspace's other runs, beside the one shown.
 	Runs []RunView
+	// Gate is the gate that waits for a person's yes; nil when none does.
+	Gate *GateView
+}
+
+// GateView is a gate awaiting a person's yes: what it asks and the commands
+// that answer it. The page's buttons answer it through [Gates].
+type GateView struct {
+	Step     string // the step whose gate it is, or which the plan's holds
+	Plan     bool   // the plan's gate
+	Question string // what is asked
+	Approve  string // the command that says yes
+	Reject   string // the command that says no
 }
 
 // RunView is one run beside the workspace's own: state.NAME.json.
@@ -68,6 +82,9 @@ type RunView struct {
 	Steps      int
 	Current    string // the step at the cursor
 	Error      string // why its state file cannot be read
+	// Awaiting is the gate the run waits on for a person's yes: "plan", or
+	// the step whose gate it is; "" when none waits.
+	Awaiting string
 }
 
 // LoopView is a repeat group: its steps, in order, and a label saying where

@@ -41,6 +41,12 @@ type Options struct {
 	// WriteTimeout closes a stream whose client does not take an update in
 	// that time.
 	WriteTimeout time.Duration
+	// Gates answers a gate from the page's buttons (POST /answer), and CSRF
+	// is the token each answer must carry, served in the page. Set both only
+	// behind the listener's token: without them the page shows the commands
+	// that answer instead of buttons.
+	Gates Gates
+	CSRF  string
 }
 
 func (o Options) withDefaults() Options {
@@ -90,6 +96,7 @@ var (
 type pageData struct {
 	Page   page
 	Script template.JS
+	CSRF   string // the page's CSRF token for its buttons; "" without
 }
 
 // Handler serves the page at / and its event stream at /events, relative to
@@ -109,7 +116,8 @@ type Handler struct {
 }
 
 // New serves src's views. Mount it at / (or under a prefix, with
-// http.StripPrefix); it answers 404 for paths other than / and /events.
+// http.StripPrefix); it answers 404 for paths other than /, /events and
+// /answer (the buttons of a gate).
 // Close it before shutting the server down: event streams never end by
 // themselves.
 func New(src Source, opt Options) *Handler {
@@ -138,6 +146,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.servePage(w, r)
+	case "/answer":
+		h.serveAnswer(w, r)
 	case "/events":
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", "GET")
@@ -153,7 +163,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	buf.Grow(64 << 10)
-	data := pageData{Page: newPage(h.src.View(), time.Now(), h.opt.LogTailBytes), Script: template.JS(liveJS)}
+	data := pageData{Page: h.page(h.src.View()), Script: template.JS(liveJS)}
+	if data.Page.Buttons {
+		data.CSRF = h.opt.CSRF
+	}
 	if err := tmpl().ExecuteTemplate(&buf, "page", data); err != nil {
 		http.Error(w, "render the page: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -170,9 +183,16 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
+// page is what the template renders of v.
+func (h *Handler) page(v View) page {
+	p := newPage(v, time.Now(), h.opt.LogTailBytes)
+	p.Buttons = h.opt.Gates != nil && h.opt.CSRF != ""
+	return p
+}
+
 // fragment renders the part of the page that updates, for the event stream.
 func (h *Handler) fragment(v View) (html, title string, running bool, err error) {
-	p := newPage(v, time.Now(), h.opt.LogTailBytes)
+	p := h.page(v)
 	var buf bytes.Buffer
 	buf.Grow(32<<10 + len(p.Steps)*(1<<10+h.opt.LogTailBytes))
 	if err := tmpl().ExecuteTemplate(&buf, "live", pageData{Page: p}); err != nil {

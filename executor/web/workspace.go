@@ -95,6 +95,7 @@ func (w *Workspace) View() View {
 		v.Waiting = err.Error()
 	}
 	v.Reports = st.Settings.Reports != ""
+	v.Gate = w.gate(st)
 	// The logs' tails are read through the workspace, one root for the view.
 	root, err := os.OpenRoot(w.rt.WS.Dir)
 	if err == nil {
@@ -179,7 +180,7 @@ func otherRuns(ws store.Workspace) []RunView {
 	var out []RunView
 	for _, r := range runs {
 		if r.Name != store.MainRun {
-			out = append(out, RunView{Name: r.Name, Plan: r.Plan, Status: r.Status, Done: r.Done, Steps: r.Steps, Current: r.Current, Error: r.Error})
+			out = append(out, RunView{Name: r.Name, Plan: r.Plan, Status: r.Status, Done: r.Done, Steps: r.Steps, Current: r.Current, Error: r.Error, Awaiting: r.Awaiting})
 		}
 	}
 	return out
@@ -221,3 +222,30 @@ func fields(m map[string]any) []Field {
 
 // fieldRunes bounds what the page shows of one param or summary value.
 const fieldRunes = 200
+
+// gate is the gate st waits on, as the page shows it; nil when none waits.
+func (w *Workspace) gate(st *planspec.State) *GateView {
+	g, ok := core.WaitingGate(st)
+	if !ok {
+		return nil
+	}
+	run := w.rt.WS.Run
+	return &GateView{Step: g.Step, Plan: g.Plan, Question: core.GateQuestion(st, g),
+		Approve: core.AnswerCommand(run, g, true), Reject: core.AnswerCommand(run, g, false)}
+}
+
+// Answer answers a gate of the workspace's run from the page (Gates): the
+// engine's Approve or Reject, through a runtime of the call's own.
+func (w *Workspace) Answer(a engine.GateAnswer, approve bool) (engine.Answered, error) {
+	rt, err := engine.NewRuntime(w.rt.WS.State, w.rt.Logger)
+	if err != nil {
+		return engine.Answered{}, err
+	}
+	defer rt.Close()
+	rt.Getenv = w.rt.Getenv
+	cmds := engine.Commands{WS: rt.WS, RT: rt}
+	if approve {
+		return cmds.Approve(context.Background(), a)
+	}
+	return cmds.Reject(context.Background(), a)
+}

@@ -17,6 +17,7 @@ func (p *Plan) Mermaid() string { return p.MermaidPhases(nil) }
 // phaseStyles colour a step's box by its phase.
 var phaseStyles = []struct{ phase, style string }{
 	{planspec.PhasePlanned, "fill:#eeeeee,stroke:#888888"},
+	{planspec.PhaseAwaitingApproval, "fill:#ccfbf1,stroke:#0d9488"},
 	{planspec.PhaseDispatching, "fill:#fff3cd,stroke:#b58900"},
 	{"running", "fill:#d6e9ff,stroke:#1f6feb"},
 	{planspec.PhaseInProgress, "fill:#d6e9ff,stroke:#1f6feb"},
@@ -129,7 +130,7 @@ func mermaidStepLabel(s PlanStep) string {
 	return strings.Join(label, "\n")
 }
 
-// mermaidGates labels the edge into a step with its gates (when, skip); "" when
+// mermaidGates labels the edge into a step with its gates (when, skip, approve); "" when
 // it has none.
 func mermaidGates(s PlanStep) string {
 	var gates []string
@@ -138,6 +139,9 @@ func mermaidGates(s PlanStep) string {
 	}
 	if s.Spec.Skip != "" {
 		gates = append(gates, "skip if: "+strings.TrimSpace(s.Spec.Skip))
+	}
+	if s.Spec.Approve != nil {
+		gates = append(gates, "a person's yes")
 	}
 	return strings.Join(gates, "\n")
 }

@@ -3,6 +3,8 @@ package plan
 import (
 	"strings"
 	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 func TestMermaidText(t *testing.T) {
@@ -42,5 +44,25 @@ steps:
 `
 	if got := p.Mermaid(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestPlan_MermaidApproval: a step's gate labels the edge into it, and a step
+// awaiting approval has its colour.
+func TestPlan_MermaidApproval(t *testing.T) {
+	p, err := ParsePlan(strings.NewReader("steps:\n  - {id: a, title: A, instruction: x}\n  - {id: b, title: B, instruction: y, approve: true}\n"), "g.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.MermaidPhases(func(id string) string {
+		if id == "b" {
+			return planspec.PhaseAwaitingApproval
+		}
+		return planspec.PhaseDone
+	})
+	for _, want := range []string{`s1 -->|"a person's yes"| s2`, "classDef awaitingapproval fill:#ccfbf1,stroke:#0d9488", "class s2 awaitingapproval"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the graph lacks %q:\n%s", want, got)
+		}
 	}
 }

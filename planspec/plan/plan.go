@@ -135,6 +135,10 @@ func (p *Plan) State(source, hash string) *planspec.State {
 			b := *spec.Resume
 			spec.Resume = &b
 		}
+		if spec.Approve != nil {
+			a := *spec.Approve
+			spec.Approve = &a
+		}
 		st.Steps[s.ID] = &spec
 		st.StepQueue = append(st.StepQueue, s.ID)
 	}

@@ -78,6 +78,8 @@ func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
 		p.Resume, _ = d.boolean(v, key)
 	case "notify":
 		p.Notify = d.notify(v, key)
+	case "approval":
+		p.Approval = d.approval(v, key, planspec.ApprovalRequired)
 	default:
 		return false
 	}
@@ -247,6 +249,8 @@ func (d *planDecoder) stepRun(sp *planspec.StepSpec, key string, v *yaml.Node, f
 		if b, ok := d.boolean(v, f); ok {
 			sp.Resume = &b
 		}
+	case "approve":
+		sp.Approve = d.approval(v, f, "true")
 	default:
 		return false
 	}

@@ -31,6 +31,18 @@ type jsonSchema struct {
 
 func ptr[T any](v T) *T { return &v }
 
+// approvalSchema is a gate's setting: its word, or {timeout, onTimeout}.
+func approvalSchema(word *jsonSchema, description string) *jsonSchema {
+	return &jsonSchema{Description: description, AnyOf: []*jsonSchema{word, {
+		Type: "object", AdditionalProperties: ptr(false),
+		Properties: map[string]*jsonSchema{
+			"timeout": {Type: "string", Pattern: planspec.DurationPattern, Description: "How long the gate waits for an answer.", Examples: []any{"2h"}},
+			"onTimeout": {Type: "string", Enum: planspec.Texts(planspec.OnTimeoutWords),
+				Description: "What an unanswered gate becomes at its timeout: reject (the default) or approve."},
+		},
+	}}}
+}
+
 // group is the schema of a repeat group, whose entries are steps.
 func group(step *jsonSchema) *jsonSchema {
 	return &jsonSchema{
@@ -181,6 +193,10 @@ func Schema() []byte {
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
 	step.Properties["exit"] = condition("Checked once the step is verified: when true, leaves the loop the step is in (the rest of the round is skipped); outside a loop, ends the plan DONE. result is the step's own result.")
 	step.Properties["abort"] = condition("Checked once the step is verified: when true, blocks the plan with this reason. result is the step's own result.")
+	step.Properties["approve"] = approvalSchema(&jsonSchema{Type: "boolean"},
+		"true: before its first try the step waits for a person's yes (stepseq approve, MCP approve, the page's button); a reject blocks it with the note. {timeout, onTimeout} bounds the wait.")
+	plan.Properties["approval"] = approvalSchema(&jsonSchema{Type: "string", Enum: []string{planspec.ApprovalRequired}},
+		"required: the plan waits for a person's yes before its first step (propose, then confirm). {timeout, onTimeout} bounds the wait.")
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",
 		Items: &jsonSchema{Type: "object", AdditionalProperties: ptr(false), Description: "A sink: {command: [argv]} gets the report as JSON on stdin; {webhook: URL} gets it POSTed.",

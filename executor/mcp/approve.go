@@ -1,0 +1,113 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stepseq/stepseq/executor/engine"
+)
+
+// The answers to a gate over MCP: an operator's session may approve or
+// reject; a session that pulled a step's try (a worker's) may not, nor one
+// over HTTP without the listener's token, nor a stdio server that runs in
+// the environment of an agent stepseq launched.
+
+// AnswerInput is a person's answer to a gate.
+type AnswerInput struct {
+	Step string `json:"step,omitempty" jsonschema:"the step whose gate to answer; default the gate that waits (the plan's, or the step's at the cursor)"`
+	Run  string `json:"run,omitempty" jsonschema:"the run; default the workspace's own, state.json"`
+	Note string `json:"note,omitempty" jsonschema:"why; required to reject: it is the step's blocker"`
+	By   string `json:"by,omitempty" jsonschema:"who answers: the person who said yes or no; default the MCP client's name"`
+}
+
+// workers are the sessions that asked for a try to pull (step_current): a
+// worker's session may not answer a gate, its own or another.
+type workers struct{ sync.Map }
+
+// mark records client as a worker's session and forgets those that are gone.
+func (w *workers) mark(client string, live func(string) bool) {
+	w.Range(func(k, _ any) bool {
+		if !live(k.(string)) {
+			w.Delete(k)
+		}
+		return true
+	})
+	w.Store(client, true)
+}
+
+func (w *workers) has(client string) bool {
+	_, ok := w.Load(client)
+	return ok
+}
+
+func (t *tools) approve(ctx context.Context, req *sdk.CallToolRequest, in AnswerInput) (*sdk.CallToolResult, engine.Answered, error) {
+	return t.answer(ctx, req, in, true)
+}
+
+func (t *tools) reject(ctx context.Context, req *sdk.CallToolRequest, in AnswerInput) (*sdk.CallToolResult, engine.Answered, error) {
+	return t.answer(ctx, req, in, false)
+}
+
+// answer hands the answer to the engine's one method for it, as the
+// operator whose session this is.
+func (t *tools) answer(ctx context.Context, req *sdk.CallToolRequest, in AnswerInput, approve bool) (*sdk.CallToolResult, engine.Answered, error) {
+	if r := t.operator(req); r != nil {
+		return nil, engine.Answered{}, r
+	}
+	v, err := t.runOf(in.Run)
+	if err != nil {
+		return nil, engine.Answered{}, err
+	}
+	defer v.close()
+	// A runtime of the call's own: the workspace's is the loop's.
+	rt, err := engine.NewRuntime(v.rt.WS.State, t.opt.Logger)
+	if err != nil {
+		return nil, engine.Answered{}, err
+	}
+	defer rt.Close()
+	rt.Getenv = t.opt.Runtime.Getenv
+	a := engine.GateAnswer{Step: in.Step, Note: in.Note, By: in.By, Face: "mcp"}
+	if a.By == "" {
+		a.By = "mcp client " + clientName(req)
+	}
+	if !t.opt.Remote {
+		a.Env = t.opt.Runtime.Getenv // this server's environment is its client's
+	}
+	cmds := engine.Commands{WS: rt.WS, RT: rt}
+	answer := cmds.Approve
+	if !approve {
+		answer = cmds.Reject
+	}
+	got, err := answer(ctx, a)
+	return nil, got, err
+}
+
+// operator refuses a session that may not answer a gate: over HTTP without
+// the listener's token, or one that pulled a try.
+func (t *tools) operator(req *sdk.CallToolRequest) *Refusal {
+	if t.opt.Remote && !t.opt.TokenGuarded {
+		return refuse(NotAllowed, "answering a gate over HTTP needs the listener's token (watch --listen with --token-file or STEPSEQ_TOKEN): "+
+			"without it, any program that reaches the port could answer, an agent included; answer with stepseq approve or reject instead")
+	}
+	if client := clientID(req); client != "" && t.pulled.has(client) {
+		return refuse(NotAllowed, fmt.Sprintf("this session (%s) called step_current, as a worker pulling steps does: a worker's session may not answer a gate; "+
+			"a person answers from an operator's session, the live page or stepseq approve", client))
+	}
+	return nil
+}
+
+// clientName is the name the client gave at initialize, or its session.
+func clientName(req *sdk.CallToolRequest) string {
+	if req != nil && req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			return p.ClientInfo.Name
+		}
+	}
+	if c := clientID(req); c != "" {
+		return c
+	}
+	return "(stdio)"
+}
