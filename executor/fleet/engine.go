@@ -1,0 +1,163 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/stepseq/stepseq/executor"
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Every use of the engine is in this file: a run's workspace is driven by the
+// engine's sidecar, as stepseq watch drives one, and the fleet reads the
+// state the engine writes.
+
+// CheckRunName refuses a run name the engine would refuse: it names the
+// run's branch and its key in the bucket too.
+func CheckRunName(name string) error { return executor.ValidRunName(name) }
+
+// engine is one run's workspace under the engine.
+type engine struct {
+	rt    *executor.Runtime
+	state string // the workspace's state.json
+	// plansDir is an empty folder for the sidecar's plan intake: a run is the
+	// plan it was submitted with, never the plans its repository holds.
+	plansDir string
+}
+
+func openEngine(dir string, log *slog.Logger) (*engine, error) {
+	state := executor.RunStatePath(dir, "")
+	rt, err := executor.NewRuntime(state, log)
+	if err != nil {
+		return nil, err
+	}
+	plans := filepath.Join(dir, ".stepseq", "fleet", "plans")
+	if err := os.MkdirAll(plans, 0o755); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	return &engine{rt: rt, state: state, plansDir: plans}, nil
+}
+
+func (e *engine) close() { e.rt.Close() }
+
+// applyPlan starts the job's plan afresh in the workspace, with its params,
+// as stepseq apply --force does.
+func (e *engine) applyPlan(job Job) error {
+	file := job.File
+	if file == "" {
+		file = job.Run + ".yaml"
+	}
+	path := filepath.Join(filepath.Dir(e.plansDir), filepath.Base(file))
+	if err := os.WriteFile(path, job.Plan, 0o644); err != nil {
+		return fmt.Errorf("write the plan: %w", err)
+	}
+	pf := executor.ReadPlanFile(path, ".stepseq/fleet/"+filepath.Base(file))
+	if pf.Plan == nil {
+		return pf.Err
+	}
+	pf.Params = job.Params
+	_, _, err := e.rt.ApplyPlan(&executor.StateFile{Path: e.state}, pf, true)
+	return err
+}
+
+// restoreState puts the fleet's newest state of the run in place of what the
+// branch holds: a step the state says was running is judged by the engine as
+// an interrupted try, since no try of it runs here.
+func (e *engine) restoreState(data []byte) error {
+	if _, err := planspec.ParseStateBytes(data, "the fleet's state"); err != nil {
+		return err
+	}
+	return renameio.WriteFile(e.state, data, 0o644)
+}
+
+// retry gives step a new try, as stepseq retry does: at once when the
+// sidecar runs, else when it starts.
+func (e *engine) retry(step string) (string, error) { return executor.QueueRetry(e.rt, step) }
+
+// readState reads the workspace's state.json as it is.
+func (e *engine) readState() ([]byte, error) { return executor.ReadFile(e.state, executor.StateCap) }
+
+// errBlocked is a run held by a blocker: the engine's word for it.
+var errBlocked = executor.ErrPlanBlocked
+
+// run drives the workspace until its plan is done (nil), blocked (errBlocked),
+// cannot go on here (the engine's error), or ctx ends (nil). onChange is
+// called from the engine's loop after each state write: it must not block.
+func (e *engine) run(ctx context.Context, onChange func()) error {
+	sc, err := executor.NewSidecar(e.rt, executor.SidecarOptions{
+		PlansDir: e.plansDir, ExitWhenDone: true, OnChange: onChange,
+	})
+	if err != nil {
+		return err
+	}
+	return sc.Run(ctx)
+}
+
+// summary is what the fleet's view shows of a state.
+type summary struct {
+	status   string // the state's: IN_PROGRESS, DONE
+	step     string
+	phase    string
+	done     int
+	steps    int
+	blockers []string
+	spend    json.RawMessage
+	// verified are the DONE steps with the time of their last run: a change
+	// in it is a step verified since.
+	verified map[string]string
+}
+
+func summarize(data []byte) (summary, error) {
+	st, err := planspec.ParseStateBytes(data, "state.json")
+	if err != nil {
+		return summary{}, err
+	}
+	s := summary{status: st.Status, steps: len(st.StepQueue), blockers: st.Blockers, verified: map[string]string{}}
+	for id, r := range st.StepRuns {
+		if r != nil && r.Status == planspec.StatusDone {
+			s.done++
+			s.verified[id] = r.LastRunIso
+		}
+	}
+	if st.CurrentStep >= 0 && st.CurrentStep < len(st.StepQueue) {
+		s.step = st.StepQueue[st.CurrentStep]
+		s.phase = core.DisplayPhase(st, s.step)
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) == nil {
+		if sp, ok := top["spend"]; ok && !bytes.Equal(sp, []byte("null")) {
+			s.spend = sp
+		}
+	}
+	return s, nil
+}
+
+// checkPlan parses a plan and checks the params given against it, as stepseq
+// apply does before it writes anything; it returns the plan's name.
+func checkPlan(data []byte, file string, params map[string]any) (string, error) {
+	p, err := planspec.ParsePlan(bytes.NewReader(data), file)
+	if err != nil {
+		return "", err
+	}
+	if _, err := p.ResolveParams(params); err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	name := p.Name
+	if name == "" {
+		name = planspec.PlanName(file)
+	}
+	return name, nil
+}
+
+// isBlocked reports whether err is the engine's word for a blocked plan.
+func isBlocked(err error) bool { return errors.Is(err, errBlocked) }
