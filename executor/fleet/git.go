@@ -30,7 +30,14 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(errb.String())
+		// git's lines, on one: the reason goes into a record and a table.
+		var lines []string
+		for _, l := range strings.Split(errb.String(), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+		msg := strings.Join(lines, "; ")
 		if msg == "" {
 			msg = err.Error()
 		}

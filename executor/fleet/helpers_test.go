@@ -9,12 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // fakeAgentPath is testdata/fakeagent, built once by TestMain.
@@ -202,8 +205,11 @@ func planOf(name string, steps ...string) []byte {
 	for i, words := range steps {
 		id := fmt.Sprintf("s%d", i+1)
 		fmt.Fprintf(&b, "  - id: %s\n    title: step %s\n    instruction: %q\n", id, id, words)
-		if out, ok := strings.CutPrefix(strings.Fields(words + " x")[0], "write:"); ok {
-			fmt.Fprintf(&b, "    requiredOutputs: [%s]\n", out)
+		for _, w := range strings.Fields(words) {
+			if out, ok := strings.CutPrefix(w, "write:"); ok {
+				fmt.Fprintf(&b, "    requiredOutputs: [%s]\n", out)
+				break
+			}
 		}
 	}
 	return []byte(b.String())
@@ -278,4 +284,75 @@ func submit(t testing.TB, c *Conn, s Submission) Record {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// rawJetStream is a JetStream of the test's own, to make what the fleet finds.
+func rawJetStream(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// workerProcess runs stepseq worker as a process of its own; its log is the
+// test's once it has ended.
+func workerProcess(t *testing.T, url, name string, lease time.Duration) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(stepseqBinary(t), "worker", "--nats", url, "--workdir", t.TempDir(), "--lease", lease.String(), "--name", name)
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		t.Logf("worker %s:\n%s", name, log.String())
+	})
+	return cmd
+}
+
+// readPID reads the pid a fake agent wrote, once it has.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, time.Minute, "the agent's pid in "+path, func() bool {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err == nil && pid > 0
+	})
+	return pid
+}
+
+// gone reports whether the process pid has ended (or is a zombie no one reaps).
+func gone(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command's closing parenthesis.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+// lines counts the lines of path; 0 when it does not exist.
+func lines(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(data), "\n")
 }
