@@ -48,9 +48,22 @@ func Dial(ctx context.Context, url string, opt Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w (is nats-server running there, with -js?)", ErrUnreachable, url, err)
 	}
-	c := &Conn{NC: nc}
-	if err := c.open(ctx, opt, timeout); err != nil {
+	c, err := Open(ctx, nc, opt)
+	if err != nil {
 		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Open opens the fleet on a connection made by the caller (Dial makes one).
+func Open(ctx context.Context, nc *nats.Conn, opt Options) (*Conn, error) {
+	c := &Conn{NC: nc}
+	timeout := opt.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	if err := c.open(ctx, opt, timeout); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -233,6 +233,12 @@ func inProcessWorker(t testing.TB, url, name string, lease time.Duration, maxRun
 	if err != nil {
 		t.Fatal(err)
 	}
+	return workerOn(t, c, name, lease, maxRuns)
+}
+
+// workerOn runs a worker on the connection c, which it closes once stopped.
+func workerOn(t testing.TB, c *Conn, name string, lease time.Duration, maxRuns int) (stop func()) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	w, err := NewWorker(context.Background(), c, WorkerOptions{Workdir: t.TempDir(), MaxRuns: maxRuns, Lease: lease, Name: name, Logger: log})
 	if err != nil {

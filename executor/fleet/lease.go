@@ -111,8 +111,11 @@ func (l *lease) update(ctx context.Context, change func(*Record)) error {
 	wctx, cancel := context.WithTimeout(ctx, max(l.ttl/4, 100*time.Millisecond))
 	defer cancel()
 	rev, err := l.kv.Update(wctx, l.key, data, l.rev)
+	if isMismatch(err) && l.adopt(wctx) {
+		rev, err = l.kv.Update(wctx, l.key, data, l.rev)
+	}
 	switch {
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyExists):
+	case isMismatch(err):
 		return fmt.Errorf("%w: the run's record was written by another (revision %d is not the last)", ErrLeaseLost, l.rev)
 	case err != nil && l.expiring():
 		return fmt.Errorf("%w: no write for %s: %w", ErrLeaseLost, l.silent().Round(time.Millisecond), err)
@@ -122,4 +125,25 @@ func (l *lease) update(ctx context.Context, change func(*Record)) error {
 	l.rev, l.rec = rev, rec
 	l.renewed.Store(time.Now().UnixNano())
 	return nil
+}
+
+func isMismatch(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// adopt takes the record's last revision as this lease's own when the record
+// still names this holder and this attempt: a write whose answer was lost
+// (a timeout while the cluster chose a leader) may have been applied all
+// the same. Another worker taking the run counts another attempt.
+func (l *lease) adopt(ctx context.Context) bool {
+	entry, err := l.kv.Get(ctx, l.key)
+	if err != nil {
+		return false
+	}
+	cur, err := decodeRecord(entry.Value())
+	if err != nil || cur.Worker != l.rec.Worker || cur.Attempt != l.rec.Attempt || cur.Status != l.rec.Status || cur.ID != l.rec.ID {
+		return false
+	}
+	l.rev = entry.Revision()
+	return true
 }
