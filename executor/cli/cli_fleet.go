@@ -34,6 +34,8 @@ func addFleet(root *cobra.Command, g *globals, stdout io.Writer) {
 			withNats(c, "RUN", cobra.ExactArgs(1), fleetClose(stdout))
 		case "retry":
 			withNats(c, "[STEP] --run RUN", cobra.MaximumNArgs(1), fleetRetry(stdout))
+			// approve and budget join here when they exist: withNats, and a
+			// field of fleet.Control that the run's worker hands to its engine.
 		}
 	}
 }

@@ -72,6 +72,7 @@ func decodeRecord(data []byte) (Record, error) {
 }
 
 // Control is a command for a run's worker, in the bucket under ControlKey.
+// approve and budget, when the engine has them, are fields of it too.
 type Control struct {
 	Close bool      `json:"close,omitempty"`
 	Retry string    `json:"retry,omitempty"` // the step to give a new try
