@@ -121,13 +121,17 @@ type checkout struct {
 
 // cloneRun clones the run's branch when the remote has it (a run resumed),
 // else base, into dir, which must not exist, and puts the workspace's own
-// files out of git's sight.
-func cloneRun(ctx context.Context, repo, base, run, dir string) (*checkout, error) {
-	branches, _, err := remoteRefs(ctx, repo)
-	if err != nil {
-		return nil, err
+// files out of git's sight. first says no worker has taken the run before:
+// its branch cannot exist, and the remote is not asked.
+func cloneRun(ctx context.Context, repo, base, run, dir string, first bool) (*checkout, error) {
+	co := &checkout{dir: dir, branch: RunBranch(run)}
+	if !first {
+		branches, _, err := remoteRefs(ctx, repo)
+		if err != nil {
+			return nil, err
+		}
+		co.pushed = branches[co.branch]
 	}
-	co := &checkout{dir: dir, branch: RunBranch(run), pushed: branches[RunBranch(run)]}
 	from := base
 	if co.pushed != "" {
 		from = co.branch
@@ -162,27 +166,31 @@ func (co *checkout) commit(ctx context.Context, who, msg string) (changed bool, 
 	if _, err := git(ctx, co.dir, "add", "--all"); err != nil {
 		return false, err
 	}
-	if _, err := git(ctx, co.dir, "diff", "--cached", "--quiet"); err == nil {
-		return false, nil
-	}
+	// A verified step always changes state.json: the commit is tried first,
+	// and only its failure asks whether there was nothing to commit.
 	_, err = git(ctx, co.dir, "-c", "user.name=stepseq worker "+who, "-c", "user.email=stepseq@"+sanitizeEmail(who),
 		"commit", "--quiet", "--no-verify", "-m", msg)
+	if err != nil {
+		if _, derr := git(ctx, co.dir, "diff", "--cached", "--quiet"); derr == nil {
+			return false, nil
+		}
+	}
 	return err == nil, err
 }
 
-// push pushes HEAD to the run's branch, provided the remote still holds what
-// this worker last saw there.
+// push pushes the branch's head, as read now, to the run's branch, provided
+// the remote still holds what this worker last saw there. The commit is named
+// rather than HEAD: a step may be committed while the push runs.
 func (co *checkout) push(ctx context.Context) (string, error) {
-	head, err := git(ctx, co.dir, "rev-parse", "HEAD")
+	head, err := co.head(ctx)
 	if err != nil {
 		return "", err
 	}
-	head = strings.TrimSpace(head)
 	if head == co.pushed {
 		return head, nil
 	}
 	ref := "refs/heads/" + co.branch
-	if _, err := git(ctx, co.dir, "push", "--quiet", "--force-with-lease="+ref+":"+co.pushed, "origin", "HEAD:"+ref); err != nil {
+	if _, err := git(ctx, co.dir, "push", "--quiet", "--force-with-lease="+ref+":"+co.pushed, "origin", head+":"+ref); err != nil {
 		return "", fmt.Errorf("push to %s: %w", co.branch, err)
 	}
 	co.pushed = head
@@ -196,4 +204,15 @@ func sanitizeEmail(s string) string {
 		}
 		return '-'
 	}, s)
+}
+
+// head is the commit the run's branch names: read from its ref file, as git
+// writes it after a commit, else asked of git (a packed ref).
+func (co *checkout) head(ctx context.Context) (string, error) {
+	data, err := os.ReadFile(filepath.Join(co.dir, ".git", "refs", "heads", filepath.FromSlash(co.branch)))
+	if sha := strings.TrimSpace(string(data)); err == nil && len(sha) >= 40 {
+		return sha, nil
+	}
+	out, err := git(ctx, co.dir, "rev-parse", "HEAD")
+	return strings.TrimSpace(out), err
 }

@@ -309,7 +309,7 @@ func rawJetStream(t testing.TB, url string) jetstream.JetStream {
 
 // workerProcess runs stepseq worker as a process of its own; its log is the
 // test's once it has ended.
-func workerProcess(t *testing.T, url, name string, lease time.Duration) *exec.Cmd {
+func workerProcess(t testing.TB, url, name string, lease time.Duration) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(stepseqBinary(t), "worker", "--nats", url, "--workdir", t.TempDir(), "--lease", lease.String(), "--name", name)
 	var log strings.Builder

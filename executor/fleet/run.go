@@ -44,9 +44,9 @@ type runner struct {
 	e   *engine
 
 	// The engine's loop (changed) owns these while it runs.
-	seen     []byte                 // the state last read
-	verified map[string]string      // the steps pushed as verified, with their run's time
-	commit   atomic.Pointer[string] // the commit last pushed, for the mirror
+	seen     []byte            // the state last read
+	verified map[string]string // the steps pushed as verified, with their run's time
+	begun    bool              // the branch's first commit is made
 
 	// The mirror's goroutine owns these while the engine runs.
 	latest    atomic.Pointer[snapshot] // the newest state read, for the bucket
@@ -161,7 +161,7 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 	if err := os.RemoveAll(r.dir); err != nil {
 		return fmt.Errorf("clear the workspace %s: %w", r.dir, err)
 	}
-	co, err := cloneRun(ctx, r.job.Repo, r.job.Branch, r.job.Run, r.dir)
+	co, err := cloneRun(ctx, r.job.Repo, r.job.Branch, r.job.Run, r.dir, prev.Attempt == 0)
 	if err != nil {
 		return err
 	}
@@ -225,9 +225,10 @@ func (r *runner) holdOff(ctx context.Context, prev Record) error {
 
 // changed is the engine's word that it wrote the state: called from its
 // loop, before it launches the next step's agent. Steps verified since the
-// last push are committed and pushed here, before the next agent can touch
-// the workspace, so that each is a commit of its own; the state then goes to
-// the bucket from the mirror's goroutine, never ahead of the branch.
+// last commit are committed here, before the next agent can touch the
+// workspace, so that each is a commit of its own. The push and the state's
+// write to the bucket follow from the mirror's goroutine, the push first:
+// the bucket never says a step is done that the branch does not hold.
 func (r *runner) changed(ctx context.Context) {
 	data, err := r.e.readState()
 	if err != nil || bytes.Equal(data, r.seen) {
@@ -238,7 +239,7 @@ func (r *runner) changed(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	if err := r.pushVerified(ctx, sum, ""); err != nil {
+	if err := r.commitVerified(ctx, sum, ""); err != nil {
 		r.cancel(err)
 		return
 	}
@@ -252,16 +253,13 @@ type snapshot struct {
 	sum  summary
 }
 
-// pushVerified commits and pushes the steps verified since the last push
-// (and, at the start, the branch itself). final, when not "", commits
-// whatever the workspace holds with that message: the run's end.
-func (r *runner) pushVerified(ctx context.Context, sum summary, final string) error {
+// commitVerified commits the steps verified since the last commit (and, at
+// the start, the branch itself). final, when not "", commits whatever the
+// workspace holds with that message: the run's end.
+func (r *runner) commitVerified(ctx context.Context, sum summary, final string) error {
 	fresh := freshlyVerified(r.verified, sum.verified)
-	if len(fresh) == 0 && r.co.pushed != "" && final == "" {
+	if len(fresh) == 0 && r.begun && final == "" {
 		return nil
-	}
-	if r.l.expiring() {
-		return fmt.Errorf("%w: not pushing on a lease half gone", ErrLeaseLost)
 	}
 	msg := final
 	if msg == "" {
@@ -270,18 +268,13 @@ func (r *runner) pushVerified(ctx context.Context, sum summary, final string) er
 	if _, err := r.co.commit(ctx, r.w.opt.Name, msg); err != nil {
 		return &pushError{fmt.Errorf("commit: %w", err)}
 	}
-	sha, err := r.co.push(ctx)
-	if err != nil {
-		return &pushError{err}
-	}
-	r.commit.Store(&sha)
-	r.verified = sum.verified
+	r.verified, r.begun = sum.verified, true
 	return nil
 }
 
-// mirrorLoop writes each new state to the bucket and hands the run's
-// commands to the engine, until the engine ends. A write that loses the
-// lease ends the run.
+// mirrorLoop pushes the commits and writes each new state to the bucket, and
+// hands the run's commands to the engine, until the engine ends. A write
+// that loses the lease, or a push refused, ends the run.
 func (r *runner) mirrorLoop(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	controls := r.watchControl(ctx)
@@ -293,7 +286,7 @@ func (r *runner) mirrorLoop(ctx context.Context) <-chan struct{} {
 				return
 			case <-r.pokes:
 				if err := r.mirror(ctx); err != nil {
-					if errors.Is(err, ErrLeaseLost) {
+					if errors.Is(err, ErrLeaseLost) || errors.As(err, new(*pushError)) {
 						r.cancel(err)
 						return
 					}
@@ -307,14 +300,22 @@ func (r *runner) mirrorLoop(ctx context.Context) <-chan struct{} {
 	return done
 }
 
-// mirror writes the newest state the engine wrote to the run's record.
+// mirror pushes what is committed, then writes the newest state the engine
+// wrote to the run's record.
 func (r *runner) mirror(ctx context.Context) error {
 	snap := r.latest.Load()
 	if snap == nil || bytes.Equal(snap.data, r.mirrored) {
 		return nil
 	}
-	err := r.l.update(ctx, func(rec *Record) {
-		rec.State, rec.Spend, rec.Commit = snap.data, snap.sum.spend, r.pushed()
+	if r.l.expiring() {
+		return fmt.Errorf("%w: not pushing on a lease half gone", ErrLeaseLost)
+	}
+	sha, err := r.co.push(ctx)
+	if err != nil {
+		return &pushError{err}
+	}
+	err = r.l.update(ctx, func(rec *Record) {
+		rec.State, rec.Spend, rec.Commit = snap.data, snap.sum.spend, sha
 		rec.Step, rec.Phase, rec.Done, rec.Steps = snap.sum.step, snap.sum.phase, snap.sum.done, snap.sum.steps
 	})
 	if err != nil {
@@ -324,9 +325,9 @@ func (r *runner) mirror(ctx context.Context) error {
 	return nil
 }
 
-// settle reads the state once more, pushes (with final as the commit's
-// message, "" for verified steps only) and mirrors it: the start and the end
-// of a run, with the engine not running.
+// settle reads the state once more, commits (with final as the commit's
+// message, "" for verified steps only), pushes and mirrors it: the start and
+// the end of a run, with the engine not running.
 func (r *runner) settle(ctx context.Context, final string) error {
 	data, err := r.e.readState()
 	if err != nil {
@@ -336,19 +337,15 @@ func (r *runner) settle(ctx context.Context, final string) error {
 	if err != nil {
 		return err
 	}
-	if err := r.pushVerified(ctx, sum, final); err != nil {
+	if err := r.commitVerified(ctx, sum, final); err != nil {
 		return err
 	}
 	r.seen = data
 	r.latest.Store(&snapshot{data: data, sum: sum})
-	return r.mirror(ctx)
-}
-
-func (r *runner) pushed() string {
-	if sha := r.commit.Load(); sha != nil {
-		return *sha
+	if final != "" {
+		r.mirrored = nil // the end is written even when the state is not new
 	}
-	return ""
+	return r.mirror(ctx)
 }
 
 // freshlyVerified are the steps DONE now that were not, or that ran again.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,5 +46,39 @@ func TestWorker_RunsASubmittedPlan(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(twins, "overlaps")); err == nil {
 		t.Error("two agents ran one step")
+	}
+}
+
+// TestWorker_QuickSteps: steps that end as soon as they start are each a
+// commit of their own, while the pushes of the ones before run: a push names
+// the commit it read, never a HEAD that moved on under it.
+func TestWorker_QuickSteps(t *testing.T) {
+	agentEnv(t)
+	s := startServer(t)
+	bare := bareRepo(t)
+	c := dial(t, s.ClientURL(), 1)
+	inProcessWorker(t, s.ClientURL(), "w1", 3*time.Second, 1)
+	var steps []string
+	for i := range 30 {
+		steps = append(steps, fmt.Sprintf("write:f%d.txt", i))
+	}
+	submit(t, c, Submission{Plan: planOf("quick", steps...), Repo: bare, Run: "quick"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	end, err := WaitEnded(ctx, c, "quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.Status != StatusDone {
+		t.Fatalf("record %s: %s", end.Status, end.Reason)
+	}
+	verified := 0
+	for _, s := range branchLog(t, bare, RunBranch("quick")) {
+		if strings.Contains(s, " verified ") {
+			verified++
+		}
+	}
+	if verified != 30 {
+		t.Errorf("%d commits of a verified step, want 30", verified)
 	}
 }
