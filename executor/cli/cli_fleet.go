@@ -132,9 +132,6 @@ stepseq runs --nats URL lists the fleet's runs; close and retry take --nats too.
 				return err
 			}
 			ctx := cmd.Context()
-			if _, _, err := fleet.ResolveRepo(ctx, repo, branch); err != nil {
-				return &exitError{code: 1, err: fmt.Errorf("%w: nothing queued", err)}
-			}
 			c, err := dialFleet(ctx, url, "stepseq submit", replicas)
 			if err != nil {
 				return err
@@ -142,7 +139,7 @@ stepseq runs --nats URL lists the fleet's runs; close and retry take --nats too.
 			defer c.Close()
 			rec, err := fleet.Submit(ctx, c, fleet.Submission{Plan: data, File: filepath.Base(path), Repo: repo, Branch: branch, Params: given, Run: name})
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return &exitError{code: 1, err: fmt.Errorf("%w: nothing queued", err)}
 			}
 			if asJSON {
 				rec.Job = nil

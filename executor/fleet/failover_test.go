@@ -77,3 +77,51 @@ func TestWorker_KilledMidStep(t *testing.T) {
 		}
 	}
 }
+
+// TestWorker_StopHandsBack: a worker told to stop (SIGTERM) stops its agent
+// and hands its run back at once: the record says queued, and an idle worker
+// resumes the run without waiting for the lease to pass.
+func TestWorker_StopHandsBack(t *testing.T) {
+	twins := agentEnv(t)
+	s := startServer(t)
+	bare := bareRepo(t)
+	c := dial(t, s.ClientURL(), 1)
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release")
+	lease := time.Minute // longer than the test waits: only a hand-back is fast enough
+	a := workerProcess(t, s.ClientURL(), "A", lease)
+	submit(t, c, Submission{Repo: bare, Run: "back", Plan: planOf("back",
+		"write:a.txt", "pidfile:"+filepath.Join(dir, "s2.pid")+" waitfor:"+release+" write:b.txt")})
+	agent := readPID(t, filepath.Join(dir, "s2.pid"))
+	if err := os.Remove(filepath.Join(dir, "s2.pid")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "s2 running in the bucket", func() bool { return record(t, c, "back").Step == "s2" })
+	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err != nil {
+		t.Fatalf("worker A on SIGTERM: %v", err)
+	}
+	if !gone(agent) {
+		t.Fatal("worker A ended with its agent still running")
+	}
+	if rec := record(t, c, "back"); rec.Status != StatusQueued || rec.Worker != "" || rec.Done != 1 {
+		t.Fatalf("record %s by %q, %d done: want queued by no worker, s1 done", rec.Status, rec.Worker, rec.Done)
+	}
+	handed := time.Now()
+	inProcessWorker(t, s.ClientURL(), "B", lease, 1)
+	readPID(t, filepath.Join(dir, "s2.pid"))
+	if took := time.Since(handed); took > lease/2 {
+		t.Errorf("the run was resumed %s after it was handed back", took)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rec := waitEnded(t, c, "back"); rec.Status != StatusDone || rec.Worker != "B" {
+		t.Fatalf("record %s by %s, want done by B", rec.Status, rec.Worker)
+	}
+	if _, err := os.Stat(filepath.Join(twins, "overlaps")); err == nil {
+		t.Error("two agents ran one step")
+	}
+}

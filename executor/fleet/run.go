@@ -163,7 +163,7 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 	}
 	co, err := cloneRun(ctx, r.job.Repo, r.job.Branch, r.job.Run, r.dir, prev.Attempt == 0)
 	if err != nil {
-		return err
+		return withDiskNote(err, r.w.opt.Workdir)
 	}
 	r.co = co
 	e, err := openEngine(r.dir, r.log)
@@ -509,4 +509,17 @@ func orWord(s, dflt string) string {
 		return dflt
 	}
 	return s
+}
+
+// lowDisk is the free space under which a failed clone or commit is said to be
+// the workdir's fullness: git's own word for it may be a signal (a write to
+// a mapped file on a full tmpfs is a SIGBUS).
+const lowDisk = 1 << 20
+
+// withDiskNote adds to err that the workdir is full, when it is.
+func withDiskNote(err error, workdir string) error {
+	if free, ok := diskFree(workdir); ok && free < lowDisk {
+		return fmt.Errorf("%w (the workdir %s is full: %d KiB free)", err, workdir, free>>10)
+	}
+	return err
 }
