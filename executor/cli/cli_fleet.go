@@ -16,6 +16,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor"
 	"github.com/stepseq/stepseq/executor/fleet"
+	"github.com/stepseq/stepseq/executor/notify"
 )
 
 // The fleet's commands: submit and worker, and --nats on runs, close and
@@ -163,9 +164,10 @@ stepseq runs --nats URL lists the fleet's runs; close and retry take --nats too.
 
 func newWorkerCmd(g *globals) *cobra.Command {
 	var (
-		url, workdir, name string
-		maxRuns, replicas  int
-		lease              time.Duration
+		url, workdir, name      string
+		maxRuns, replicas       int
+		lease                   time.Duration
+		notifyCmds, notifyHooks []string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL --workdir DIR",
@@ -185,6 +187,10 @@ dies stops acking; once --lease has passed, another worker takes the run, clones
 its branch and resumes it from the newest state in the bucket, the step that was
 running judged an interrupted try. Every worker gives the same --lease.
 
+Each run's transitions are notifications, as under stepseq watch: the plan's
+notify: sinks and those of --notify-command and --notify-webhook, from the run's
+workspace on this worker.
+
 SIGINT or SIGTERM stops the agents and hands the runs back to the queue.
 ` + exitCodesHelp + agentEnvHelp,
 		Example: `  STEP_AGENT_CMD='claude -p' stepseq worker --nats nats://127.0.0.1:4222 --workdir /var/lib/stepseq
@@ -201,6 +207,10 @@ SIGINT or SIGTERM stops the agents and hands the runs back to the queue.
 			case lease < time.Second:
 				return usageErr("--lease %s: want 1s or more, like 30s", lease)
 			}
+			sinks, err := flagSinks(notifyCmds, notifyHooks)
+			if err != nil {
+				return err
+			}
 			log := g.logger()
 			ctx := cmd.Context()
 			if name == "" {
@@ -213,7 +223,14 @@ SIGINT or SIGTERM stops the agents and hands the runs back to the queue.
 				return &exitError{code: 2, err: err}
 			}
 			defer c.Close()
-			w, err := fleet.NewWorker(ctx, c, fleet.WorkerOptions{Workdir: workdir, MaxRuns: maxRuns, Lease: lease, Name: name, Logger: log})
+			w, err := fleet.NewWorker(ctx, c, fleet.WorkerOptions{Workdir: workdir, MaxRuns: maxRuns, Lease: lease, Name: name, Logger: log,
+				Notifier: func(rt *executor.Runtime) (executor.Notifier, func(), error) {
+					f, err := notify.NewFollower(notifyConfig(rt, sinks, nil), rt.WS.State)
+					if err != nil {
+						return nil, nil, err
+					}
+					return f, func() { _ = f.Close(notifyFlush) }, nil
+				}})
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -225,6 +242,8 @@ SIGINT or SIGTERM stops the agents and hands the runs back to the queue.
 	cmd.Flags().IntVar(&maxRuns, "max-runs", 1, "runs at once on this worker")
 	cmd.Flags().DurationVar(&lease, "lease", fleet.DefaultLease, "how long a silent worker keeps its runs; the same on every worker")
 	cmd.Flags().StringVar(&name, "name", "", "the worker's name in stepseq runs --nats (default host-pid)")
+	cmd.Flags().StringArrayVar(&notifyCmds, "notify-command", nil, "run this command for each notification of each run, the JSON on stdin (split on white space, no shell; repeatable)")
+	cmd.Flags().StringArrayVar(&notifyHooks, "notify-webhook", nil, "POST each notification's JSON of each run to this http(s) URL (repeatable)")
 	cmd.Flags().IntVar(&replicas, "replicas", 1, "replicas of the stream and bucket when this makes them (3 on a cluster of three)")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -152,4 +153,38 @@ func regexpLine(text, pattern string) bool {
 		}
 	}
 	return false
+}
+
+// TestFleetCLI_Worker: stepseq worker runs a submitted plan to its end, and
+// tells each transition to --notify-command as watch does, the fleet's run
+// named in it.
+func TestFleetCLI_Worker(t *testing.T) {
+	t.Setenv("STEP_AGENT_CMD", "true")
+	url, bare := fleetServer(t), fleetRepo(t)
+	dir := t.TempDir()
+	plan, notes := filepath.Join(dir, "two.yaml"), filepath.Join(dir, "notes.jsonl")
+	if err := os.WriteFile(plan, []byte("steps:\n  - id: a\n    title: a\n    instruction: go\n  - id: b\n    title: b\n    instruction: go\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"worker", "--nats", url, "--workdir", filepath.Join(dir, "runs"), "--lease", "5s",
+			"--name", "w1", "--notify-command", "tee -a " + notes, "--log-level", "error"}, io.Discard, io.Discard)
+	}()
+	if code, out, errs := stepseq("submit", "--nats", url, plan, "--repo", bare, "--run", "two"); code != 0 {
+		t.Fatalf("submit: exit %d\n%s%s", code, out, errs)
+	}
+	waitFor(t, "the run done", func() bool {
+		_, out, _ := stepseq("runs", "--nats", url, "--status", "done")
+		return regexpLine(out, `two\s+two\s+done\s+w1\s`)
+	})
+	waitFor(t, "the plan's end told", func() bool {
+		data, _ := os.ReadFile(notes)
+		return strings.Contains(string(data), `"run":"two"`) && strings.Contains(string(data), `"status":"done"`)
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("worker: %v", err)
+	}
 }

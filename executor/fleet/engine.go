@@ -90,15 +90,56 @@ func (e *engine) readState() ([]byte, error) { return executor.ReadFile(e.state,
 // errBlocked is a run held by a blocker: the engine's word for it.
 var errBlocked = executor.ErrPlanBlocked
 
+// Notifier opens the notifier of a run's workspace, as stepseq watch opens
+// its own: the plan's sinks and the worker's. It is called once the engine
+// holds the workspace; close delivers what it can and releases it.
+type Notifier func(rt *executor.Runtime) (n executor.Notifier, close func(), err error)
+
+// lateNotifier is the sidecar's notifier, opened once the sidecar holds the
+// workspace lock, before anything is notified. Its notifications name the
+// fleet's run: in its workspace the run is the workspace's own.
+type lateNotifier struct {
+	n   executor.Notifier
+	run string
+}
+
+func (l *lateNotifier) Notify(note core.Notification) {
+	if l.n != nil {
+		if note.Run == "" {
+			note.Run = l.run
+		}
+		l.n.Notify(note)
+	}
+}
+
+// Sync keeps the notifier's promise to the driver: its notifications are on
+// disk once Sync returns.
+func (l *lateNotifier) Sync() error {
+	if s, ok := l.n.(executor.Syncer); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
 // run drives the workspace until its plan is done (nil), blocked (errBlocked),
 // cannot go on here (the engine's error), or ctx ends (nil). onChange is
 // called from the engine's loop after each state write: it must not block.
-func (e *engine) run(ctx context.Context, onChange func()) error {
+// notifier, when not nil, tells the run's transitions as watch does.
+func (e *engine) run(ctx context.Context, run string, onChange func(), notifier Notifier) error {
+	notes := &lateNotifier{run: run}
 	sc, err := executor.NewSidecar(e.rt, executor.SidecarOptions{
-		PlansDir: e.plansDir, ExitWhenDone: true, OnChange: onChange,
+		PlansDir: e.plansDir, ExitWhenDone: true, OnChange: onChange, Notifier: notes,
 	})
 	if err != nil {
 		return err
+	}
+	if notifier != nil {
+		n, closeN, err := notifier(e.rt)
+		if err != nil {
+			return fmt.Errorf("notifications: %w", err)
+		}
+		notes.n = n
+		defer closeN()
 	}
 	return sc.Run(ctx)
 }

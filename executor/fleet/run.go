@@ -195,7 +195,7 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 	}
 	r.mirrorEnd = make(chan struct{})
 	mirrorDone := r.mirrorLoop(ctx)
-	err = e.run(ctx, func() { r.changed(ctx) })
+	err = e.run(ctx, r.job.Run, func() { r.changed(ctx) }, r.w.opt.Notifier)
 	close(r.mirrorEnd)
 	<-mirrorDone
 	return err

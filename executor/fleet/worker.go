@@ -21,6 +21,9 @@ type WorkerOptions struct {
 	Lease   time.Duration // how long a silent worker keeps its runs; 0: DefaultLease
 	Name    string        // the worker's name in the fleet's view; "": host and pid
 	Logger  *slog.Logger
+	// Notifier, when set, tells each run's transitions from its workspace, as
+	// stepseq watch does; nil: they are journaled only.
+	Notifier Notifier
 }
 
 // Worker takes runs from the queue while it has room and runs each in a fresh
