@@ -17,8 +17,6 @@ import (
 // stepseq worker) beside the NATS servers they reach (a StatefulSet with
 // JetStream on, behind a Service).
 func checkFleet(objs []object) []string {
-	var problems []string
-	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	services := map[string][]int{}
 	var nats, workers []object
 	for _, o := range objs {
@@ -34,15 +32,19 @@ func checkFleet(objs []object) []string {
 		}
 	}
 	if len(nats) != 1 || len(workers) != 1 {
-		return append(problems, fmt.Sprintf("want one NATS StatefulSet and one worker Deployment, found %d and %d", len(nats), len(workers)))
+		return []string{fmt.Sprintf("want one NATS StatefulSet and one worker Deployment, found %d and %d", len(nats), len(workers))}
 	}
 	servers := 1
 	if r := nats[0].Spec.Replicas; r != nil {
 		servers = *r
 	}
-	problems = append(problems, checkNATS(nats[0], services)...)
+	return append(checkNATS(nats[0], services), checkWorker(workers[0].Spec.Template.Spec, services, servers)...)
+}
 
-	spec := workers[0].Spec.Template.Spec
+// checkWorker lists what is wrong with the workers' pod: stepseq worker
+// reaches the servers through their Service, works in a volume, makes the
+// stream with as many replicas as the cluster has servers, and runs no shell.
+func checkWorker(spec podSpec, services map[string][]int, servers int) []string {
 	var worker *container
 	for i := range spec.Containers {
 		if argv := spec.Containers[i].argv(); spec.Containers[i].isStepseq() && len(argv) > 1 && argv[1] == "worker" {
@@ -50,43 +52,17 @@ func checkFleet(objs []object) []string {
 		}
 	}
 	if worker == nil {
-		return append(problems, "the Deployment runs no stepseq worker")
+		return []string{"the Deployment runs no stepseq worker"}
 	}
 	argv := worker.argv()
-	// The worker reaches the servers through their Service.
-	natsURL, ok := flag(argv, "--nats")
-	if !ok {
-		fail("stepseq worker without --nats")
-	} else if u, err := url.Parse(strings.Split(natsURL, ",")[0]); err != nil || u.Scheme != "nats" {
-		fail("--nats %q: want nats://SERVICE:PORT", natsURL)
-	} else {
-		host, port := strings.Split(u.Hostname(), ".")[0], u.Port()
-		n, _ := strconv.Atoi(port)
-		if !slices.Contains(services[host], n) {
-			fail("--nats %s: no Service %s with port %s in the manifest", natsURL, host, port)
-		}
+	var problems []string
+	if p := checkNATSURL(argv, services); p != "" {
+		problems = append(problems, p)
 	}
-	// Its workdir is a volume of the pod.
-	workdir, ok := flag(argv, "--workdir")
-	mounted := false
-	for _, m := range worker.VolumeMounts {
-		mounted = mounted || m.MountPath == workdir
-	}
-	if !ok || !mounted {
-		fail("stepseq worker --workdir %q: want the mount path of one of its volumes", workdir)
-	}
-	volumes := map[string]bool{}
-	for _, v := range spec.Volumes {
-		volumes[v.Name] = true
-	}
-	for _, m := range worker.VolumeMounts {
-		if !volumes[m.Name] {
-			fail("container %s mounts volume %q, which spec.volumes does not define", worker.Name, m.Name)
-		}
-	}
+	problems = append(problems, checkWorkdir(spec, *worker)...)
 	if lease, ok := flag(argv, "--lease"); ok {
 		if d, err := time.ParseDuration(lease); err != nil || d < time.Second {
-			fail("--lease %q: want a duration of 1s or more", lease)
+			problems = append(problems, fmt.Sprintf("--lease %q: want a duration of 1s or more", lease))
 		}
 	}
 	// The queue and the records survive a server's death only when each is
@@ -96,14 +72,55 @@ func checkFleet(objs []object) []string {
 		replicas, _ = strconv.Atoi(r)
 	}
 	if servers >= 3 && replicas < 3 {
-		fail("a NATS cluster of %d servers, but the worker makes the stream with --replicas %d: a server's death would lose runs", servers, replicas)
+		problems = append(problems, fmt.Sprintf("a NATS cluster of %d servers, but the worker makes the stream with --replicas %d: a server's death would lose runs", servers, replicas))
 	}
 	for _, e := range worker.Env {
 		if words := strings.Fields(e.Value); e.Name == "STEP_AGENT_CMD" && len(words) > 0 {
 			if err := planspec.CheckAgentArgv(words, nil); err != nil {
-				fail("STEP_AGENT_CMD %q: %v", e.Value, err)
+				problems = append(problems, fmt.Sprintf("STEP_AGENT_CMD %q: %v", e.Value, err))
 			}
 		}
+	}
+	return problems
+}
+
+// checkNATSURL says what is wrong with the worker's --nats: it names a
+// Service of the manifest and one of its ports.
+func checkNATSURL(argv []string, services map[string][]int) string {
+	natsURL, ok := flag(argv, "--nats")
+	if !ok {
+		return "stepseq worker without --nats"
+	}
+	u, err := url.Parse(strings.Split(natsURL, ",")[0])
+	if err != nil || u.Scheme != "nats" {
+		return fmt.Sprintf("--nats %q: want nats://SERVICE:PORT", natsURL)
+	}
+	host, port := strings.Split(u.Hostname(), ".")[0], u.Port()
+	n, _ := strconv.Atoi(port)
+	if !slices.Contains(services[host], n) {
+		return fmt.Sprintf("--nats %s: no Service %s with port %s in the manifest", natsURL, host, port)
+	}
+	return ""
+}
+
+// checkWorkdir lists what is wrong with the worker's volumes: --workdir is
+// one of them, and each it mounts is defined.
+func checkWorkdir(spec podSpec, worker container) []string {
+	var problems []string
+	workdir, ok := flag(worker.argv(), "--workdir")
+	volumes := map[string]bool{}
+	for _, v := range spec.Volumes {
+		volumes[v.Name] = true
+	}
+	mounted := false
+	for _, m := range worker.VolumeMounts {
+		mounted = mounted || m.MountPath == workdir
+		if !volumes[m.Name] {
+			problems = append(problems, fmt.Sprintf("container %s mounts volume %q, which spec.volumes does not define", worker.Name, m.Name))
+		}
+	}
+	if !ok || !mounted {
+		problems = append(problems, fmt.Sprintf("stepseq worker --workdir %q: want the mount path of one of its volumes", workdir))
 	}
 	return problems
 }

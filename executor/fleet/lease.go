@@ -78,13 +78,6 @@ func takeLease(ctx context.Context, kv jetstream.KeyValue, job Job, worker strin
 	return nil, false, Record{}, fmt.Errorf("take the run: its record kept changing under five reads")
 }
 
-// record is the record as this worker last wrote it.
-func (l *lease) record() Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rec
-}
-
 // silent is how long since a write last succeeded.
 func (l *lease) silent() time.Duration {
 	return time.Since(time.Unix(0, l.renewed.Load()))
