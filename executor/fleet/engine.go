@@ -81,8 +81,23 @@ func (e *engine) restoreState(data []byte) error {
 }
 
 // retry gives step a new try, as stepseq retry does: at once when the
-// sidecar runs, else when it starts.
-func (e *engine) retry(step string) (string, error) { return executor.QueueRetry(e.rt, step) }
+// sidecar runs, else when it starts. It acts through a runtime of its own:
+// the sidecar's belongs to the sidecar's loop.
+func (e *engine) retry(step string) (string, error) {
+	rt, err := executor.NewRuntime(e.state, e.rt.Logger)
+	if err != nil {
+		return "", err
+	}
+	defer rt.Close()
+	return executor.QueueRetry(rt, step)
+}
+
+// hasState reports whether the workspace holds a state file: a resumed run's
+// branch carries the one of its last verified step.
+func (e *engine) hasState() bool {
+	_, err := os.Stat(e.state)
+	return err == nil
+}
 
 // readState reads the workspace's state.json as it is.
 func (e *engine) readState() ([]byte, error) { return executor.ReadFile(e.state, executor.StateCap) }

@@ -110,13 +110,17 @@ func startCluster(t testing.TB, n int) []*server.Server {
 		c := &server.ClusterOpts{Name: "fleet", Host: "127.0.0.1", Port: ports[i]}
 		servers = append(servers, natsServer(t, fmt.Sprintf("n%d", i+1), c, routes, t.TempDir()))
 	}
-	waitFor(t, 30*time.Second, "the cluster's meta leader", func() bool {
+	// Each server current in the meta group: a server that has not joined it
+	// yet would leave the others without a quorum once one dies.
+	waitFor(t, 30*time.Second, "the cluster's meta leader, every server current", func() bool {
+		leader := false
 		for _, s := range servers {
-			if s.JetStreamIsLeader() {
-				return true
+			if !s.JetStreamIsCurrent() {
+				return false
 			}
+			leader = leader || s.JetStreamIsLeader()
 		}
-		return false
+		return leader
 	})
 	return servers
 }

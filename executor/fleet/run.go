@@ -173,9 +173,13 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 	defer e.close()
 	e.rt.Grace = min(e.rt.Grace, r.w.opt.Lease/5)
 	r.e = e
-	if len(prev.State) > 0 {
+	switch {
+	case len(prev.State) > 0:
 		err = e.restoreState(prev.State)
-	} else {
+	case co.pushed != "" && e.hasState():
+		// The bucket holds no state (it was too big for a message): the
+		// branch's, of the last verified step, is the newest there is.
+	default:
 		err = e.applyPlan(r.job)
 	}
 	if err != nil {
@@ -314,8 +318,12 @@ func (r *runner) mirror(ctx context.Context) error {
 	if err != nil {
 		return &pushError{err}
 	}
+	state := snap.data
+	if len(state) > r.maxState() {
+		state = nil // the branch's state.json stands in for it
+	}
 	err = r.l.update(ctx, func(rec *Record) {
-		rec.State, rec.Spend, rec.Commit = snap.data, snap.sum.spend, sha
+		rec.State, rec.Spend, rec.Commit = state, snap.sum.spend, sha
 		rec.Step, rec.Phase, rec.Done, rec.Steps = snap.sum.step, snap.sum.phase, snap.sum.done, snap.sum.steps
 	})
 	if err != nil {
@@ -323,6 +331,12 @@ func (r *runner) mirror(ctx context.Context) error {
 	}
 	r.mirrored = snap.data
 	return nil
+}
+
+// maxState is the largest state the record carries: what a message holds,
+// less room for the rest of the record.
+func (r *runner) maxState() int {
+	return int(r.w.c.NC.MaxPayload()) - 64<<10
 }
 
 // settle reads the state once more, commits (with final as the commit's
@@ -374,6 +388,9 @@ func (r *runner) finish(runErr, cause error) {
 	defer cancel()
 	if errors.Is(cause, ErrLeaseLost) {
 		r.log.Warn("lease lost: the agent is stopped and the run left to its new holder", "err", cause)
+		if r.dir != "" {
+			_ = os.RemoveAll(r.dir)
+		}
 		return
 	}
 	if errors.Is(cause, errShutdown) {
