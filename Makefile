@@ -112,6 +112,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/proc/sandbox
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
+	$(GO) test -run '^$$' -bench 'SubmitToAgentStart|HundredSteps|Failover' -benchtime 1x -count 1 ./executor/fleet
+	$(GO) test -run '^$$' -bench RecordWrite -count 1 ./executor/fleet
 
 # The chaos tests, not part of `make test`: random kill -9 of the built stepseq
 # over long plans, each restarted at once, with a reader polling state.json and

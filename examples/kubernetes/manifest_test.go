@@ -30,6 +30,17 @@ type object struct {
 		Template struct {
 			Spec podSpec `yaml:"spec"`
 		} `yaml:"template"` // Deployment, StatefulSet, DaemonSet, Job
+		Replicas             *int   `yaml:"replicas"`    // Deployment, StatefulSet
+		ServiceName          string `yaml:"serviceName"` // StatefulSet
+		VolumeClaimTemplates []struct {
+			Metadata struct {
+				Name string `yaml:"name"`
+			} `yaml:"metadata"`
+		} `yaml:"volumeClaimTemplates"` // StatefulSet
+		Ports []struct {
+			Name string `yaml:"name"`
+			Port int    `yaml:"port"`
+		} `yaml:"ports"` // Service
 	} `yaml:"spec"`
 }
 

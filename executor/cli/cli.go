@@ -113,6 +113,7 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 		newRunsCmd(stdout),
 		newCloseCmd(stdout),
 	)
+	addFleet(root, g, stdout)
 	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]cobra.Completion{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	// cobra's completion command, made now so that its arguments are checked too:

@@ -1,0 +1,202 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The fleet's view and its commands act through the bucket. A command for a
+// run a worker holds is a key of its own (ControlKey) that the worker
+// watches, never a field of the run's record: the record is the lease, and a
+// write to it by anyone but the holder would read to the holder as its lease
+// lost. A command is kept in the bucket until the worker has acted on it, so
+// a worker that dies first leaves it to the next holder.
+
+// List returns every run's record, by name, without its state and plan.
+func List(ctx context.Context, c *Conn) ([]Record, error) {
+	lister, err := c.KV.ListKeysFiltered(ctx, RunKey(">"))
+	if err != nil {
+		return nil, jsErr("list runs", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	var out []Record
+	for _, k := range keys {
+		rec, _, err := get(ctx, c, strings.TrimPrefix(k, "run."))
+		if errors.Is(err, ErrNoRun) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return nil, err
+		}
+		rec.State, rec.Job = nil, nil
+		out = append(out, rec)
+	}
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Run, b.Run) })
+	return out, nil
+}
+
+// Get returns run's record.
+func Get(ctx context.Context, c *Conn, run string) (Record, error) {
+	rec, _, err := get(ctx, c, run)
+	return rec, err
+}
+
+func get(ctx context.Context, c *Conn, run string) (Record, uint64, error) {
+	entry, err := c.KV.Get(ctx, RunKey(run))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return Record{}, 0, fmt.Errorf("%w %q (stepseq runs --nats lists them)", ErrNoRun, run)
+	case err != nil:
+		return Record{}, 0, jsErr("read run "+run, err)
+	}
+	rec, err := decodeRecord(entry.Value())
+	return rec, entry.Revision(), err
+}
+
+// Close closes run: a queued one at once, in its record; a running one by its
+// worker, which stops its agent, pushes what it has and records it closed.
+// The record returned is the run's when the command was given.
+func Close(ctx context.Context, c *Conn, run, by string) (Record, error) {
+	for range 5 {
+		rec, rev, err := get(ctx, c, run)
+		if err != nil {
+			return Record{}, err
+		}
+		switch rec.Status {
+		case StatusDone, StatusClosed:
+			return rec, fmt.Errorf("%w: %s is %s", ErrRunEnded, run, rec.Status)
+		case StatusQueued, StatusBlocked:
+			// No worker holds it: the record is closed here, and a worker
+			// that takes its message finds it closed.
+			rec.Status, rec.Reason, rec.Updated = StatusClosed, "closed by "+by, time.Now().UTC()
+			data, _ := json.Marshal(rec)
+			if _, err := c.KV.Update(ctx, RunKey(run), data, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+				continue // a worker took it meanwhile
+			} else if err != nil {
+				return Record{}, jsErr("close run "+run, err)
+			}
+			return rec, nil
+		default:
+			return rec, command(ctx, c, run, Control{Close: true, By: by})
+		}
+	}
+	return Record{}, fmt.Errorf("close run %s: its record kept changing under five reads", run)
+}
+
+// Retry gives step of run a new try. A running run's worker queues it as
+// stepseq retry does; a blocked run goes back on the queue, resumed from its
+// newest state with step retried (step "": resumed as it is, for a run the
+// fleet blocked before a step did).
+func Retry(ctx context.Context, c *Conn, run, step, by string) (Record, error) {
+	for range 5 {
+		rec, rev, err := get(ctx, c, run)
+		if err != nil {
+			return Record{}, err
+		}
+		switch rec.Status {
+		case StatusDone, StatusClosed:
+			return rec, fmt.Errorf("%w: %s is %s", ErrRunEnded, run, rec.Status)
+		case StatusQueued:
+			return rec, fmt.Errorf("%s is queued: it has not run yet, nothing to retry", run)
+		case StatusRunning:
+			if step == "" {
+				return rec, fmt.Errorf("%s is running: name the step to give a new try", run)
+			}
+			return rec, command(ctx, c, run, Control{Retry: step, By: by})
+		}
+		if rec.Job == nil {
+			return rec, fmt.Errorf("%s's record holds no plan to queue again (made by hand?): submit it again", run)
+		}
+		if step == "" && stateBlocked(rec.State) {
+			return rec, fmt.Errorf("%s is blocked by a step: name the step to give a new try (%s)", run, rec.Reason)
+		}
+		job := *rec.Job
+		job.Retry = step
+		rec.Status, rec.Reason, rec.Worker, rec.Updated = StatusQueued, "", "", time.Now().UTC()
+		data, _ := json.Marshal(rec)
+		if _, err := c.KV.Update(ctx, RunKey(run), data, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			continue
+		} else if err != nil {
+			return Record{}, jsErr("requeue run "+run, err)
+		}
+		if err := publish(ctx, c, job); err != nil {
+			return rec, fmt.Errorf("requeue run %s: %w (its record says queued: retry again once the server answers)", run, err)
+		}
+		return rec, nil
+	}
+	return Record{}, fmt.Errorf("retry run %s: its record kept changing under five reads", run)
+}
+
+// Answer answers a gate of run, a running one: its worker gives the answer to
+// its engine, which checks it as stepseq approve does (a gate that does not
+// wait is refused there, in the worker's log).
+func Answer(ctx context.Context, c *Conn, run string, a GateAnswer, by string) (Record, error) {
+	rec, _, err := get(ctx, c, run)
+	if err != nil {
+		return Record{}, err
+	}
+	switch rec.Status {
+	case StatusDone, StatusClosed:
+		return rec, fmt.Errorf("%w: %s is %s", ErrRunEnded, run, rec.Status)
+	case StatusRunning:
+		return rec, command(ctx, c, run, Control{Answer: &a, By: by})
+	}
+	return rec, fmt.Errorf("%s is %s: no worker runs it, so no gate waits (a gate asks once a worker runs the run)", run, rec.Status)
+}
+
+func stateBlocked(state json.RawMessage) bool {
+	if len(state) == 0 {
+		return false
+	}
+	sum, err := summarize(state)
+	return err == nil && len(sum.blockers) > 0
+}
+
+// command leaves c for run's worker.
+func command(ctx context.Context, c *Conn, run string, cmd Control) error {
+	cmd.At = time.Now().UTC()
+	data, _ := json.Marshal(cmd)
+	if _, err := c.KV.Put(ctx, ControlKey(run), data); err != nil {
+		return jsErr("command run "+run, err)
+	}
+	return nil
+}
+
+// WaitEnded waits until run's record says it has ended, or ctx ends.
+func WaitEnded(ctx context.Context, c *Conn, run string) (Record, error) {
+	w, err := c.KV.Watch(ctx, RunKey(run))
+	if err != nil {
+		return Record{}, jsErr("watch run "+run, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return Record{}, ctx.Err()
+		case en, ok := <-w.Updates():
+			if !ok {
+				return Record{}, ctx.Err()
+			}
+			if en == nil || en.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			rec, err := decodeRecord(en.Value())
+			if err != nil {
+				return Record{}, err
+			}
+			if ended(rec.Status) {
+				return rec, nil
+			}
+		}
+	}
+}

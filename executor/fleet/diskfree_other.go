@@ -1,0 +1,5 @@
+//go:build !unix
+
+package fleet
+
+func diskFree(string) (uint64, bool) { return 0, false }
