@@ -10,13 +10,15 @@ import (
 	"testing"
 
 	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // BenchmarkSidecarStateRSS: the peak resident size of a sidecar process
 // (`stepseq watch --exit-when-done`, its ru_maxrss) on states of 5, 50 and 100
 // MB, every step DONE but the last, whose agent is `true`: the sidecar reads
 // and parses the state, writes it twice (the launch, the verdict) and exits.
-// A state over the size cap is refused unread (refused = 1).
+// A state over the size cap is refused unread (refused = 1), and the sidecar
+// stopped once it said so.
 func BenchmarkSidecarStateRSS(b *testing.B) {
 	for _, mb := range []int{5, 50, 100} {
 		b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) { benchStateRSS(b, mb) })
@@ -24,10 +26,17 @@ func BenchmarkSidecarStateRSS(b *testing.B) {
 }
 
 // stateOfSize is a chain state of about mb MB whose steps are all DONE but
-// the last.
+// the last, each with an instruction of 4 KB.
 func stateOfSize(mb int) []byte {
-	perStep := len(tailState(1000, 1).Marshal()) / 1000
-	return tailState(mb<<20/perStep, 1).Marshal()
+	long := func(n int) *planspec.State {
+		st := tailState(n, 1)
+		for _, spec := range st.Steps {
+			spec.Instruction += strings.Repeat(" Read the notes and cite them.", 4096/30)
+		}
+		return st
+	}
+	perStep := len(long(100).Marshal()) / 100
+	return long(mb << 20 / perStep).Marshal()
 }
 
 func benchStateRSS(b *testing.B, mb int) {
@@ -47,15 +56,20 @@ func benchStateRSS(b *testing.B, mb int) {
 		}
 		cmd := exec.Command(bin, "watch", "--exit-when-done", "--log-level", "error", dir)
 		cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+truePath)
-		out, err := cmd.CombinedOutput()
-		switch {
-		case len(data) > int(store.StateCap.Bytes):
-			if err == nil || !strings.Contains(string(out), "cap") {
-				b.Fatalf("a state over the cap was not refused: %v\n%s", err, out)
-			}
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if len(data) > int(store.StateCap.Bytes) {
+			// Refused, the sidecar waits for a state it can read: stopped once
+			// it said so.
+			waitBench(b, func() bool { return strings.Contains(out.String(), "cap") })
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
 			refused = 1
-		case err != nil:
-			b.Fatalf("watch: %v\n%s", err, out)
+		} else if err := cmd.Wait(); err != nil {
+			b.Fatalf("watch: %v\n%s", err, out.String())
 		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			peak = max(peak, ru.Maxrss) // KiB on Linux
