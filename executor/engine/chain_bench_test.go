@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -51,7 +52,8 @@ func halfDone(n int, outputs bool) []byte {
 }
 
 // BenchmarkChain measures chains of 100, 1,000 and 5,000 steps with agent `true`
-// under check, each next to its floor measured in the same run: per step one spawn
+// under check, with its notifier (the outbox and the feed) as `stepseq check`
+// opens it, each next to its floor measured in the same run: per step one spawn
 // of `true` from Go and one durable write of the state file (of the chain's mean
 // size), the work no implementation can skip. cpu-µs/step is stepseq's own CPU
 // (this process, not the agents) per step beyond the floor's.
@@ -70,7 +72,26 @@ func BenchmarkSidecarChain(b *testing.B) {
 	}
 }
 
-func driveCheck(rt *Runtime) error { return (&Chain{Runtime: rt}).Check(context.Background()) }
+func driveCheck(rt *Runtime) error {
+	return (&Chain{Runtime: rt, OpenNotifier: checkNotifier(rt)}).Check(context.Background())
+}
+
+// checkNotifier opens the notifier `stepseq check` opens: no sinks of the
+// plan's, the feed, the others' cursors kept; flushed and closed at the end.
+func checkNotifier(rt *Runtime) func(*planspec.State) (Notifier, func()) {
+	return func(*planspec.State) (Notifier, func()) {
+		n, err := notify.New(notify.Config{Dir: rt.WS.Dir, KeepUnlisted: true, Logger: rt.Logger})
+		if err != nil {
+			panic(err)
+		}
+		return n, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = n.Flush(ctx)
+			_ = n.Close(ctx)
+		}
+	}
+}
 
 func driveSidecar(rt *Runtime) error {
 	sc, err := NewSidecar(rt, SidecarOptions{ExitWhenDone: true})

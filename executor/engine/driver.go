@@ -168,18 +168,7 @@ func (d *driver) feed(in core.Input) {
 	}
 	d.draining = false
 	d.releaseHeld()
-	// The state written is in place and launched from; its rename is made
-	// durable once the input's effects are done, while the agent starts.
-	if err := d.sf.Sync(); err != nil {
-		d.rt.Logger.Error("state written but its folder not synced: a power cut may bring the previous state back", "err", err)
-		d.rt.record(core.Entry{Event: "write-error", Reason: err.Error()})
-	}
-	if s, ok := d.notifier.(Syncer); ok {
-		if err := s.Sync(); err != nil {
-			d.rt.Logger.Error("notifications written but not synced: a power cut may lose them", "err", err)
-			d.rt.record(core.Entry{Event: "notify-error", Reason: err.Error()})
-		}
-	}
+	d.syncInput()
 }
 
 func (d *driver) perform(e core.Effect) {

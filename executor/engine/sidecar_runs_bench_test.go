@@ -31,7 +31,7 @@ func stepseqBinary(b *testing.B) string {
 	stepseqBin.Do(func() {
 		dir := filepath.Dir(fakeAgentPath)
 		stepseqBin.path = filepath.Join(dir, "stepseq")
-		build := exec.Command("go", "build", "-o", stepseqBin.path, "..")
+		build := exec.Command("go", "build", "-o", stepseqBin.path, "github.com/stepseq/stepseq")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := build.CombinedOutput()
 		if err != nil {

@@ -176,9 +176,10 @@ func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error
 	return st, true, err
 }
 
-// parse parses data, read from the file as seen identifies it.
+// parse parses data, read from the file as seen identifies it. The state keeps
+// data, which is also last: the file is held once, not copied for the parse.
 func (f *StateFile) parse(data []byte, seen fileIdent) (*planspec.State, error) {
-	st, err := planspec.ParseState(bytes.NewReader(data), f.Path)
+	st, err := planspec.ParseStateBytes(data, f.Path)
 	if err != nil {
 		f.seen = fileIdent{}
 		return nil, err
@@ -260,6 +261,9 @@ func (f *StateFile) Sync() error {
 	f.unsynced = false
 	return syncDir(filepath.Dir(f.Path))
 }
+
+// Unsynced says whether a write left its folder's fsync to Sync.
+func (f *StateFile) Unsynced() bool { return f.unsynced }
 
 // WriteBytes is Write for encoded content.
 func (f *StateFile) WriteBytes(data []byte) error {

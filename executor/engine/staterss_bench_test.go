@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// BenchmarkSidecarStateRSS: the peak resident size of a sidecar process
+// (`stepseq watch --exit-when-done`, its ru_maxrss) on states of 5, 50 and 100
+// MB, every step DONE but the last, whose agent is `true`: the sidecar reads
+// and parses the state, writes it twice (the launch, the verdict) and exits.
+// A state over the size cap is refused unread (refused = 1), and the sidecar
+// stopped once it said so.
+func BenchmarkSidecarStateRSS(b *testing.B) {
+	for _, mb := range []int{5, 50, 100} {
+		b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) { benchStateRSS(b, mb) })
+	}
+}
+
+// stateOfSize is a chain state of about mb MB whose steps are all DONE but
+// the last, each with an instruction of 4 KB.
+func stateOfSize(mb int) []byte {
+	long := func(n int) *planspec.State {
+		st := tailState(n, 1)
+		for _, spec := range st.Steps {
+			spec.Instruction += strings.Repeat(" Read the notes and cite them.", 4096/30)
+		}
+		return st
+	}
+	perStep := len(long(100).Marshal()) / 100
+	return long(mb << 20 / perStep).Marshal()
+}
+
+func benchStateRSS(b *testing.B, mb int) {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal("no true on PATH")
+	}
+	bin := stepseqBinary(b)
+	data := stateOfSize(mb)
+	var peak int64
+	refused := 0.0
+	for b.Loop() {
+		dir := b.TempDir()
+		statePath := filepath.Join(dir, "state.json")
+		if err := os.WriteFile(statePath, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(bin, "watch", "--exit-when-done", "--log-level", "error", dir)
+		cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+truePath)
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if len(data) > int(store.StateCap.Bytes) {
+			// Refused, the sidecar waits for a state it can read: stopped once
+			// it said so.
+			waitBench(b, func() bool { return strings.Contains(out.String(), "cap") })
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+			refused = 1
+		} else if err := cmd.Wait(); err != nil {
+			b.Fatalf("watch: %v\n%s", err, out.String())
+		}
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			peak = max(peak, ru.Maxrss) // KiB on Linux
+		}
+	}
+	b.ReportMetric(float64(len(data))/1e6, "state-MB")
+	b.ReportMetric(float64(peak)/1024, "peak-rss-MB")
+	b.ReportMetric(float64(peak)*1024/float64(len(data)), "rss/state")
+	b.ReportMetric(refused, "refused")
+}
