@@ -100,6 +100,9 @@ type StepSpec struct {
 	// the plan.
 	Exit  string
 	Abort string
+	// Graph are the step's place among steps that run side by side: what it
+	// needs, its foreach, its worktree (see graph.go).
+	Graph
 
 	raw object
 }
@@ -123,6 +126,11 @@ type StepRun struct {
 	// Agent is stepseq's record of the current try (under the run's "stepseq" key):
 	// a try started but never finished was interrupted.
 	Agent *AgentRecord
+	// Foreach marks a foreach step's record: its Result is the list of its
+	// instances' results. Failed are the instances (or the step itself) that
+	// failed for good while continueOnFailure let the rest go on.
+	Foreach bool
+	Failed  []string
 
 	raw object
 }
@@ -205,6 +213,8 @@ type Settings struct {
 	// LimitWait and Resume are the plan's defaults for its steps.
 	LimitWait Duration
 	Resume    bool
+	// MaxParallel bounds the run's agents at once; 0: no bound of the plan's.
+	MaxParallel int
 	// Notify are the plan's notification sinks.
 	Notify []NotifySink
 	// Groups are the plan's repeat groups, Loops where each stands.
@@ -602,6 +612,7 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
 	setOrDel(&o, "exit", sp.Exit, sp.Exit != "")
 	setOrDel(&o, "abort", sp.Abort, sp.Abort != "")
+	sp.Graph.set(&o)
 	return o
 }
 
@@ -619,6 +630,8 @@ func (r *StepRun) object() object {
 	setOrDel(&o, "reports", r.Reports, len(r.Reports) > 0)
 	setOrDel(&o, "result", r.Result, len(r.Result) > 0)
 	setOrDel(&o, "stepseq", r.agentWritten(), r.Agent != nil)
+	setOrDel(&o, "foreach", r.Foreach, r.Foreach)
+	setOrDel(&o, "failed", r.Failed, len(r.Failed) > 0)
 	return o
 }
 
@@ -665,6 +678,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "heartbeat", st.Heartbeat, st.Heartbeat > 0)
 	setOrDel(&o, "limitWait", st.LimitWait, st.LimitWait > 0)
 	setOrDel(&o, "resume", st.Resume, st.Resume)
+	setOrDel(&o, "maxParallel", st.MaxParallel, st.MaxParallel > 0)
 	setOrDel(&o, "notify", st.Notify, len(st.Notify) > 0)
 	setOrDel(&o, "groups", st.Groups, len(st.Groups) > 0)
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)

@@ -289,6 +289,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	}
 	sp.ResultFrom = d.optWord(o, p, "resultFrom", CheckResultFrom)
 	sp.OnInvalid = d.oneOf(o, p, "onInvalid", OnInvalidWords)
+	d.graph(o, p, &sp.Graph)
 	return sp
 }
 
@@ -339,6 +340,10 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 		} else {
 			r.Agent = &a
 		}
+	}
+	r.Foreach, _ = d.optBool(o, p, "foreach")
+	if v, ok := o.vals["failed"]; ok {
+		r.Failed = d.strList(p+"failed", v)
 	}
 	r.impliedByRecord()
 	return r
@@ -400,6 +405,9 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	}
 	st.Heartbeat = d.optDuration(o, p, "heartbeat")
 	st.Resume, _ = d.optBool(o, p, "resume")
+	if n := d.optCount(o, p, "maxParallel"); n != nil {
+		st.MaxParallel = *n
+	}
 	if r, ok := o.vals["notify"]; ok && !isNull(r) {
 		st.Notify = d.notify(p+"notify", r)
 	}

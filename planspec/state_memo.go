@@ -176,6 +176,7 @@ func (sp *StepSpec) copy() StepSpec {
 	c.AgentTemplate = sp.AgentTemplate.Clone()
 	c.Fallback = slices.Clone(sp.Fallback)
 	c.Result = slices.Clone(sp.Result)
+	c.Graph = sp.Graph.Clone()
 	if sp.Retries != nil {
 		n := *sp.Retries
 		c.Retries = &n
@@ -202,7 +203,7 @@ func (sp *StepSpec) sameGates(o *StepSpec) bool {
 	return slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs &&
-		sp.Exit == o.Exit && sp.Abort == o.Abort
+		sp.Exit == o.Exit && sp.Abort == o.Abort && sp.Graph.Equal(o.Graph)
 }
 
 // sameAgent: who runs the step, how long, how often.
@@ -235,6 +236,7 @@ func (r *StepRun) copy() StepRun {
 	}
 	c.Reports = slices.Clone(r.Reports)
 	c.Result = slices.Clone(r.Result)
+	c.Failed = slices.Clone(r.Failed)
 	return c
 }
 
@@ -242,7 +244,8 @@ func (r *StepRun) equal(o *StepRun) bool {
 	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
 		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
 		r.Phase == o.Phase && slices.EqualFunc(r.Reports, o.Reports, ReportRecord.equal) &&
-		agentEqual(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && sameObject(r.raw, o.raw)
+		agentEqual(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && sameObject(r.raw, o.raw) &&
+		r.Foreach == o.Foreach && slices.Equal(r.Failed, o.Failed)
 }
 
 func eqPtr[T comparable](a, b *T) bool {

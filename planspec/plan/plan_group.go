@@ -43,6 +43,10 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 			d.repeat(v, f, &g)
 		case "steps":
 			stepsNode = v
+		case "needs":
+			ids, _ := d.strList(v, f, nil)
+			d.gk.needs = append(d.gk.needs, needsRef{node: v, field: f, ids: ids, owner: "\x00group"})
+			d.gk.graph = true
 		default:
 			if slices.Contains(stepKeys, key) {
 				d.fail(k, f, "key %q does not belong to a group: its steps take it; move it into an entry of the group's steps", key)
@@ -76,10 +80,23 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 			d.fail(sn, f, "groups do not nest: this group is inside %s; move it out to the plan's steps, before or after %s, or make its steps plain steps of %s", what, what, what)
 			continue
 		}
+		needsAt := len(d.gk.needs)
 		st, stID := d.step(sn, f)
+		for j := needsAt; j < len(d.gk.needs); j++ {
+			d.gk.needs[j].group = "\x00group"
+		}
 		unique(st.ID, stID, f+".id")
 		out = append(out, st)
 		g.Steps = append(g.Steps, st.ID)
+	}
+	for i := range d.gk.needs {
+		r := &d.gk.needs[i]
+		if r.owner == "\x00group" {
+			r.owner, r.group = g.ID, g.ID
+		}
+		if r.group == "\x00group" {
+			r.group = g.ID
+		}
 	}
 	return g, out, idNode
 }
