@@ -66,7 +66,12 @@ func (m *Machine) judgeOrphan(probes tryProbes) bool {
 	if m.cfg.Probe == nil || m.run != nil || st.Status == planspec.StatusDone || st.CurrentStep >= len(st.StepQueue) {
 		return false
 	}
-	id := st.StepQueue[st.CurrentStep]
+	return m.judgeOrphanOf(probes, st.StepQueue[st.CurrentStep])
+}
+
+// judgeOrphanOf is judgeOrphan of step id's try.
+func (m *Machine) judgeOrphanOf(probes tryProbes, id string) bool {
+	st := m.st
 	run, spec := st.StepRuns[id], st.Steps[id]
 	if spec == nil || run == nil || run.Status != planspec.StatusInProgress || run.Agent == nil || run.Agent.StartedIso == "" {
 		return false

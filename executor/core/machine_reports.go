@@ -204,7 +204,11 @@ func (r *tryRun) lastActivity() time.Time {
 func (m *Machine) lastActivity(r *tryRun) time.Time {
 	t := r.lastActivity()
 	if m.cfg.Probe != nil {
-		if out := m.cfg.Probe.LastOutput(); out.After(t) {
+		out := m.cfg.Probe.LastOutput()
+		if so, ok := m.cfg.Probe.(StepOutputs); ok && m.graph() {
+			out = so.LastOutputOf(r.step)
+		}
+		if out.After(t) {
 			t = out
 		}
 	}

@@ -35,6 +35,7 @@ func (m *Machine) stateRead(in StateRead) {
 				r.stopReason = "state.json removed: its run is gone"
 				m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
 			}
+			m.lanesStopped("state.json removed: its run is gone")
 		}
 		m.awaiting = nil
 		m.st, m.conds, m.bad, m.badAt, m.badTries = nil, nil, nil, time.Time{}, 0
@@ -60,6 +61,7 @@ func (m *Machine) stateRead(in StateRead) {
 		}
 		m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
 		m.dropUnlaunched()
+		m.lanesUnlaunched()
 		m.adopt(in.State)
 		m.dirty = false // the file is what we hold now
 		m.journal(Entry{Event: "state-read", Detail: map[string]any{"status": in.State.Status, "cursor": in.State.CurrentStep}})
@@ -69,6 +71,7 @@ func (m *Machine) stateRead(in StateRead) {
 		m.pending = nil
 		m.judge(p)
 	}
+	m.lanesJudged()
 }
 
 // planApplied adopts a plan's new state, to be written: the file on disk still
@@ -79,6 +82,7 @@ func (m *Machine) planApplied(in PlanApplied) {
 	}
 	m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
 	m.dropUnlaunched()
+	m.lanesUnlaunched()
 	m.adopt(in.State)
 	m.clampFuture()
 	m.markDirty("plan applied: " + in.Source)
@@ -136,6 +140,7 @@ func (m *Machine) filesChanged(in FilesChanged) {
 	if m.awaiting != nil {
 		m.checkAwaiting()
 	}
+	m.lanesChanged()
 	if m.st == nil || m.bad != nil || m.Busy() || len(in.Paths) == 0 {
 		return
 	}
@@ -273,6 +278,10 @@ func (m *Machine) retry(id, from string) {
 
 // advance lets the core decide, and acts on the decision until it must wait.
 func (m *Machine) advance() {
+	if m.graph() {
+		m.advanceGraph()
+		return
+	}
 	m.dropPastDelay()
 	m.limitAt = time.Time{} // the decision below sets it again while the wait holds
 	if !m.canDecide() {
@@ -638,6 +647,9 @@ func (m *Machine) conclude(t *tryExit) {
 		run.Phase = planspec.PhasePlanned
 	}
 	m.progress = true
+	if v.OK && m.graph() {
+		m.graphDone(t.step)
+	}
 	if t.step == m.forced {
 		m.forced = ""
 		m.forceFail = !v.OK
@@ -662,6 +674,12 @@ func (m *Machine) conclude(t *tryExit) {
 }
 
 func (m *Machine) nextStep(id string) string {
+	if m.graph() {
+		if next := Dependents(m.st, id); len(next) > 0 {
+			return "step " + strings.Join(next, ", ")
+		}
+		return "none"
+	}
 	if g, at := m.st.GroupOf(id); g != nil && at == len(g.Steps)-1 {
 		// The end of a round: the next one, unless an exit or max ends the loop.
 		if l := m.st.Loop(g.ID); l != nil && l.Ended == "" && l.Round < l.Max {

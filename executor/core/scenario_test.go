@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -40,8 +41,9 @@ import (
 //	                             ends: alive to the next probe, then ended as the rest says (it ends between two probes)
 //	cannot-launch [STEP]         the step's agent cannot start: the input is why; with no input, it can
 //	output T                     the running agent last wrote a byte at T
-//	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit] [out=TEXT] [session=ID]
-//	                             the agent's end; the input is its stderr
+//	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit] [out=TEXT] [session=ID] [result]
+//	                             the agent's end; the input is its stderr, or with result the
+//	                             result its output gave
 //	report STEP [try=N] [via=V] [ref=R] [written=T]   a report; the input is its YAML
 //	tick                         the clock moves to the timer asked for, which fires
 //	timer                        the timer fires now
@@ -466,6 +468,10 @@ func (s *scenario) exit(t *testing.T, d *datadriven.TestData) Input {
 		d.ScanArgs(t, "try", &in.Try)
 	}
 	in.Exit = Exit{Started: s.started[id], Ended: s.now, Stderr: strings.TrimSpace(d.Input)}
+	if d.HasArg("result") {
+		// The input is the result read from the agent's output (resultFrom: output).
+		in.Result, in.Exit.Stderr = json.RawMessage(strings.TrimSpace(d.Input)), ""
+	}
 	if d.HasArg("code") {
 		d.ScanArgs(t, "code", &in.Exit.Code)
 	}

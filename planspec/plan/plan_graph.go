@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -391,4 +392,101 @@ func (p *Plan) queueOrder() []string {
 		}
 	}
 	return out
+}
+
+// EvalForeach evaluates a foreach expression to its list: at most
+// planspec.MaxForeachItems items. Anything else is an error that says what it
+// gave.
+func EvalForeach(src string, env *Env) ([]any, error) {
+	c, err := compileTemplateExpr(src)
+	if err != nil {
+		return nil, err
+	}
+	if env == nil {
+		env = &Env{}
+	}
+	v, err := c.evalValue(env)
+	if err != nil {
+		return nil, err
+	}
+	var items []any
+	switch v := v.(type) {
+	case []any:
+		items = v
+	case []string:
+		for _, s := range v {
+			items = append(items, s)
+		}
+	case []int:
+		for _, n := range v {
+			items = append(items, n)
+		}
+	case nil:
+		return nil, fmt.Errorf("%s gave nil, want a list: a result, key or param that is not there", planspec.Clip(src, 80))
+	default:
+		return nil, fmt.Errorf("%s gave %s, want a list", planspec.Clip(src, 80), describeValue(v))
+	}
+	if len(items) > planspec.MaxForeachItems {
+		return nil, fmt.Errorf("%s gave %d items, more than the %d a foreach takes: split the list, or run the work in fewer steps",
+			planspec.Clip(src, 80), len(items), planspec.MaxForeachItems)
+	}
+	if items == nil {
+		items = []any{}
+	}
+	return items, nil
+}
+
+// ItemEnv is env as a step's texts see it: a foreach instance's item and
+// index set; env itself for any other step.
+func ItemEnv(env *Env, spec *planspec.StepSpec) *Env {
+	if spec == nil || spec.Of == "" {
+		return env
+	}
+	e := *env
+	if len(spec.Item) > 0 {
+		_ = json.Unmarshal(spec.Item, &e.Item) // written by json.Marshal
+		e.Item = planspec.WholeNumbers(e.Item)
+	}
+	e.Index = spec.Index
+	return &e
+}
+
+// RenderInstance renders a foreach instance as it is made: its title,
+// instruction and agent (RenderSpec), and its required outputs, with its
+// item. The texts keep their templates, rendered again when a try starts.
+func RenderInstance(spec *planspec.StepSpec, planAgent planspec.AgentSpec, env *Env) (*planspec.StepSpec, error) {
+	out, err := RenderSpec(spec, planAgent, env)
+	if err != nil {
+		return nil, err
+	}
+	env = ItemEnv(env, spec)
+	var outputs []string
+	for i, o := range spec.RequiredOutputs {
+		if !planspec.HasTemplate(o) {
+			continue
+		}
+		t, err := CompileTemplate(o)
+		if err != nil {
+			return nil, fmt.Errorf("requiredOutputs[%d]: %w", i, err)
+		}
+		s, err := t.Render(env)
+		if err == nil {
+			err = planspec.CheckPath(s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("requiredOutputs[%d]: %w", i, err)
+		}
+		if outputs == nil {
+			outputs = slices.Clone(spec.RequiredOutputs)
+		}
+		outputs[i] = s
+	}
+	if outputs != nil {
+		if out == spec {
+			c := *spec
+			out = &c
+		}
+		out.RequiredOutputs = outputs
+	}
+	return out, nil
 }
