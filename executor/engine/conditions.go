@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -92,7 +93,7 @@ func (c *Conditions) Err() error {
 }
 
 func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
-	return &planpkg.Env{
+	return planpkg.ItemEnv(&planpkg.Env{
 		Root:       c.rt.Root(),
 		Now:        now,
 		TryStarted: tryStarted(c.st.StepRuns[id]),
@@ -102,7 +103,17 @@ func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
 		Params:     c.st.Settings.Params,
 		Loop:       c.st.LoopAround(id),
 		Getenv:     c.rt.Getenv,
+	}, c.st.Steps[id])
+}
+
+// Foreach evaluates foreach step id's expression to its list, with what a
+// condition sees as of now.
+func (c *Conditions) Foreach(now time.Time, id string) ([]any, error) {
+	sp := c.st.Steps[id]
+	if sp == nil {
+		return nil, fmt.Errorf("no step %s", id)
 	}
+	return planpkg.EvalForeach(sp.Foreach, c.env(now, id))
 }
 
 // tryStarted is when the step's current (or last) try started: fresh(p) compares

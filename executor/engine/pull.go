@@ -260,6 +260,9 @@ func signTokenBody(key []byte, body string) string {
 // pullReported ends a pulled try whose done report the machine just accepted.
 func (d *driver) pullReported(v core.ReportVerdict) {
 	a := d.active
+	if l := d.lanes[v.Step]; l != nil {
+		a = l
+	}
 	if !v.Accepted || a == nil || a.step != v.Step || d.pull == nil {
 		return
 	}

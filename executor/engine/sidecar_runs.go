@@ -64,6 +64,7 @@ func (s *Sidecar) initRuns() {
 	s.runTimers = make(chan *drivenRun, 64)
 	s.runInherit = make(chan *drivenRun, 8)
 	s.loopDone = make(chan struct{})
+	s.d.laneDone = s.loopDone
 	s.union = newWatchUnion()
 	if s.opt.MaxAgents == 0 {
 		s.opt.MaxAgents = DefaultMaxAgents
@@ -170,6 +171,7 @@ func (s *Sidecar) liveAgents() int {
 		if d.active != nil && d.active.tryLock != nil {
 			n++
 		}
+		n += d.liveLanes()
 	}
 	count(s.d)
 	for _, r := range s.runs {
@@ -183,11 +185,10 @@ func (s *Sidecar) startWaiting() {
 	for len(s.waiting) > 0 && (s.opt.MaxAgents < 0 || s.liveAgents() < s.opt.MaxAgents) {
 		d := s.waiting[0]
 		s.waiting = s.waiting[1:]
-		l := d.waiting
+		l := d.takeWaiting()
 		if l == nil {
 			continue // stopped while it waited
 		}
-		d.waiting = nil
 		admit := d.admit
 		d.admit = nil // its turn has come
 		d.start(*l)
@@ -349,7 +350,7 @@ func (s *Sidecar) afterRun(r *drivenRun) {
 	}
 	m := r.d.m
 	_ = m.TakeRemoved() // a run file removed by hand: nothing to keep beyond its journal
-	if m.State() == nil && m.StateInvalid() == nil && !m.Busy() && r.d.active == nil && r.d.waiting == nil {
+	if m.State() == nil && m.StateInvalid() == nil && !m.Busy() && r.d.active == nil && len(r.d.lanes) == 0 && r.d.waiting == nil {
 		if _, err := os.Lstat(r.d.sf.Path); errors.Is(err, fs.ErrNotExist) {
 			s.dropRun(r)
 		}
@@ -377,11 +378,18 @@ func (s *Sidecar) closeRun(r *drivenRun) {
 	r.closing = true
 	r.d.rt.Logger.Info("closing the run")
 	r.d.feed(core.Shutdown{})
-	r.d.waiting = nil
+	r.d.waiting, r.d.laneWait = nil, nil
 	if a := r.d.active; a != nil {
 		a.stopped = true
 		a.run.Stop()
 		return // archived once its exit comes
+	}
+	if len(r.d.lanes) > 0 {
+		for _, a := range r.d.lanes {
+			a.stopped = true
+			a.run.Stop()
+		}
+		return // archived once the last exit comes
 	}
 	s.archiveClosed(r)
 }
@@ -413,6 +421,12 @@ func (s *Sidecar) closeMain() {
 		a.stopped = true
 		a.run.Stop()
 	}
+	for _, a := range s.d.lanes {
+		if !a.stopped {
+			a.stopped = true
+			a.run.Stop()
+		}
+	}
 	if err := s.WS.ArchiveClosed(); err != nil {
 		s.Logger.Error("the closed run could not be archived", "err", err)
 		return
@@ -424,11 +438,10 @@ func (s *Sidecar) closeMain() {
 // runExited takes the end of a run's agent.
 func (s *Sidecar) runExited(ev runExit) {
 	r := ev.r
-	if s.runs[r.name] != r || r.d.active == nil || r.d.active.run != ev.run {
+	if s.runs[r.name] != r || !r.d.finishRun(ev.run, ev.exit) {
 		return
 	}
-	r.d.finish(ev.exit)
-	if r.closing && r.d.active == nil {
+	if r.closing && r.d.active == nil && len(r.d.lanes) == 0 {
 		s.archiveClosed(r)
 		return
 	}
@@ -533,8 +546,13 @@ func (s *Sidecar) stopRuns() {
 	live := 0
 	for _, r := range s.runs {
 		r.d.feed(core.Shutdown{})
-		r.d.waiting = nil
+		r.d.waiting, r.d.laneWait = nil, nil
 		if a := r.d.active; a != nil {
+			a.stopped = true
+			a.run.Stop()
+			live++
+		}
+		for _, a := range r.d.lanes {
 			a.stopped = true
 			a.run.Stop()
 			live++
@@ -542,8 +560,7 @@ func (s *Sidecar) stopRuns() {
 	}
 	for live > 0 {
 		ev := <-s.runExits
-		if s.runs[ev.r.name] == ev.r && ev.r.d.active != nil && ev.r.d.active.run == ev.run {
-			ev.r.d.finish(ev.exit)
+		if s.runs[ev.r.name] == ev.r && ev.r.d.finishRun(ev.run, ev.exit) {
 			live--
 		}
 	}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// graphPlan is a state whose steps run side by side: each entry is a step's
+// id, its needs (JSON) and its spec's other members.
+func graphPlan(extraTop string, steps ...[3]string) string {
+	var specs, queue []string
+	for _, s := range steps {
+		specs = append(specs, fmt.Sprintf(`%q:{"title":%q,"needs":%s,%s}`, s[0], s[0], s[1], s[2]))
+		queue = append(queue, fmt.Sprintf("%q", s[0]))
+	}
+	top := fmt.Sprintf(`{"plan":{"steps":{%s}},"stepQueue":[%s],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"`,
+		strings.Join(specs, ","), strings.Join(queue, ","))
+	if extraTop != "" {
+		top += "," + extraTop
+	}
+	return top + "}"
+}
+
+// lines counts the lines of the file at path; 0 when it is missing.
+func lines(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(data), "\n")
+}
+
+// TestSidecar_GraphRunsSideBySide runs four branches and their join: the
+// branches' agents run at once, never more than --max-agents of them (each
+// holds one of two slot locks), never two of one step (each holds a lock
+// named for its step), and the join starts once every branch is DONE.
+func TestSidecar_GraphRunsSideBySide(t *testing.T) {
+	out := t.TempDir()
+	branch := func(id string) [3]string {
+		return [3]string{id, "[]", fmt.Sprintf(`"instruction":"twin:%s slots:%s/2 count:%s waitfor:release write:out/%s count:%s","requiredOutputs":["out/%s"]`,
+			filepath.Join(out, "twins"), filepath.Join(out, "slots"), filepath.Join(out, "starts"), id, filepath.Join(out, "ends"), id)}
+	}
+	w := newTestWS(t, graphPlan(`"stepseq":{"maxParallel":3}`, branch("a"), branch("b"), branch("c"), branch("d"),
+		[3]string{"join", `["a","b","c","d"]`, fmt.Sprintf(`"instruction":"count:%s write:out/join","requiredOutputs":["out/join"]`, filepath.Join(out, "joins"))}))
+	w.startSidecar(SidecarOptions{MaxAgents: 2})
+	waitFor(t, func() bool { return lines(filepath.Join(out, "starts")) == 2 })
+	st := w.waitState("two branches running", func(st *planspec.State) bool {
+		return st.Run("a").Status == planspec.StatusInProgress && st.Run("b").Status == planspec.StatusInProgress
+	})
+	if got := st.Run("c").Status; got != planspec.StatusInProgress {
+		t.Errorf("c is %s: maxParallel 3 records the third try while --max-agents 2 holds its launch back", got)
+	}
+	w.writeFile("release", "")
+	st = w.waitState("DONE", done)
+	if n := lines(filepath.Join(out, "starts")); n != 4 {
+		t.Errorf("%d branch agents started, want 4", n)
+	}
+	if n := lines(filepath.Join(out, "joins")); n != 1 {
+		t.Errorf("the join ran %d times, want 1", n)
+	}
+	for _, f := range []string{"slots/over", "twins/overlaps"} {
+		if data, err := os.ReadFile(filepath.Join(out, f)); err == nil {
+			t.Errorf("%s:\n%s", f, data)
+		}
+	}
+	if st.CurrentStep != 5 {
+		t.Errorf("cursor %d, want 5", st.CurrentStep)
+	}
+}
+
+// TestSidecar_GraphKillMidFanOutTwice kills the sidecar while three branches'
+// agents run, then the sidecar started after it as it starts: the third
+// sidecar waits for the live agents instead of launching twins (each agent
+// holds a lock named for its step and says when it finds it taken), and each
+// branch is judged once by what its agent left.
+func TestSidecar_GraphKillMidFanOutTwice(t *testing.T) {
+	out := t.TempDir()
+	branch := func(id string) [3]string {
+		return [3]string{id, "[]", fmt.Sprintf(`"instruction":"twin:%s count:%s waitfor:release write:out/%s","requiredOutputs":["out/%s"]`,
+			filepath.Join(out, "twins"), filepath.Join(out, "starts"), id, id)}
+	}
+	w := newTestWS(t, graphPlan("", branch("a"), branch("b"), branch("c"),
+		[3]string{"join", `["a","b","c"]`, `"instruction":"write:out/join","requiredOutputs":["out/join"]`}))
+	first := w.startSidecarProcess()
+	waitFor(t, func() bool { return lines(filepath.Join(out, "starts")) == 3 })
+	_ = first.Process.Signal(syscall.SIGKILL)
+	_ = first.Wait()
+
+	second := w.startSidecarProcess()
+	w.waitJournalCount(`"event":"start"`, 2)
+	_ = second.Process.Signal(syscall.SIGKILL)
+	_ = second.Wait()
+
+	w.startSidecarProcess()
+	w.waitJournalCount(`"event":"ready"`, 2) // the first and the third made it to ready
+	if n := lines(filepath.Join(out, "starts")); n != 3 {
+		t.Fatalf("%d agents started while the first three lived, want 3", n)
+	}
+	w.writeFile("release", "")
+	st := w.waitState("DONE", done)
+	for _, id := range []string{"a", "b", "c", "join"} {
+		if r := st.Run(id); r.Status != planspec.StatusDone || r.Tries != 1 {
+			t.Errorf("%s: %s after %d tries, want DONE after 1", id, r.Status, r.Tries)
+		}
+	}
+	if n := lines(filepath.Join(out, "starts")); n != 3 {
+		t.Errorf("%d branch agents started, want 3: an orphan that finished was run again", n)
+	}
+	if data, err := os.ReadFile(filepath.Join(out, "twins", "overlaps")); err == nil {
+		t.Errorf("twins:\n%s", data)
+	}
+}
+
+// waitJournalCount waits for n journal lines holding text.
+func (w *testWS) waitJournalCount(text string, n int) {
+	w.t.Helper()
+	waitFor(w.t, func() bool {
+		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
+		return strings.Count(string(data), text) >= n
+	})
+}
