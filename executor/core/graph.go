@@ -391,7 +391,7 @@ func (p *graphPass) sum() {
 	}
 	switch {
 	case p.Running > 0:
-		p.Told = Decision{Action: Running, Reason: fmt.Sprintf("%s in flight", countOf(p.Running, "step"))}
+		p.Told = Decision{Action: Running, Reason: "steps run side by side"}
 	case wait != nil:
 		p.Told = *wait
 	case block != nil:
