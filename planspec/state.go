@@ -154,6 +154,17 @@ type AgentRecord struct {
 	Session AgentSession `json:"session,omitzero"`
 	// Limit is the usage limit the step waits out; zero when none holds it.
 	Limit LimitHold `json:"limit,omitzero"`
+	// Worktree is the step's branch once its verified work is committed on
+	// it (worktree: true).
+	Worktree *WorktreeRecord `json:"worktree,omitempty"`
+}
+
+// WorktreeRecord is a worktree step's branch: the commit its verified work
+// made, and whether the branch was merged at its join.
+type WorktreeRecord struct {
+	Branch string `json:"branch"`
+	Commit string `json:"commit,omitempty"`
+	Merged bool   `json:"merged,omitempty"`
 }
 
 // AgentSession is the session an agent CLI said it ran the try in.

@@ -232,6 +232,10 @@ func (r *StepRun) copy() StepRun {
 	if r.Agent != nil {
 		a := *r.Agent
 		a.Errors = slices.Clone(a.Errors)
+		if a.Worktree != nil {
+			w := *a.Worktree
+			a.Worktree = &w
+		}
 		c.Agent = &a
 	}
 	c.Reports = slices.Clone(r.Reports)
@@ -287,5 +291,6 @@ func agentEqual(a, b *AgentRecord) bool {
 		return a == b
 	}
 	return a.StartedIso == b.StartedIso && a.FinishedIso == b.FinishedIso && a.Interruptions == b.Interruptions &&
-		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit
+		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit &&
+		eqPtr(a.Worktree, b.Worktree)
 }

@@ -34,6 +34,11 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 			for _, path := range args {
 				pf := engine.ReadPlanFile(path, path)
 				if pf.Plan != nil {
+					if err := engine.CheckWorktrees(pf.Plan.UsesWorktrees(), filepath.Dir(path)); err != nil {
+						pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", path, err)
+					}
+				}
+				if pf.Plan != nil {
 					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
 					continue
 				}

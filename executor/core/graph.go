@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/planspec/plan"
@@ -72,6 +73,11 @@ func (p *graphPass) scan() {
 			continue
 		}
 		if !p.needsMet(id) {
+			i++
+			continue
+		}
+		if d, ok := p.merge(id); ok {
+			p.Decisions = append(p.Decisions, d)
 			i++
 			continue
 		}
@@ -188,7 +194,7 @@ func (p *graphPass) settled(n string) bool {
 	}
 	if run.Status == planspec.StatusDone {
 		_, held := doneHolds(st, n)
-		return !held
+		return !held && committed(st, n)
 	}
 	sp := st.Steps[n]
 	return sp != nil && sp.ContinueOnFailure && FailedForGood(st, n, p.f.MaxRetries)
@@ -353,6 +359,11 @@ func (p *graphPass) cursor() bool {
 	changed = changed || st.CurrentStep != at
 	st.CurrentStep = at
 	if !left && p.Running == 0 && !p.launches() {
+		if u := unmerged(st, st.StepQueue); len(u) > 0 {
+			// The branches no join merged are merged at the plan's end.
+			p.Decisions = append(p.Decisions, Decision{Action: Merging, Merge: u, Reason: "merging the branches left at the plan's end"})
+			return changed
+		}
 		st.Status = planspec.StatusDone
 		changed = true
 	}
@@ -383,6 +394,9 @@ func (p *graphPass) sum() {
 				block = d
 			}
 		case Running:
+		case Merging:
+			p.Told = *d
+			return
 		default:
 			if wait == nil {
 				wait = d
@@ -429,4 +443,20 @@ func Dependents(st *planspec.State, id string) []string {
 		}
 	}
 	return out
+}
+
+// merge is the Merging decision of join id, whose needs are met: the branches
+// of its needs that wait for their merge. ok is false when there are none, or
+// the join is past them (started, DONE, or blocked by a merge that failed).
+func (p *graphPass) merge(id string) (Decision, bool) {
+	st := p.st
+	if run := st.StepRuns[id]; run != nil && (run.Status == planspec.StatusDone || run.Status == planspec.StatusInProgress ||
+		run.Phase == planspec.PhaseBlocked) {
+		return Decision{}, false
+	}
+	u := unmerged(st, p.x.NeedsOf(st, id))
+	if len(u) == 0 {
+		return Decision{}, false
+	}
+	return Decision{Action: Merging, Step: id, Merge: u, Reason: "merging the branches of " + strings.Join(u, ", ")}, true
 }

@@ -384,6 +384,7 @@ type Machine struct {
 	// toldSteps the steps whose block was told while the rest went on.
 	lanes     map[string]*lane
 	toldSteps map[string]bool
+	merging   bool // a MergeWorktrees is out
 }
 
 // tryRun is the try in flight.
@@ -475,6 +476,12 @@ func (m *Machine) Handle(now time.Time, in Input) []Effect {
 		m.triggersQueued(in)
 	case PlanWriting:
 		m.planWriting(in)
+	case WorktreeMade:
+		m.worktreeMade(in)
+	case WorktreeCommitted:
+		m.worktreeCommitted(in)
+	case WorktreesMerged:
+		m.worktreesMerged(in)
 	}
 	m.settle()
 	return m.out

@@ -216,6 +216,8 @@ func (m *Machine) actGraph(d Decision) {
 		m.emit(WaitInherited{Step: d.Step})
 	case Blocked:
 		m.blockedStep(d)
+	case Merging:
+		m.mergeAt(d)
 	}
 }
 

@@ -71,7 +71,7 @@ func (m *Machine) admit(in ReportIn) (run *planspec.StepRun, reasons []string) {
 	}
 	run = m.st.Run(in.Step) // the running try's: its evidence is checked too
 	if rep.Status == planspec.ReportDone && len(rep.Artifacts) > 0 && m.cfg.Probe != nil {
-		if gone := m.cfg.Probe.Missing(rep.Artifacts); len(gone) > 0 {
+		if gone := m.missing(in.Step, rep.Artifacts); len(gone) > 0 {
 			reasons = append(reasons, "artifacts not found in the workspace: "+strings.Join(gone, ", "))
 		}
 	}

@@ -602,7 +602,7 @@ func (m *Machine) judge(t *tryExit) {
 	}
 	exit := t.exit
 	if t.stop == "" && exit.Code == 0 && !exit.TimedOut && exit.Err == nil && spec.AwaitOutputs > 0 &&
-		len(m.cfg.Probe.Missing(spec.RequiredOutputs)) > 0 {
+		len(m.missing(t.step, spec.RequiredOutputs)) > 0 {
 		t.deadline = exit.Ended.Add(time.Duration(spec.AwaitOutputs))
 		m.awaiting = t
 		m.log(slog.LevelInfo, "agent exited; waiting for its outputs", "step", t.step, "until", t.deadline.Format(time.RFC3339))
@@ -617,7 +617,7 @@ func (m *Machine) checkAwaiting() {
 		m.awaiting = nil
 		return
 	}
-	if len(m.cfg.Probe.Missing(m.st.Steps[aw.step].RequiredOutputs)) == 0 || !m.now.Before(aw.deadline) {
+	if len(m.missing(aw.step, m.st.Steps[aw.step].RequiredOutputs)) == 0 || !m.now.Before(aw.deadline) {
 		m.awaiting = nil
 		m.conclude(aw)
 	}
@@ -649,6 +649,9 @@ func (m *Machine) conclude(t *tryExit) {
 	m.progress = true
 	if v.OK && m.graph() {
 		m.graphDone(t.step)
+	}
+	if v.OK && m.inWorktree(t.step) {
+		m.commitVerified(t.step, run.Tries)
 	}
 	if t.step == m.forced {
 		m.forced = ""
@@ -712,13 +715,13 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		return Verdict{Error: "exited 0 without a done report (reports: required): report done with its evidence before exiting"}
 	}
 	var reasons []string
-	missing := m.cfg.Probe.Missing(spec.RequiredOutputs)
+	missing := m.missing(t.step, spec.RequiredOutputs)
 	if len(missing) > 0 {
 		reasons = append(reasons, "Missing required outputs: "+strings.Join(missing, ", "))
 	}
 	if t.done {
 		if arts := lastDoneArtifacts(m.st.Run(t.step), t.try); len(arts) > 0 {
-			if gone := m.cfg.Probe.Missing(arts); len(gone) > 0 {
+			if gone := m.missing(t.step, arts); len(gone) > 0 {
 				reasons = append(reasons, "Missing reported artifacts: "+strings.Join(gone, ", "))
 			}
 		}

@@ -28,9 +28,12 @@ const (
 	// LimitWaiting: every agent of the step's try was out of quota; the same try
 	// runs again at Decision.At, when the limit resets (DESIGN §16).
 	LimitWaiting
+	// Merging: the branches of Decision.Merge are merged before Decision.Step,
+	// their join, launches.
+	Merging
 )
 
-var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting"}
+var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting", "merging"}
 
 func (a Action) String() string { return actionNames[a] }
 
@@ -48,6 +51,8 @@ type Decision struct {
 	// stopped. No process of it ran here, so nothing was interrupted: the same
 	// try is offered again, with the same prompt and token, and no try is spent.
 	Reoffer bool
+	// Merge are the worktree steps whose branches a Merging decision merges.
+	Merge []string
 }
 
 // Facts are what the world says during a pass: the time, whether an earlier agent
@@ -428,8 +433,14 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 	if run.Agent != nil {
 		session, limit = run.Agent.Session, run.Agent.Limit
 	}
+	var wt *planspec.WorktreeRecord
+	if run.Agent != nil && run.Agent.Worktree != nil {
+		w := *run.Agent.Worktree
+		w.Commit, w.Merged = "", false // a new try's work is committed anew
+		wt = &w
+	}
 	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs,
-		Session: session, Limit: limit}
+		Session: session, Limit: limit, Worktree: wt}
 	clearBlocker(st, id)
 	return tries
 }

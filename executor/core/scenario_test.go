@@ -53,6 +53,7 @@ import (
 //	triggers-queued [mtime=T] [now]   the trigger folder changed (modified at T); now: drain at once
 //	plan-writing mtime=T         a plan file that does not parse yet, modified at T
 //	fail-writes [off]            writes fail (the input is why) until off
+//	merge-fails [off]            merges at a join fail (the input is why) until off
 //	shutdown | inherited-gone
 //	status                       what the machine holds
 //
@@ -71,6 +72,7 @@ type world struct {
 	ending    map[string]TryState // what a try lock says once the next probe has found it alive
 	launchErr map[string]string   // step ("" for every step) → why
 	lastOut   time.Time
+	mergeFail string // why a merge at a join fails; "": it succeeds
 }
 
 func (w *world) Conditions(st *planspec.State) (CondSet, error) { return scriptedConds{w, st}, nil }
@@ -372,6 +374,12 @@ var scriptWorld = map[string]scenarioCmd{
 		}
 	},
 	"output": func(s *scenario, t *testing.T, d *datadriven.TestData) { s.w.lastOut = s.dur(t, d, d.CmdArgs[0].Key) },
+	"merge-fails": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
+		s.w.mergeFail = ""
+		if !d.HasArg("off") {
+			s.w.mergeFail = strings.TrimSpace(d.Input)
+		}
+	},
 	"fail-writes": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
 		s.failWrite = nil
 		if !d.HasArg("off") {
@@ -514,6 +522,14 @@ func (s *scenario) feed(in Input, verbose bool) string {
 			queue = append(queue, s.m.Handle(s.now, StateRead{Unchanged: true})...)
 		case StartAgent:
 			s.started[e.Step], s.running[e.Step] = s.now, e.Try
+		case CommitWorktree:
+			queue = append(queue, s.m.Handle(s.now, WorktreeCommitted{Step: e.Step, Try: e.Try, Branch: "stepseq/main/" + e.Step, Commit: "c-" + e.Step})...)
+		case MergeWorktrees:
+			in := WorktreesMerged{Join: e.Join, Steps: e.Steps}
+			if s.w.mergeFail != "" {
+				in.Err, in.Failed = errors.New(s.w.mergeFail), e.Steps[0]
+			}
+			queue = append(queue, s.m.Handle(s.now, in)...)
 		case SetTimer:
 			s.timer = e.At
 		}
@@ -553,6 +569,10 @@ func (s *scenario) print(b *strings.Builder, e Effect, verbose bool) {
 		printVerdict(b, e)
 	case WaitInherited:
 		fmt.Fprintf(b, "wait for the inherited agent of %s\n", e.Step)
+	case CommitWorktree:
+		fmt.Fprintf(b, "commit %s#%d: %s\n", e.Step, e.Try, strings.ReplaceAll(e.Message, "\n", `\n`))
+	case MergeWorktrees:
+		fmt.Fprintf(b, "merge %v for %q\n", e.Branches, e.Join)
 	case DrainTriggers:
 		b.WriteString("drain the triggers\n")
 	case IntakePlans:

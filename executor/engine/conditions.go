@@ -94,7 +94,7 @@ func (c *Conditions) Err() error {
 
 func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
 	return planpkg.ItemEnv(&planpkg.Env{
-		Root:       c.rt.Root(),
+		Root:       c.rt.stepRoot(c.st, id),
 		Now:        now,
 		TryStarted: tryStarted(c.st.StepRuns[id]),
 		Runs:       c.st.StepRuns,

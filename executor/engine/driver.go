@@ -80,6 +80,7 @@ type driver struct {
 	runHooks
 	// driverLanes hold a graph's tries running side by side (driver_lanes.go).
 	driverLanes
+	swept bool // the worktrees left by an earlier stepseq were taken up
 
 	// ahead are the conditions watchAhead compiled, for the machine's first
 	// read of the same state.
@@ -195,6 +196,9 @@ func (d *driver) perform(e core.Effect) {
 		// still the first change after a quiet window, seen at once.
 		d.expect(d.sf.Path)
 		err := d.sf.WriteVisible(e.State)
+		if err == nil && e.State.Status == planspec.StatusDone {
+			d.sweepWorktrees(e.State) // the run is over: none of its worktrees is needed
+		}
 		d.metrics.written(e.State, touched, all)
 		if err == nil && d.onWritten != nil {
 			d.onWritten(e.State)
@@ -255,6 +259,10 @@ func (d *driver) perform(e core.Effect) {
 		d.waitInherited(e.Step)
 	case core.DrainTriggers, core.IntakePlans:
 		d.intake(e)
+	case core.CommitWorktree:
+		d.commitWorktree(e)
+	case core.MergeWorktrees:
+		d.mergeWorktrees(e)
 	}
 }
 
@@ -288,6 +296,10 @@ func (d *driver) expect(path string) {
 
 func (d *driver) readState() {
 	st, changed, err := d.sf.ReadIfChanged()
+	if err == nil && st != nil && !d.swept {
+		d.swept = true
+		d.sweepWorktrees(st) // those a stepseq before this one left
+	}
 	d.feed(core.StateRead{State: st, Err: err, Unchanged: !changed && err == nil})
 }
 
@@ -360,6 +372,12 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	}
 	if st.ResultFromOutput(l.Step) {
 		spec.StdoutTail = planspec.MaxResultOutput
+	}
+	if dir, err := d.makeWorktree(st, l); err != nil {
+		d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: proc.StartFailure(err)})
+		return
+	} else if dir != "" {
+		spec.Dir = dir
 	}
 	launcher := d.launcher
 	var tl *proc.HeldTry

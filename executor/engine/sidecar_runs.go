@@ -397,6 +397,7 @@ func (s *Sidecar) closeRun(r *drivenRun) {
 // archiveClosed archives a closed run whose agent is gone, and drops it.
 func (s *Sidecar) archiveClosed(r *drivenRun) {
 	r.d.endGroups()
+	r.d.sweepWorktrees(nil)
 	switch err := r.d.rt.WS.ArchiveClosed(); {
 	case errors.Is(err, fs.ErrNotExist):
 		// Its state file was removed by hand: nothing to archive, and the
@@ -427,6 +428,7 @@ func (s *Sidecar) closeMain() {
 			a.run.Stop()
 		}
 	}
+	s.d.sweepWorktrees(nil)
 	if err := s.WS.ArchiveClosed(); err != nil {
 		s.Logger.Error("the closed run could not be archived", "err", err)
 		return

@@ -29,6 +29,7 @@ type Runtime struct {
 	Allow *AllowList
 
 	root *os.Root
+	wt   worktreeRoots // steps' worktrees, opened for judging their files
 }
 
 // NewRuntime sets up a runtime for the workspace of statePath from the process's
@@ -73,6 +74,7 @@ func (r *Runtime) Close() error {
 		r.root.Close()
 		r.root = nil
 	}
+	r.wt.closeAll()
 	return r.Journal.Close()
 }
 
