@@ -50,6 +50,17 @@ func git(dir string, env []string, args ...string) (string, error) {
 	return strings.TrimSpace(out.String()), nil
 }
 
+// gitQuiet is git without the repository's hooks: stepseq's own commits and
+// merges are bookkeeping, and the hooks stepseq installs would take them for a
+// person's change and trigger a step.
+func gitQuiet(dir string, env []string, args ...string) (string, error) {
+	out, err := git(dir, env, append([]string{"-c", "core.hooksPath=" + os.DevNull}, args...)...)
+	if err != nil {
+		err = errors.New(strings.Replace(err.Error(), "git -c:", "git "+args[0]+":", 1))
+	}
+	return out, err
+}
+
 // GitRepo says why dir cannot hold worktrees: it is not inside a git work tree,
 // or the repository has no commit to cut a branch from. nil when it can.
 func GitRepo(dir string) error {
@@ -139,7 +150,7 @@ func CommitWorktree(path, message string) (string, error) {
 		return "", err
 	}
 	if _, err := git(path, nil, "diff", "--cached", "--quiet"); err != nil {
-		if _, err := git(path, commitIdentity(path), "commit", "--no-verify", "-q", "-m", message); err != nil {
+		if _, err := gitQuiet(path, commitIdentity(path), "commit", "-q", "-m", message); err != nil {
 			return "", err
 		}
 	}
@@ -194,7 +205,7 @@ func MergeBranches(repo string, branches []string, message func(branch string) s
 	}
 	id := commitIdentity(repo)
 	for i, b := range branches {
-		_, err := git(repo, id, "merge", "--no-ff", "--no-edit", "--no-verify", "-m", message(b), b)
+		_, err := gitQuiet(repo, id, "merge", "--no-ff", "--no-edit", "-m", message(b), b)
 		if err == nil {
 			continue
 		}
