@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -55,6 +57,16 @@ func TestSidecar_GraphRunsSideBySide(t *testing.T) {
 	})
 	if got := st.Run("c").Status; got != planspec.StatusInProgress {
 		t.Errorf("c is %s: maxParallel 3 records the third try while --max-agents 2 holds its launch back", got)
+	}
+	r, err := Describe(w.chain().Runtime, st, time.Now(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Graph || !slices.Equal(r.Running, []string{"a", "b"}) || !strings.HasPrefix(r.WaitingFor.Reason, "running side by side: a, b") {
+		t.Errorf("status: graph %v, running %v, now %q", r.Graph, r.Running, r.WaitingFor.Reason)
+	}
+	if last := r.Steps[4]; last.ID != "join" || !slices.Equal(last.Needs, []string{"a", "b", "c", "d"}) {
+		t.Errorf("join's needs: %+v", last)
 	}
 	w.writeFile("release", "")
 	st = w.waitState("DONE", done)
