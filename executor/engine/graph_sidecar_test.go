@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/metrics"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -50,8 +52,10 @@ func TestSidecar_GraphRunsSideBySide(t *testing.T) {
 	}
 	w := newTestWS(t, graphPlan(`"stepseq":{"maxParallel":3}`, branch("a"), branch("b"), branch("c"), branch("d"),
 		[3]string{"join", `["a","b","c","d"]`, fmt.Sprintf(`"instruction":"count:%s write:out/join","requiredOutputs":["out/join"]`, filepath.Join(out, "joins"))}))
-	w.startSidecar(SidecarOptions{MaxAgents: 2})
+	reg := metrics.NewRegistry()
+	w.startSidecar(SidecarOptions{MaxAgents: 2, Metrics: NewMetrics(reg, nil)})
 	waitFor(t, func() bool { return lines(filepath.Join(out, "starts")) == 2 })
+	waitFor(t, func() bool { v, _ := reg.Value("stepseq_running_agents"); return v == 2 })
 	st := w.waitState("two branches running", func(st *planspec.State) bool {
 		return st.Run("a").Status == planspec.StatusInProgress && st.Run("b").Status == planspec.StatusInProgress
 	})
@@ -70,6 +74,7 @@ func TestSidecar_GraphRunsSideBySide(t *testing.T) {
 	}
 	w.writeFile("release", "")
 	st = w.waitState("DONE", done)
+	waitFor(t, func() bool { v, _ := reg.Value("stepseq_running_agents"); return v == 0 })
 	if n := lines(filepath.Join(out, "starts")); n != 4 {
 		t.Errorf("%d branch agents started, want 4", n)
 	}
@@ -136,4 +141,43 @@ func (w *testWS) waitJournalCount(text string, n int) {
 		data, _ := os.ReadFile(w.path(".stepseq/journal.jsonl"))
 		return strings.Count(string(data), text) >= n
 	})
+}
+
+// TestSidecar_PullOffersEachReadyInstance offers each ready instance of a
+// pulled foreach to whichever worker asks: each worker gets one of its own,
+// the same one when it asks again; the join is offered once both are done.
+func TestSidecar_PullOffersEachReadyInstance(t *testing.T) {
+	_, sc := pullWS(t, `agent: mcp
+steps:
+  - id: fix
+    needs: []
+    foreach: '["x", "y"]'
+    title: Fix ${item}
+    instruction: Fix ${item}
+  - id: join
+    title: Join
+    instruction: Join them
+`)
+	ctx := context.Background()
+	a := take(t, sc, "worker-a")
+	b := take(t, sc, "worker-b")
+	if a.Step != "fix[0]" || b.Step != "fix[1]" || a.Prompt != "Fix x" || b.Prompt != "Fix y" {
+		t.Fatalf("offers %+v and %+v", a, b)
+	}
+	if again := take(t, sc, "worker-a"); again.Step != a.Step || again.Token != a.Token {
+		t.Errorf("worker-a asked again and got %+v", again)
+	}
+	if _, ok, why, _ := sc.Current(ctx, "worker-c", nil); ok || !strings.Contains(why, "taken by another worker") {
+		t.Errorf("a third worker: ok=%v why=%q", ok, why)
+	}
+	for _, o := range []Offer{a, b} {
+		for _, st := range []string{planspec.ReportAccepted, planspec.ReportDone} {
+			if ok, reasons, err := sc.Report(ctx, o.Step, o.Try, report(st, ""), "mcp"); err != nil || !ok {
+				t.Fatalf("%s %s: %v %v", o.Step, st, reasons, err)
+			}
+		}
+	}
+	if j := take(t, sc, "worker-c"); j.Step != "join" {
+		t.Errorf("after both instances, worker-c got %+v", j)
+	}
 }

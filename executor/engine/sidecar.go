@@ -332,6 +332,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		}
 		s.startWaiting()
 		s.opt.Metrics.observe(s.d.m.State())
+		s.opt.Metrics.runningAgents(s.liveAgents())
 		s.turned(began)
 	}
 }

@@ -145,9 +145,12 @@ type RunInfo struct {
 	Params map[string]any `json:"params,omitempty"`
 	// Progress: steps DONE (skipped ones included) of steps, and the step at
 	// the cursor while the run is not done.
-	Done     int      `json:"done"`
-	Steps    int      `json:"steps"`
-	Current  string   `json:"current,omitempty"`
+	Done    int    `json:"done"`
+	Steps   int    `json:"steps"`
+	Current string `json:"current,omitempty"`
+	// InFlight are the steps in progress of a run whose steps run side by
+	// side, in queue order.
+	InFlight []string `json:"inFlight,omitempty"`
 	Blockers []string `json:"blockers,omitempty"`
 	Error    string   `json:"error,omitempty"` // RunInvalid: why the file cannot be read
 	// Updated is when the state file was last written (for a closed run: when
@@ -190,9 +193,13 @@ func ReadRunInfo(ws Workspace, name, path string, closed bool) RunInfo {
 	info.Params = st.Settings.Params
 	info.Steps = len(st.StepQueue)
 	info.Blockers = st.Blockers
+	graph := st.IsGraph()
 	for _, id := range st.StepQueue {
-		if r := st.StepRuns[id]; r != nil && r.Status == planspec.StatusDone {
+		switch r := st.StepRuns[id]; {
+		case r != nil && r.Status == planspec.StatusDone:
 			info.Done++
+		case graph && r != nil && r.Status == planspec.StatusInProgress:
+			info.InFlight = append(info.InFlight, id)
 		}
 	}
 	if st.Status != planspec.StatusDone && st.CurrentStep >= 0 && st.CurrentStep < len(st.StepQueue) {
