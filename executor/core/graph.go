@@ -38,6 +38,8 @@ type GraphPass struct {
 	Told      Decision
 	Running   int // steps in flight
 	Changed   bool
+	// Expanded: a foreach made its instances, steps the plan did not have.
+	Expanded bool
 }
 
 // ReconcileGraph is Reconcile for a state whose steps run side by side.
@@ -233,7 +235,7 @@ func (p *graphPass) expand(id string) (d Decision, held bool) {
 		p.Changed = true
 		return Decision{Action: Blocked, Step: id, Reason: text}, true
 	}
-	p.Changed = true
+	p.Changed, p.Expanded = true, true
 	return Decision{}, false
 }
 

@@ -161,7 +161,7 @@ func (m *Machine) advanceGraph() {
 		Loop: m.loopEvent}
 	pass := ReconcileGraph(m.st, f, GraphFacts{Busy: m.laneBusy, Slots: m.slots(), Foreach: m.foreach})
 	changed := pass.Changed
-	if changed {
+	if pass.Expanded {
 		m.refreshConds()
 	}
 	changed = m.summarize(pass.Told) || changed
