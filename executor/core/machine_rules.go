@@ -211,6 +211,9 @@ const MtimeSlack = 20 * time.Millisecond
 // agent and not acted on by an earlier pass. A file last modified while an agent
 // ran is that agent's work and triggers nothing, however late its event arrives.
 func (m *Machine) notAgentWork(p string) bool {
+	if strings.HasPrefix(p, MetaDir+"/worktrees/") {
+		return false // a worktree is an agent's folder, never a person's change
+	}
 	mod, ok := m.cfg.Probe.ModTime(p)
 	if !ok || !mod.After(m.onHandled) {
 		return false
