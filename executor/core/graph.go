@@ -116,28 +116,9 @@ func (p *graphPass) step(id string) (d Decision, again bool) {
 		return Decision{}, false // it waits its turn, its record untouched
 	}
 	spec, run := st.Steps[id], st.Run(id)
-	interrupted, reoffer := false, false
-	switch run.Status {
-	case planspec.StatusDone:
-		if d, held := doneHolds(st, id); held {
-			return d, false
-		}
-		return Decision{}, false
-	case planspec.StatusFailed:
-		d, blocked, ch := failedTry(st, id, run, f)
-		p.Changed = p.Changed || ch
-		if blocked {
-			return d, false
-		}
-	case planspec.StatusInProgress:
-		var d Decision
-		var running bool
-		d, running, interrupted, reoffer = unfinishedTry(st, id, run, f)
-		if running {
-			p.Running++
-			return d, false
-		}
-		p.Changed = p.Changed || interrupted
+	d, stop, interrupted, reoffer := p.byStatus(id, run)
+	if stop {
+		return d, false
 	}
 	if skipByCondition(id, run, f) {
 		p.Changed = true
@@ -161,6 +142,31 @@ func (p *graphPass) step(id string) (d Decision, again bool) {
 		p.g.Slots--
 	}
 	return d, false
+}
+
+// byStatus decides a step by its run's status, as Reconcile does the
+// cursor's: stop when the decision is made (DONE, blocked, running), else
+// whether its try was interrupted or is a pulled one offered again.
+func (p *graphPass) byStatus(id string, run *planspec.StepRun) (d Decision, stop, interrupted, reoffer bool) {
+	st, f := p.st, p.f
+	switch run.Status {
+	case planspec.StatusDone:
+		d, _ = doneHolds(st, id)
+		return d, true, false, false
+	case planspec.StatusFailed:
+		d, blocked, ch := failedTry(st, id, run, f)
+		p.Changed = p.Changed || ch
+		return d, blocked, false, false
+	case planspec.StatusInProgress:
+		var running bool
+		d, running, interrupted, reoffer = unfinishedTry(st, id, run, f)
+		if running {
+			p.Running++
+			return d, true, false, false
+		}
+		p.Changed = p.Changed || interrupted
+	}
+	return Decision{}, false, interrupted, reoffer
 }
 
 // doneHolds says whether a DONE step still holds what needs it: its abort

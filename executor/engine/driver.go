@@ -196,9 +196,7 @@ func (d *driver) perform(e core.Effect) {
 		// still the first change after a quiet window, seen at once.
 		d.expect(d.sf.Path)
 		err := d.sf.WriteVisible(e.State)
-		if err == nil && e.State.Status == planspec.StatusDone {
-			d.sweepWorktrees(e.State) // the run is over: none of its worktrees is needed
-		}
+		d.sweepDone(e.State, err)
 		d.metrics.written(e.State, touched, all)
 		if err == nil && d.onWritten != nil {
 			d.onWritten(e.State)
@@ -252,17 +250,11 @@ func (d *driver) perform(e core.Effect) {
 	case core.ReportVerdict:
 		d.reportVerdict(e)
 	case core.WaitInherited:
-		if d.parallel() {
-			d.waitInheritedLane(e.Step)
-			return
-		}
 		d.waitInherited(e.Step)
 	case core.DrainTriggers, core.IntakePlans:
 		d.intake(e)
-	case core.CommitWorktree:
-		d.commitWorktree(e)
-	case core.MergeWorktrees:
-		d.mergeWorktrees(e)
+	case core.CommitWorktree, core.MergeWorktrees:
+		d.worktreeEffect(e)
 	}
 }
 
@@ -675,6 +667,10 @@ func (d *driver) closeWatcher() {
 // takes the step's try lock, which the kernel grants once the agent and every
 // child that inherited the lock are gone.
 func (d *driver) waitInherited(step string) {
+	if d.parallel() {
+		d.waitInheritedLane(step) // others run meanwhile
+		return
+	}
 	if d.inherited != nil || !d.m.Config().Persistent {
 		return
 	}

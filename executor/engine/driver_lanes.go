@@ -12,27 +12,27 @@ import (
 
 // Agents side by side: a persistent driver of a plan whose steps run as a
 // graph holds each step instance's running try in a lane of its own, its exit
-// forwarded to the loop (laneExits); a one-shot driver, and a straight line,
-// hold one try at a time in active, as always.
+// handed to the loop (toLoop); a one-shot driver, and a straight line, hold
+// one try at a time in active, as always.
 
 // driverLanes is the driver's part that holds several tries at once.
 type driverLanes struct {
-	lanes     map[string]*activeTry // running tries by step instance
-	laneHeld  map[string]*activeTry // exited tries whose group is left while their outputs are awaited
-	laneExits chan laneExit         // their ends, forwarded to the loop
-	laneDone  <-chan struct{}       // closed when the loop has ended: forwarders give up
+	lanes    map[string]*activeTry // running tries by step instance
+	laneHeld map[string]*activeTry // exited tries whose group is left while their outputs are awaited
+	laneEnds map[*activeTry]*laneEnd
+	// toLoop, when set, runs f on the loop (the sidecar's calls): how a lane's
+	// exit and an inherited agent's end reach the loop.
+	toLoop func(f func())
 	// laneWait are the tries held back by --max-agents behind waiting, in the
 	// order they came.
 	laneWait []core.StartAgent
-	// laneInherit are the steps whose inherited agent is waited for; a wait
-	// that ends sends the step to inheritedLanes.
-	laneInherit    map[string]bool
-	inheritedLanes chan string
+	// laneInherit are the steps whose inherited agent is waited for.
+	laneInherit map[string]bool
 }
 
-// laneExit is the end of one of a graph's agents.
-type laneExit struct {
-	run  proc.Started
+// laneEnd is a lane's agent's end, once its waiter has it: done is closed then.
+type laneEnd struct {
+	done chan struct{}
 	exit core.Exit
 }
 
@@ -53,25 +53,31 @@ func (d *driver) keepActive(a *activeTry) {
 		d.lanes = map[string]*activeTry{}
 		d.laneHeld = map[string]*activeTry{}
 	}
-	if d.laneExits == nil {
-		d.laneExits = make(chan laneExit)
-	}
 	d.lanes[a.step] = a
-	if d.launched != nil {
+	if d.launched != nil || d.toLoop == nil {
 		return // the sidecar forwards a run's exits itself
 	}
-	run, ch, done := a.run, d.laneExits, d.laneDone
+	if d.laneEnds == nil {
+		d.laneEnds = map[*activeTry]*laneEnd{}
+	}
+	end := &laneEnd{done: make(chan struct{})}
+	d.laneEnds[a] = end
+	toLoop := d.toLoop
 	go func() {
-		e := <-run.Done()
-		select {
-		case ch <- laneExit{run: run, exit: e}:
-		case <-done:
-		}
+		end.exit = <-a.run.Done()
+		close(end.done)
+		toLoop(func() { d.laneExited(a, end) })
 	}()
 }
 
-// laneExitsCh is where the lanes' ends come; nil when none can.
-func (d *driver) laneExitsCh() <-chan laneExit { return d.laneExits }
+// laneExited takes the end of lane a's agent, unless it was taken already.
+func (d *driver) laneExited(a *activeTry, end *laneEnd) {
+	if d.lanes[a.step] != a {
+		return
+	}
+	delete(d.laneEnds, a)
+	d.finishTry(a, end.exit)
+}
 
 // tryOf is the try whose agent is run: the active one or a lane's.
 func (d *driver) tryOf(run proc.Started) *activeTry {
@@ -169,9 +175,9 @@ func (d *driver) stopLanes() {
 		a.stopped = true
 		a.run.Stop()
 	}
-	for len(d.lanes) > 0 && d.laneExits != nil && d.launched == nil {
-		ev := <-d.laneExits
-		d.finishRun(ev.run, ev.exit)
+	for a, end := range d.laneEnds {
+		<-end.done
+		d.laneExited(a, end)
 	}
 	for step, a := range d.laneHeld {
 		delete(d.laneHeld, step)
@@ -242,22 +248,17 @@ func (d *driver) waitInheritedLane(step string) {
 	if d.laneInherit == nil {
 		d.laneInherit = map[string]bool{}
 	}
-	if d.inheritedLanes == nil {
-		d.inheritedLanes = make(chan string, 64)
-	}
 	d.laneInherit[step] = true
 	path := proc.TryLockOf(d.rt.WS, step)
 	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
-	ctx, ch, hook := d.ctx, d.inheritedLanes, d.inheritedGone
+	ctx, hook, toLoop := d.ctx, d.inheritedGone, d.toLoop
 	go func() {
 		proc.WaitTry(ctx, path)
-		if hook != nil {
+		switch {
+		case hook != nil:
 			hook()
-			return
-		}
-		select {
-		case ch <- step:
-		case <-ctx.Done():
+		case toLoop != nil:
+			toLoop(func() { d.inheritedLaneGone(step) })
 		}
 	}()
 }

@@ -123,6 +123,24 @@ func (d *driver) worktreeBase(st *planspec.State, id string) (string, error) {
 	return proc.HeadCommit(d.rt.WS.Dir)
 }
 
+// worktreeEffect carries out the machine's CommitWorktree or MergeWorktrees.
+func (d *driver) worktreeEffect(e core.Effect) {
+	switch e := e.(type) {
+	case core.CommitWorktree:
+		d.commitWorktree(e)
+	case core.MergeWorktrees:
+		d.mergeWorktrees(e)
+	}
+}
+
+// sweepDone removes the run's worktrees once a write recorded it DONE: none
+// is needed any more.
+func (d *driver) sweepDone(st *planspec.State, err error) {
+	if err == nil && st.Status == planspec.StatusDone {
+		d.sweepWorktrees(st)
+	}
+}
+
 // commitWorktree commits a verified step's work on its branch and removes
 // its worktree, the branch kept for the join.
 func (d *driver) commitWorktree(e core.CommitWorktree) {

@@ -196,3 +196,34 @@ steps:
 		t.Errorf("after both instances, worker-c got %+v", j)
 	}
 }
+
+// TestSidecar_GraphShutdownStopsEveryAgent stops the sidecar while two
+// branches run: both agents are stopped and waited for, both steps stay
+// IN_PROGRESS, and the next start runs them again without spending a try.
+func TestSidecar_GraphShutdownStopsEveryAgent(t *testing.T) {
+	w := newTestWS(t, graphPlan("",
+		[3]string{"a", "[]", `"instruction":"pidfile:a.pid waitfor:go write:a.txt","requiredOutputs":["a.txt"]`},
+		[3]string{"b", "[]", `"instruction":"pidfile:b.pid waitfor:go write:b.txt","requiredOutputs":["b.txt"]`}))
+	run := w.startSidecar(SidecarOptions{})
+	pa, pb := w.waitPID("a.pid"), w.waitPID("b.pid")
+	run.stop(t)
+	for _, pid := range []int{pa, pb} {
+		if processExists(pid) {
+			t.Errorf("agent %d survived the shutdown", pid)
+		}
+	}
+	st := w.read()
+	for _, id := range []string{"a", "b"} {
+		if r := st.Run(id); r.Status != planspec.StatusInProgress {
+			t.Errorf("%s is %s after the shutdown, want IN_PROGRESS", id, r.Status)
+		}
+	}
+	w.writeFile("go", "")
+	w.startSidecar(SidecarOptions{})
+	st = w.waitState("DONE", done)
+	for _, id := range []string{"a", "b"} {
+		if r := st.Run(id); r.Tries != 1 || r.Agent.Interruptions != 1 {
+			t.Errorf("%s: %d tries, %d interruptions; want 1 and 1", id, r.Tries, r.Agent.Interruptions)
+		}
+	}
+}

@@ -281,14 +281,6 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			s.took()
 			s.d.finish(exit)
 			s.afterPlan()
-		case ev := <-s.d.laneExitsCh():
-			began = time.Now()
-			s.took()
-			s.d.finishRun(ev.run, ev.exit)
-			s.afterPlan()
-		case step := <-s.d.inheritedLanes:
-			began = time.Now()
-			s.d.inheritedLaneGone(step)
 		case ev := <-s.runExits:
 			began = time.Now()
 			s.took()

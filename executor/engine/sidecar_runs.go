@@ -64,7 +64,12 @@ func (s *Sidecar) initRuns() {
 	s.runTimers = make(chan *drivenRun, 64)
 	s.runInherit = make(chan *drivenRun, 8)
 	s.loopDone = make(chan struct{})
-	s.d.laneDone = s.loopDone
+	s.d.toLoop = func(f func()) {
+		select {
+		case s.calls <- f:
+		case <-s.loopDone:
+		}
+	}
 	s.union = newWatchUnion()
 	if s.opt.MaxAgents == 0 {
 		s.opt.MaxAgents = DefaultMaxAgents

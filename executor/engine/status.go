@@ -190,10 +190,8 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 			MaxTries: core.RetryLimit(st, id, maxRetries), Progress: st.Progress(id)}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
-			if x != nil {
-				s.Needs, s.Of = x.NeedsOf(st, id), spec.Of
-			}
 		}
+		graphStep(&s, x, st, id)
 		if run := st.StepRuns[id]; run != nil {
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
 			if len(run.Result) > 0 {
@@ -222,9 +220,6 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 				// Its agent is gone (a Ctrl-C, a crash): nothing runs, and the
 				// next pass starts the try again without spending one.
 				s.DurationMs, s.Running, s.Phase = nil, false, PhaseInterrupted
-			}
-			if run.Agent != nil && run.Agent.Worktree != nil {
-				s.Branch = run.Agent.Worktree.Branch
 			}
 		}
 		if s.Running {

@@ -60,3 +60,18 @@ func graphWaits(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, 
 	}
 	return w, nil
 }
+
+// graphStep fills in what a step of a graph shows: what it needs, the
+// foreach it is an instance of, its branch. x is nil outside a graph.
+func graphStep(s *StepReport, x *planspec.GraphIndex, st *planspec.State, id string) {
+	if x == nil {
+		return
+	}
+	s.Needs = x.NeedsOf(st, id)
+	if spec := st.Steps[id]; spec != nil {
+		s.Of = spec.Of
+	}
+	if run := st.StepRuns[id]; run != nil && run.Agent != nil && run.Agent.Worktree != nil {
+		s.Branch = run.Agent.Worktree.Branch
+	}
+}

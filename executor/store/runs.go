@@ -193,15 +193,7 @@ func ReadRunInfo(ws Workspace, name, path string, closed bool) RunInfo {
 	info.Params = st.Settings.Params
 	info.Steps = len(st.StepQueue)
 	info.Blockers = st.Blockers
-	graph := st.IsGraph()
-	for _, id := range st.StepQueue {
-		switch r := st.StepRuns[id]; {
-		case r != nil && r.Status == planspec.StatusDone:
-			info.Done++
-		case graph && r != nil && r.Status == planspec.StatusInProgress:
-			info.InFlight = append(info.InFlight, id)
-		}
-	}
+	info.Done, info.InFlight = progress(st)
 	if st.Status != planspec.StatusDone && st.CurrentStep >= 0 && st.CurrentStep < len(st.StepQueue) {
 		info.Current = st.StepQueue[st.CurrentStep]
 	}
@@ -396,4 +388,19 @@ func (rw Workspace) ArchiveClosed() error {
 	_ = j.Close()
 	_ = os.Remove(rw.CloseRequestPath())
 	return nil
+}
+
+// progress counts a run's steps DONE and, in a run whose steps run side by
+// side, lists those in progress.
+func progress(st *planspec.State) (done int, inFlight []string) {
+	graph := st.IsGraph()
+	for _, id := range st.StepQueue {
+		switch r := st.StepRuns[id]; {
+		case r != nil && r.Status == planspec.StatusDone:
+			done++
+		case graph && r != nil && r.Status == planspec.StatusInProgress:
+			inFlight = append(inFlight, id)
+		}
+	}
+	return done, inFlight
 }

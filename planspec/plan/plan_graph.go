@@ -168,37 +168,50 @@ func (d *planDecoder) resolveGraph(p *Plan, fields map[string]string) {
 	prev := ""
 	for i := range p.Steps {
 		s := &p.Steps[i]
-		needs := []string{}
 		group, inGroup := groupOf[s.ID]
 		owner := s.ID
 		if inGroup && p.groupFirst(group) == s.ID {
 			owner = group
 		}
-		switch r := byOwner[owner]; {
-		case inGroup && owner == s.ID:
-			needs = append(needs, prev) // inside a group, steps stay a line
-		case r != nil:
-			for _, n := range r.ids {
-				if n := resolve(n); !slices.Contains(needs, n) && n != "" {
-					needs = append(needs, n)
-				}
-			}
-		case prev != "":
-			needs = append(needs, prev)
-		}
-		s.Spec.Needs = needs
-		if !s.Spec.Worktree && d.gk.worktree && !d.worktreeOff(s.ID) {
-			s.Spec.Worktree = true
-		}
-		if s.Spec.Worktree && s.Spec.Merge == "" {
-			s.Spec.Merge = d.gk.merge
-			if s.Spec.Merge == "" {
-				s.Spec.Merge = planspec.MergeAuto
-			}
-		}
+		s.Spec.Needs = resolvedNeeds(byOwner[owner], inGroup && owner == s.ID, prev, resolve)
+		d.resolveWorktree(s)
 		prev = s.ID
 	}
 	d.checkCycles(p, byOwner, groupOf)
+}
+
+// resolvedNeeds are a step's needs: the step before it inside a group (a
+// line), else those it (or its group) wrote, each group named standing for
+// its last step, else the step written before it; none for the first.
+func resolvedNeeds(r *needsRef, inLine bool, prev string, resolve func(string) string) []string {
+	needs := []string{}
+	switch {
+	case inLine:
+		needs = append(needs, prev)
+	case r != nil:
+		for _, n := range r.ids {
+			if n := resolve(n); !slices.Contains(needs, n) && n != "" {
+				needs = append(needs, n)
+			}
+		}
+	case prev != "":
+		needs = append(needs, prev)
+	}
+	return needs
+}
+
+// resolveWorktree gives a step the plan's worktree, unless it says
+// worktree: false, and a worktree step its merge (default auto).
+func (d *planDecoder) resolveWorktree(s *PlanStep) {
+	if !s.Spec.Worktree && d.gk.worktree && !d.worktreeOff(s.ID) {
+		s.Spec.Worktree = true
+	}
+	if s.Spec.Worktree && s.Spec.Merge == "" {
+		s.Spec.Merge = d.gk.merge
+		if s.Spec.Merge == "" {
+			s.Spec.Merge = planspec.MergeAuto
+		}
+	}
 }
 
 // worktreeOff is a step that says worktree: false under a plan's worktree: true.
