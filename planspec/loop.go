@@ -305,4 +305,10 @@ type RunView struct {
 	Stdout     string `expr:"stdout"`
 	Skipped    bool   `expr:"skipped"`
 	Result     any    `expr:"result"` // the accepted result of the last done report; nil when none
+	// Results are a foreach step's instances' results in order (its result
+	// too); for another step, its result as a list of one, or empty.
+	Results []any `expr:"results"`
+	// Failed are the instances (or the step itself) that failed for good
+	// under continueOnFailure.
+	Failed []string `expr:"failed"`
 }

@@ -103,6 +103,9 @@ type StepSpec struct {
 	// Approve, when set, makes the step wait for a person's yes before its
 	// first try.
 	Approve *Approval
+	// Graph are the step's place among steps that run side by side: what it
+	// needs, its foreach, its worktree (see graph.go).
+	Graph
 
 	raw object
 }
@@ -128,6 +131,11 @@ type StepRun struct {
 	Agent *AgentRecord
 	// Gate is the person's yes the step waits for, or was given (approve).
 	Gate *Gate
+	// Foreach marks a foreach step's record: its Result is the list of its
+	// instances' results. Failed are the instances (or the step itself) that
+	// failed for good while continueOnFailure let the rest go on.
+	Foreach bool
+	Failed  []string
 
 	raw object
 }
@@ -151,6 +159,17 @@ type AgentRecord struct {
 	Session AgentSession `json:"session,omitzero"`
 	// Limit is the usage limit the step waits out; zero when none holds it.
 	Limit LimitHold `json:"limit,omitzero"`
+	// Worktree is the step's branch once its verified work is committed on
+	// it (worktree: true).
+	Worktree *WorktreeRecord `json:"worktree,omitempty"`
+}
+
+// WorktreeRecord is a worktree step's branch: the commit its verified work
+// made, and whether the branch was merged at its join.
+type WorktreeRecord struct {
+	Branch string `json:"branch"`
+	Commit string `json:"commit,omitempty"`
+	Merged bool   `json:"merged,omitempty"`
 }
 
 // AgentSession is the session an agent CLI said it ran the try in.
@@ -210,6 +229,8 @@ type Settings struct {
 	// LimitWait and Resume are the plan's defaults for its steps.
 	LimitWait Duration
 	Resume    bool
+	// MaxParallel bounds the run's agents at once; 0: no bound of the plan's.
+	MaxParallel int
 	// Notify are the plan's notification sinks.
 	Notify []NotifySink
 	// Groups are the plan's repeat groups, Loops where each stands.
@@ -629,6 +650,7 @@ func (sp *StepSpec) object() object {
 	} else {
 		o.del("approve")
 	}
+	sp.Graph.set(&o)
 	return o
 }
 
@@ -647,6 +669,8 @@ func (r *StepRun) object() object {
 	setOrDel(&o, "result", r.Result, len(r.Result) > 0)
 	setOrDel(&o, "stepseq", r.agentWritten(), r.Agent != nil)
 	setOrDel(&o, "approval", r.Gate, r.Gate != nil)
+	setOrDel(&o, "foreach", r.Foreach, r.Foreach)
+	setOrDel(&o, "failed", r.Failed, len(r.Failed) > 0)
 	return o
 }
 
@@ -693,6 +717,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "heartbeat", st.Heartbeat, st.Heartbeat > 0)
 	setOrDel(&o, "limitWait", st.LimitWait, st.LimitWait > 0)
 	setOrDel(&o, "resume", st.Resume, st.Resume)
+	setOrDel(&o, "maxParallel", st.MaxParallel, st.MaxParallel > 0)
 	setOrDel(&o, "notify", st.Notify, len(st.Notify) > 0)
 	setOrDel(&o, "groups", st.Groups, len(st.Groups) > 0)
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)

@@ -290,6 +290,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	sp.ResultFrom = d.optWord(o, p, "resultFrom", CheckResultFrom)
 	sp.OnInvalid = d.oneOf(o, p, "onInvalid", OnInvalidWords)
 	sp.Approve = d.approval(o, p, "approve", true)
+	d.graph(o, p, &sp.Graph)
 	return sp
 }
 
@@ -342,6 +343,10 @@ func (d *stateDecoder) stepRun(key string, raw json.RawMessage) *StepRun {
 		}
 	}
 	r.Gate = d.gate(o, p, "approval")
+	r.Foreach, _ = d.optBool(o, p, "foreach")
+	if v, ok := o.vals["failed"]; ok {
+		r.Failed = d.strList(p+"failed", v)
+	}
 	r.impliedByRecord()
 	return r
 }
@@ -402,6 +407,9 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	}
 	st.Heartbeat = d.optDuration(o, p, "heartbeat")
 	st.Resume, _ = d.optBool(o, p, "resume")
+	if n := d.optCount(o, p, "maxParallel"); n != nil {
+		st.MaxParallel = *n
+	}
 	if r, ok := o.vals["notify"]; ok && !isNull(r) {
 		st.Notify = d.notify(p+"notify", r)
 	}

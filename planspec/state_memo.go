@@ -176,6 +176,7 @@ func (sp *StepSpec) copy() StepSpec {
 	c.AgentTemplate = sp.AgentTemplate.Clone()
 	c.Fallback = slices.Clone(sp.Fallback)
 	c.Result = slices.Clone(sp.Result)
+	c.Graph = sp.Graph.Clone()
 	if sp.Retries != nil {
 		n := *sp.Retries
 		c.Retries = &n
@@ -206,7 +207,7 @@ func (sp *StepSpec) sameGates(o *StepSpec) bool {
 	return slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs &&
-		sp.Exit == o.Exit && sp.Abort == o.Abort && eqPtr(sp.Approve, o.Approve)
+		sp.Exit == o.Exit && sp.Abort == o.Abort && eqPtr(sp.Approve, o.Approve) && sp.Graph.Equal(o.Graph)
 }
 
 // sameAgent: who runs the step, how long, how often.
@@ -235,6 +236,10 @@ func (r *StepRun) copy() StepRun {
 	if r.Agent != nil {
 		a := *r.Agent
 		a.Errors = slices.Clone(a.Errors)
+		if a.Worktree != nil {
+			w := *a.Worktree
+			a.Worktree = &w
+		}
 		c.Agent = &a
 	}
 	c.Reports = slices.Clone(r.Reports)
@@ -243,6 +248,7 @@ func (r *StepRun) copy() StepRun {
 		g := *r.Gate
 		c.Gate = &g
 	}
+	c.Failed = slices.Clone(r.Failed)
 	return c
 }
 
@@ -250,7 +256,8 @@ func (r *StepRun) equal(o *StepRun) bool {
 	return r.Status == o.Status && r.Tries == o.Tries && r.LastRunIso == o.LastRunIso &&
 		eqPtr(r.Stdout, o.Stdout) && eqPtr(r.Error, o.Error) && r.Skipped == o.Skipped &&
 		r.Phase == o.Phase && slices.EqualFunc(r.Reports, o.Reports, ReportRecord.equal) &&
-		agentEqual(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && eqPtr(r.Gate, o.Gate) && sameObject(r.raw, o.raw)
+		agentEqual(r.Agent, o.Agent) && bytes.Equal(r.Result, o.Result) && eqPtr(r.Gate, o.Gate) && sameObject(r.raw, o.raw) &&
+		r.Foreach == o.Foreach && slices.Equal(r.Failed, o.Failed)
 }
 
 func eqPtr[T comparable](a, b *T) bool {
@@ -292,5 +299,6 @@ func agentEqual(a, b *AgentRecord) bool {
 		return a == b
 	}
 	return a.StartedIso == b.StartedIso && a.FinishedIso == b.FinishedIso && a.Interruptions == b.Interruptions &&
-		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit
+		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit &&
+		eqPtr(a.Worktree, b.Worktree)
 }

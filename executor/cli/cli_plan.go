@@ -34,6 +34,11 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 			for _, path := range args {
 				pf := engine.ReadPlanFile(path, path)
 				if pf.Plan != nil {
+					if err := engine.CheckWorktrees(pf.Plan.UsesWorktrees(), filepath.Dir(path)); err != nil {
+						pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", path, err)
+					}
+				}
+				if pf.Plan != nil {
 					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
 					continue
 				}
@@ -213,9 +218,11 @@ func newGraphCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "graph PLAN",
 		Short: "Print a Mermaid flowchart of a plan",
 		Long: `graph prints PLAN as a Mermaid flowchart: the steps in order, with their conditions,
-gates and checks. GitHub and most Markdown viewers draw it. With --state, each
+gates and checks; a plan whose steps say what they need, with an arrow from each
+step a step needs. GitHub and most Markdown viewers draw it. With --state, each
 step's box is coloured by its phase in that state: planned, dispatching, running
-or in_progress, blocked, reviewing, done, failed.
+or in_progress, blocked, reviewing, done, failed; a foreach step holds a box per
+instance.
 ` + exitCodesHelp,
 		Example: `  stepseq graph plans/example.yaml
   stepseq graph plans/example.yaml > docs/plan.mmd
@@ -243,12 +250,13 @@ or in_progress, blocked, reviewing, done, failed.
 			if err != nil {
 				return err
 			}
-			_, err = io.WriteString(stdout, pf.Plan.MermaidPhases(func(id string) string {
+			x := st.Index() // a foreach's instances, drawn in its box
+			_, err = io.WriteString(stdout, pf.Plan.MermaidState(func(id string) string {
 				if st.Steps[id] == nil {
 					return ""
 				}
 				return core.DisplayPhase(st, id)
-			}))
+			}, func(id string) []string { return x.Instances[id] }))
 			return err
 		},
 	}

@@ -191,6 +191,9 @@ func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 		if r.Error != "" {
 			status = r.Status + ": " + clip(r.Error, 60)
 		}
+		if len(r.InFlight) > 0 {
+			at = clip(strings.Join(r.InFlight, ","), 40) // steps side by side: each in progress
+		}
 		if at == "" {
 			at = "-"
 		}

@@ -442,12 +442,20 @@ func writeText(b *bytes.Buffer, r engine.StatusReport, now time.Time, color bool
 	b.WriteString("\n")
 
 	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}
+	if r.Graph {
+		// Steps side by side: what each waits for, before its error.
+		header = []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "NEEDS", "ERROR"}
+	}
 	var cells [7]string
 	writeRows(b, len(r.Steps)+1, func(i int) []string {
 		if i == 0 {
 			return header
 		}
-		cells = stepCells(r.Steps[i-1], now)
+		s := r.Steps[i-1]
+		cells = stepCells(s, now)
+		if r.Graph {
+			return append(cells[:6:6], needsCell(s), cells[6])
+		}
 		return cells[:]
 	}, 2, color)
 
@@ -520,6 +528,9 @@ func writeNow(b *bytes.Buffer, r engine.StatusReport) {
 		fmt.Fprintf(b, "runner: stepseq %s (pid %d)\n", r.Runner.Kind, r.Runner.PID)
 	case r.Status != planspec.StatusDone:
 		b.WriteString("sidecar: none: nothing moves the plan until stepseq watch (or stepseq check) runs\n")
+	}
+	if len(r.Running) > 1 {
+		fmt.Fprintf(b, "running now: %s\n", strings.Join(r.Running, ", "))
 	}
 	switch {
 	case r.WaitingFor.Action == core.Idle.String():
@@ -680,4 +691,17 @@ func terminalWidth(w io.Writer) int {
 		return 0
 	}
 	return int(ws.Col)
+}
+
+// needsCell is what a step of a graph waits for: its needs, "-" for one that
+// starts with the run, and the branch of a step that runs in a worktree.
+func needsCell(s engine.StepReport) string {
+	cell := "-"
+	if len(s.Needs) > 0 {
+		cell = clip(strings.Join(s.Needs, ","), 40)
+	}
+	if s.Branch != "" {
+		cell += " (" + s.Branch + ")"
+	}
+	return cell
 }

@@ -231,7 +231,11 @@ func (m *Machine) ask(d Decision) {
 	if *rec != nil && (*rec).AskedIso != "" {
 		if !d.At.IsZero() && !m.now.Before(d.At) {
 			m.answerTimeout(g)
-			m.advance()
+			if m.graph() {
+				m.decideAgain = true // advanceGraph decides again after its pass
+			} else {
+				m.advance()
+			}
 			return
 		}
 		m.approvalAt = d.At

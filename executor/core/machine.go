@@ -346,7 +346,10 @@ type Machine struct {
 	limitAt   time.Time // a step waits out a usage limit until then
 	// approvalAt is when the gate waited on times out; tellAfterWrite are
 	// the gates' requests, told once the write that records them is done.
-	approvalAt     time.Time
+	approvalAt time.Time
+	// decideAgain: a gate answered by its timeout during a graph's pass; the
+	// graph is decided again once that pass is acted on.
+	decideAgain    bool
 	tellAfterWrite []Effect
 	force          bool // RunCurrent: the runner's step is due
 	forced         string
@@ -387,6 +390,11 @@ type Machine struct {
 	intake      intakeWaits
 	stamped     bool      // lastHeartbeatIso was set by a decision of this machine
 	wall        time.Time // the last input's time, without its monotonic reading
+	// lanes are a graph's tries in flight, by step instance (machine_lanes.go);
+	// toldSteps the steps whose block was told while the rest went on.
+	lanes     map[string]*lane
+	toldSteps map[string]bool
+	merging   bool // a MergeWorktrees is out
 }
 
 // tryRun is the try in flight.
@@ -454,9 +462,9 @@ func (m *Machine) Handle(now time.Time, in Input) []Effect {
 	case FilesChanged:
 		m.filesChanged(in)
 	case AgentExited:
-		m.agentExited(in)
+		m.onLane(in.Step, func() { m.agentExited(in) })
 	case ReportIn:
-		m.report(in)
+		m.onLane(in.Step, func() { m.report(in) })
 	case TimerFired:
 		m.timerFired()
 	case TriggersIn:
@@ -467,6 +475,7 @@ func (m *Machine) Handle(now time.Time, in Input) []Effect {
 		m.written(in.Err)
 	case InheritedGone:
 		m.inherited = false
+		m.lanesInheritedGone()
 	case RunCurrent:
 		m.force = true
 	case Shutdown:
@@ -477,6 +486,12 @@ func (m *Machine) Handle(now time.Time, in Input) []Effect {
 		m.triggersQueued(in)
 	case PlanWriting:
 		m.planWriting(in)
+	case WorktreeMade:
+		m.worktreeMade(in)
+	case WorktreeCommitted:
+		m.worktreeCommitted(in)
+	case WorktreesMerged:
+		m.worktreesMerged(in)
 	}
 	m.settle()
 	return m.out
@@ -498,7 +513,7 @@ func (m *Machine) markDirty(reason string) {
 // Busy reports whether a try is in flight: dispatched, running, awaited or waiting
 // to be judged. A new plan waits for it.
 func (m *Machine) Busy() bool {
-	return m.run != nil || m.pending != nil || m.awaiting != nil
+	return m.run != nil || m.pending != nil || m.awaiting != nil || len(m.lanes) > 0
 }
 
 // TakeRemoved returns the state the machine held when its file was removed, once:
@@ -518,7 +533,7 @@ func (m *Machine) Holds(step string, try int) bool {
 			return true
 		}
 	}
-	return false
+	return m.holdsLane(step, try)
 }
 
 // Done reports whether the plan is DONE with nothing in flight.
@@ -547,7 +562,7 @@ func (m *Machine) Settled() bool {
 	switch {
 	case m.writing:
 		return false
-	case m.writeErr != nil && (m.run == nil || !m.run.launched) && m.pending == nil && m.awaiting == nil:
+	case m.writeErr != nil && (m.run == nil || !m.run.launched) && m.pending == nil && m.awaiting == nil && len(m.lanes) == 0:
 		return true // no agent of its own runs: a one-shot driver exits with the error
 	case m.Busy():
 		return false
@@ -589,6 +604,8 @@ func (m *Machine) Decision() Decision { return m.told }
 func (m *Machine) settle() {
 	if m.st != nil && m.bad == nil && !m.Busy() {
 		m.applyTriggers()
+	} else if m.st != nil && m.bad == nil && m.graph() {
+		m.applyRetries()
 	}
 	m.advance()
 	m.watch()
@@ -599,7 +616,7 @@ func (m *Machine) settle() {
 // flush asks for the write of a changed state, one at a time, never over a file
 // that does not parse.
 func (m *Machine) flush() {
-	if !m.dirty || m.writing || m.st == nil || m.bad != nil || m.stopping && m.run != nil {
+	if !m.dirty || m.writing || m.st == nil || m.bad != nil || m.stopping && (m.run != nil || len(m.lanes) > 0) {
 		return
 	}
 	if m.writeFailedNow {
@@ -635,6 +652,12 @@ func (m *Machine) written(err error) {
 	m.writeErr, m.writeTries, m.writeAt = nil, 0, time.Time{}
 	m.journal(Entry{Event: "write", Reason: m.reason, Detail: map[string]any{"status": m.st.Status, "cursor": m.st.CurrentStep}})
 	m.tellAsked()
+	m.launchWritten()
+	m.launchLanes()
+}
+
+// launchWritten launches the try whose write is done.
+func (m *Machine) launchWritten() {
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
 		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume})
@@ -722,6 +745,12 @@ func (m *Machine) oneShotWatch() []string {
 			paths = append(paths, spec.RequiredOutputs...)
 		}
 	}
+	for _, id := range m.laneSteps() {
+		if m.st != nil && m.st.UsesReports(id) {
+			paths = append(paths, m.cfg.Probe.ReportsDir(id))
+		}
+	}
+	paths = append(paths, m.laneAwaited()...)
 	slices.Sort(paths)
 	return slices.Compact(paths)
 }
@@ -732,7 +761,7 @@ func (m *Machine) oneShotWatch() []string {
 // judged (refused as stale, its writer told why) rather than never seen.
 func (m *Machine) reportWatches() []string {
 	var out []string
-	for _, id := range []string{m.runningStep(), m.lastEnded} {
+	for _, id := range append([]string{m.runningStep(), m.lastEnded}, m.laneSteps()...) {
 		if id == "" || m.st == nil || m.st.Steps[id] == nil {
 			continue
 		}
@@ -812,6 +841,7 @@ func (m *Machine) nextTimer() time.Time {
 			add(t)
 		}
 	}
+	m.lanesTimer(add)
 	return next
 }
 
@@ -827,12 +857,14 @@ func (m *Machine) timerFired() {
 	if r := m.run; r != nil && r.launched && r.stopReason == "" {
 		m.reportTimers(r)
 	}
+	m.lanesTimerFired()
 	// A delay that is over is dropped by advance, which decides again.
 }
 
 func (m *Machine) shutdown() {
 	m.stopping = true
 	m.delayAt, m.limitAt = time.Time{}, time.Time{}
+	m.lanesShutdown()
 	if r := m.run; r != nil {
 		if !r.launched {
 			m.run = nil
@@ -862,10 +894,12 @@ func (m *Machine) notify(step string, try int, who, status, output, next string)
 // agent still runs (a worker that blocked and hangs there) stops that agent first.
 func (m *Machine) triggersIn(ts []Trigger) {
 	for _, t := range ts {
-		if r := m.run; t.Retry && r != nil && r.step == t.Step && r.launched && r.stopReason == "" {
-			r.stopReason = "stopped for a retry"
-			m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
-		}
+		m.onLane(t.Step, func() {
+			if r := m.run; t.Retry && r != nil && r.step == t.Step && r.launched && r.stopReason == "" {
+				r.stopReason = "stopped for a retry"
+				m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
+			}
+		})
 	}
 	m.triggers = append(m.triggers, m.takeAnswers(ts)...)
 }

@@ -66,7 +66,12 @@ func (m *Machine) judgeOrphan(probes tryProbes) bool {
 	if m.cfg.Probe == nil || m.run != nil || st.Status == planspec.StatusDone || st.CurrentStep >= len(st.StepQueue) {
 		return false
 	}
-	id := st.StepQueue[st.CurrentStep]
+	return m.judgeOrphanOf(probes, st.StepQueue[st.CurrentStep])
+}
+
+// judgeOrphanOf is judgeOrphan of step id's try.
+func (m *Machine) judgeOrphanOf(probes tryProbes, id string) bool {
+	st := m.st
 	run, spec := st.StepRuns[id], st.Steps[id]
 	if spec == nil || run == nil || run.Status != planspec.StatusInProgress || run.Agent == nil || run.Agent.StartedIso == "" {
 		return false
@@ -94,7 +99,7 @@ func (m *Machine) judgeOrphan(probes tryProbes) bool {
 		return true
 	case t.done:
 		why = "its done report"
-	case ts.Recorded && m.freshOutputs(spec, ts.Began):
+	case ts.Recorded && m.freshOutputs(id, spec, ts.Began):
 		why = "its required outputs, all written since the try began"
 	default:
 		return false
@@ -111,12 +116,12 @@ func (m *Machine) judgeOrphan(probes tryProbes) bool {
 
 // freshOutputs reports whether the step names required outputs and every one is
 // a file modified after began.
-func (m *Machine) freshOutputs(spec *planspec.StepSpec, began time.Time) bool {
+func (m *Machine) freshOutputs(id string, spec *planspec.StepSpec, began time.Time) bool {
 	if len(spec.RequiredOutputs) == 0 || began.IsZero() {
 		return false
 	}
 	for _, p := range spec.RequiredOutputs {
-		mod, ok := m.cfg.Probe.ModTime(p)
+		mod, ok := m.modTime(id, p)
 		if !ok || !mod.After(began) {
 			return false
 		}

@@ -71,7 +71,7 @@ func (m *Machine) admit(in ReportIn) (run *planspec.StepRun, reasons []string) {
 	}
 	run = m.st.Run(in.Step) // the running try's: its evidence is checked too
 	if rep.Status == planspec.ReportDone && len(rep.Artifacts) > 0 && m.cfg.Probe != nil {
-		if gone := m.cfg.Probe.Missing(rep.Artifacts); len(gone) > 0 {
+		if gone := m.missing(in.Step, rep.Artifacts); len(gone) > 0 {
 			reasons = append(reasons, "artifacts not found in the workspace: "+strings.Join(gone, ", "))
 		}
 	}
@@ -204,7 +204,11 @@ func (r *tryRun) lastActivity() time.Time {
 func (m *Machine) lastActivity(r *tryRun) time.Time {
 	t := r.lastActivity()
 	if m.cfg.Probe != nil {
-		if out := m.cfg.Probe.LastOutput(); out.After(t) {
+		out := m.cfg.Probe.LastOutput()
+		if so, ok := m.cfg.Probe.(StepOutputs); ok && m.graph() {
+			out = so.LastOutputOf(r.step)
+		}
+		if out.After(t) {
 			t = out
 		}
 	}

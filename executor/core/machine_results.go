@@ -120,6 +120,9 @@ func (m *Machine) resultFrom(t *tryExit, from string) (json.RawMessage, string) 
 		return nil, "this driver cannot read workspace files"
 	}
 	data, err := rf.ResultFile(rel)
+	if sf, ok := m.cfg.Probe.(StepFiles); ok && m.inWorktree(t.step) {
+		data, err = sf.ResultFileOf(t.step, rel)
+	}
 	if err != nil {
 		return nil, err.Error()
 	}

@@ -35,6 +35,7 @@ func (m *Machine) stateRead(in StateRead) {
 				r.stopReason = "state.json removed: its run is gone"
 				m.emit(StopAgent{Step: r.step, Try: r.try, Reason: r.stopReason})
 			}
+			m.lanesStopped("state.json removed: its run is gone")
 		}
 		m.awaiting = nil
 		m.st, m.conds, m.bad, m.badAt, m.badTries = nil, nil, nil, time.Time{}, 0
@@ -60,6 +61,7 @@ func (m *Machine) stateRead(in StateRead) {
 		}
 		m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
 		m.dropUnlaunched()
+		m.lanesUnlaunched()
 		m.adopt(in.State)
 		m.dirty = false // the file is what we hold now
 		m.journal(Entry{Event: "state-read", Detail: map[string]any{"status": in.State.Status, "cursor": in.State.CurrentStep}})
@@ -69,6 +71,7 @@ func (m *Machine) stateRead(in StateRead) {
 		m.pending = nil
 		m.judge(p)
 	}
+	m.lanesJudged()
 }
 
 // planApplied adopts a plan's new state, to be written: the file on disk still
@@ -79,6 +82,7 @@ func (m *Machine) planApplied(in PlanApplied) {
 	}
 	m.bad, m.badAt, m.badTries = nil, time.Time{}, 0
 	m.dropUnlaunched()
+	m.lanesUnlaunched()
 	m.adopt(in.State)
 	m.clampFuture()
 	m.markDirty("plan applied: " + in.Source)
@@ -138,6 +142,7 @@ func (m *Machine) filesChanged(in FilesChanged) {
 	if m.awaiting != nil {
 		m.checkAwaiting()
 	}
+	m.lanesChanged()
 	if m.st == nil || m.bad != nil || m.Busy() || len(in.Paths) == 0 {
 		return
 	}
@@ -208,6 +213,9 @@ const MtimeSlack = 20 * time.Millisecond
 // agent and not acted on by an earlier pass. A file last modified while an agent
 // ran is that agent's work and triggers nothing, however late its event arrives.
 func (m *Machine) notAgentWork(p string) bool {
+	if strings.HasPrefix(p, MetaDir+"/worktrees/") {
+		return false // a worktree is an agent's folder, never a person's change
+	}
 	mod, ok := m.cfg.Probe.ModTime(p)
 	if !ok || !mod.After(m.onHandled) {
 		return false
@@ -276,6 +284,10 @@ func (m *Machine) retry(id, from string) {
 
 // advance lets the core decide, and acts on the decision until it must wait.
 func (m *Machine) advance() {
+	if m.graph() {
+		m.advanceGraph()
+		return
+	}
 	m.dropPastDelay()
 	m.limitAt = time.Time{} // the decision below sets it again while the wait holds
 	m.approvalAt = time.Time{}
@@ -599,7 +611,7 @@ func (m *Machine) judge(t *tryExit) {
 	}
 	exit := t.exit
 	if t.stop == "" && exit.Code == 0 && !exit.TimedOut && exit.Err == nil && spec.AwaitOutputs > 0 &&
-		len(m.cfg.Probe.Missing(spec.RequiredOutputs)) > 0 {
+		len(m.missing(t.step, spec.RequiredOutputs)) > 0 {
 		t.deadline = exit.Ended.Add(time.Duration(spec.AwaitOutputs))
 		m.awaiting = t
 		m.log(slog.LevelInfo, "agent exited; waiting for its outputs", "step", t.step, "until", t.deadline.Format(time.RFC3339))
@@ -614,7 +626,7 @@ func (m *Machine) checkAwaiting() {
 		m.awaiting = nil
 		return
 	}
-	if len(m.cfg.Probe.Missing(m.st.Steps[aw.step].RequiredOutputs)) == 0 || !m.now.Before(aw.deadline) {
+	if len(m.missing(aw.step, m.st.Steps[aw.step].RequiredOutputs)) == 0 || !m.now.Before(aw.deadline) {
 		m.awaiting = nil
 		m.conclude(aw)
 	}
@@ -644,6 +656,12 @@ func (m *Machine) conclude(t *tryExit) {
 		run.Phase = planspec.PhasePlanned
 	}
 	m.progress = true
+	if v.OK && m.graph() {
+		m.graphDone(t.step)
+	}
+	if v.OK && m.inWorktree(t.step) {
+		m.commitVerified(t.step, run.Tries)
+	}
 	if t.step == m.forced {
 		m.forced = ""
 		m.forceFail = !v.OK
@@ -668,6 +686,12 @@ func (m *Machine) conclude(t *tryExit) {
 }
 
 func (m *Machine) nextStep(id string) string {
+	if m.graph() {
+		if next := Dependents(m.st, id); len(next) > 0 {
+			return "step " + strings.Join(next, ", ")
+		}
+		return "none"
+	}
 	if g, at := m.st.GroupOf(id); g != nil && at == len(g.Steps)-1 {
 		// The end of a round: the next one, unless an exit or max ends the loop.
 		if l := m.st.Loop(g.ID); l != nil && l.Ended == "" && l.Round < l.Max {
@@ -700,13 +724,13 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		return Verdict{Error: "exited 0 without a done report (reports: required): report done with its evidence before exiting"}
 	}
 	var reasons []string
-	missing := m.cfg.Probe.Missing(spec.RequiredOutputs)
+	missing := m.missing(t.step, spec.RequiredOutputs)
 	if len(missing) > 0 {
 		reasons = append(reasons, "Missing required outputs: "+strings.Join(missing, ", "))
 	}
 	if t.done {
 		if arts := lastDoneArtifacts(m.st.Run(t.step), t.try); len(arts) > 0 {
-			if gone := m.cfg.Probe.Missing(arts); len(gone) > 0 {
+			if gone := m.missing(t.step, arts); len(gone) > 0 {
 				reasons = append(reasons, "Missing reported artifacts: "+strings.Join(gone, ", "))
 			}
 		}

@@ -33,6 +33,11 @@ var offeredPhases = []string{planspec.PhaseDispatching, planspec.PhaseInProgress
 // prompt is the one the try was launched with: the troubleshoot prompt after a
 // failed try. ok is false when nothing is offered, with why in words.
 func OfferedTry(st *planspec.State) (t PulledTry, ok bool, why string) {
+	if st != nil && st.IsGraph() && st.Status != planspec.StatusDone {
+		if ts := OfferedTries(st); len(ts) > 0 {
+			return ts[0], true, ""
+		}
+	}
 	if why, none := NoOffer(st); none {
 		return PulledTry{}, false, why
 	}
@@ -86,4 +91,27 @@ func (c Claims) Take(step string, try int, client string, live func(client strin
 	}
 	c[key] = client
 	return true, ""
+}
+
+// OfferedTries are the pulled tries st has on offer, in queue order: in a plan
+// whose steps run side by side, every pulled instance dispatched and not yet
+// reported done; each worker that asks takes one of its own.
+func OfferedTries(st *planspec.State) []PulledTry {
+	if st == nil || st.Status == planspec.StatusDone {
+		return nil
+	}
+	var out []PulledTry
+	for _, id := range st.StepQueue {
+		run := st.StepRuns[id]
+		if !st.IsPull(id) || run == nil || run.Status != planspec.StatusInProgress || !slices.Contains(offeredPhases, run.Phase) {
+			continue
+		}
+		spec := st.Steps[id]
+		t := PulledTry{Step: id, Try: run.Tries, Prompt: reofferPrompt(id, spec, run)}
+		if spec != nil {
+			t.RequiredOutputs, t.Result = slices.Clone(spec.RequiredOutputs), slices.Clone(spec.Result)
+		}
+		out = append(out, t)
+	}
+	return out
 }

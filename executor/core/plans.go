@@ -23,6 +23,11 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 		delete(st.Steps, id)
 		delete(st.StepRuns, id)
 	}
+	for id := range started {
+		if sp := st.Steps[id]; sp != nil && sp.Of != "" {
+			started[sp.Of] = true // its foreach made its instances: it is not queued again
+		}
+	}
 	for _, id := range fresh.StepQueue {
 		if !started[id] {
 			st.Steps[id] = fresh.Steps[id]

@@ -32,9 +32,12 @@ const (
 	// for a person's yes before it starts; Decision.At is when the wait times
 	// out, zero when it never does.
 	AwaitingApproval
+	// Merging: the branches of Decision.Merge are merged before Decision.Step,
+	// their join, launches.
+	Merging
 )
 
-var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting", "awaiting_approval"}
+var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting", "awaiting_approval", "merging"}
 
 func (a Action) String() string { return actionNames[a] }
 
@@ -54,6 +57,8 @@ type Decision struct {
 	Reoffer bool
 	// PlanGate: an AwaitingApproval of the plan's gate, held at Step.
 	PlanGate bool
+	// Merge are the worktree steps whose branches a Merging decision merges.
+	Merge []string
 }
 
 // Facts are what the world says during a pass: the time, whether an earlier agent
@@ -435,8 +440,14 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 	if run.Agent != nil {
 		session, limit = run.Agent.Session, run.Agent.Limit
 	}
+	var wt *planspec.WorktreeRecord
+	if run.Agent != nil && run.Agent.Worktree != nil {
+		w := *run.Agent.Worktree
+		w.Commit, w.Merged = "", false // a new try's work is committed anew
+		wt = &w
+	}
 	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs,
-		Session: session, Limit: limit}
+		Session: session, Limit: limit, Worktree: wt}
 	clearBlocker(st, id)
 	return tries
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -40,8 +41,9 @@ import (
 //	                             ends: alive to the next probe, then ended as the rest says (it ends between two probes)
 //	cannot-launch [STEP]         the step's agent cannot start: the input is why; with no input, it can
 //	output T                     the running agent last wrote a byte at T
-//	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit] [out=TEXT] [session=ID]
-//	                             the agent's end; the input is its stderr
+//	exit STEP [try=N] [code=N] [timeout] [err] [failed] [limit=T|limit] [out=TEXT] [session=ID] [result]
+//	                             the agent's end; the input is its stderr, or with result the
+//	                             result its output gave
 //	report STEP [try=N] [via=V] [ref=R] [written=T]   a report; the input is its YAML
 //	tick                         the clock moves to the timer asked for, which fires
 //	timer                        the timer fires now
@@ -53,6 +55,7 @@ import (
 //	triggers-queued [mtime=T] [now]   the trigger folder changed (modified at T); now: drain at once
 //	plan-writing mtime=T         a plan file that does not parse yet, modified at T
 //	fail-writes [off]            writes fail (the input is why) until off
+//	merge-fails [off]            merges at a join fail (the input is why) until off
 //	shutdown | inherited-gone
 //	status                       what the machine holds
 //
@@ -71,6 +74,7 @@ type world struct {
 	ending    map[string]TryState // what a try lock says once the next probe has found it alive
 	launchErr map[string]string   // step ("" for every step) → why
 	lastOut   time.Time
+	mergeFail string // why a merge at a join fails; "": it succeeds
 }
 
 func (w *world) Conditions(st *planspec.State) (CondSet, error) { return scriptedConds{w, st}, nil }
@@ -372,6 +376,12 @@ var scriptWorld = map[string]scenarioCmd{
 		}
 	},
 	"output": func(s *scenario, t *testing.T, d *datadriven.TestData) { s.w.lastOut = s.dur(t, d, d.CmdArgs[0].Key) },
+	"merge-fails": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
+		s.w.mergeFail = ""
+		if !d.HasArg("off") {
+			s.w.mergeFail = strings.TrimSpace(d.Input)
+		}
+	},
 	"fail-writes": func(s *scenario, _ *testing.T, d *datadriven.TestData) {
 		s.failWrite = nil
 		if !d.HasArg("off") {
@@ -487,6 +497,10 @@ func (s *scenario) exit(t *testing.T, d *datadriven.TestData) Input {
 		d.ScanArgs(t, "try", &in.Try)
 	}
 	in.Exit = Exit{Started: s.started[id], Ended: s.now, Stderr: strings.TrimSpace(d.Input)}
+	if d.HasArg("result") {
+		// The input is the result read from the agent's output (resultFrom: output).
+		in.Result, in.Exit.Stderr = json.RawMessage(strings.TrimSpace(d.Input)), ""
+	}
 	if d.HasArg("code") {
 		d.ScanArgs(t, "code", &in.Exit.Code)
 	}
@@ -529,6 +543,14 @@ func (s *scenario) feed(in Input, verbose bool) string {
 			queue = append(queue, s.m.Handle(s.now, StateRead{Unchanged: true})...)
 		case StartAgent:
 			s.started[e.Step], s.running[e.Step] = s.now, e.Try
+		case CommitWorktree:
+			queue = append(queue, s.m.Handle(s.now, WorktreeCommitted{Step: e.Step, Try: e.Try, Branch: "stepseq/main/" + e.Step, Commit: "c-" + e.Step})...)
+		case MergeWorktrees:
+			in := WorktreesMerged{Join: e.Join, Steps: e.Steps}
+			if s.w.mergeFail != "" {
+				in.Err, in.Failed = errors.New(s.w.mergeFail), e.Steps[0]
+			}
+			queue = append(queue, s.m.Handle(s.now, in)...)
 		case SetTimer:
 			s.timer = e.At
 		}
@@ -568,6 +590,10 @@ func (s *scenario) print(b *strings.Builder, e Effect, verbose bool) {
 		printVerdict(b, e)
 	case WaitInherited:
 		fmt.Fprintf(b, "wait for the inherited agent of %s\n", e.Step)
+	case CommitWorktree:
+		fmt.Fprintf(b, "commit %s#%d: %s\n", e.Step, e.Try, strings.ReplaceAll(e.Message, "\n", `\n`))
+	case MergeWorktrees:
+		fmt.Fprintf(b, "merge %v for %q\n", e.Branches, e.Join)
 	case DrainTriggers:
 		b.WriteString("drain the triggers\n")
 	case IntakePlans:

@@ -260,6 +260,10 @@ func (r *Runtime) AdmitPlan(pf core.PlanFile, from AgentSource) core.PlanFile {
 			return pf
 		}
 	}
+	if err := CheckWorktrees(pf.Plan.UsesWorktrees(), r.WS.Dir); err != nil {
+		pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", pf.Source, err)
+		return pf
+	}
 	// A run starts on checked params: a plan dropped in plans/ on its defaults,
 	// so one with a required param is refused with that reason.
 	params, err := pf.Plan.ResolveParams(pf.Params)

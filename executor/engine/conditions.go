@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -127,8 +128,8 @@ func (c *Conditions) Err() error {
 }
 
 func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
-	return &planpkg.Env{
-		Root:       c.rt.Root(),
+	return planpkg.ItemEnv(&planpkg.Env{
+		Root:       c.rt.stepRoot(c.st, id),
 		Now:        now,
 		TryStarted: tryStarted(c.st.StepRuns[id]),
 		Runs:       c.st.StepRuns,
@@ -137,7 +138,17 @@ func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
 		Params:     c.st.Settings.Params,
 		Loop:       c.st.LoopAround(id),
 		Getenv:     c.getenv,
+	}, c.st.Steps[id])
+}
+
+// Foreach evaluates foreach step id's expression to its list, with what a
+// condition sees as of now.
+func (c *Conditions) Foreach(now time.Time, id string) ([]any, error) {
+	sp := c.st.Steps[id]
+	if sp == nil {
+		return nil, fmt.Errorf("no step %s", id)
 	}
+	return planpkg.EvalForeach(sp.Foreach, c.env(now, id))
 }
 
 // getenv is env() for the run's conditions: for a run that arrived through a

@@ -78,6 +78,9 @@ type driver struct {
 	// A sidecar drives many runs' drivers; these hooks, nil for a
 	// one-shot driver, hand it what it shares between them.
 	runHooks
+	// driverLanes hold a graph's tries running side by side (driver_lanes.go).
+	driverLanes
+	swept bool // the worktrees left by an earlier stepseq were taken up
 
 	// ahead are the conditions watchAhead compiled, for the machine's first
 	// read of the same state.
@@ -203,6 +206,8 @@ func (d *driver) perform(e core.Effect) {
 		d.waitInherited(e.Step)
 	case core.DrainTriggers, core.IntakePlans:
 		d.intake(e)
+	case core.CommitWorktree, core.MergeWorktrees:
+		d.worktreeEffect(e)
 	}
 }
 
@@ -217,6 +222,7 @@ func (d *driver) writeState(e core.WriteState) {
 	// still the first change after a quiet window, seen at once.
 	d.expect(d.sf.Path)
 	err := d.sf.WriteVisible(e.State)
+	d.sweepDone(e.State, err)
 	d.metrics.written(e.State, touched, all)
 	if err == nil && d.onWritten != nil {
 		d.onWritten(e.State)
@@ -228,14 +234,14 @@ func (d *driver) writeState(e core.WriteState) {
 }
 
 // stopAgent stops a try: one waiting for --max-agents ends at once, a
-// running agent is signalled and its exit comes back as any exit does.
+// running agent (the main try or a lane's) is signalled and its exit comes
+// back as any exit does.
 func (d *driver) stopAgent(e core.StopAgent) {
-	if w := d.waiting; w != nil && w.Step == e.Step && w.Try == e.Try {
-		d.waiting = nil
+	if d.unqueue(e.Step, e.Try) {
 		now := d.rt.now()
 		d.feed(core.AgentExited{Step: e.Step, Try: e.Try, Exit: core.Exit{Code: -1, Signal: syscall.SIGTERM, Started: now, Ended: now}})
 	}
-	if a := d.active; a != nil && a.step == e.Step && a.try == e.Try {
+	if a := d.tryFor(e.Step, e.Try); a != nil {
 		a.stopped = true
 		a.run.Stop()
 	}
@@ -294,6 +300,10 @@ func (d *driver) expect(path string) {
 
 func (d *driver) readState() {
 	st, changed, err := d.sf.ReadIfChanged()
+	if err == nil && st != nil && !d.swept {
+		d.swept = true
+		d.sweepWorktrees(st) // those a stepseq before this one left
+	}
 	d.feed(core.StateRead{State: st, Err: err, Unchanged: !changed && err == nil})
 }
 
@@ -304,7 +314,7 @@ func (d *driver) start(l core.StartAgent) {
 	st := d.m.State()
 	if d.admit != nil && !st.IsPull(l.Step) && !d.admit(d) {
 		// Over --max-agents: the try, recorded, waits for its turn.
-		d.waiting = &l
+		d.queueWaiting(l)
 		d.rt.record(core.Entry{Event: "launch-queued", Step: l.Step, Try: l.Try, Reason: "max agents running"})
 		return
 	}
@@ -367,6 +377,12 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	if st.ResultFromOutput(l.Step) {
 		spec.StdoutTail = planspec.MaxResultOutput
 	}
+	if dir, err := d.makeWorktree(st, l); err != nil {
+		d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: proc.StartFailure(err)})
+		return
+	} else if dir != "" {
+		spec.Dir = dir
+	}
 	launcher := d.launcher
 	var tl *proc.HeldTry
 	if st.IsPull(l.Step) {
@@ -399,7 +415,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 		d.feed(core.AgentExited{Step: l.Step, Try: l.Try, Exit: proc.StartFailure(err)})
 		return
 	}
-	d.active = &activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack, tryLock: tl}
+	d.keepActive(&activeTry{step: l.Step, try: l.Try, run: run, launch: l, agents: agents, idx: idx, limits: d.fellBack, tryLock: tl})
 	if d.launched != nil {
 		d.launched(run)
 	}
@@ -456,15 +472,14 @@ func (d *driver) exits() <-chan core.Exit {
 
 // finish takes an agent's exit: the reports it left are read first, then the
 // machine judges the try.
-func (d *driver) finish(exit core.Exit) {
-	a := d.active
-	d.active = nil
+func (d *driver) finish(exit core.Exit) { d.finishTry(d.active, exit) }
+
+// finishTry is finish of try a, the active one or a lane's.
+func (d *driver) finishTry(a *activeTry, exit core.Exit) {
+	d.dropActive(a)
 	a.tryLock.Ended(exit, a.stopped)
 	if err := a.run.Finish(exit); err != nil {
 		d.rt.Logger.Warn("agent log", "step", a.step, "err", err)
-	}
-	if d.lock != nil {
-		d.lock.SetAgent(nil)
 	}
 	d.rt.record(core.Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
 	agent := a.agents[a.idx]
@@ -482,8 +497,7 @@ func (d *driver) finish(exit core.Exit) {
 		}
 	}
 	d.drainReports(a.step)
-	d.endHeld()
-	d.held = a
+	d.hold(a)
 	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed}
 	if limited && !a.stopped {
 		in.Limits = a.limits // the last agent too is out of quota: every limited one counts
@@ -502,6 +516,7 @@ func (d *driver) releaseHeld() {
 	if a := d.held; a != nil && !d.m.Holds(a.step, a.try) {
 		d.endHeld()
 	}
+	d.releaseLanesHeld()
 }
 
 // endHeld stops the held group away from the event loop, whose inputs do not wait
@@ -528,6 +543,7 @@ func (d *driver) stopActive() {
 		d.active.run.Stop()
 		d.finish(<-d.active.run.Done())
 	}
+	d.stopLanes()
 	d.endGroups()
 }
 
@@ -663,6 +679,10 @@ func (d *driver) closeWatcher() {
 // takes the step's try lock, which the kernel grants once the agent and every
 // child that inherited the lock are gone.
 func (d *driver) waitInherited(step string) {
+	if d.parallel() {
+		d.waitInheritedLane(step) // others run meanwhile
+		return
+	}
 	if d.inherited != nil || !d.m.Config().Persistent {
 		return
 	}
@@ -873,6 +893,7 @@ func (d *driver) batch(b watcher.Batch) {
 	if b.Rescan && d.active != nil && !slices.Contains(steps, d.active.step) {
 		steps = append(steps, d.active.step)
 	}
+	steps = d.rescanSteps(b, steps)
 	for _, id := range steps {
 		d.drainReports(id)
 	}

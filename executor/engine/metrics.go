@@ -19,6 +19,7 @@ type Metrics struct {
 	stepDuration  *metrics.HistogramVec
 	invalidStates *metrics.Counter
 	rejectedPlans *metrics.Counter
+	agents        *metrics.Gauge
 	// What the step gauges were counted from: the state, its queue's length and
 	// each queued step's status, so that a write recounts only the runs it
 	// changed, not the plan.
@@ -71,8 +72,11 @@ func NewMetrics(reg *metrics.Registry, stats func() (events, overflows uint64, w
 	m.rejectedPlans = metrics.NewCounter(metrics.Opts{
 		Name: "stepseq_rejected_plans_total", Help: "Plan files judged invalid.",
 	})
+	m.agents = metrics.NewGauge(metrics.Opts{
+		Name: "stepseq_running_agents", Help: "Agent processes running now, across the sidecar's runs (steps side by side count each).",
+	})
 	reg.MustRegister(m.steps, m.launches, m.failures, m.retries, m.passes, m.gateLatency,
-		m.plan, m.blocked, m.stepDuration, m.invalidStates, m.rejectedPlans)
+		m.plan, m.blocked, m.stepDuration, m.invalidStates, m.rejectedPlans, m.agents)
 	if stats != nil {
 		reg.MustRegister(
 			metrics.NewCounterFunc(metrics.Opts{Name: "stepseq_watcher_events_total", Help: "File events received."},
@@ -84,6 +88,13 @@ func NewMetrics(reg *metrics.Registry, stats func() (events, overflows uint64, w
 		)
 	}
 	return m
+}
+
+// runningAgents sets how many agent processes run now.
+func (m *Metrics) runningAgents(n int) {
+	if m != nil {
+		m.agents.Set(float64(n))
+	}
 }
 
 func (m *Metrics) launched(retry bool) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,8 +43,11 @@ type Offer struct {
 type PullLauncher struct {
 	key []byte
 
-	mu      sync.Mutex
-	current *pullRun
+	mu sync.Mutex
+	// offers are the pulled tries on offer, in the order they launched: one
+	// in a straight line, each ready instance of a plan whose steps run side
+	// by side.
+	offers []*pullRun
 }
 
 // NewPullLauncher returns a launcher whose tokens are signed with key (see
@@ -151,7 +155,7 @@ func (p *PullLauncher) Launch(t proc.TrySpec) (proc.Started, error) {
 		r.timer = time.AfterFunc(t.Proc.Timeout, func() { r.end(core.Exit{Code: -1, TimedOut: true}) })
 	}
 	p.mu.Lock()
-	p.current = r
+	p.offers = append(p.offers, r)
 	p.mu.Unlock()
 	return r, nil
 }
@@ -160,18 +164,31 @@ func (p *PullLauncher) Launch(t proc.TrySpec) (proc.Started, error) {
 // by another client whose session lives (live; nil: every claim lives) is not
 // offered twice, and a client gets it again with the same token. ok is false
 // when nothing is offered, with why ("" when no try is launched).
+//
+// With several offers (steps side by side), a client gets again the one it
+// took, else the first that no live client holds: each worker that asks gets
+// a ready instance of its own.
 func (p *PullLauncher) Take(client string, live func(client string) bool) (o Offer, ok bool, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := p.current
-	if r == nil {
-		return Offer{}, false, ""
+	for _, r := range p.offers {
+		if r.claims[claimKey(r)] == client {
+			return r.offer, true, ""
+		}
 	}
-	if ok, why := r.claims.Take(r.offer.Step, r.offer.Try, client, live); !ok {
-		return Offer{}, false, why
+	for _, r := range p.offers {
+		ok, refused := r.claims.Take(r.offer.Step, r.offer.Try, client, live)
+		if ok {
+			return r.offer, true, ""
+		}
+		if why == "" {
+			why = refused
+		}
 	}
-	return r.offer, true, ""
+	return Offer{}, false, why
 }
+
+func claimKey(r *pullRun) string { return r.offer.Step + "/" + strconv.Itoa(r.offer.Try) }
 
 // Token is the token of step id's try: the step and try, signed.
 func (p *PullLauncher) Token(id string, try int) string {
@@ -188,9 +205,14 @@ func (p *PullLauncher) Verify(token string) (string, int, error) {
 // try exits 0 for the machine to verify.
 func (p *PullLauncher) Reported(id string, try int) {
 	p.mu.Lock()
-	r := p.current
+	var r *pullRun
+	for _, o := range p.offers {
+		if o.offer.Step == id && o.offer.Try == try {
+			r = o
+		}
+	}
 	p.mu.Unlock()
-	if r != nil && r.offer.Step == id && r.offer.Try == try {
+	if r != nil {
 		r.end(core.Exit{Code: 0})
 	}
 }
@@ -211,9 +233,7 @@ func (r *pullRun) end(e core.Exit) {
 			r.timer.Stop()
 		}
 		r.p.mu.Lock()
-		if r.p.current == r {
-			r.p.current = nil
-		}
+		r.p.offers = slices.DeleteFunc(r.p.offers, func(o *pullRun) bool { return o == r })
 		r.p.mu.Unlock()
 		e.Started, e.Ended = r.start, time.Now()
 		r.done <- e
@@ -260,6 +280,9 @@ func signTokenBody(key []byte, body string) string {
 // pullReported ends a pulled try whose done report the machine just accepted.
 func (d *driver) pullReported(v core.ReportVerdict) {
 	a := d.active
+	if l := d.lanes[v.Step]; l != nil {
+		a = l
+	}
 	if !v.Accepted || a == nil || a.step != v.Step || d.pull == nil {
 		return
 	}

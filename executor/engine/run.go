@@ -114,6 +114,19 @@ func (s *Sidecar) runHooks(r *Run, d *driver) {
 		case <-s.loopDone:
 		}
 	}
+	// What a lane waits for off the loop (an inherited agent's end) comes
+	// back as a call, taken only while the run is still driven.
+	d.toLoop = func(f func()) {
+		select {
+		case s.calls <- func() {
+			if s.runs[r.name] == r {
+				f()
+				s.after(r)
+			}
+		}:
+		case <-s.loopDone:
+		}
+	}
 }
 
 // addRun starts driving run name: its machine reads its state file.
@@ -286,7 +299,7 @@ func (s *Sidecar) after(r *Run) {
 	}
 	m := r.d.m
 	_ = m.TakeRemoved() // a run file removed by hand: nothing to keep beyond its journal
-	if m.State() == nil && m.StateInvalid() == nil && !m.Busy() && r.d.active == nil && r.d.waiting == nil {
+	if m.State() == nil && m.StateInvalid() == nil && !m.Busy() && !r.d.running() && r.d.waiting == nil {
 		if _, err := os.Lstat(r.d.sf.Path); errors.Is(err, fs.ErrNotExist) {
 			s.dropRun(r)
 		}
@@ -329,11 +342,10 @@ func (s *Sidecar) inheritedGone(r *Run) {
 // runExited takes the end of a run's agent.
 func (s *Sidecar) runExited(ev runExit) {
 	r := ev.r
-	if s.runs[r.name] != r || r.d.active == nil || r.d.active.run != ev.run {
+	if s.runs[r.name] != r || !r.d.finishRun(ev.run, ev.exit) {
 		return
 	}
-	r.d.finish(ev.exit)
-	if r.closing && r.d.active == nil {
+	if r.closing && !r.d.running() {
 		s.archiveClosed(r)
 		return
 	}
@@ -462,11 +474,9 @@ func (s *Sidecar) closeRun(r *Run) {
 	r.closing = true
 	r.d.rt.Logger.Info("closing the run")
 	r.d.feed(core.Shutdown{})
-	r.d.waiting = nil
-	if a := r.d.active; a != nil {
-		a.stopped = true
-		a.run.Stop()
-		return // archived once its exit comes
+	r.d.waiting, r.d.laneWait = nil, nil
+	if r.d.stopTries() > 0 {
+		return // archived once the last exit comes
 	}
 	s.archiveClosed(r)
 }
@@ -474,6 +484,7 @@ func (s *Sidecar) closeRun(r *Run) {
 // archiveClosed archives a closed run whose agent is gone, and drops it.
 func (s *Sidecar) archiveClosed(r *Run) {
 	r.d.endGroups()
+	r.d.sweepWorktrees(nil)
 	switch err := r.d.rt.WS.ArchiveClosed(); {
 	case errors.Is(err, fs.ErrNotExist):
 		// Its state file was removed by hand: nothing to archive, and the
@@ -495,10 +506,8 @@ func (s *Sidecar) closeMain() {
 		return
 	}
 	s.Logger.Info("closing the workspace's own run")
-	if a := d.active; a != nil && !a.stopped {
-		a.stopped = true
-		a.run.Stop()
-	}
+	d.stopTries()
+	d.sweepWorktrees(nil)
 	if err := s.WS.ArchiveClosed(); err != nil {
 		s.Logger.Error("the closed run could not be archived", "err", err)
 		return
@@ -525,19 +534,14 @@ func (s *Sidecar) stopRuns() {
 	live := 0
 	for _, r := range s.runs {
 		r.d.feed(core.Shutdown{})
-		r.d.waiting = nil
-		if a := r.d.active; a != nil {
-			a.stopped = true
-			a.run.Stop()
-			live++
-		}
+		r.d.waiting, r.d.laneWait = nil, nil
+		live += r.d.stopTries()
 	}
 	var late []runDrained
 	for live > 0 || s.draining > 0 {
 		select {
 		case ev := <-s.runExits:
-			if s.runs[ev.r.name] == ev.r && ev.r.d.active != nil && ev.r.d.active.run == ev.run {
-				ev.r.d.finish(ev.exit) // stopped: no fallback to another agent
+			if s.runs[ev.r.name] == ev.r && ev.r.d.finishRun(ev.run, ev.exit) { // stopped: no fallback to another agent
 				live--
 			}
 		case x := <-s.drains:

@@ -131,6 +131,7 @@ func (s *Sidecar) liveAgents() int {
 		if d.active != nil && d.active.tryLock != nil {
 			n++
 		}
+		n += d.liveLanes()
 	}
 	for _, r := range s.runs {
 		count(r.d)
@@ -143,11 +144,10 @@ func (s *Sidecar) startWaiting() {
 	for len(s.waiting) > 0 && (s.opt.MaxAgents < 0 || s.liveAgents() < s.opt.MaxAgents) {
 		d := s.waiting[0]
 		s.waiting = s.waiting[1:]
-		l := d.waiting
+		l := d.takeWaiting()
 		if l == nil {
 			continue // stopped while it waited
 		}
-		d.waiting = nil
 		admit := d.admit
 		d.admit = nil // its turn has come
 		d.start(*l)

@@ -38,6 +38,10 @@ type StatusReport struct {
 	// step 1/3"; absent outside a loop. Loops are the plan's repeat groups.
 	Progress string       `json:"progress,omitempty"`
 	Loops    []LoopReport `json:"loops,omitempty"`
+	// Graph says the plan's steps run side by side, as their needs allow;
+	// Running are the steps whose agents run now, in queue order.
+	Graph   bool     `json:"graph,omitempty"`
+	Running []string `json:"running,omitempty"`
 }
 
 // LoopReport is a repeat group and where its loop stands.
@@ -120,6 +124,12 @@ type StepReport struct {
 	// Result is the step's kept result (steps.ID.result): its done report's,
 	// or the one its resultFrom gave.
 	Result any `json:"result,omitempty"`
+	// Needs are the steps this one waits for, in a plan whose steps run side
+	// by side; Of is the foreach step an instance belongs to.
+	Needs []string `json:"needs,omitempty"`
+	Of    string   `json:"of,omitempty"`
+	// Branch is the git branch of a step that runs in a worktree, once made.
+	Branch string `json:"branch,omitempty"`
 }
 
 // TryLogPath is where one try's output is: `stepseq logs STEP --try N` prints it.
@@ -171,12 +181,17 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 	if st.CurrentStep < len(st.StepQueue) {
 		r.Progress = st.Progress(st.StepQueue[st.CurrentStep])
 	}
+	var x *planspec.GraphIndex
+	if r.Graph = st.IsGraph(); r.Graph {
+		x = st.Index()
+	}
 	for _, id := range st.StepQueue {
 		s := StepReport{ID: id, Status: planspec.StatusPending, Logs: []TryLogPath{}, Phase: core.DisplayPhase(st, id), Errors: []planspec.TryError{},
 			MaxTries: core.RetryLimit(st, id, maxRetries), Progress: st.Progress(id)}
 		if spec := st.Steps[id]; spec != nil {
 			s.Title = spec.Title
 		}
+		graphStep(&s, x, st, id)
 		if run := st.StepRuns[id]; run != nil {
 			s.Status, s.Tries, s.Error, s.Skipped = run.Status, run.Tries, run.Error, run.Skipped
 			if len(run.Result) > 0 {
@@ -206,6 +221,9 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 				// next pass starts the try again without spending one.
 				s.DurationMs, s.Running, s.Phase = nil, false, PhaseInterrupted
 			}
+		}
+		if s.Running {
+			r.Running = append(r.Running, id)
 		}
 		r.Steps = append(r.Steps, s)
 	}
@@ -246,6 +264,9 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 
 // waitsOn is waitsFor with the reconcile core run on scratch(st).
 func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Waiting, error) {
+	if st.IsGraph() {
+		return graphWaits(rt, st, now, maxRetries, scratch)
+	}
 	if st.Status != planspec.StatusDone && st.CurrentStep < len(st.StepQueue) {
 		id := st.StepQueue[st.CurrentStep]
 		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress && stillRunning(rt.WS, id, run) {

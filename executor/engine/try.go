@@ -32,6 +32,7 @@ type Runtime struct {
 	ExposeEnv []string
 
 	root *os.Root
+	wt   worktreeRoots // steps' worktrees, opened for judging their files
 }
 
 // NewRuntime sets up a runtime for the workspace of statePath from the process's
@@ -76,6 +77,7 @@ func (r *Runtime) Close() error {
 		r.root.Close()
 		r.root = nil
 	}
+	r.wt.closeAll()
 	return r.Journal.Close()
 }
 

@@ -40,7 +40,11 @@ func WatchSet(ws store.Workspace, plansDir string, st *planspec.State, conds *Co
 			if spec == nil {
 				continue
 			}
-			paths = append(paths, spec.RequiredOutputs...)
+			for _, o := range spec.RequiredOutputs {
+				if spec.Foreach == "" || !planspec.HasTemplate(o) {
+					paths = append(paths, o) // a foreach's template is its instances' to watch
+				}
+			}
 			for _, g := range spec.On {
 				addGlob(g)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -111,6 +112,10 @@ func (e *filesEngine) Current(_ context.Context, client string, live func(string
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if tries := core.OfferedTries(st); len(tries) > 1 {
+		// Steps side by side: the one this client took, else the first free.
+		return e.takeOne(tries, client, live)
+	}
 	if ok, why := e.taken.Take(t.Step, t.Try, client, live); !ok {
 		return engine.Offer{}, false, why, nil
 	}
@@ -149,4 +154,25 @@ func waitDir(ctx context.Context, dir string, timeout time.Duration, act func() 
 		return errors.New("timed out")
 	}
 	return ctx.Err()
+}
+
+// takeOne hands client one of several pulled tries: the one it took, else the
+// first no live client holds.
+func (e *filesEngine) takeOne(tries []core.PulledTry, client string, live func(string) bool) (engine.Offer, bool, string, error) {
+	for _, t := range tries {
+		if e.taken[t.Step+"/"+strconv.Itoa(t.Try)] == client {
+			return engine.Offer{PulledTry: t, Token: e.pull.Token(t.Step, t.Try)}, true, "", nil
+		}
+	}
+	why := ""
+	for _, t := range tries {
+		ok, refused := e.taken.Take(t.Step, t.Try, client, live)
+		if ok {
+			return engine.Offer{PulledTry: t, Token: e.pull.Token(t.Step, t.Try)}, true, "", nil
+		}
+		if why == "" {
+			why = refused
+		}
+	}
+	return engine.Offer{}, false, why, nil
 }

@@ -148,9 +148,12 @@ type RunInfo struct {
 	Params map[string]any `json:"params,omitempty"`
 	// Progress: steps DONE (skipped ones included) of steps, and the step at
 	// the cursor while the run is not done.
-	Done     int      `json:"done"`
-	Steps    int      `json:"steps"`
-	Current  string   `json:"current,omitempty"`
+	Done    int    `json:"done"`
+	Steps   int    `json:"steps"`
+	Current string `json:"current,omitempty"`
+	// InFlight are the steps in progress of a run whose steps run side by
+	// side, in queue order.
+	InFlight []string `json:"inFlight,omitempty"`
 	Blockers []string `json:"blockers,omitempty"`
 	Error    string   `json:"error,omitempty"` // RunInvalid: why the file cannot be read
 	// Awaiting is the gate the run waits on for a person's yes: "plan", or
@@ -196,11 +199,7 @@ func ReadRunInfo(ws Workspace, name, path string, closed bool) RunInfo {
 	info.Params = st.Settings.Params
 	info.Steps = len(st.StepQueue)
 	info.Blockers = st.Blockers
-	for _, id := range st.StepQueue {
-		if r := st.StepRuns[id]; r != nil && r.Status == planspec.StatusDone {
-			info.Done++
-		}
-	}
+	info.Done, info.InFlight = progress(st)
 	if st.Status != planspec.StatusDone && st.CurrentStep >= 0 && st.CurrentStep < len(st.StepQueue) {
 		info.Current = st.StepQueue[st.CurrentStep]
 		info.Awaiting = awaiting(st, info.Current)
@@ -410,4 +409,19 @@ func (rw Workspace) ArchiveClosed() error {
 	_ = j.Close()
 	_ = os.Remove(rw.CloseRequestPath())
 	return nil
+}
+
+// progress counts a run's steps DONE and, in a run whose steps run side by
+// side, lists those in progress.
+func progress(st *planspec.State) (done int, inFlight []string) {
+	graph := st.IsGraph()
+	for _, id := range st.StepQueue {
+		switch r := st.StepRuns[id]; {
+		case r != nil && r.Status == planspec.StatusDone:
+			done++
+		case graph && r != nil && r.Status == planspec.StatusInProgress:
+			inFlight = append(inFlight, id)
+		}
+	}
+	return done, inFlight
 }

@@ -103,9 +103,18 @@ func (w *Workspace) View() View {
 	}
 	for i, s := range r.Steps {
 		v.Steps = append(v.Steps, w.stepView(root, st, s))
-		if i > 0 {
+		switch {
+		case r.Graph:
+			// Steps side by side: an arrow from each step a step needs.
+			for _, n := range s.Needs {
+				v.Edges = append(v.Edges, [2]string{n, s.ID})
+			}
+		case i > 0:
 			v.Edges = append(v.Edges, [2]string{r.Steps[i-1].ID, s.ID})
 		}
+	}
+	if len(r.Running) > 1 {
+		v.Waiting = r.WaitingFor.Reason // names every step at work
 	}
 	for _, l := range r.Loops {
 		v.Loops = append(v.Loops, loopView(l))

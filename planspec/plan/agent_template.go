@@ -114,6 +114,7 @@ func RenderSpec(spec *planspec.StepSpec, planAgent planspec.AgentSpec, env *Env)
 	if spec.InstructionTemplate == "" && spec.TitleTemplate == "" && tpl.IsZero() {
 		return spec, nil
 	}
+	env = ItemEnv(env, spec)
 	title, instruction, err := RenderStep(spec, env)
 	if err != nil {
 		return nil, err

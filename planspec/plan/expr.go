@@ -67,6 +67,7 @@ type Condition struct {
 	readsEnv bool
 	envNames []string
 	envBuilt bool
+	usesItem bool // reads item or index: a foreach instance's
 	// stepsNamed: every use of steps is steps.ID (or steps["ID"]) with a
 	// literal id, so an evaluation needs only those steps' records.
 	stepsNamed bool
@@ -95,6 +96,10 @@ type Env struct {
 	Loop *planspec.Loop
 	// Getenv reads the environment for env(name).
 	Getenv func(string) string
+	// Item and Index are a foreach instance's element of the list and its
+	// place in it.
+	Item  any
+	Index int
 }
 
 // ConditionError is a condition that does not compile or whose evaluation failed,

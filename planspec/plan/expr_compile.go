@@ -29,7 +29,7 @@ var pathFuncs = map[string]bool{
 // for "did you mean" hints.
 var conditionNames = []string{
 	"exists", "glob", "globCount", "size", "lines", "mtime", "age", "fresh", "read", "json",
-	"env", "now", "steps", "step", "vars", "params", "round", "rounds", "result",
+	"env", "now", "steps", "step", "vars", "params", "round", "rounds", "result", "item", "index",
 }
 
 // newConditionConfig is expr.Compile's configuration for conditions: the typed
@@ -229,6 +229,8 @@ func (v *inspector) identifier(n *ast.IdentifierNode) {
 		c.usesStep = true
 	case n.Value == "rounds":
 		c.usesRounds = true
+	case n.Value == "item" || n.Value == "index":
+		c.usesItem = true
 	case n.Value == "$env":
 		c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
 		c.builtPaths, c.readsEnv, c.envBuilt = true, true, true
@@ -353,7 +355,7 @@ func compileError(src string, err error) error {
 
 // typeNames hides the Go types behind the condition language from messages.
 var typeNames = strings.NewReplacer(
-	"type planspec.RunView has no field ", "a step record has only status, tries, lastRunIso, error, stdout, skipped and result, not ",
+	"type planspec.RunView has no field ", "a step record has only status, tries, lastRunIso, error, stdout, skipped, result, results and failed, not ",
 	"planspec.RunView", "step record",
 	"type planspec.evaluation has no field ", "unknown name ",
 	"planspec.evaluation", "the condition language",

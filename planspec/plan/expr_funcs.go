@@ -46,6 +46,9 @@ type evaluation struct {
 	Round  int                           `expr:"round"`
 	Rounds []map[string]planspec.RunView `expr:"rounds"`
 	Result any                           `expr:"result"`
+	// Item and Index are a foreach instance's element and its place.
+	Item  any `expr:"item"`
+	Index int `expr:"index"`
 
 	env   *Env
 	stats []statEntry // what this evaluation already asked the file system
@@ -65,6 +68,10 @@ func viewOf(r *planspec.StepRun) planspec.RunView {
 	}
 	if len(r.Result) > 0 {
 		_ = json.Unmarshal(r.Result, &v.Result) // valid JSON: it passed its schema
+	}
+	v.Results, v.Failed = planspec.ResultList(v.Result, r), r.Failed
+	if v.Failed == nil {
+		v.Failed = []string{}
 	}
 	return v
 }
@@ -105,6 +112,7 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 		ev.Step = viewOf(env.Runs[env.Step])
 		ev.Result = ev.Step.Result
 	}
+	ev.Item, ev.Index = env.Item, env.Index
 	if env.Loop != nil {
 		ev.Round = env.Loop.Round
 		if c.usesRounds {
@@ -117,6 +125,7 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 func putEvaluation(ev *evaluation) {
 	ev.env, ev.Vars, ev.Params, ev.Step = nil, nil, nil, planspec.RunView{}
 	ev.Round, ev.Rounds, ev.Result = 0, nil, nil
+	ev.Item, ev.Index = nil, 0
 	clear(ev.Steps)
 	clear(ev.stats)
 	ev.stats = ev.stats[:0]

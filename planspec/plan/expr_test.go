@@ -372,7 +372,7 @@ func TestCompileCondition_Errors(t *testing.T) {
 		{`len(glob("[a")) > 0`, `bad glob`},
 		{`exists("a") &&`, "unexpected token EOF"},
 		{`exists(1)`, "cannot use int as argument (type string)"},
-		{`step.bogus == 1`, "a step record has only status, tries, lastRunIso, error, stdout, skipped and result, not bogus"},
+		{`step.bogus == 1`, "a step record has only status, tries, lastRunIso, error, stdout, skipped, result, results and failed, not bogus"},
 		{`exists("a") == "yes"`, "mismatched types bool and string"},
 		{strings.Repeat("x", MaxConditionLen+1), "longer than 4096 bytes"},
 		{"exists(\"\xff\")", "not valid UTF-8"},

@@ -30,6 +30,9 @@ var phaseStyles = []struct{ phase, style string }{
 // MermaidPhases is Mermaid with each step's box coloured by its phase, as phase
 // says for a step id ("" leaves it plain). A nil phase draws the plan alone.
 func (p *Plan) MermaidPhases(phase func(id string) string) string {
+	if p.IsGraph() {
+		return p.mermaidGraph(phase, nil)
+	}
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	fmt.Fprintf(&b, "    %%%% plan %s\n", strings.Join(strings.Fields(p.Name), " "))

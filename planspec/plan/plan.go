@@ -113,6 +113,7 @@ func (p *Plan) State(source, hash string) *planspec.State {
 	st := planspec.NewState()
 	for _, s := range p.Steps {
 		spec := s.Spec
+		spec.Graph = s.Spec.Graph.Clone()
 		spec.RequiredOutputs = slices.Clone(spec.RequiredOutputs)
 		spec.On = slices.Clone(spec.On)
 		spec.Agent = spec.Agent.Clone()
@@ -140,8 +141,8 @@ func (p *Plan) State(source, hash string) *planspec.State {
 			spec.Approve = &a
 		}
 		st.Steps[s.ID] = &spec
-		st.StepQueue = append(st.StepQueue, s.ID)
 	}
+	st.StepQueue = p.queueOrder()
 	st.StepDelayMinutes = float64(p.StepDelay) / float64(time.Minute)
 	st.Settings = p.Settings.Clone()
 	st.Settings.Source, st.Settings.Hash = filepath.ToSlash(source), hash

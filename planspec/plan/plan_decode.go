@@ -13,13 +13,14 @@ import (
 // The keys of a plan and of a step, in the order the docs list them.
 var (
 	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params", "summary",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "approval", "steps"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "approval",
+		"maxParallel", "worktree", "merge", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume",
-		"exit", "abort", "approve"}
+		"exit", "abort", "approve", "needs", "foreach", "continueOnFailure", "worktree", "merge"}
 	// groupKeys are the keys of a repeat group.
-	groupKeys = []string{"id", "title", "repeat", "steps"}
+	groupKeys = []string{"id", "title", "repeat", "needs", "steps"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every
@@ -31,6 +32,8 @@ type planDecoder struct {
 	refs  []stepRef          // conditions naming steps.ID, checked once every id is known
 
 	aliases map[string]*aliasUse // by anchor name
+
+	gk graphKeys
 }
 
 type pendingCondition struct {

@@ -43,6 +43,10 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 			d.repeat(v, f, &g)
 		case "steps":
 			stepsNode = v
+		case "needs":
+			ids, _ := d.strList(v, f, nil)
+			d.gk.needs = append(d.gk.needs, needsRef{node: v, field: f, ids: ids, owner: groupMark})
+			d.gk.graph = true
 		default:
 			if slices.Contains(stepKeys, key) {
 				d.fail(k, f, "key %q does not belong to a group: its steps take it; move it into an entry of the group's steps", key)
@@ -63,10 +67,12 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 	}
 	if stepsNode == nil {
 		d.fail(n, field+".steps", "missing steps in %s: want the list of steps each round runs", what)
+		d.ownGroupNeeds(g.ID)
 		return g, nil, idNode
 	}
 	if stepsNode.Kind != yaml.SequenceNode || len(stepsNode.Content) == 0 {
 		d.fail(stepsNode, field+".steps", "steps: want a non-empty list of steps, each with id, title and instruction, got %s", describeNode(stepsNode))
+		d.ownGroupNeeds(g.ID)
 		return g, nil, idNode
 	}
 	var out []PlanStep
@@ -76,13 +82,36 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 			d.fail(sn, f, "groups do not nest: this group is inside %s; move it out to the plan's steps, before or after %s, or make its steps plain steps of %s", what, what, what)
 			continue
 		}
+		needsAt := len(d.gk.needs)
 		st, stID := d.step(sn, f)
+		for j := needsAt; j < len(d.gk.needs); j++ {
+			d.gk.needs[j].group = groupMark
+		}
 		unique(st.ID, stID, f+".id")
 		out = append(out, st)
 		g.Steps = append(g.Steps, st.ID)
 	}
+	d.ownGroupNeeds(g.ID)
 	return g, out, idNode
 }
+
+// ownGroupNeeds names group id in the needs lists read in it: its own, and
+// those of its steps (which may not have any).
+func (d *planDecoder) ownGroupNeeds(id string) {
+	for i := range d.gk.needs {
+		r := &d.gk.needs[i]
+		if r.owner == groupMark {
+			r.owner = id
+		}
+		if r.group == groupMark || r.owner == id {
+			r.group = id
+		}
+	}
+}
+
+// groupMark stands for the group being read in its needs lists, until its id
+// is known: a group's id may come after its needs.
+const groupMark = "\x00group"
 
 // repeat reads a group's repeat: {max: N or EXPR, onMax: block | done}.
 func (d *planDecoder) repeat(n *yaml.Node, field string, g *planspec.Group) {

@@ -22,7 +22,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 	}
 	var steps *yaml.Node
 	d.fields(n, "", func(key, _ string, k, v *yaml.Node) {
-		if d.planDefault(p, key, v) {
+		if d.planDefault(p, key, v) || d.planGraph(p, key, v) {
 			return
 		}
 		switch key {
@@ -53,9 +53,10 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 		d.fail(steps, "steps", "steps: want a non-empty list of steps, each with id, title and instruction, got %s", describeNode(steps))
 		return p
 	}
-	first := d.planSteps(p, steps)
+	first, fields := d.planSteps(p, steps)
 	d.checkPulledOutputs(p, steps)
 	d.compileConditions(p)
+	d.resolveGraph(p, fields)
 	d.checkRefs(first, p.Vars, p.ParamNames())
 	d.checkParamTypes(p.Params)
 	return p
@@ -99,10 +100,12 @@ func (d *planDecoder) vars(v *yaml.Node, key string) map[string]any {
 }
 
 // planSteps reads the entries of steps, steps and repeat groups, into p and
-// returns each id with the line of its first step; an id seen twice is an error.
-func (d *planDecoder) planSteps(p *Plan, steps *yaml.Node) map[string]int {
+// returns each id with the line of its first step, and each step's field
+// (steps[1]); an id seen twice is an error.
+func (d *planDecoder) planSteps(p *Plan, steps *yaml.Node) (map[string]int, map[string]string) {
 	p.Steps = make([]PlanStep, 0, len(steps.Content))
 	first := map[string]int{} // id → line of its first step
+	fields := map[string]string{}
 	unique := func(id string, idNode *yaml.Node, field string) {
 		if idNode == nil {
 			return
@@ -119,14 +122,18 @@ func (d *planDecoder) planSteps(p *Plan, steps *yaml.Node) map[string]int {
 			g, gsteps, idNode := d.group(sn, field, unique)
 			unique(g.ID, idNode, field+".id")
 			p.Groups = append(p.Groups, g)
+			for j, s := range gsteps {
+				fields[s.ID] = fmt.Sprintf("%s.steps[%d]", field, j)
+			}
 			p.Steps = append(p.Steps, gsteps...)
 			continue
 		}
 		st, idNode := d.step(sn, field)
 		unique(st.ID, idNode, field+".id")
+		fields[st.ID] = field
 		p.Steps = append(p.Steps, st)
 	}
-	return first
+	return first, fields
 }
 
 // checkPulledOutputs refuses resultFrom: output on a pulled step: its worker
@@ -152,6 +159,7 @@ func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 	}
 	sp := &st.Spec
 	var idNode *yaml.Node
+	needsAt, worktreeOff := len(d.gk.needs), false
 	d.fields(n, field, func(key, f string, k, v *yaml.Node) {
 		switch key {
 		case "id":
@@ -168,11 +176,18 @@ func (d *planDecoder) step(n *yaml.Node, field string) (PlanStep, *yaml.Node) {
 			sp.Instruction = d.text(v, f, "the prompt the agent gets")
 			d.template(v, f, sp.Instruction)
 		default:
-			if !d.stepCondition(sp, key, v, f) && !d.stepRun(sp, key, v, f) && !d.stepResult(sp, key, v, f) {
+			if !d.stepCondition(sp, key, v, f) && !d.stepRun(sp, key, v, f) && !d.stepResult(sp, key, v, f) &&
+				!d.stepGraph(&st, key, v, f, &worktreeOff) {
 				d.unknownKey(k, field, stepKeys, planKeys, "plan", "which goes at the top of the file")
 			}
 		}
 	})
+	for i := needsAt; i < len(d.gk.needs); i++ {
+		d.gk.needs[i].owner = st.ID // the id may come after needs
+	}
+	if worktreeOff {
+		d.gk.offSteps = append(d.gk.offSteps, st.ID)
+	}
 	d.stepRequired(n, field, st.ID, idNode != nil)
 	return st, idNode
 }
@@ -329,6 +344,7 @@ func (d *planDecoder) compileConditions(p *Plan) {
 			continue
 		}
 		c := results[i]
+		d.noteItemUse(pc.node, pc.field, c)
 		if len(c.steps) > 0 || len(c.vars) > 0 || len(c.params) > 0 {
 			d.refs = append(d.refs, stepRef{node: pc.node, field: pc.field, key: lastKey(pc.field), cond: c})
 		}
@@ -379,6 +395,9 @@ func (d *planDecoder) template(n *yaml.Node, field, src string) {
 	if err != nil {
 		d.exprError(n, field, err, "template")
 		return
+	}
+	for _, part := range t.parts {
+		d.noteItemUse(n, field, part.expr)
 	}
 	steps, vars, params := t.names()
 	if len(steps)+len(vars)+len(params) > 0 {

@@ -64,8 +64,35 @@ func group(step *jsonSchema) *jsonSchema {
 						Description: "What reaching max does: block (default) blocks the plan, did not converge in N rounds; done goes on with the step after the group."},
 				}},
 			"steps": {Type: "array", MinItems: ptr(1), Items: step, Description: "The steps each round runs, in order."},
+			"needs": needsSchema("The steps the group waits for; the group is one node of the graph, its steps a line inside it."),
 		},
 	}
+}
+
+// needsSchema is the schema of a needs list.
+func needsSchema(desc string) *jsonSchema {
+	return &jsonSchema{Type: "array", Description: desc + " A step or group without needs waits for the one written before it; [] starts with the run.",
+		Items: &jsonSchema{Type: "string", Pattern: planspec.IDPatternJSON, Description: "The id of a step or a repeat group of this plan."}}
+}
+
+// graphSchemas are the schemas of a step's graph keys: what it needs, its
+// foreach, its worktree.
+func graphSchemas(step, plan *jsonSchema) {
+	merge := &jsonSchema{Type: "string", Enum: planspec.Texts(planspec.MergeWords),
+		Description: "How a worktree's branch joins: auto (default) merges it into the workspace's branch at the join, in plan order; none leaves it for a pull request."}
+	worktree := &jsonSchema{Type: "boolean",
+		Description: "Run each try in a git worktree of its own under .stepseq/worktrees/, on a branch stepseq/RUN/STEP, cut from the commit its needs left; the workspace must be a git repository."}
+	step.Properties["needs"] = needsSchema("The steps this one waits for: it starts once they are all DONE, beside the other steps whose needs are met.")
+	step.Properties["foreach"] = &jsonSchema{Type: "string", MinLength: ptr(1), Examples: []any{"steps.triage.result.items", "params.files"},
+		Description: "An expression giving a list (at most 1000 items): the step runs once per item, as instances ID[0], ID[1]…, side by side; ${item} and ${index} in its texts; steps.ID.results lists their results in order."}
+	step.Properties["continueOnFailure"] = &jsonSchema{Type: "boolean",
+		Description: "When this step fails for good, the steps that need it go on; the failure is listed in steps.ID.failed."}
+	step.Properties["worktree"] = worktree
+	step.Properties["merge"] = merge
+	plan.Properties["worktree"] = worktree
+	plan.Properties["merge"] = merge
+	plan.Properties["maxParallel"] = &jsonSchema{Type: "integer", Minimum: ptr(1),
+		Description: "The most agents of this run at once; default: every step whose needs are met (the sidecar's --max-agents bounds all runs)."}
 }
 
 // Schema returns the JSON Schema (draft 2020-12) of the plan format, for editors:
@@ -197,6 +224,7 @@ func Schema() []byte {
 		"true: before its first try the step waits for a person's yes (stepseq approve, MCP approve, the page's button); a reject blocks it with the note. {timeout, onTimeout} bounds the wait.")
 	plan.Properties["approval"] = approvalSchema(&jsonSchema{Type: "string", Enum: []string{planspec.ApprovalRequired}},
 		"required: the plan waits for a person's yes before its first step (propose, then confirm). {timeout, onTimeout} bounds the wait.")
+	graphSchemas(step, plan)
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",
 		Items: &jsonSchema{Type: "object", AdditionalProperties: ptr(false), Description: "A sink: {command: [argv]} gets the report as JSON on stdin; {webhook: URL} gets it POSTed.",
