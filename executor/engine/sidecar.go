@@ -321,3 +321,7 @@ func (s *Sidecar) rel(p string) string {
 func under(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
+
+// StartState is the main run's state as NewSidecar read it, until Run's first
+// pass takes it up: nil when there was none or it could not be read.
+func (s *Sidecar) StartState() *planspec.State { return s.main.d.sf.PrereadState() }
