@@ -113,7 +113,8 @@ func closeRunFiles(ws store.Workspace, name string, grace time.Duration) (store.
 	rw := ws.ForRun(name)
 	if _, err := os.Lstat(rw.State); err != nil {
 		if _, cerr := os.Lstat(rw.ClosedPath()); cerr == nil && name != store.MainRun {
-			return store.RunInfo{}, store.ClosedRun(name)
+			// Closing twice is an answer: the run is closed, as asked.
+			return store.ClosedInfo(rw), nil
 		}
 		return store.RunInfo{}, fmt.Errorf("%w: %s (no %s; `stepseq runs` lists them)", store.ErrNoRun, name, filepath.Base(rw.State))
 	}

@@ -95,6 +95,7 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
 	addTool(s, &sdk.Tool{Name: "run_start", Description: "Start a run: a plan of plans/ (by name) or given as YAML, with its params, beside the workspace's other runs; answers the run (its name, state file, status, params, progress)."}, t.runStart)
 	addTool(s, &sdk.Tool{Name: "run_list", Description: "The workspace's runs: active, blocked, done, closed and invalid ones, with their params and progress."}, t.runList)
+	addTool(s, &sdk.Tool{Name: "run_resume", Description: "Drive what is already in the workspace: a server merely started shows its plans and runs but drives nothing until a client acts (this, plan_submit, run_start, retry or trigger)."}, t.runResume)
 	addTool(s, &sdk.Tool{Name: "run_close", Description: "Close a run: its agent is stopped as SIGTERM stops it, and its state is archived."}, t.runClose)
 	return s
 }
@@ -266,6 +267,9 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		r := refusalOf(err)
 		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
 	}
+	if err := t.arm(); err != nil {
+		return nil, SubmitVerdict{}, err
+	}
 	dir := t.opt.plansDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, SubmitVerdict{}, fmt.Errorf("plans folder: %w", err)
@@ -338,6 +342,9 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 		// No plan yet is an answer: nothing runs, and what to do about it.
 		r = engine.Report{State: v.rt.WS.State, Steps: []engine.StepReport{}, Blockers: []string{},
 			WaitingFor: engine.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
+	}
+	if t.held() {
+		r.WaitingFor = heldWaiting(found, r.WaitingFor)
 	}
 	// The report itself, not its encoding: each json.RawMessage in the answer is
 	// compacted again at every level of the response's encoding.
@@ -579,6 +586,10 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 		return nil, CurrentOutput{}, err
 	}
 	defer v.close()
+	// A worker that asks for its step consents to the run being driven.
+	if err := t.arm(); err != nil {
+		return nil, CurrentOutput{}, err
+	}
 	o, ok, why, err := v.eng.Current(ctx, clientID(req), t.live)
 	if err != nil || !ok {
 		return nil, CurrentOutput{Why: why}, err
@@ -590,7 +601,7 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 	if len(o.Result) > 0 {
 		_ = json.Unmarshal(o.Result, &off.Result)
 	}
-	_ = t.opt.Engine.View(ctx, func(st *planspec.State) {
+	_ = v.eng.View(ctx, func(st *planspec.State) {
 		if st != nil {
 			off.Progress = st.Progress(o.Step)
 			off.ResultFile = st.ResultFromFile(o.Step)
@@ -632,6 +643,9 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 		return nil, ReportVerdict{}, err
 	}
 	defer v.close()
+	if err := t.arm(); err != nil {
+		return nil, ReportVerdict{}, err
+	}
 	step, try, err := v.eng.Verify(token)
 	if err != nil {
 		return nil, ReportVerdict{}, err
@@ -689,6 +703,9 @@ func (t *tools) queue(ctx context.Context, in StepInput, ask func(engine.Command
 		return nil, Queued{}, err
 	}
 	defer v.close()
+	if err := t.arm(); err != nil {
+		return nil, Queued{}, err
+	}
 	if _, err := ask(v.eng.Commands(), ctx, in.Step, "mcp"); err != nil {
 		return nil, Queued{}, err
 	}
