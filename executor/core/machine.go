@@ -242,6 +242,8 @@ const (
 	EventPlanBlocked      = "plan_blocked"      // blocked: the plan is held by a step
 	EventPlanDone         = "plan_done"         // done: every step is done
 	EventSkipped          = "skipped"           // done: the step's skip condition held
+	EventReviewing        = "reviewing"         // in_progress: the worker says done; stepseq verifies before telling done
+	EventAcceptImplied    = "accept_implied"    // in_progress: a done came while dispatching and stands for the accept too
 )
 
 // CondSet evaluates a state's conditions: *Conditions, or a fake in tests. now
