@@ -52,6 +52,10 @@ type AgentExited struct {
 	// with resultFrom: output (DESIGN §13); ResultErr says why none was read.
 	Result    json.RawMessage
 	ResultErr string
+	// Refused names what the agent CLI's own permissions refused during the
+	// try (claude's permission_denials); a failed try's error ends with it,
+	// since the CLI itself reports success.
+	Refused string
 }
 
 // ReportIn is a worker's report through any channel. Try 0 means the current try.
@@ -406,6 +410,7 @@ type tryRun struct {
 
 type tryExit struct {
 	agentFailed string
+	refused     string // what the CLI's permissions refused: the error ends with it
 	blocked     string // the worker's blocked report holds the step
 	step        string
 	try         int

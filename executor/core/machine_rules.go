@@ -567,7 +567,7 @@ func (m *Machine) agentExited(in AgentExited) {
 		return
 	}
 	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed,
-		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr}
+		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr, refused: in.Refused}
 	if r.blockedBy == "report" {
 		m.pending.blocked = workerBlocker(m.st, r.step)
 	}
@@ -714,6 +714,9 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		reasons = append(reasons, m.resultVerdict(t)...)
 	}
 	if len(reasons) > 0 {
+		if t.refused != "" {
+			reasons = append(reasons, t.refused)
+		}
 		return Verdict{Error: strings.Join(reasons, "; "), MissingOutputs: missing}
 	}
 	return Verdict{OK: true}

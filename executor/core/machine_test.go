@@ -1062,3 +1062,17 @@ func TestMachine_DoneWhileDispatchingImpliesAccept(t *testing.T) {
 		t.Errorf("notifications %v", got)
 	}
 }
+
+// A try that fails its verification while the agent CLI's own permissions
+// refused a tool (claude's permission_denials, with exit 0 and is_error
+// false) says so in its error, after the verification's reasons.
+func TestMachine_FailedTryNamesRefusedTools(t *testing.T) {
+	r := newRig(t, planAB(""), true)
+	r.p.missing["a.txt"] = true
+	r.take()
+	refused := "claude's --permission-mode acceptEdits refused: Bash(python3 gen.py)"
+	r.feed(AgentExited{Step: "a", Try: 1, Exit: Exit{Code: 0}, Refused: refused})
+	if e := verdictError(t, r.take()); e != "Missing required outputs: a.txt; "+refused {
+		t.Fatalf("verdict %q, want the missing output and the refusal", e)
+	}
+}

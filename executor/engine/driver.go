@@ -494,7 +494,7 @@ func (d *driver) finish(exit core.Exit) {
 	d.drainReports(a.step)
 	d.endHeld()
 	d.held = a
-	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed}
+	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed, Refused: agent.Refused(exit)}
 	if limited && !a.stopped {
 		in.Limits = a.limits // the last agent too is out of quota: every limited one counts
 	}

@@ -268,6 +268,16 @@ func (a Agent) Judge(exit core.Exit) (failed string, unavailable bool) {
 	return failed, unavailable
 }
 
+// Refused names the tool uses the agent CLI's own permissions refused during
+// the try, "" when none were: claude lists them in its result's
+// permission_denials while reporting success.
+func (a Agent) Refused(exit core.Exit) string {
+	if a.Preset != "claude" {
+		return ""
+	}
+	return claudeRefused(exit, a.Argv)
+}
+
 // FallbackEntry is the journal record of a try passed from one candidate to the
 // next: the same try, not a retry.
 func FallbackEntry(step string, try int, from, to Agent, reason string) core.Entry {

@@ -254,6 +254,49 @@ type claudeResult struct {
 	Denials []claudeDenial `json:"permission_denials"`
 }
 
+// claudeRefused names the denials of claude's result in exit's output, with
+// the permission mode that refused them and how to allow a command.
+func claudeRefused(exit core.Exit, argv []string) string {
+	var r claudeResult
+	found := false
+	for _, line := range lastLines(stdoutText(exit)) {
+		if t, ok := eventType(line); (!ok || t == "result") && json.Unmarshal([]byte(line), &r) == nil && r.Type == "result" {
+			found = true
+			break
+		}
+	}
+	if !found {
+		found = scanHead(exit.Stdout, &r)
+	}
+	if !found || len(r.Denials) == 0 {
+		return ""
+	}
+	var uses []string
+	for _, d := range r.Denials {
+		uses = append(uses, d.String())
+	}
+	mode := "its permission mode"
+	if i := slices.Index(argv, "--permission-mode"); i >= 0 && i+1 < len(argv) {
+		mode = "--permission-mode " + argv[i+1]
+	}
+	rule := "Bash(python3:*)"
+	if cmd, ok := r.Denials[0].Input["command"].(string); ok && r.Denials[0].Tool == "Bash" && len(strings.Fields(cmd)) > 0 {
+		rule = "Bash(" + strings.Fields(cmd)[0] + ":*)"
+	}
+	return fmt.Sprintf("claude's %s refused: %s (allow it with agent: {preset: claude, args: [--allowedTools, %q]})",
+		mode, strings.Join(uses, ", "), rule)
+}
+
+// String is the denied use as claude names a rule: Bash(python3 gen.py).
+func (d claudeDenial) String() string {
+	for _, k := range []string{"command", "file_path", "path", "url", "pattern"} {
+		if v, ok := d.Input[k].(string); ok {
+			return fmt.Sprintf("%s(%s)", d.Tool, core.FirstChars(v, 120))
+		}
+	}
+	return d.Tool
+}
+
 // claudeDenial is one of a result's permission_denials.
 type claudeDenial struct {
 	Tool  string         `json:"tool_name"`

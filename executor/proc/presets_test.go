@@ -293,3 +293,24 @@ func BenchmarkPreset_Judge(b *testing.B) {
 		})
 	}
 }
+
+// claude under --permission-mode acceptEdits refused `python3 gen.py`: its
+// result lists it in permission_denials with exit 0 and is_error false. The
+// failed try's error names the tool, its input and the mode that refused it.
+func TestAgent_RefusedNamesClaudesDenials(t *testing.T) {
+	a := Agent{Argv: []string{"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"}, Preset: "claude"}
+	out := `{"subtype":"success","is_error":false,"result":"I could not run it.","session_id":"s1",` +
+		`"permission_denials":[{"tool_name":"Bash","tool_use_id":"toolu_1","tool_input":{"command":"python3 gen.py","description":"Generate"}}],"type":"result","uuid":"u"}` + "\n"
+	got := a.Refused(core.Exit{Stdout: out})
+	for _, want := range []string{"--permission-mode acceptEdits refused", "Bash(python3 gen.py)", "--allowedTools"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Refused = %q, want it to say %q", got, want)
+		}
+	}
+	if got := a.Refused(core.Exit{Stdout: claudeJSON(false, "done")}); got != "" {
+		t.Errorf("no denials: Refused = %q", got)
+	}
+	if got := (Agent{Argv: []string{"x"}}).Refused(core.Exit{Stdout: out}); got != "" {
+		t.Errorf("a plain command: Refused = %q", got)
+	}
+}
