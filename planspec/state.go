@@ -9,6 +9,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -212,6 +213,9 @@ type Settings struct {
 	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
 	Hash   string // content hash of that plan file
+	// RunID is the run's id, "NAME:nonce": a state file whose id names
+	// another run is a copy of that run (a backup), not a run of its own.
+	RunID string
 
 	raw object
 }
@@ -670,6 +674,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
+	setOrDel(&o, "runId", st.RunID, st.RunID != "")
 	return o
 }
 
@@ -791,3 +796,14 @@ func ParseISO(s string) (time.Time, error) {
 // DurationPattern is what ParseDuration accepts, as a JSON Schema pattern:
 // "90s", "2m", "1h30m", "1.5h", "0s" (no sign: negative spans are refused).
 const DurationPattern = `^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+
+// CopyOf is the run whose state this is a copy of, when the state, read from
+// run name's file, carries another run's id ("" when it is name's own, or
+// carries no id, as a state from before run ids or by hand does).
+func (st *State) CopyOf(name string) string {
+	owner, _, ok := strings.Cut(st.Settings.RunID, ":")
+	if !ok || owner == name {
+		return ""
+	}
+	return owner
+}

@@ -31,9 +31,9 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	}
 	st.StepQueue = queue
 	st.StepDelayMinutes = fresh.StepDelayMinutes
-	source, params, loops := st.Settings.Source, st.Settings.Params, st.Settings.Loops
+	source, params, loops, id := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.RunID
 	st.Settings = fresh.Settings
-	st.Settings.Source, st.Settings.Params, st.Settings.Loops = source, params, loops
+	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.RunID = source, params, loops, id
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
 	}
