@@ -320,7 +320,10 @@ const stateReread = 8
 
 // Machine is the reconcile core's state: the plan's state and what is in flight.
 type Machine struct {
-	cfg MachineConfig
+	// cursorRendered is the step and try whose templates were rendered when
+	// the cursor reached it (renderAtCursor), once.
+	cursorRendered string
+	cfg            MachineConfig
 
 	now   time.Time
 	out   []Effect

@@ -1076,3 +1076,24 @@ func TestMachine_FailedTryNamesRefusedTools(t *testing.T) {
 		t.Fatalf("verdict %q, want the missing output and the refusal", e)
 	}
 }
+
+// The step the cursor reached and that waits (here, stepDelayMinutes after a)
+// holds its instruction rendered as soon as its inputs are known, not only when
+// its try starts: the original runner resuming the run now sends plain text.
+func TestMachine_RendersTheStepAtTheCursor(t *testing.T) {
+	r := newRig(t, `{"plan":{"steps":{
+		"a":{"title":"A","instruction":"do a"},
+		"b":{"title":"B","instruction":"after a, which is ${steps.a.status}","instructionTemplate":"after a, which is ${steps.a.status}"}}},
+	"stepQueue":["a","b"],"currentStep":1,"stepRuns":{"a":{"status":"DONE","tries":1,"lastRunIso":"`+planspec.FormatISO(t0)+`"}},
+	"stepDelayMinutes":5,"blockers":[],"status":"IN_PROGRESS"}`, true)
+	effs := r.take()
+	if slices.ContainsFunc(effs, func(e Effect) bool { _, ok := e.(StartAgent); return ok }) {
+		t.Fatal("b launched before its delay")
+	}
+	if got := r.m.State().Steps["b"].Instruction; got != "after a, which is DONE" {
+		t.Errorf("b's instruction %q, want it rendered while b waits", got)
+	}
+	if !strings.Contains(string(r.disk), "after a, which is DONE") {
+		t.Errorf("the state on disk does not hold b's rendered instruction:\n%s", r.disk)
+	}
+}

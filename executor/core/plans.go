@@ -34,6 +34,7 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	source, params, loops, id := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.RunID
 	st.Settings = fresh.Settings
 	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.RunID = source, params, loops, id
+	plan.RenderAtStart(st)
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
 	}

@@ -79,6 +79,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	st := pf.Plan.State(pf.Source, pf.Hash)
 	st.Settings.Params = pf.Resolved
 	st.Settings.RunID = store.NewRunID(name)
+	planpkg.RenderAtStart(st)
 	if size := len(st.Marshal()); size > store.PlanStateCap {
 		_ = os.Remove(rw.RunDir())
 		return store.RunInfo{}, fmt.Errorf("%s: %w: its state would start at %s, over the %s a plan may take: split the plan",

@@ -59,6 +59,7 @@ type Condition struct {
 	usesSteps  bool
 	usesStep   bool
 	usesRounds bool
+	usesRun    bool // reads round or now: known only while the run goes
 	// stepsNamed: every use of steps is steps.ID (or steps["ID"]) with a
 	// literal id, so an evaluation needs only those steps' records.
 	stepsNamed bool
