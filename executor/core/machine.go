@@ -323,7 +323,8 @@ type Machine struct {
 	// cursorRendered is the step and try whose templates were rendered when
 	// the cursor reached it (renderAtCursor), once.
 	cursorRendered string
-	cfg            MachineConfig
+
+	cfg MachineConfig
 
 	now   time.Time
 	out   []Effect
