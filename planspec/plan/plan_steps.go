@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -58,6 +59,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 	d.compileConditions()
 	d.checkRefs(first, p.Vars, p.ParamNames())
 	d.checkParamTypes(p.Params)
+	d.checkResultTypes(p.Params)
 	return p
 }
 
@@ -262,6 +264,12 @@ func (d *planDecoder) stepResult(sp *planspec.StepSpec, key string, v *yaml.Node
 		sp.RequiredOutputs, _ = d.strList(v, f, planspec.CheckPath)
 	case "result":
 		sp.Result = d.resultSchema(v, f)
+		if len(sp.Result) > 0 {
+			if d.results == nil {
+				d.results = map[string]json.RawMessage{}
+			}
+			d.results[strings.TrimSuffix(f, ".result")] = sp.Result
+		}
 	case "onInvalid":
 		sp.OnInvalid = d.oneOf(v, f, planspec.OnInvalidWords)
 	case "resultFrom":
