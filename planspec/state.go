@@ -101,6 +101,9 @@ type StepSpec struct {
 	// the plan.
 	Exit  string
 	Abort string
+	// AbortReason is the blocker's text when abort holds, a template
+	// (abort: {when, reason}); "" says which abort held.
+	AbortReason string
 
 	raw object
 }
@@ -606,6 +609,7 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
 	setOrDel(&o, "exit", sp.Exit, sp.Exit != "")
 	setOrDel(&o, "abort", sp.Abort, sp.Abort != "")
+	setOrDel(&o, "abortReason", sp.AbortReason, sp.AbortReason != "")
 	return o
 }
 

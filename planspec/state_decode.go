@@ -272,6 +272,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	sp.Check, _ = d.optStr(o, p, "check")
 	sp.Exit, _ = d.optStr(o, p, "exit")
 	sp.Abort, _ = d.optStr(o, p, "abort")
+	sp.AbortReason, _ = d.optStr(o, p, "abortReason")
 	if r, ok := o.vals["on"]; ok {
 		sp.On = d.strList(p+"on", r)
 	}
