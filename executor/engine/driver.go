@@ -255,6 +255,7 @@ func (d *driver) stopAgent(e core.StopAgent) {
 func (d *driver) notify(e core.Notify) {
 	if d.rt.WS.Run != "" {
 		e.Note.Run = d.rt.WS.Run
+		e.Note.Next = commandsForRun(e.Note.Next, d.rt.WS.Run)
 	}
 	if d.notifier != nil {
 		d.notifier.Notify(e.Note)
