@@ -355,7 +355,11 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 			line, col := LineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
 			at = fmt.Sprintf(" at line %d, column %d", line, col)
 		}
-		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON%s (%v); NaN and Infinity are not JSON", at, err)}
+		msg := fmt.Sprintf("not valid JSON%s (%v)", at, err)
+		if bytes.Contains(data, []byte("NaN")) || bytes.Contains(data, []byte("Infinity")) {
+			msg += "; NaN and Infinity are not JSON"
+		}
+		return nil, &StateError{File: name, Msg: msg}
 	}
 	d := &stateDecoder{file: name, readOnly: readOnly, spans: spans}
 	st := d.state(data)

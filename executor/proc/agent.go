@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"os/exec"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -162,6 +163,10 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 		a.Unavailable = fmt.Sprintf("%s: agent %q not found: a relative path is resolved against the workspace, and %s is not an executable file: give its full path, or one relative to %s",
 			source, a.Argv[0], prog, dir)
 		return a, nil
+	case err != nil && isFile(filepath.Join(dir, prog)):
+		// A bare name is looked up on PATH, never in the workspace.
+		a.Unavailable = fmt.Sprintf("%s: agent %q not found on PATH, but %s is in the workspace: name it ./%s (a path is the workspace's)", source, prog, prog, prog)
+		return a, nil
 	case err != nil:
 		a.Unavailable = fmt.Sprintf("%s: agent %q not found on PATH: install it or give its full path", source, a.Argv[0])
 		return a, nil
@@ -296,4 +301,10 @@ func MaxRetriesFromEnv(getenv func(string) string) (int, error) {
 		return 0, &core.ConfigError{Msg: fmt.Sprintf("STEP_MAX_RETRIES=%q: want a whole number ≥ 0, like 3", v)}
 	}
 	return n, nil
+}
+
+// isFile reports whether path is a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
