@@ -51,6 +51,11 @@ type Options struct {
 	MaxSessions          int
 	MaxSessionsPerClient int
 	SessionYield         time.Duration
+	// StreamGrace: a session whose event stream ended and that has made no
+	// request for this long has left; the tries it claimed are offered again.
+	StreamGrace time.Duration
+	// gone says whether an HTTP session's client has left (Handler sets it).
+	gone func(sessionID string) bool
 	// Authenticated says whether a request presented the listener's token
 	// (listener.Authenticated); nil: none does. Sessions opened with it are
 	// bounded apart from those opened without, so that no client without the
@@ -121,6 +126,11 @@ func Handler(opt Options) http.Handler {
 	if opt.SessionYield <= 0 {
 		opt.SessionYield = DefaultSessionYield
 	}
+	if opt.StreamGrace <= 0 {
+		opt.StreamGrace = DefaultStreamGrace
+	}
+	var gate *sessionGate
+	opt.gone = func(id string) bool { return gate != nil && gate.gone(id) }
 	srv := NewServer(opt)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: opt.Logger, SessionTimeout: opt.SessionIdle})
@@ -128,8 +138,9 @@ func Handler(opt Options) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &sessionGate{srv: srv, next: h, max: opt.MaxSessions, per: opt.MaxSessionsPerClient, yield: opt.SessionYield,
-		token: opt.Authenticated, now: time.Now, log: log, held: map[string]*heldSession{}}
+	gate = &sessionGate{srv: srv, next: h, max: opt.MaxSessions, per: opt.MaxSessionsPerClient, yield: opt.SessionYield,
+		grace: opt.StreamGrace, token: opt.Authenticated, now: time.Now, log: log, held: map[string]*heldSession{}}
+	return gate
 }
 
 // Serve speaks MCP over stdin and stdout until the client leaves or ctx ends.
@@ -574,7 +585,9 @@ func sessionClient(ss *sdk.ServerSession) string {
 func (t *tools) live(client string) bool {
 	for ss := range t.srv.Sessions() {
 		if sessionClient(ss) == client {
-			return true
+			// Over HTTP, a client whose stream ended and did not come back
+			// within the grace has left, its session not yet expired.
+			return t.opt.gone == nil || !t.opt.gone(ss.ID())
 		}
 	}
 	return false
