@@ -55,9 +55,9 @@ func ReportStatuses() []string { return Texts(reportStatusWords) }
 // reportFields are the seed's five required fields, in its order.
 var reportFields = []string{"status", "summary", "evidence", "risk", "next"}
 
-// Report is a worker's report in the seed's block: five required fields and two
-// optional ones.
-type Report struct {
+// WorkerReport is a worker's report in the seed's block: five required fields
+// and two optional ones.
+type WorkerReport struct {
 	Status    string          `json:"status"`
 	Summary   string          `json:"summary"`
 	Evidence  string          `json:"evidence"`
@@ -72,20 +72,20 @@ type ReportRecord struct {
 	Time string `json:"time"`
 	Try  int    `json:"try"`
 	Via  string `json:"via,omitempty"` // file, cli, mcp
-	Report
+	WorkerReport
 }
 
 // ParseReport reads a report in any of the forms a worker writes: the seed's plain
 // block (`status: done` lines, values taken verbatim to the end of the line), YAML,
 // or JSON. name is used in messages. It checks the form only; Problems checks the
 // content.
-func ParseReport(r io.Reader, name string) (Report, error) {
+func ParseReport(r io.Reader, name string) (WorkerReport, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxReportSize+1))
 	if err != nil {
-		return Report{}, fmt.Errorf("read report %s: %w", name, err)
+		return WorkerReport{}, fmt.Errorf("read report %s: %w", name, err)
 	}
 	if len(data) > MaxReportSize {
-		return Report{}, fmt.Errorf("%s: larger than %d KiB: a report is a few lines", name, MaxReportSize>>10)
+		return WorkerReport{}, fmt.Errorf("%s: larger than %d KiB: a report is a few lines", name, MaxReportSize>>10)
 	}
 	if !utf8.Valid(data) {
 		at := 0
@@ -96,18 +96,18 @@ func ParseReport(r io.Reader, name string) (Report, error) {
 			}
 			at += w
 		}
-		return Report{}, fmt.Errorf("%s: not UTF-8 text (a bad byte 0x%02x at offset %d): write the report as UTF-8", name, data[at], at)
+		return WorkerReport{}, fmt.Errorf("%s: not UTF-8 text (a bad byte 0x%02x at offset %d): write the report as UTF-8", name, data[at], at)
 	}
 	text := bytes.TrimSpace(data)
 	if len(text) == 0 {
-		return Report{}, fmt.Errorf("%s: empty report: want the block status, summary, evidence, risk, next", name)
+		return WorkerReport{}, fmt.Errorf("%s: empty report: want the block status, summary, evidence, risk, next", name)
 	}
 	if text[0] == '{' {
-		var rep Report
+		var rep WorkerReport
 		dec := json.NewDecoder(bytes.NewReader(text))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&rep); err != nil {
-			return Report{}, fmt.Errorf("%s: not a valid JSON report: %v", name, err)
+			return WorkerReport{}, fmt.Errorf("%s: not a valid JSON report: %v", name, err)
 		}
 		return rep, nil
 	}
@@ -118,15 +118,15 @@ func ParseReport(r io.Reader, name string) (Report, error) {
 	}
 	var raw map[string]any
 	if err := yaml.Unmarshal(text, &raw); err != nil {
-		return Report{}, fmt.Errorf("%s: not a report block: %v; write one `key: value` line for each of status, summary, evidence, risk and next", name, err)
+		return WorkerReport{}, fmt.Errorf("%s: not a report block: %v; write one `key: value` line for each of status, summary, evidence, risk and next", name, err)
 	}
 	return fromMap(raw, name)
 }
 
 // plainBlock reads `key: value` lines. It declines text with lines it cannot place,
 // so that YAML with nesting is read as YAML.
-func plainBlock(text string) (Report, bool) {
-	var rep Report
+func plainBlock(text string) (WorkerReport, bool) {
+	var rep WorkerReport
 	seen := map[string]bool{}
 	last := ""
 	for line := range strings.SplitSeq(text, "\n") {
@@ -142,12 +142,12 @@ func plainBlock(text string) (Report, bool) {
 		key, val, ok := strings.Cut(trimmed, ":")
 		key = strings.ToLower(strings.TrimSpace(key))
 		if !ok || line != strings.TrimLeft(line, " \t") || seen[key] {
-			return Report{}, false
+			return WorkerReport{}, false
 		}
 		seen[key] = true
 		last = key
 		if !rep.setPlain(key, strings.TrimSpace(val)) {
-			return Report{}, false
+			return WorkerReport{}, false
 		}
 	}
 	return rep, len(seen) > 0
@@ -161,7 +161,7 @@ func notReportLine(trimmed string) bool {
 
 // setPlain sets the report's key from a plain block's value; false when the key
 // is none of a report's, or its value is one plain lines cannot hold.
-func (rep *Report) setPlain(key, val string) bool {
+func (rep *WorkerReport) setPlain(key, val string) bool {
 	switch key {
 	case "status":
 		rep.Status = strings.ToLower(unquote(val))
@@ -218,8 +218,8 @@ func unquote(s string) string {
 	return s
 }
 
-func fromMap(raw map[string]any, name string) (Report, error) {
-	var rep Report
+func fromMap(raw map[string]any, name string) (WorkerReport, error) {
+	var rep WorkerReport
 	var errs []string
 	str := func(k string) string {
 		v, ok := raw[k]
@@ -261,7 +261,7 @@ func fromMap(raw map[string]any, name string) (Report, error) {
 		rep.Result = b
 	}
 	if len(errs) > 0 {
-		return Report{}, fmt.Errorf("%s: %s", name, strings.Join(errs, "; "))
+		return WorkerReport{}, fmt.Errorf("%s: %s", name, strings.Join(errs, "; "))
 	}
 	return rep, nil
 }
@@ -269,7 +269,7 @@ func fromMap(raw map[string]any, name string) (Report, error) {
 // Problems lists every reason the report's content is refused, whatever the step's
 // phase: a missing field, an unknown status, a risk that does not start with a
 // level, an artifact path that leaves the workspace.
-func (r Report) Problems() []string {
+func (r WorkerReport) Problems() []string {
 	var out []string
 	vals := map[string]string{"status": r.Status, "summary": r.Summary, "evidence": r.Evidence, "risk": r.Risk, "next": r.Next}
 	for _, f := range reportFields {
@@ -302,7 +302,7 @@ func (r Report) Problems() []string {
 }
 
 // size is about what the report weighs in a state: its text, paths and result.
-func (r Report) size() int {
+func (r WorkerReport) size() int {
 	n := len(r.Status) + len(r.Summary) + len(r.Evidence) + len(r.Risk) + len(r.Next) + len(r.Result)
 	for _, a := range r.Artifacts {
 		n += len(a)
@@ -338,7 +338,7 @@ func isIDChar(c byte) bool {
 
 // Block writes the report as the seed's plain block, the form `stepseq report`
 // drops in the report folder.
-func (r Report) Block() []byte {
+func (r WorkerReport) Block() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "status: %s\nsummary: %s\nevidence: %s\nrisk: %s\nnext: %s\n",
 		oneLine(r.Status), oneLine(r.Summary), oneLine(r.Evidence), oneLine(r.Risk), oneLine(r.Next))

@@ -18,7 +18,7 @@ func TestParseReport_NotUTF8(t *testing.T) {
 			t.Errorf("%q: got %v, want %q", tc.in, err, tc.want)
 		}
 	}
-	rep := Report{Status: "accepted", Summary: "x\xffy", Evidence: "e", Risk: "none", Next: "n"}
+	rep := WorkerReport{Status: "accepted", Summary: "x\xffy", Evidence: "e", Risk: "none", Next: "n"}
 	if p := rep.Problems(); len(p) != 1 || p[0] != "summary: not UTF-8 text: write it as UTF-8" {
 		t.Errorf("problems: %q", p)
 	}
@@ -27,7 +27,7 @@ func TestParseReport_NotUTF8(t *testing.T) {
 // TestReport_ProblemsCap: a report given through any channel (MCP, the command
 // line) is held to the cap a report file has, with that reason.
 func TestReport_ProblemsCap(t *testing.T) {
-	rep := Report{Status: "accepted", Summary: strings.Repeat("a", 1<<20), Evidence: "e", Risk: "none", Next: "n"}
+	rep := WorkerReport{Status: "accepted", Summary: strings.Repeat("a", 1<<20), Evidence: "e", Risk: "none", Next: "n"}
 	if p := rep.Problems(); len(p) != 1 || !strings.Contains(p[0], "1024 KiB is over the 64 KiB cap for a report") {
 		t.Errorf("problems: %.200q", p)
 	}
@@ -40,7 +40,7 @@ func TestReport_ProblemsCap(t *testing.T) {
 // TestReport_ProblemsStatus: a status that is none of the words is told them,
 // and the one it is close to; the completions offer the same words.
 func TestReport_ProblemsStatus(t *testing.T) {
-	rep := Report{Status: "Done", Summary: "s", Evidence: "e", Risk: "none", Next: "none"}
+	rep := WorkerReport{Status: "Done", Summary: "s", Evidence: "e", Risk: "none", Next: "none"}
 	want := `status: want accepted, milestone, blocked or done, got "Done": did you mean "done"?`
 	if p := rep.Problems(); len(p) != 1 || p[0] != want {
 		t.Errorf("problems %q, want %q", p, want)

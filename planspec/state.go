@@ -219,6 +219,11 @@ type Settings struct {
 	// RunID is the run's id, "NAME:nonce": a state file whose id names
 	// another run is a copy of that run (a backup), not a run of its own.
 	RunID string
+	// Face is the face the run's plan arrived through ("mcp": plan_submit,
+	// run_start); "" for a plan of the workspace's and a state written by hand.
+	// Such a run's env() reads only the names the operator exposes
+	// (--expose-env), on every restart.
+	Face string
 
 	raw object
 }
@@ -683,6 +688,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
 	setOrDel(&o, "runId", st.RunID, st.RunID != "")
+	setOrDel(&o, "face", st.Face, st.Face != "")
 	return o
 }
 

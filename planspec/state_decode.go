@@ -413,6 +413,7 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	st.Source, _ = d.optStr(o, p, "source")
 	st.Hash, _ = d.optStr(o, p, "hash")
 	st.RunID, _ = d.optStr(o, p, "runId")
+	st.Face, _ = d.optStr(o, p, "face")
 	if name, ok := o.vals["name"]; ok && strings.TrimSpace(st.Name) == "" && !isNull(name) {
 		d.fail(p+"name", "want a non-empty name")
 	}

@@ -252,7 +252,7 @@ func check(spec podSpec) []string {
 		}
 	}
 
-	// Beyond loopback stepseq wants a token (DESIGN §15), and it comes from a Secret.
+	// Beyond loopback stepseq wants a token, and it comes from a Secret.
 	host, _, _ := net.SplitHostPort(listen)
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		if secret := sidecar.secretEnv("STEPSEQ_TOKEN"); secret == "" {

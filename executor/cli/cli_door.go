@@ -4,21 +4,25 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/listener"
 )
 
-// doorFlags are who may act through a long-running face (DESIGN §15): the
+// doorFlags are who may act through a long-running face: the
 // listener's token and whether it may go without one beyond loopback, and the
 // agents any plan may run.
 type doorFlags struct {
 	tokenFile string
 	insecure  bool
 	allow     []string
-	listener  bool // the command has --listen (watch), not only --allow-agent (mcp)
+	expose    []string // --expose-env: what a face's plan may read with env()
+	listener  bool     // the command has --listen (watch), not only --allow-agent (mcp)
 	binder    listener.Binder
 }
 
@@ -31,6 +35,7 @@ func (f *doorFlags) register(cmd *cobra.Command) {
 
 func (f *doorFlags) registerAllow(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.allow, "allow-agent", nil, "the only agents any plan may run: mcp, a preset name, or a program (with leading arguments); repeatable. Over HTTP, a plan may otherwise name only mcp or a preset")
+	cmd.Flags().StringArrayVar(&f.expose, "expose-env", nil, "a variable whose value env() may read in a plan that arrives through MCP (plan_submit, run_start); repeatable. Without it such a plan reads no environment; plans in the workspace read all of it")
 }
 
 // apply reads the token (for a listener), binds the listener, and sets the
@@ -47,6 +52,9 @@ func (f *doorFlags) apply(ctx context.Context, rt *engine.Runtime, listen string
 	if allow != nil {
 		log.Info("agents bounded by --allow-agent: no plan from any source runs another", "allow", allow.Describe())
 	}
+	if err := f.applyExpose(rt, log); err != nil {
+		return "", nil, err
+	}
 	if !f.listener || listen == "" {
 		return "", nil, nil
 	}
@@ -61,4 +69,24 @@ func (f *doorFlags) apply(ctx context.Context, rt *engine.Runtime, listen string
 		log.Warn("--insecure-listen: serving beyond loopback without a token; anyone who reaches "+ln.Addr().String()+" may hand stepseq a plan and read the page", "listen", listen, "addr", ln.Addr().String())
 	}
 	return token, ln, nil
+}
+
+// applyExpose sets the names of the environment a face's plan may read, and
+// says which in the log and the journal (the names, never their values).
+func (f *doorFlags) applyExpose(rt *engine.Runtime, log *slog.Logger) error {
+	for _, name := range f.expose {
+		if name == "" || strings.ContainsAny(name, "= \t\n") {
+			return usageErr("--expose-env %q: want the name of one environment variable, like --expose-env DEPLOY_ENV", name)
+		}
+	}
+	rt.ExposeEnv = slices.Compact(slices.Sorted(slices.Values(f.expose)))
+	if len(rt.ExposeEnv) == 0 {
+		return nil
+	}
+	log.Info("plans that arrive through MCP may read these names with env(), and no others", "expose_env", rt.ExposeEnv)
+	if err := rt.Journal.Record(core.Entry{Event: "expose-env", Reason: "plans that arrive through MCP may read these names with env()",
+		Detail: map[string]any{"names": rt.ExposeEnv}}); err != nil {
+		log.Warn("journal not written", "err", err)
+	}
+	return nil
 }

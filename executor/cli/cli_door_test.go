@@ -209,3 +209,38 @@ func TestWatch_AllowAgentMCP(t *testing.T) {
 		t.Fatalf("--allow-agent bash: exit %d (%v), want 2", code, err)
 	}
 }
+
+// TestWatch_ExposeEnvJournaled: the names --expose-env lets a plan from MCP
+// read are journaled at start (the names, never their values); a value that is
+// not one variable's name is a usage error, on watch and mcp alike.
+func TestWatch_ExposeEnvJournaled(t *testing.T) {
+	dir := workspaceWith(t, twoSteps)
+	t.Setenv("STEPSEQ_TEST_DEPLOY", "value-of-deploy")
+	addr := freeAddr(t)
+	listenWatch(t, addr, "--listen", addr, "--expose-env", "STEPSEQ_TEST_DEPLOY", "--expose-env", "HOME", dir)
+	var names []any
+	waitUntil(t, "the expose-env record", func() bool {
+		data, _ := os.ReadFile(filepath.Join(dir, store.MetaDir, "journal.jsonl"))
+		if strings.Contains(string(data), "value-of-deploy") {
+			t.Fatalf("the journal holds a value:\n%s", data)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var e core.Entry
+			if json.Unmarshal([]byte(line), &e) == nil && e.Event == "expose-env" {
+				names, _ = e.Detail["names"].([]any)
+				return true
+			}
+		}
+		return false
+	})
+	if len(names) != 2 || names[0] != "HOME" || names[1] != "STEPSEQ_TEST_DEPLOY" {
+		t.Errorf("journaled names = %v, want [HOME STEPSEQ_TEST_DEPLOY]", names)
+	}
+	for _, cmd := range []string{"watch", "mcp"} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), []string{cmd, "--expose-env", "A=B", t.TempDir()}, io.Discard, &stderr)
+		if code := exitCode(err, &stderr); code != 2 || !strings.Contains(err.Error(), `--expose-env "A=B": want the name of one environment variable`) {
+			t.Errorf("%s --expose-env A=B: exit %d (%v), want 2", cmd, code, err)
+		}
+	}
+}

@@ -31,7 +31,7 @@ type hook struct {
 	mu   sync.Mutex
 	fail int
 	down bool
-	got  []notify.Report
+	got  []notify.Notice
 	srv  *httptest.Server
 }
 
@@ -46,7 +46,7 @@ func newHook(t *testing.T, fail int) *hook {
 			http.Error(w, "down", http.StatusInternalServerError)
 			return
 		}
-		var rep notify.Report
+		var rep notify.Notice
 		if err := json.Unmarshal(body, &rep); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -79,7 +79,7 @@ func (h *hook) ids() []string {
 func (h *hook) has(status string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.ContainsFunc(h.got, func(r notify.Report) bool { return r.Status == status || r.Event == status })
+	return slices.ContainsFunc(h.got, func(r notify.Notice) bool { return r.Status == status || r.Event == status })
 }
 
 // workspaceWith makes a workspace with plan in plans/p.yaml.

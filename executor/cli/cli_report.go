@@ -65,7 +65,7 @@ needs its evidence and artifacts).
 
 // reportCall is one `stepseq report`: the report and where it goes.
 type reportCall struct {
-	rep            planspec.Report
+	rep            planspec.WorkerReport
 	result         string
 	step, dir, run string
 	runGiven       bool // --run was given

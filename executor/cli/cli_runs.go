@@ -20,7 +20,7 @@ import (
 	"github.com/stepseq/stepseq/executor/store"
 )
 
-// The run commands (DESIGN §14): start, runs, close.
+// The run commands: start, runs, close.
 
 func newStartCmd(g *globals, stdout io.Writer) *cobra.Command {
 	var (

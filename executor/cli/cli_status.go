@@ -47,8 +47,8 @@ func newStatusCmd(g *globals, stdout io.Writer) *cobra.Command {
 		Long: `status reads DIR/state.json (default .) and prints every step with its status, tries,
 last run, duration and error, the blockers, what the current step waits for, and the
 plans in DIR/plans that were rejected, with their first errors. It changes nothing.
-With runs beside state.json (state.NAME.json, DESIGN §14) the report is followed by
-a list of them; --run NAME reports on one instead.
+With runs beside state.json (state.NAME.json) the report is followed by a list of
+them; --run NAME reports on one instead.
 
 A step that is due but whose agent cannot start (STEP_AGENT_CMD unset, or naming a
 program that is not on PATH) is shown as unable to launch, with the cause.
@@ -147,10 +147,10 @@ func writeOtherRuns(b *bytes.Buffer, runs []store.RunInfo) {
 // statusJSON is `status --json`: the report, the plans the sidecar rejected and
 // the last notifications, oldest first.
 type statusJSON struct {
-	engine.Report
+	engine.StatusReport
 	RejectedPlans []engine.PlanListing `json:"rejectedPlans"`
-	Notifications []notify.Report      `json:"notifications"`
-	// Runs are the workspace's other runs (DESIGN §14), when status shows the
+	Notifications []notify.Notice      `json:"notifications"`
+	// Runs are the workspace's other runs, when status shows the
 	// workspace's own and there are others.
 	Runs []store.RunInfo `json:"runs,omitempty"`
 }
@@ -187,7 +187,7 @@ func (v *statusView) once() error {
 		if runs := v.otherRuns(); len(runs) > 0 {
 			// No state.json, but runs beside it: they are the workspace's.
 			if v.json {
-				return writeJSON(v.out, statusJSON{Runs: runs, RejectedPlans: []engine.PlanListing{}, Notifications: []notify.Report{}})
+				return writeJSON(v.out, statusJSON{Runs: runs, RejectedPlans: []engine.PlanListing{}, Notifications: []notify.Notice{}})
 			}
 			var b bytes.Buffer
 			fmt.Fprintf(&b, "no state.json in %s; other runs: %d (stepseq status --run NAME shows one)\n", filepath.Dir(v.state), len(runs))
@@ -211,12 +211,12 @@ func (v *statusView) once() error {
 }
 
 // blocked reports whether the plan waits on a person: a step out of retries.
-func blocked(r engine.Report) bool {
+func blocked(r engine.StatusReport) bool {
 	return r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String()
 }
 
 // running reports whether a step's agent runs, so that its duration grows.
-func running(r engine.Report) bool {
+func running(r engine.StatusReport) bool {
 	for _, s := range r.Steps {
 		if s.Running {
 			return true
@@ -258,10 +258,10 @@ func (v *statusView) rejected(st *planspec.State) []engine.PlanListing {
 
 // print writes one report as of now. A state whose conditions do not compile is
 // still shown; the error is returned after it.
-func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (engine.Report, error) {
+func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (engine.StatusReport, error) {
 	maxRetries, err := proc.MaxRetriesFromEnv(v.rt.Getenv)
 	if err != nil {
-		return engine.Report{}, err
+		return engine.StatusReport{}, err
 	}
 	rejected := v.rejected(st)
 	v.rejectedShown = fmt.Sprint(rejected)
@@ -279,7 +279,7 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (engi
 		if !v.follow {
 			enc.SetIndent("", "  ")
 		}
-		if err := enc.Encode(statusJSON{Report: r, RejectedPlans: rejected, Notifications: notes, Runs: runs}); err != nil {
+		if err := enc.Encode(statusJSON{StatusReport: r, RejectedPlans: rejected, Notifications: notes, Runs: runs}); err != nil {
 			return r, err
 		}
 	} else {
@@ -314,13 +314,13 @@ func (v *statusView) print(data []byte, st *planspec.State, now time.Time) (engi
 
 // notes are the last notifications of the workspace, oldest first; none when the
 // feed cannot be read. The newest is remembered as shown.
-func (v *statusView) notes() []notify.Report {
+func (v *statusView) notes() []notify.Notice {
 	notes, err := notify.Recent(v.rt.WS.Dir, notesShown)
 	if err != nil {
 		v.log.Warn("cannot read the notifications", "err", err)
 	}
 	if notes == nil {
-		notes = []notify.Report{}
+		notes = []notify.Notice{}
 	}
 	if len(notes) > 0 {
 		v.noteShown = notes[len(notes)-1].ID
@@ -329,7 +329,7 @@ func (v *statusView) notes() []notify.Report {
 }
 
 // writeNotes lists the last notifications, newest last.
-func writeNotes(b *bytes.Buffer, notes []notify.Report, now time.Time) {
+func writeNotes(b *bytes.Buffer, notes []notify.Notice, now time.Time) {
 	if len(notes) == 0 {
 		return
 	}
@@ -340,7 +340,7 @@ func writeNotes(b *bytes.Buffer, notes []notify.Report, now time.Time) {
 }
 
 // writeNote is one notification on one line.
-func writeNote(b *bytes.Buffer, n notify.Report, now time.Time) {
+func writeNote(b *bytes.Buffer, n notify.Notice, now time.Time) {
 	where := "plan"
 	switch {
 	case n.Step != "" && n.Try > 0:
@@ -437,7 +437,7 @@ func writeLoops(b *bytes.Buffer, loops []engine.LoopReport) {
 
 // writeText writes the report as a table for people; times are shown relative
 // to now, the time the report was made.
-func writeText(b *bytes.Buffer, r engine.Report, now time.Time, color bool) {
+func writeText(b *bytes.Buffer, r engine.StatusReport, now time.Time, color bool) {
 	writeHeadline(b, r, color)
 	writeValues(b, "params", r.Params)
 	writeValues(b, "summary", r.Summary)
@@ -465,7 +465,7 @@ func writeText(b *bytes.Buffer, r engine.Report, now time.Time, color bool) {
 }
 
 // writeHeadline writes the plan's line: its name, status and where it stands.
-func writeHeadline(b *bytes.Buffer, r engine.Report, color bool) {
+func writeHeadline(b *bytes.Buffer, r engine.StatusReport, color bool) {
 	name := r.Plan
 	if name == "" {
 		name = "(unnamed)"
@@ -515,7 +515,7 @@ func stepCells(s engine.StepReport, now time.Time) [7]string {
 }
 
 // writeNow writes who moves the plan and what it waits for now.
-func writeNow(b *bytes.Buffer, r engine.Report) {
+func writeNow(b *bytes.Buffer, r engine.StatusReport) {
 	switch {
 	case r.Runner != nil && r.Runner.Kind == "watch":
 		fmt.Fprintf(b, "sidecar: live (pid %d)\n", r.Runner.PID)

@@ -259,7 +259,7 @@ func TestStatusView_FollowRejectedPlan(t *testing.T) {
 func TestWriteNote_NoTryZero(t *testing.T) {
 	var b bytes.Buffer
 	now := time.Now()
-	writeNote(&b, notify.Report{Time: now, Step: "review", Try: 0, Status: "done", Event: "loop-exit", Output: "rounds: left at review"}, now)
+	writeNote(&b, notify.Notice{Time: now, Step: "review", Try: 0, Status: "done", Event: "loop-exit", Output: "rounds: left at review"}, now)
 	if strings.Contains(b.String(), "try 0") || !strings.Contains(b.String(), "review  done (loop-exit)") {
 		t.Errorf("note: %q", b.String())
 	}

@@ -30,7 +30,7 @@ import (
 )
 
 // workspaceFlags locate a workspace: DIR, and the state file in it: --state, or
-// the run --run names (DESIGN §14), or DIR/state.json.
+// the run --run names, or DIR/state.json.
 type workspaceFlags struct {
 	state string
 	run   string
@@ -51,9 +51,9 @@ func (f *workspaceFlags) statePath(args []string) (dir, state string) {
 // addRunFlag gives cmd --run, checked before the command runs; fromEnv: its
 // default is $STEPSEQ_RUN, which stepseq sets for the agents it starts.
 func (f *workspaceFlags) addRunFlag(cmd *cobra.Command, fromEnv bool) {
-	usage := "the run (DESIGN §14): state.RUN.json; main, the default, is state.json"
+	usage := "the run: state.RUN.json; main, the default, is state.json"
 	if fromEnv {
-		usage = "the run (DESIGN §14): state.RUN.json; default $STEPSEQ_RUN, else main (state.json)"
+		usage = "the run: state.RUN.json; default $STEPSEQ_RUN, else main (state.json)"
 	}
 	cmd.Flags().StringVar(&f.run, "run", "", usage)
 	pre := cmd.PreRunE
@@ -102,9 +102,9 @@ func newWatchCmd(g *globals) *cobra.Command {
 state.json written, outputs appearing, gates opening, triggers. It uses no CPU while
 idle. One sidecar per workspace: a second one on the same DIR exits 2. DIR must exist.
 
-It drives every run of the workspace (DESIGN §14): state.json, and each
-state.NAME.json beside it (stepseq start, or written by hand), side by side, with at
-most --max-agents agents running at once; a run's broken file, failure or block
+It drives every run of the workspace: state.json, and each state.NAME.json beside
+it (stepseq start, or written by hand), side by side, with at most --max-agents
+agents running at once; a run's broken file, failure or block
 stays its own. stepseq runs lists them; stepseq close RUN closes one.
 
 SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL after
@@ -191,7 +191,7 @@ func notifyConfig(rt *engine.Runtime, sinks []notify.SinkConfig, reg *metrics.Re
 	}
 	return notify.Config{
 		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg, AllowPlanCommand: allowCommand,
-		OnGiveUp: func(sink string, r notify.Report, err error) {
+		OnGiveUp: func(sink string, r notify.Notice, err error) {
 			e := core.Entry{Event: "notify-give-up", Step: r.Step, Try: r.Try, Reason: err.Error(),
 				Detail: map[string]any{"sink": sink}}
 			if r.ID != "" {

@@ -174,7 +174,7 @@ func TestStatus_WideTitlesKeepTheColumns(t *testing.T) {
 }
 
 // list's table and list --json say each plan's status in the same word, the one
-// status and DESIGN use (active, queued, rejected, finished, new), and name the
+// status and the docs use (active, queued, rejected, finished, new), and name the
 // plan by its name:, as status and history do.
 func TestList_TableAndJSONAgree(t *testing.T) {
 	dir := t.TempDir()

@@ -9,7 +9,7 @@ type Limit struct {
 	Text  string // the CLI's words
 }
 
-// Limit backoff when no agent named its reset (DESIGN §16): 1 minute, doubling,
+// Limit backoff when no agent named its reset: 1 minute, doubling,
 // at most 30 minutes a wait.
 const (
 	LimitBackoffMin = time.Minute

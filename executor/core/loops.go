@@ -9,7 +9,7 @@ import (
 	"github.com/stepseq/stepseq/planspec/plan"
 )
 
-// Loops (DESIGN §13): a repeat group's steps run in order once per round. The
+// Loops: a repeat group's steps run in order once per round. The
 // state stays the original's flat stepQueue: a new round sets the group's steps
 // back to PENDING and the cursor back to its first step, and the loop's round
 // and finished rounds live under stepseq.loops. Exit and abort are checked once,

@@ -153,8 +153,8 @@ steps:
 				if s.Step == "review" && m.State().Loop("loop").Round == at {
 					break
 				}
-				pump(m, now, ReportIn{Step: s.Step, Try: s.Try, Report: good(planspec.Report{Status: planspec.ReportAccepted}), Via: "bench"})
-				done := good(planspec.Report{Status: planspec.ReportDone, Result: []byte(`{"fixed_count":3,"doc_path":"review.md"}`)})
+				pump(m, now, ReportIn{Step: s.Step, Try: s.Try, Report: good(planspec.WorkerReport{Status: planspec.ReportAccepted}), Via: "bench"})
+				done := good(planspec.WorkerReport{Status: planspec.ReportDone, Result: []byte(`{"fixed_count":3,"doc_path":"review.md"}`)})
 				pump(m, now, ReportIn{Step: s.Step, Try: s.Try, Report: done, Via: "bench"})
 				now = now.Add(time.Second)
 				effs = pump(m, now, AgentExited{Step: s.Step, Try: s.Try, Exit: Exit{Code: 0, Started: now.Add(-time.Second), Ended: now}})

@@ -12,7 +12,7 @@ import (
 	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
-// Loops (DESIGN §13) in the machine alone: the rig answers every launch with
+// Loops in the machine alone: the rig answers every launch with
 // the worker's accepted and done reports and the agent's exit, as a driver
 // would, and the probe's conditions are evaluated on the state.
 
@@ -77,8 +77,8 @@ func drive(t *testing.T, r *rig, answer func(step string, round int) any) []laun
 			round = r.m.State().Loop(g.ID).Round
 		}
 		out = append(out, launch{s.Step, s.Prompt, round})
-		r.feed(ReportIn{Step: s.Step, Try: s.Try, Report: good(planspec.Report{Status: planspec.ReportAccepted}), Via: "test"})
-		done := good(planspec.Report{Status: planspec.ReportDone})
+		r.feed(ReportIn{Step: s.Step, Try: s.Try, Report: good(planspec.WorkerReport{Status: planspec.ReportAccepted}), Via: "test"})
+		done := good(planspec.WorkerReport{Status: planspec.ReportDone})
 		if res := answer(s.Step, round); res != nil {
 			done.Result, _ = json.Marshal(res)
 		}
@@ -203,8 +203,8 @@ func TestMachine_LoopJournal(t *testing.T) {
 			break
 		}
 		round := r.m.State().LoopAround(s.Step).Round
-		r.feed(ReportIn{Step: s.Step, Try: s.Try, Report: good(planspec.Report{Status: planspec.ReportAccepted}), Via: "test"})
-		done := good(planspec.Report{Status: planspec.ReportDone})
+		r.feed(ReportIn{Step: s.Step, Try: s.Try, Report: good(planspec.WorkerReport{Status: planspec.ReportAccepted}), Via: "test"})
+		done := good(planspec.WorkerReport{Status: planspec.ReportDone})
 		if res := answer(s.Step, round); res != nil {
 			done.Result, _ = json.Marshal(res)
 		}

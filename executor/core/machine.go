@@ -43,13 +43,13 @@ type AgentExited struct {
 	Exit        Exit
 	AgentFailed string
 	// Limits, when the try's last agent was out of quota, are what every
-	// limited agent of the try said (DESIGN §16): the same try waits and runs
+	// limited agent of the try said: the same try waits and runs
 	// again instead of failing.
 	Limits []Limit
 	// Session is the session the agent's output named, for resume: true.
 	Session planspec.AgentSession
 	// Result is the result read from the agent's final message, for a step
-	// with resultFrom: output (DESIGN §13); ResultErr says why none was read.
+	// with resultFrom: output; ResultErr says why none was read.
 	Result    json.RawMessage
 	ResultErr string
 	// Refused names what the agent CLI's own permissions refused during the
@@ -63,7 +63,7 @@ type AgentExited struct {
 type ReportIn struct {
 	Step   string
 	Try    int
-	Report planspec.Report
+	Report planspec.WorkerReport
 	Via    string // file, cli, mcp
 	Ref    string
 	// Written is when a dropped file was last modified: a file older than the
@@ -156,7 +156,7 @@ type StopAgent struct {
 	Reason string
 }
 
-// Notify is one transition for the user (DESIGN §8).
+// Notify is one transition for the user.
 type Notify struct{ Note Notification }
 
 // SetWatch is what must be watched now. With Delta, only the paths changed
@@ -219,13 +219,13 @@ type Notification struct {
 	Try    int       `json:"try,omitempty"`
 	Who    string    `json:"who"` // stepseq, or the worker
 	Status string    `json:"status"`
-	// Event says what happened beyond the seed's status words (DESIGN §8).
+	// Event says what happened beyond the seed's status words.
 	Event  string `json:"event,omitempty"`
 	Output string `json:"output"`
 	Next   string `json:"next"`
-	// Run names the run (DESIGN §14); empty for the workspace's own, state.json.
+	// Run names the run; empty for the workspace's own, state.json.
 	Run string `json:"run,omitempty"`
-	// Summary is what the plan's summary gave (DESIGN §13), carried by the
+	// Summary is what the plan's summary gave, carried by the
 	// plan's last report: its plan_done or plan_blocked.
 	Summary map[string]any `json:"summary,omitempty"`
 	// Sinks are where the plan says its reports go: its notify: list, from the
@@ -237,7 +237,7 @@ type Notification struct {
 }
 
 // Notification events: what happened beyond the seed's six status words
-// (dispatching, in_progress, milestone, blocked, done, heartbeat), DESIGN §8.
+// (dispatching, in_progress, milestone, blocked, done, heartbeat).
 const (
 	EventRetrying         = "retrying"          // dispatching: a try after a failed one
 	EventTryFailed        = "try_failed"        // milestone: the try failed; the usual rules decide what follows
@@ -307,7 +307,7 @@ type MachineConfig struct {
 	PlanSettle time.Duration
 }
 
-// Default report timers (DESIGN §7, §8).
+// Default report timers.
 const (
 	DefaultLaunchTimeout    = 10 * time.Minute
 	DefaultMilestoneTimeout = 10 * time.Minute

@@ -108,7 +108,7 @@ func TestMachine_Heartbeat(t *testing.T) {
 
 	// Something new (a milestone report) puts the next heartbeat 5m after it.
 	d.now = d.now.Add(2 * time.Minute)
-	d.feed(ReportIn{Step: "long", Via: "cli", Report: planspec.Report{Status: planspec.ReportAccepted,
+	d.feed(ReportIn{Step: "long", Via: "cli", Report: planspec.WorkerReport{Status: planspec.ReportAccepted,
 		Summary: "on it", Evidence: "started", Risk: "none", Next: "write"}})
 	reported := d.now
 	if last := d.notes[len(d.notes)-1]; last.Status == "heartbeat" {

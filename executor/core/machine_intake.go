@@ -8,7 +8,7 @@ import "time"
 // that does not parse yet, whose writer may be midway. The machine says when
 // (DrainTriggers, IntakePlans); the driver does the reading.
 
-// Trigger folder and plan file waits (DESIGN §4).
+// Trigger folder and plan file waits.
 const (
 	// DefaultTriggerQuiet is how long the trigger folder must be still before
 	// it is drained, and DefaultTriggerHold how long at most a trigger waits for a

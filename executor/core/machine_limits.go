@@ -12,7 +12,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// Usage limits and sessions (DESIGN §16). A try whose every agent said it is out
+// Usage limits and sessions. A try whose every agent said it is out
 // of quota is no failed try: the run goes back to PENDING with the try count it
 // had before (the same try runs again, no try spent), in phase waiting, with the
 // limit in its record (an extra key the original ignores), so that a restart
@@ -20,7 +20,7 @@ import (
 // the machine's one timer wakes it: an idle wait costs nothing.
 
 // EventWaitingLimit is the notification event of a usage-limit wait, at its start
-// and at its end (DESIGN §8).
+// and at its end.
 const EventWaitingLimit = "waiting_limit"
 
 // LimitWait is how long step id waits at most for a usage limit to reset: the

@@ -10,7 +10,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// The workflow protocol (DESIGN §7): a worker's reports move its try through the
+// The workflow protocol: a worker's reports move its try through the
 // phases, each move needing its evidence; timers stand in for reports that do not
 // come.
 
@@ -86,7 +86,7 @@ func (m *Machine) take(in ReportIn, run *planspec.StepRun) {
 	rep, r := in.Report, m.run
 	from := run.Phase
 	to := transitions[rep.Status].to
-	run.Reports = append(run.Reports, planspec.ReportRecord{Time: planspec.FormatISO(m.now), Try: r.try, Via: in.Via, Report: rep})
+	run.Reports = append(run.Reports, planspec.ReportRecord{Time: planspec.FormatISO(m.now), Try: r.try, Via: in.Via, WorkerReport: rep})
 	if len(run.Reports) > planspec.MaxReportsKept {
 		run.Reports = slices.Delete(run.Reports, 0, len(run.Reports)-planspec.MaxReportsKept)
 	}
@@ -143,12 +143,12 @@ func (m *Machine) notifyWorker(step string, try int, status, event, output, next
 	}
 }
 
-// AdmitReport is the report admission rule every channel applies (DESIGN §7):
+// AdmitReport is the report admission rule every channel applies:
 // every reason a worker's report for try of step (0: the current one) may not
 // move the step's phase now, nil when it may. running is the try that runs, 0
 // when none does: the machine knows it; a face beside a sidecar reads it from
 // the state (RunningTry).
-func AdmitReport(st *planspec.State, step string, try, running int, rep planspec.Report) []string {
+func AdmitReport(st *planspec.State, step string, try, running int, rep planspec.WorkerReport) []string {
 	reasons := rep.Problems()
 	switch {
 	case st.Steps[step] == nil:

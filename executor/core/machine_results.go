@@ -10,14 +10,14 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// A step's result schema (DESIGN §7, §9): a done report's result must satisfy it.
+// A step's result schema: a done report's result must satisfy it.
 // With onInvalid: retry an invalid result is refused with every schema error and
 // the try stays open for a corrected report, planspec.MaxInvalidResults times;
 // with abort, or past that bound, the try fails with the errors.
 
 // resultProblems are the schema errors of a done report's result; nil when the
 // step has no schema or the result satisfies it.
-func (m *Machine) resultProblems(id string, rep planspec.Report) []string {
+func (m *Machine) resultProblems(id string, rep planspec.WorkerReport) []string {
 	rs, err := m.st.ResultSchema(id)
 	if err != nil {
 		return []string{err.Error()}
@@ -62,7 +62,7 @@ func (m *Machine) invalidResult(r *tryRun, in ReportIn, errs []string) {
 
 // resultVerdict is the result's part of a finished try's verification: a
 // step with a schema needs a result that satisfies it, from an accepted done
-// report, else from where resultFrom says (DESIGN §13); a resultFrom that
+// report, else from where resultFrom says; a resultFrom that
 // gives none fails the try with the reason. The result found is kept on t for
 // keepResult.
 func (m *Machine) resultVerdict(t *tryExit) []string {
@@ -72,7 +72,7 @@ func (m *Machine) resultVerdict(t *tryExit) []string {
 	}
 	if rec, ok := lastDone(m.st.Run(t.step), t.try); ok && len(rec.Result) > 0 {
 		t.kept = json.RawMessage(rec.Result)
-		if bad := m.resultProblems(t.step, rec.Report); len(bad) > 0 {
+		if bad := m.resultProblems(t.step, rec.WorkerReport); len(bad) > 0 {
 			return []string{"result: " + strings.Join(bad, "; ")}
 		}
 		return nil
@@ -88,7 +88,7 @@ func (m *Machine) resultVerdict(t *tryExit) []string {
 		return []string{"resultFrom: " + sp.ResultFrom + ": " + err}
 	}
 	t.kept = raw
-	if bad := m.resultProblems(t.step, planspec.Report{Result: raw}); len(bad) > 0 {
+	if bad := m.resultProblems(t.step, planspec.WorkerReport{Result: raw}); len(bad) > 0 {
 		return []string{"result from " + sp.ResultFrom + ": " + strings.Join(bad, "; ")}
 	}
 	return nil

@@ -384,7 +384,7 @@ func (m *Machine) act(d Decision) {
 // blocked when its retries are spent (a worker's blocked report told its own),
 // then the plan's. The state remembers what was told: a blocked phase on disk
 // was told by the stepseq that wrote it, so a later check or sidecar start on
-// the same blocked plan says nothing (DESIGN §8: one transition, one report).
+// the same blocked plan says nothing (one transition, one report).
 func (m *Machine) blocked(d Decision) {
 	if m.toldBlocked == d.Step {
 		return
@@ -676,7 +676,7 @@ func (m *Machine) nextStep(id string) string {
 	return "none"
 }
 
-// verdict judges a try: how it ended, then stepseq's own verification (DESIGN §7):
+// verdict judges a try: how it ended, then stepseq's own verification:
 // required outputs, the report's artifacts, the step's check. Every failed check
 // is named, so that the troubleshoot prompt names them all.
 func (m *Machine) verdict(t *tryExit) Verdict {

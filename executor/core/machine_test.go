@@ -180,7 +180,7 @@ func planAB(extra string) string {
 	"stepQueue":["a","b"],"currentStep":0,"stepRuns":{},"stepDelayMinutes":0,"blockers":[],"status":"IN_PROGRESS"` + extra + `}`
 }
 
-func good(rep planspec.Report) planspec.Report {
+func good(rep planspec.WorkerReport) planspec.WorkerReport {
 	if rep.Summary == "" {
 		rep.Summary = "working on it"
 	}
@@ -358,7 +358,7 @@ func TestMachine_StepRemovedWhileItRan(t *testing.T) {
 }
 
 // TestMachine_Reports is every report status in every phase: accepted or refused,
-// and where it leads (DESIGN §7).
+// and where it leads.
 func TestMachine_Reports(t *testing.T) {
 	phases := []string{planspec.PhaseDispatching, planspec.PhaseInProgress, planspec.PhaseBlocked, planspec.PhaseReviewing}
 	want := map[string]map[string]string{ // status → phase → the phase after, "" refused
@@ -373,7 +373,7 @@ func TestMachine_Reports(t *testing.T) {
 				r := newRig(t, planAB(`,"stepseq":{"reports":"required"}`), true)
 				r.run("a").Phase = phase
 				r.take()
-				r.feed(ReportIn{Step: "a", Try: 1, Report: good(planspec.Report{Status: status}), Via: "test", Ref: "r"})
+				r.feed(ReportIn{Step: "a", Try: 1, Report: good(planspec.WorkerReport{Status: status}), Via: "test", Ref: "r"})
 				effs := r.take()
 				v, ok := verdictOf(effs)
 				if !ok {
@@ -415,19 +415,19 @@ func TestMachine_ReportRefusals(t *testing.T) {
 		in   ReportIn
 		want []string
 	}{
-		{"every missing field", ReportIn{Step: "a", Report: planspec.Report{Status: "accepted"}},
+		{"every missing field", ReportIn{Step: "a", Report: planspec.WorkerReport{Status: "accepted"}},
 			[]string{"missing summary", "missing evidence", "missing risk", "missing next"}},
-		{"a bad risk", ReportIn{Step: "a", Report: good(planspec.Report{Status: "accepted", Risk: "dunno"})},
+		{"a bad risk", ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "accepted", Risk: "dunno"})},
 			[]string{`risk "dunno": start with none, low, medium or high`}},
-		{"a stale try", ReportIn{Step: "a", Try: 7, Report: good(planspec.Report{Status: "accepted"})},
+		{"a stale try", ReportIn{Step: "a", Try: 7, Report: good(planspec.WorkerReport{Status: "accepted"})},
 			[]string{"stale: try 7 of step a is over; the current try is 1"}},
-		{"a step not running", ReportIn{Step: "b", Report: good(planspec.Report{Status: "accepted"})},
+		{"a step not running", ReportIn{Step: "b", Report: good(planspec.WorkerReport{Status: "accepted"})},
 			[]string{"stale: step b has no try running now"}},
-		{"a file older than the try", ReportIn{Step: "a", Written: t0.Add(-time.Hour), Report: good(planspec.Report{Status: "accepted"})},
+		{"a file older than the try", ReportIn{Step: "a", Written: t0.Add(-time.Hour), Report: good(planspec.WorkerReport{Status: "accepted"})},
 			[]string{"stale: written before try 1 of step a started"}},
-		{"done before accepted, its artifact missing", ReportIn{Step: "a", Report: good(planspec.Report{Status: "done", Artifacts: []string{"gone.md"}})},
+		{"done before accepted, its artifact missing", ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "done", Artifacts: []string{"gone.md"}})},
 			[]string{"artifacts not found in the workspace: gone.md"}},
-		{"an unknown status and a missing summary", ReportIn{Step: "a", Report: planspec.Report{Status: "finished", Evidence: "e", Risk: "none", Next: "none"}},
+		{"an unknown status and a missing summary", ReportIn{Step: "a", Report: planspec.WorkerReport{Status: "finished", Evidence: "e", Risk: "none", Next: "none"}},
 			[]string{"missing summary", `status: want accepted, milestone, blocked or done, got "finished"`}},
 	}
 	for _, c := range cases {
@@ -455,8 +455,8 @@ func TestMachine_ReportRefusals(t *testing.T) {
 
 func TestMachine_DoneNeedsVerification(t *testing.T) {
 	r := newRig(t, planAB(`,"stepseq":{"reports":"required"}`), true)
-	r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "accepted"})})
-	r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "done", Artifacts: []string{"notes.md"}})})
+	r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "accepted"})})
+	r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "done", Artifacts: []string{"notes.md"}})})
 	if r.run("a").Phase != planspec.PhaseReviewing {
 		t.Fatalf("phase %s after done", r.run("a").Phase)
 	}
@@ -480,7 +480,7 @@ func TestMachine_RequiredReportsTimers(t *testing.T) {
 
 	t.Run("exit 0 without done fails", func(t *testing.T) {
 		r := newRig(t, plan, true)
-		r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "accepted"})})
+		r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "accepted"})})
 		r.take()
 		r.feed(AgentExited{Step: "a", Try: 1, Exit: Exit{Code: 0}})
 		if e := verdictError(t, r.take()); !strings.Contains(e, "without a done report") {
@@ -513,7 +513,7 @@ func TestMachine_RequiredReportsTimers(t *testing.T) {
 	t.Run("milestone timeout blocks once, a report clears it", func(t *testing.T) {
 		r := newRig(t, plan, true)
 		r.at(time.Minute)
-		r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "accepted"})})
+		r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "accepted"})})
 		at, _ := timerAt(r.take())
 		if !at.Equal(t0.Add(6 * time.Minute)) {
 			t.Fatalf("timer %v, want the milestone timeout", at)
@@ -532,7 +532,7 @@ func TestMachine_RequiredReportsTimers(t *testing.T) {
 		if n := len(journal(r.take(), "timeout")); n != 0 {
 			t.Errorf("blocked again: %d", n)
 		}
-		r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "milestone"})})
+		r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "milestone"})})
 		if r.run("a").Phase != planspec.PhaseInProgress || len(r.m.State().Blockers) != 0 {
 			t.Fatalf("phase %s, blockers %q after a milestone", r.run("a").Phase, r.m.State().Blockers)
 		}
@@ -557,8 +557,8 @@ func TestMachine_RequiredReportsTimers(t *testing.T) {
 func TestMachine_BlockedReportHoldsThePlanUntilRetry(t *testing.T) {
 	r := newRig(t, planAB(""), true)
 	r.take()
-	r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "accepted"})})
-	r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "blocked", Summary: "no credentials", Next: "put a token in .env"})})
+	r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "accepted"})})
+	r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "blocked", Summary: "no credentials", Next: "put a token in .env"})})
 	r.feed(AgentExited{Step: "a", Try: 1, Exit: Exit{Code: 0}})
 	effs := r.take()
 	if _, ok := started(effs); ok {
@@ -600,7 +600,7 @@ func TestMachine_RetryGrantsATryPastTheLimit(t *testing.T) {
 
 func TestMachine_HeartbeatEveryMinute(t *testing.T) {
 	r := newRig(t, planAB(`,"stepseq":{"heartbeat":"1m"}`), true)
-	r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "accepted"})})
+	r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "accepted"})})
 	r.take()
 	for i := 1; i <= 3; i++ {
 		r.at(time.Duration(i) * time.Minute)
@@ -611,7 +611,7 @@ func TestMachine_HeartbeatEveryMinute(t *testing.T) {
 	}
 	// Something new resets it.
 	r.at(3*time.Minute + 30*time.Second)
-	r.feed(ReportIn{Step: "a", Report: good(planspec.Report{Status: "milestone"})})
+	r.feed(ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "milestone"})})
 	r.take()
 	r.at(4 * time.Minute)
 	r.feed(TimerFired{})
@@ -1046,7 +1046,7 @@ func TestMachine_NotificationCarriesPlanSinks(t *testing.T) {
 func TestMachine_DoneWhileDispatchingImpliesAccept(t *testing.T) {
 	r := newRig(t, planAB(""), true)
 	r.take()
-	r.feed(ReportIn{Step: "a", Try: 1, Report: good(planspec.Report{Status: planspec.ReportDone}), Via: "test", Ref: "r"})
+	r.feed(ReportIn{Step: "a", Try: 1, Report: good(planspec.WorkerReport{Status: planspec.ReportDone}), Via: "test", Ref: "r"})
 	effs := r.take()
 	if v, ok := verdictOf(effs); !ok || !v.Accepted {
 		t.Fatalf("verdict %+v, want accepted", v)

@@ -10,7 +10,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// The pulled-step offer (DESIGN §9): a step whose agent is mcp starts no
+// The pulled-step offer: a step whose agent is mcp starts no
 // process; its try is offered to the worker that asks for work, and its done
 // report ends it. The sidecar offers the try it launched; a face beside another
 // stepseq's sidecar reads the offer from the state. Both ask here.

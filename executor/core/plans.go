@@ -31,9 +31,11 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	}
 	st.StepQueue = queue
 	st.StepDelayMinutes = fresh.StepDelayMinutes
-	source, params, loops, id := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.RunID
+	// A run that arrived through a face stays the face's through an edit: the
+	// face still drives it and sees which step runs next.
+	source, params, loops, face, id := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.RunID
 	st.Settings = fresh.Settings
-	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.RunID = source, params, loops, id
+	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.RunID = source, params, loops, face, id
 	plan.RenderAtStart(st)
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
@@ -57,6 +59,9 @@ type PlanFile struct {
 
 	// Resolved are Params checked against the plan's, defaults filled in.
 	Resolved map[string]any
+	// Face is the face the plan arrived through ("mcp"), which its state
+	// keeps (Settings.Face); "" for a plan of the workspace's.
+	Face string
 }
 
 // PlanRecord is .stepseq/plans/<name>.json: the verdict on a plan file's latest

@@ -26,7 +26,7 @@ const (
 	// Running: an agent started earlier for the step is still alive.
 	Running
 	// LimitWaiting: every agent of the step's try was out of quota; the same try
-	// runs again at Decision.At, when the limit resets (DESIGN §16).
+	// runs again at Decision.At, when the limit resets.
 	LimitWaiting
 )
 
@@ -65,12 +65,12 @@ type Facts struct {
 	// Skipped, when set, hears each step the pass marks DONE by its skip, so
 	// that the user is told of it as of any other step's end.
 	Skipped func(id string)
-	// Render renders step id's templates (DESIGN §13) when its try starts:
+	// Render renders step id's templates when its try starts:
 	// its title, instruction and agent arguments (planspec.RenderSpec). Nil
 	// means templates are not rendered.
 	Render func(id string) (*planspec.StepSpec, error)
-	// Loop, when set, hears each round that starts and each loop left (DESIGN
-	// §13), for the journal and the user.
+	// Loop, when set, hears each round that starts and each loop left, for
+	// the journal and the user.
 	Loop func(LoopEvent)
 }
 
@@ -437,7 +437,7 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 	return tries
 }
 
-// renderTry renders step id's templates as its try starts (DESIGN §13): the
+// renderTry renders step id's templates as its try starts: the
 // rendered spec replaces the one in st (specs are replaced, never edited in
 // place), so that state.json holds the plain prompt. A template that fails to
 // evaluate fails the try with the reason: ok is false and nothing may launch.

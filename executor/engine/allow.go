@@ -13,7 +13,7 @@ import (
 )
 
 // ErrNotAllowed is matched by the refusal of an agent that the plan's source
-// may not name (DESIGN §15): faces answer it with the code not_allowed.
+// may not name: faces answer it with the code not_allowed.
 var ErrNotAllowed = errors.New("executor: agent not allowed")
 
 // NotAllowedError names the agent refused, where the plan names it, and why. It
@@ -115,7 +115,7 @@ const (
 	FromHTTP
 )
 
-// CheckPlanAgents applies DESIGN §15 to every agent a plan may run: the one
+// CheckPlanAgents applies the allow rule to every agent a plan may run: the one
 // rule of what a shell would do (planspec.CheckAgentArgv, each program
 // resolved from dir), and who may choose a program. A plan from HTTP may name
 // agent: mcp, a preset (without arguments of its own), or an argv the allow
@@ -243,8 +243,9 @@ func (r *Runtime) resolveAgent(st *planspec.State, id string) (proc.Agent, error
 }
 
 // AdmitPlan judges the agents of a plan file read (CheckPlanAgents, in this
-// runtime's environment and workspace): a refused plan is invalid, with the
-// reason as its error, and is never applied.
+// runtime's environment and workspace) and, for a plan that arrived through a
+// face, the names of the environment its conditions read (ExposeEnv): a
+// refused plan is invalid, with the reason as its error, and is never applied.
 func (r *Runtime) AdmitPlan(pf core.PlanFile, from AgentSource) core.PlanFile {
 	if pf.Plan == nil {
 		return pf
@@ -252,6 +253,12 @@ func (r *Runtime) AdmitPlan(pf core.PlanFile, from AgentSource) core.PlanFile {
 	if err := CheckPlanAgents(pf.Plan, from, r.Allow, r.Getenv, r.WS.Dir); err != nil {
 		pf.Plan, pf.Err = nil, fmt.Errorf("%s: %w", pf.Source, err)
 		return pf
+	}
+	if pf.Face != "" {
+		if err := pf.Plan.CheckEnv(r.ExposeEnv); err != nil {
+			pf.Plan, pf.Err = nil, err
+			return pf
+		}
 	}
 	// A run starts on checked params: a plan dropped in plans/ on its defaults,
 	// so one with a required param is refused with that reason.

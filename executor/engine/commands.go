@@ -42,7 +42,7 @@ func (c Commands) Trigger(ctx context.Context, step, from string) (string, error
 // Report hands a worker's report for step's try (0: the current one) to the
 // stepseq running it, and waits up to wait for the verdict: nil when it is
 // accepted; a refused one is a *Refusal wrapping a *RefusedError.
-func (c Commands) Report(ctx context.Context, step string, try int, rep planspec.Report, via string, wait time.Duration) error {
+func (c Commands) Report(ctx context.Context, step string, try int, rep planspec.WorkerReport, via string, wait time.Duration) error {
 	var err error
 	if c.SC != nil {
 		err = c.SC.report(ctx, step, try, rep, via)

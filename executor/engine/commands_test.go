@@ -44,7 +44,7 @@ func TestCommands_OneRefusalEachWay(t *testing.T) {
 		refused("trigger of no step", err, NotFound, `no step "nope" in the plan (steps: s1)`)
 		_, err = c.Retry(ctx, "nope", "test")
 		refused("retry of no step", err, NotFound, `no step "nope" in the plan (steps: s1)`)
-		err = c.Report(ctx, "nope", 0, planspec.Report{Status: "accepted", Summary: "s", Evidence: "e", Risk: "none", Next: "n"}, "test", 0)
+		err = c.Report(ctx, "nope", 0, planspec.WorkerReport{Status: "accepted", Summary: "s", Evidence: "e", Risk: "none", Next: "n"}, "test", 0)
 		refused("report for no step", err, NotFound, `no step "nope" in the plan (steps: s1)`)
 		// Closing a closed run is an answer: the run, closed.
 		if info, err := c.Close(ctx, "side"); err != nil || info.Status != store.RunClosed {

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"errors"
+	"maps"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -23,7 +26,39 @@ func (r *Runtime) Conditions(st *planspec.State) (*Conditions, error) {
 	if err != nil {
 		return nil, r.inStateFile(err)
 	}
-	return &Conditions{compiled: compiled, rt: r, st: st}, nil
+	c := &Conditions{compiled: compiled, rt: r, st: st}
+	if st.Settings.Face == "" {
+		return c, nil
+	}
+	var errs planspec.StateErrors
+	for _, id := range slices.Sorted(maps.Keys(st.Steps)) {
+		for _, kind := range []string{planpkg.CondWhen, planpkg.CondSkip, planpkg.CondCheck, planpkg.CondExit, planpkg.CondAbort} {
+			cond, _ := c.condition(id, kind)
+			errs = append(errs, c.unexposed(id, kind, cond)...)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, r.inStateFile(errs)
+	}
+	return c, nil
+}
+
+// unexposed refuses a condition of a run that arrived through a face when it
+// reads a name of the environment the operator did not expose (--expose-env):
+// checked when the conditions a driver runs are compiled, so that a run
+// started under another list, or a state edited to read more, runs nothing and
+// says why. A report's conditions (lazyConditions) are not refused: a reader
+// in another process does not know the sidecar's list, and its env() of such a
+// name gives nothing.
+func (c *Conditions) unexposed(id, kind string, cond *planpkg.Condition) planspec.StateErrors {
+	if cond == nil || c.st.Settings.Face == "" {
+		return nil
+	}
+	msg := planpkg.UnexposedEnv(cond, c.rt.ExposeEnv)
+	if msg == "" {
+		return nil
+	}
+	return planspec.StateErrors{{Key: "plan.steps." + id + "." + kind, Msg: msg}}
 }
 
 // lazyConditions are st's conditions compiled as they are evaluated, for a report
@@ -101,8 +136,20 @@ func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
 		Vars:       c.st.Settings.Vars,
 		Params:     c.st.Settings.Params,
 		Loop:       c.st.LoopAround(id),
-		Getenv:     c.rt.Getenv,
+		Getenv:     c.getenv,
 	}
+}
+
+// getenv is env() for the run's conditions: for a run that arrived through a
+// face, the names the operator exposed and nothing else.
+func (c *Conditions) getenv(name string) string {
+	if c.st.Settings.Face != "" && !slices.Contains(c.rt.ExposeEnv, name) {
+		return ""
+	}
+	if c.rt.Getenv == nil {
+		return os.Getenv(name)
+	}
+	return c.rt.Getenv(name)
 }
 
 // tryStarted is when the step's current (or last) try started: fresh(p) compares
@@ -119,13 +166,13 @@ func tryStarted(run *planspec.StepRun) time.Time {
 	return t
 }
 
-// Render renders step id's templates (DESIGN §13): its title, instruction and
+// Render renders step id's templates: its title, instruction and
 // agent arguments, with what its conditions see as of now.
 func (c *Conditions) Render(now time.Time, id string) (*planspec.StepSpec, error) {
 	return planpkg.RenderSpec(c.st.Steps[id], c.st.Settings.Agent, c.env(now, id))
 }
 
-// Summary evaluates the plan's summary expressions (DESIGN §13) with what a
+// Summary evaluates the plan's summary expressions with what a
 // condition sees as of now.
 func (c *Conditions) Summary(now time.Time, summary map[string]string) map[string]any {
 	return planpkg.EvalSummary(summary, c.env(now, ""))

@@ -75,7 +75,7 @@ type driver struct {
 	inherited chan struct{}
 	lastGate  time.Time // first change of the batch that may open a gate
 
-	// A sidecar drives many runs' drivers (DESIGN §14); these hooks, nil for a
+	// A sidecar drives many runs' drivers; these hooks, nil for a
 	// one-shot driver, hand it what it shares between them.
 	runHooks
 
@@ -346,8 +346,8 @@ func (d *driver) start(l core.StartAgent) {
 		return
 	}
 	if idx > 0 {
-		// The first agents are not on PATH: each is a fallback like any other
-		// (DESIGN §10), journaled as the rate-limited one is.
+		// The first agents are not on PATH: each is a fallback like any other,
+		// journaled as the rate-limited one is.
 		d.journalFallback(l, agents, 0, idx, agents[0].Unavailable)
 	}
 	d.launchAgent(l, agents, idx)

@@ -32,9 +32,6 @@ import (
 //	pidfile:PATH    write the pid to PATH, then continue
 //	waitfor:PATH    block until PATH exists (tests release the agent)
 func TestMain(m *testing.M) {
-	if path := os.Getenv("STEPSEQ_TEST_WRITER"); path != "" {
-		os.Exit(stateWriter(path))
-	}
 	if path := os.Getenv("STEPSEQ_TEST_SIDECAR"); path != "" {
 		os.Exit(sidecarProcess(path))
 	}

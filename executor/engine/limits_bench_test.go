@@ -19,7 +19,7 @@ import (
 // claude stated (its 1.x result, "Claude AI usage limit reached|<epoch>", 2-3 s
 // ahead) the same try's agent starts again: from the stated time to the fake
 // CLI's own start (reset-to-rerun-ms, the mean; max-reset-to-rerun-ms, the worst
-// round). DESIGN §16 wants it within 1 s. Each round waits out its reset.
+// round). It must be within 1 s. Each round waits out its reset.
 func BenchmarkLimitReset(b *testing.B) {
 	var total, worst time.Duration
 	for b.Loop() {

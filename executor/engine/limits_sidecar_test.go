@@ -40,7 +40,7 @@ func (h *heard) events(event string) []core.Notification {
 // few seconds ahead, and then works: the sidecar runs the same try again after
 // the reset and not before, spends no try, and the user hears of the wait at both
 // ends. status shows the step waiting until then. The delay from the stated reset
-// to the agent's start is logged: the figure of DESIGN §16 (≤ 1 s).
+// to the agent's start is logged; it must be within 1 s.
 func TestSidecar_LimitWaitsForTheReset(t *testing.T) {
 	bin := fakeBin(t, "claude")
 	reset := time.Now().Truncate(time.Second).Add(3 * time.Second)
@@ -200,7 +200,7 @@ func TestSidecar_LimitWaitsForTheEarliestAgent(t *testing.T) {
 }
 
 // A fallback because the first agent's binary is not on PATH is journaled as
-// the rate-limited one is (DESIGN §10: every fallback is): the sidecar skipped
+// the rate-limited one is (every fallback is): the sidecar skipped
 // such an agent without a word.
 func TestSidecar_FallbackForAMissingBinaryIsJournaled(t *testing.T) {
 	bin := fakeBin(t, "codex")

@@ -102,7 +102,7 @@ func (r *Runtime) PreparePlan(sf *store.StateFile, pf core.PlanFile, force bool)
 		return nil, "", pf.Err
 	}
 	st := pf.Plan.State(pf.Source, pf.Hash)
-	st.Settings.Params = pf.Resolved
+	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
 	st.Settings.RunID = store.NewRunID(r.WS.RunName())
 	planpkg.RenderAtStart(st)
 	if size := len(st.Marshal()); size > store.PlanStateCap {

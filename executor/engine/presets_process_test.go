@@ -179,7 +179,7 @@ func testWorkspace(t *testing.T) store.Workspace {
 	return store.Workspace{Dir: dir, State: filepath.Join(dir, "state.json")}
 }
 
-// Every preset, resolved from a plan and run through Start, gets its §10 argv with
+// Every preset, resolved from a plan and run through Start, gets its preset argv with
 // the prompt last, stdin from /dev/null, and what it is told in its environment.
 func TestPresets_FakeCLIs(t *testing.T) {
 	const prompt = "Write paper.md from notes.md"

@@ -21,7 +21,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// The pull model (DESIGN §9): a step whose agent is `mcp` starts no process. Its
+// The pull model: a step whose agent is `mcp` starts no process. Its
 // try is offered to the MCP client that asks for work; that client holds a token
 // for the step and try, and its done report ends the try, which the machine then
 // verifies as it would any agent's exit 0.

@@ -54,8 +54,8 @@ func take(t *testing.T, sc *sidecarRun, client string) Offer {
 	return o
 }
 
-func report(status, result string) planspec.Report {
-	r := planspec.Report{Status: status, Summary: status + " it", Evidence: "did the thing", Risk: "none", Next: "none"}
+func report(status, result string) planspec.WorkerReport {
+	r := planspec.WorkerReport{Status: status, Summary: status + " it", Evidence: "did the thing", Risk: "none", Next: "none"}
 	if result != "" {
 		r.Result = json.RawMessage(result)
 	}
@@ -195,7 +195,7 @@ func TestRerun_ForgetsTheResult(t *testing.T) {
 
 // verdictOf is the loop's verdict on a report: accepted, or refused with every
 // reason.
-func verdictOf(sc *Sidecar, ctx context.Context, step string, try int, rep planspec.Report, via string) (bool, []string, error) {
+func verdictOf(sc *Sidecar, ctx context.Context, step string, try int, rep planspec.WorkerReport, via string) (bool, []string, error) {
 	err := sc.report(ctx, step, try, rep, via)
 	var refused *RefusedError
 	if errors.As(err, &refused) {

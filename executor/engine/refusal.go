@@ -34,7 +34,9 @@ const (
 	// neither blocked nor failed, or a report the step's phase does not take now.
 	NotAllowed Code = "not_allowed"
 	// Busy: the workspace cannot answer now (its sidecar stops, gives no verdict
-	// in time, or fails to read or write); the same call may succeed later.
+	// in time, or fails to read or write), or the name asked for is in use (a
+	// plan or run of that name, whose owner the reasons name); the same call
+	// may succeed later, or under another name.
 	Busy Code = "busy"
 	// Closed: the run was closed.
 	Closed Code = "closed"
@@ -103,12 +105,12 @@ func codeOf(err error) Code {
 		return NotFound
 	case errors.Is(err, store.ErrRunClosed):
 		return Closed
-	case errors.Is(err, store.ErrRunName), errors.Is(err, store.ErrRunExists):
+	case errors.Is(err, store.ErrRunName):
 		return InvalidParams
 	case errors.Is(err, planpkg.ErrInvalidPlan), errors.Is(err, planspec.ErrInvalidState), errors.Is(err, planspec.ErrAgentRunsCode),
 		errors.Is(err, store.ErrStateTooBig), errors.Is(err, store.ErrStateIsFolder), errors.Is(err, store.ErrSymlink):
 		return InvalidPlan
-	case errors.Is(err, store.ErrRunBusy), errors.Is(err, ErrPlanActive), errors.Is(err, ErrStopped),
+	case errors.Is(err, store.ErrRunBusy), errors.Is(err, ErrPlanActive), errors.Is(err, store.ErrRunExists), errors.Is(err, ErrStopped),
 		errors.Is(err, ErrNoVerdict), errors.Is(err, context.DeadlineExceeded):
 		return Busy
 	}

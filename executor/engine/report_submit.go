@@ -49,7 +49,7 @@ const verdictNudge = 250 * time.Millisecond
 // missing field, a bad risk, a stale try, a move the phase does not allow), drops
 // the report in the step's folder atomically, and waits up to wait for the verdict
 // of the stepseq running the step. try 0 means the current one.
-func submitReport(ctx context.Context, ws store.Workspace, step string, try int, rep planspec.Report, wait time.Duration) error {
+func submitReport(ctx context.Context, ws store.Workspace, step string, try int, rep planspec.WorkerReport, wait time.Duration) error {
 	st, err := (&store.StateFile{Path: ws.State}).Read()
 	if err != nil {
 		return err

@@ -160,7 +160,7 @@ func TestCheck_ResultFromFileMissing(t *testing.T) {
 
 // A template that reads env() is refused before anything is launched, and the
 // environment's value reaches no file: not the state check writes, its logs or
-// its journal (DESIGN §15, secrets stay put).
+// its journal (secrets stay put).
 func TestCheck_TemplateEnvNeverRendered(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cr3t-template-value"

@@ -63,7 +63,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	}
 	ws := store.Workspace{Dir: r.WS.Dir}
 	if req.Name == store.MainRun {
-		main := &Runtime{WS: ws.ForRun(store.MainRun), Getenv: r.Getenv, Allow: r.Allow, Logger: r.Logger,
+		main := &Runtime{WS: ws.ForRun(store.MainRun), Getenv: r.Getenv, Allow: r.Allow, ExposeEnv: r.ExposeEnv, Logger: r.Logger,
 			Journal: &store.Journal{Path: ws.ForRun(store.MainRun).JournalPath()}, Now: r.Now}
 		defer main.Journal.Close()
 		if _, _, err := main.ApplyPlan(&store.StateFile{Path: main.WS.State}, pf, false); err != nil {
@@ -77,7 +77,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	}
 	rw := ws.ForRun(name)
 	st := pf.Plan.State(pf.Source, pf.Hash)
-	st.Settings.Params = pf.Resolved
+	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
 	st.Settings.RunID = store.NewRunID(name)
 	planpkg.RenderAtStart(st)
 	if size := len(st.Marshal()); size > store.PlanStateCap {

@@ -55,7 +55,7 @@ type SidecarOptions struct {
 	// for readers of the state file (the live page) to look again.
 	OnChange func()
 	// MaxAgents bounds the agent processes launched at once across the
-	// workspace's runs (DESIGN §14); 0: DefaultMaxAgents; negative: no bound.
+	// workspace's runs; 0: DefaultMaxAgents; negative: no bound.
 	// Pulled steps (agent: mcp) do not count.
 	MaxAgents int
 	// OnReady is called from the loop once, when the start is over (every run
@@ -111,11 +111,6 @@ const (
 	DefaultTriggerHold  = core.DefaultTriggerHold
 	DefaultPlanSettle   = core.DefaultPlanSettle
 )
-
-type drained struct {
-	triggers []core.Trigger
-	errs     []error
-}
 
 // NewSidecar takes the workspace lock and arms the watcher. A second sidecar on the
 // same workspace fails with ErrLocked naming the holder.

@@ -60,7 +60,7 @@ func (s *Sidecar) do(ctx context.Context, fn func()) error {
 
 // report hands the loop a worker's report for step's try (0: the current try):
 // nil when the machine accepts it, a *RefusedError with every reason when not.
-func (s *Sidecar) report(ctx context.Context, step string, try int, rep planspec.Report, via string) error {
+func (s *Sidecar) report(ctx context.Context, step string, try int, rep planspec.WorkerReport, via string) error {
 	var reasons []string
 	accepted := false
 	err := s.do(ctx, func() {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"io/fs"
 	"os"
@@ -78,7 +79,7 @@ func (s *Sidecar) readPlans() (files []core.PlanFile, recs map[string]core.PlanR
 func (s *Sidecar) readPlan(path string, unsettled *time.Time) (core.PlanFile, bool) {
 	pf := ReadPlanFileIn(s.Root(), s.rel(path))
 	if pf.Plan != nil {
-		pf.Params = s.WS.SubmittedParams(pf.Name, pf.Hash)
+		s.submitted(&pf, s.main.d.m.State())
 	}
 	pf = s.AdmitPlan(pf, FromWorkspace)
 	if errors.Is(pf.Err, fs.ErrNotExist) {
@@ -160,6 +161,18 @@ func (s *Sidecar) applyPlan(choice core.PlanIntake) {
 	// (ChoosePlans).
 	s.applying = &applying{file: *choice.Apply, archived: archived}
 	s.main.d.feed(core.PlanApplied{State: st, Source: choice.Apply.Source})
+}
+
+// submitted fills in what a face handed in with plan file pf: the params of
+// its run and the face, bound to its content's hash. An edit of the file of
+// run, the plan in progress, is judged as the run is, whoever makes it: one
+// that arrived through a face stays bound by --expose-env.
+func (s *Sidecar) submitted(pf *core.PlanFile, run *planspec.State) {
+	sub, _ := s.WS.Submitted(pf.Name, pf.Hash)
+	pf.Params, pf.Face = sub.Params, sub.Face
+	if run != nil && run.Status != planspec.StatusDone && run.Settings.Source == pf.Source {
+		pf.Face = cmp.Or(run.Settings.Face, pf.Face)
+	}
 }
 
 // applying is a plan handed to the machine whose state is not written yet.

@@ -15,7 +15,7 @@ import (
 	"github.com/stepseq/stepseq/executor/store"
 )
 
-// The figures of runs (DESIGN §14), measured on the stepseq binary itself
+// The figures of runs, measured on the stepseq binary itself
 // (built once, as the Makefile builds it), not on the test binary: RSS is
 // mostly the binary's pages, and the test binary carries the tests.
 

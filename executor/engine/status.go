@@ -15,10 +15,10 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// Report is a state as a person asks about it: every step's status, tries and
-// duration, the blockers, and what the plan waits for. `stepseq status --json`
+// StatusReport is a state as a person asks about it: every step's status, tries
+// and duration, the blockers, and what the plan waits for. `stepseq status --json`
 // prints it as it is, so its JSON names are part of the command's output.
-type Report struct {
+type StatusReport struct {
 	Plan       string       `json:"plan"`
 	State      string       `json:"state"`
 	Status     string       `json:"status"`
@@ -29,7 +29,7 @@ type Report struct {
 	// Runner is the live stepseq holding the workspace (a sidecar, a check);
 	// nil when none does, and nothing moves the plan until one runs.
 	Runner *Runner `json:"runner"`
-	// Params are the run's params (DESIGN §13); absent for a plan without them.
+	// Params are the run's params; absent for a plan without them.
 	Params map[string]any `json:"params,omitempty"`
 	// Summary is what the plan's summary gave when it ended; absent before, and
 	// for a plan without one.
@@ -40,7 +40,7 @@ type Report struct {
 	Loops    []LoopReport `json:"loops,omitempty"`
 }
 
-// LoopReport is a repeat group (DESIGN §13) and where its loop stands.
+// LoopReport is a repeat group and where its loop stands.
 type LoopReport struct {
 	Group string   `json:"group"`
 	Title string   `json:"title,omitempty"`
@@ -106,7 +106,7 @@ type StepReport struct {
 	Running    bool    `json:"running,omitempty"` // its agent runs now
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
-	// Phase is where the step stands in the workflow protocol (DESIGN §7), as a
+	// Phase is where the step stands in the workflow protocol, as a
 	// person reads it: a dispatched step of a plan without reports is "running".
 	Phase string `json:"phase"`
 	// Errors are the failed tries' errors, oldest first: error is only the last.
@@ -118,7 +118,7 @@ type StepReport struct {
 	// Progress is where the step stands in its loop: "round 2/5, step 1/3".
 	Progress string `json:"progress,omitempty"`
 	// Result is the step's kept result (steps.ID.result): its done report's,
-	// or the one its resultFrom gave (DESIGN §13).
+	// or the one its resultFrom gave.
 	Result any `json:"result,omitempty"`
 }
 
@@ -150,20 +150,20 @@ type Waiting struct {
 // nothing, neither st nor the workspace. When the conditions it compiles do not
 // (see Waiting.Action), the report is still whole, with the "invalid" action, and
 // the error is returned beside it.
-func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
+func Describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (StatusReport, error) {
 	return describe(rt, st, now, maxRetries, (*planspec.State).Clone)
 }
 
 // DescribeOwned is Describe for a caller that gives st up: the reconcile core runs
 // on st itself rather than on a copy, which on a big state saves encoding and
 // parsing it again. st must not be used afterwards.
-func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (Report, error) {
+func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (StatusReport, error) {
 	return describe(rt, st, now, maxRetries, func(st *planspec.State) *planspec.State { return st })
 }
 
 // describe is Describe with the reconcile core run on scratch(st).
-func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Report, error) {
-	r := Report{
+func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (StatusReport, error) {
+	r := StatusReport{
 		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep, Params: st.Settings.Params, Summary: st.Settings.SummaryValues,
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 		Loops: loopReports(st),

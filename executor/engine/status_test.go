@@ -354,7 +354,7 @@ func TestDescribe(t *testing.T) {
 	}
 	str := func(s string) *string { return &s }
 	ms := func(n int64) *int64 { return &n }
-	want := Report{
+	want := StatusReport{
 		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
 		Steps: []StepReport{
 			{ID: "a", Title: "A", Status: "DONE", Tries: 2, MaxTries: 3, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),

@@ -27,6 +27,9 @@ type Runtime struct {
 	Lock *store.Lock
 	// Allow is --allow-agent: when not nil, the only agents launched.
 	Allow *AllowList
+	// ExposeEnv is --expose-env: the only names of the environment that env()
+	// reads in a run whose plan arrived through a face (Settings.Face).
+	ExposeEnv []string
 
 	root *os.Root
 }

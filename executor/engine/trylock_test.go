@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -172,7 +171,7 @@ func TestCheck_OrphanJudgedByWhatItLeft(t *testing.T) {
 			if c.report {
 				st := w.read()
 				run := st.Run("s1")
-				run.Reports = append(run.Reports, planspec.ReportRecord{Try: 1, Report: planspec.Report{Status: planspec.ReportDone}})
+				run.Reports = append(run.Reports, planspec.ReportRecord{Try: 1, WorkerReport: planspec.WorkerReport{Status: planspec.ReportDone}})
 				if err := (&store.StateFile{Path: w.state}).Write(st); err != nil {
 					t.Fatal(err)
 				}
@@ -243,79 +242,4 @@ func TestTryLockFile_RecordsTheAgent(t *testing.T) {
 	if s.Alive || !s.Exited || s.Code != 0 {
 		t.Errorf("after the step: %+v, want free, exited 0", s)
 	}
-}
-
-// The try locks are a pool: a chain of steps reuses one file; a file an agent
-// holds, or whose record is of a try still to judge, is not reused; a held file
-// naming the step refuses a second agent of it; a shorter record replaces a
-// longer one whole.
-func TestTryLock_Pool(t *testing.T) {
-	ws := store.Workspace{Dir: t.TempDir()}
-	none := func(proc.TryRecord) bool { return false }
-	take := func(rec proc.TryRecord, needed func(proc.TryRecord) bool) *proc.HeldTry {
-		t.Helper()
-		h, err := proc.TakeTryLock(ws, rec, needed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	for i, step := range []string{"a", "b", "c"} {
-		h := take(proc.TryRecord{Step: step, Try: 1, Started: "t" + step}, none)
-		if h.File.Name() != ws.TryLockPath(0) {
-			t.Fatalf("step %d took %s, want the pool's first file again", i, h.File.Name())
-		}
-		h.Ended(core.Exit{}, false)
-	}
-	long := strings.Repeat("x", 2*proc.TryRecordSize)
-	held := take(proc.TryRecord{Step: long, Try: 1, Started: "t"}, none) // an agent runs: file 0 held
-	needC := func(r proc.TryRecord) bool { return r.Step == "c" }
-	if h := take(proc.TryRecord{Step: "d", Try: 1, Started: "td"}, needC); h.File.Name() != ws.TryLockPath(1) {
-		t.Fatalf("d took %s beside a held file, want the next one", h.File.Name())
-	} else {
-		h.Release()
-	}
-	needD := func(r proc.TryRecord) bool { return r.Step == "d" }
-	e := take(proc.TryRecord{Step: "e", Try: 1, Started: "te"}, needD)
-	if e.File.Name() != ws.TryLockPath(2) {
-		t.Fatalf("e took %s, want a new file: 0 is held, 1 holds d's try still to judge", e.File.Name())
-	}
-	if s := proc.ProbeTry(ws, "d", 1, "td"); !s.Recorded || s.Alive {
-		t.Errorf("d's record after e's take: %+v, want recorded, not alive", s)
-	}
-	if s := proc.ProbeTry(ws, long, 1, "t"); !s.Alive || !s.Recorded {
-		t.Errorf("the held try: %+v, want alive and recorded", s)
-	}
-
-	defer func(d time.Duration) { proc.TryLockTake = d }(proc.TryLockTake)
-	proc.TryLockTake = 10 * time.Millisecond
-	if _, err := proc.TakeTryLock(ws, proc.TryRecord{Step: "e", Try: 2, Started: "te2"}, none); !errors.Is(err, proc.ErrAgentAlive) {
-		t.Errorf("a second try of e while e's lock is held: %v, want ErrAgentAlive", err)
-	}
-	e.Ended(core.Exit{Code: 3}, false)
-	// e's next try overwrites e's own record (file 2), though file 0 is free too.
-	held.Ended(core.Exit{}, false)
-	e2 := take(proc.TryRecord{Step: "e", Try: 2, Started: "te2"}, none)
-	if e2.File.Name() != ws.TryLockPath(2) {
-		t.Errorf("e's next try took %s, want its own record's file", e2.File.Name())
-	}
-	e2.Release()
-	// The long record is replaced by a short one, read back whole.
-	f := take(proc.TryRecord{Step: "f", Try: 1, Started: "tf"}, none)
-	f.Ended(core.Exit{Code: 4}, false)
-	if s := proc.ProbeTry(ws, "f", 1, "tf"); !s.Recorded || !s.Exited || s.Code != 4 {
-		t.Errorf("f over the long record: %+v, want recorded, exited 4", s)
-	}
-	if n := len(mustReadDir(t, ws.RunMeta("agents"))); n != 3 {
-		t.Errorf("%d files in the pool, want 3", n)
-	}
-}
-
-func mustReadDir(t *testing.T, dir string) []os.DirEntry {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return entries
 }

@@ -1,4 +1,4 @@
-// Package listener is the door of `watch --listen` (DESIGN §15): who may come
+// Package listener is the door of `watch --listen`: who may come
 // in and how much each may take. It checks the token (Authorization: Bearer,
 // or the page's cookie), the Host a loopback listener is reached by (DNS
 // rebinding) and the Origin of MCP requests (cross-site browsers), and it
@@ -142,7 +142,7 @@ func bearer(r *http.Request) (string, bool) {
 }
 
 // UnauthorizedCode is the refusal code a refused MCP client reads in the 401's
-// JSON-RPC error (DESIGN §9's unauthorized; the MCP server's list names it too).
+// JSON-RPC error (the refusal code unauthorized; the MCP server's list names it too).
 const UnauthorizedCode = "unauthorized"
 
 func (g *Guard) refuse(w http.ResponseWriter, face, why string) {

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Bounds of a listener (DESIGN §15): past one the client gets 503 or its
+// Bounds of a listener: past one the client gets 503 or its
 // connection is cut, never the process's memory.
 const (
 	DefaultMaxConns      = 256

@@ -16,7 +16,7 @@ import (
 	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
-// Runs (DESIGN §14) through MCP: run_start, run_list and run_close, and the
+// Runs through MCP: run_start, run_list and run_close, and the
 // run a tool acts on. The workspace's own run (state.json, "main") goes to the
 // server's Engine; any other run through its files (state.NAME.json, its
 // reports and triggers under .stepseq/runs/NAME/), which the sidecar that
@@ -59,7 +59,7 @@ func (t *tools) runOf(name string) (*runView, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.Getenv, rt.Allow = main.Getenv, main.Allow
+	rt.Getenv, rt.Allow, rt.ExposeEnv = main.Getenv, main.Allow, main.ExposeEnv
 	eng, err := t.runEngine(ws)
 	if err != nil {
 		rt.Close()
@@ -134,7 +134,7 @@ type RunListOutput struct {
 }
 
 // runStart starts a run of a plan from plans/ or given as YAML. A plan that
-// arrives over HTTP, named or given, may name only what DESIGN §15 allows.
+// arrives over HTTP, named or given, may name only what the allow rule allows.
 func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartInput) (*sdk.CallToolResult, RunOutput, error) {
 	pf, err := t.planFor(in.Plan)
 	if err != nil {
@@ -146,12 +146,15 @@ func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartI
 	if r := t.admit(pf.Plan, pf.Source); r != nil {
 		return nil, RunOutput{}, r
 	}
+	// A run a face starts is the face's, whoever wrote its plan: the face
+	// chooses its params and sees which step runs next.
+	pf.Face = Face
 	from := engine.FromWorkspace
 	if t.opt.Remote {
 		from = engine.FromHTTP
 	}
 	main := t.opt.Runtime
-	rt := &engine.Runtime{WS: main.WS, Getenv: main.Getenv, Allow: main.Allow, Logger: main.Logger, Now: main.Now,
+	rt := &engine.Runtime{WS: main.WS, Getenv: main.Getenv, Allow: main.Allow, ExposeEnv: main.ExposeEnv, Logger: main.Logger, Now: main.Now,
 		Journal: &store.Journal{Path: main.WS.JournalPath()}}
 	defer rt.Journal.Close()
 	info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: in.Params, Name: in.Run, From: from})

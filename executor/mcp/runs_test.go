@@ -49,8 +49,8 @@ func TestServer_Runs(t *testing.T) {
 		t.Fatalf("run_start of YAML: %v %s", out, errText)
 	}
 	if res, out := callRaw(t, cs, "run_start", map[string]any{"plan": "study", "params": map[string]any{"topic": "x"}, "run": "owls"}); !res.IsError ||
-		out["code"] != string(InvalidParams) || !strings.Contains(strings.Join(toStrings(out["reasons"]), ""), "a run of that name exists") {
-		t.Errorf("a name taken: %v", out)
+		out["code"] != string(Busy) || !strings.Contains(strings.Join(toStrings(out["reasons"]), ""), "a run of that name exists: owls (plan study, started through MCP;") {
+		t.Errorf("a name taken: %v, want busy naming its run's plan", out)
 	}
 	if res, out := callRaw(t, cs, "run_start", map[string]any{"plan": "study"}); !res.IsError || out["code"] != string(InvalidParams) ||
 		!strings.Contains(strings.Join(toStrings(out["reasons"]), ""), "params.topic: required") {

@@ -1,4 +1,4 @@
-// Package mcp is stepseq's MCP server (DESIGN §9): an agent submits plans, pulls
+// Package mcp is stepseq's MCP server: an agent submits plans, pulls
 // the steps whose agent is `mcp` and reports through tools. It is one face of the
 // engine: it owns no decision, it asks an Engine (the sidecar's loop, or the
 // workspace files when another stepseq holds the workspace). It imports executor;
@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -42,7 +43,7 @@ type Options struct {
 	// PlanWait bounds how long plan_submit waits for the sidecar's verdict.
 	PlanWait time.Duration
 	// Remote says the plans come over HTTP (Handler sets it): they may name
-	// only agent: mcp, a preset or what Allow lists (DESIGN §15).
+	// only agent: mcp, a preset or what Allow lists.
 	Remote bool
 	// Allow is --allow-agent; nil: no list.
 	Allow *engine.AllowList
@@ -212,11 +213,12 @@ type SubmitVerdict struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// admit applies DESIGN §15 to a plan handed in through this server, before
+// admit applies the allow rule to a plan handed in through this server, before
 // anything is written: over HTTP it may name only agent: mcp, a preset or what
 // --allow-agent lists; from any source, a list bounds it, and the shell rule
-// holds. It returns the refusal (not_allowed or invalid_plan), nil when the
-// plan may come in.
+// holds; its conditions read only the environment --expose-env exposes. It
+// returns the refusal (not_allowed or invalid_plan), nil when the plan may
+// come in.
 func (t *tools) admit(p *planpkg.Plan, rel string) *Refusal {
 	from := engine.FromWorkspace
 	if t.opt.Remote {
@@ -225,17 +227,30 @@ func (t *tools) admit(p *planpkg.Plan, rel string) *Refusal {
 	rt := t.opt.Runtime
 	err := engine.CheckPlanAgents(p, from, t.opt.Allow, rt.Getenv, rt.WS.Dir)
 	if err == nil {
+		err = p.CheckEnv(rt.ExposeEnv)
+	}
+	if err == nil {
 		return nil
 	}
 	r := refuse(InvalidPlan, err.Error())
-	if errors.Is(err, engine.ErrNotAllowed) {
+	switch {
+	case errors.Is(err, engine.ErrNotAllowed):
 		r.Code = NotAllowed
+	case errors.Is(err, planpkg.ErrInvalidPlan):
+		r.Reasons = nil
+		for _, l := range engine.ErrorLines(err) {
+			r.Reasons = append(r.Reasons, strings.TrimPrefix(l, "plan.yaml:"))
+		}
 	}
 	if rel != "" {
 		t.opt.Logger.Warn("plan refused; nothing written", "file", rel, "code", r.Code, "err", err)
 	}
 	return r
 }
+
+// Face names this face in what a plan it hands in keeps (core.PlanFile.Face,
+// the run's state): such a run's env() reads only what --expose-env exposes.
+const Face = "mcp"
 
 // maxPlanName bounds a submitted plan's name: plans/<name>.yaml and its record
 // .stepseq/plans/<name>.json must fit the 255 bytes of a file name.
@@ -261,7 +276,7 @@ func submittedName(given string) (string, error) {
 	return name, nil
 }
 
-func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, SubmitVerdict, error) {
+func (t *tools) planSubmit(ctx context.Context, req *sdk.CallToolRequest, in SubmitInput) (*sdk.CallToolResult, SubmitVerdict, error) {
 	name, err := submittedName(in.Name)
 	if err != nil {
 		return nil, SubmitVerdict{}, err
@@ -276,6 +291,11 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 	}
 	if _, err := plan.ResolveParams(in.Params); err != nil {
 		r := refusalOf(err)
+		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
+	}
+	replace, r := t.claimName(ctx, name)
+	if r != nil {
+		t.opt.Logger.Warn("plan refused: its name is in use; nothing written", "file", rel, "err", r)
 		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
 	}
 	if err := t.arm(); err != nil {
@@ -304,12 +324,20 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 		return err == nil && st.Settings.Source != rel && st.Status != planspec.StatusDone
 	}
 	err = waitDir(ctx, ws.PlansDir(), t.opt.PlanWait, func() error {
-		// The params first: the sidecar reads them when it sees the plan.
-		if err := ws.WritePlanParams(name, hash, in.Params); err != nil {
+		// The record first: the sidecar reads it when it sees the plan, and a
+		// plan file without it would be taken for the workspace owner's.
+		if err := ws.WriteSubmission(name, store.Submission{Hash: hash, Params: in.Params, Face: Face, Client: clientID(req)}); err != nil {
 			return err
 		}
-		return renameio.WriteFile(filepath.Join(dir, name+".yaml"), content, 0o644, renameio.WithTempDir(dir))
+		if replace {
+			return renameio.WriteFile(filepath.Join(dir, name+".yaml"), content, 0o644, renameio.WithTempDir(dir))
+		}
+		return createNew(dir, name+".yaml", content)
 	}, judged)
+	if errors.Is(err, fs.ErrExist) {
+		r := refuse(Busy, fmt.Sprintf("name %q is in use: %s appeared while it was being submitted, and a submit never replaces a plan file it did not write; submit under another name", name, rel))
+		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
+	}
 	if err != nil {
 		return nil, SubmitVerdict{}, refuse(Busy, fmt.Sprintf("%s written, but no verdict within %s: is a sidecar running on %s? (%v)", rel, t.opt.PlanWait, ws.Dir, err))
 	}
@@ -320,6 +348,122 @@ func (t *tools) planSubmit(ctx context.Context, _ *sdk.CallToolRequest, in Submi
 	return nil, verdict, nil
 }
 
+// claimName says whether plan_submit may write plans/NAME.yaml. A name
+// in use is refused with busy, naming its owner: a plan file of that name the
+// workspace's owner wrote (under any of the extensions the sidecar reads), one
+// a face submitted that is not judged yet, waits or runs, and the plan of
+// that name state.json runs, its file gone or not. A face never replaces or edits a plan
+// file it did not write, nor rewrites a running run. replace is true when the
+// file there is a face's whose plan finished or was refused: a new run of it.
+func (t *tools) claimName(ctx context.Context, name string) (replace bool, r *Refusal) {
+	ws := t.opt.Runtime.WS
+	inUse := func(why string) *Refusal { return refuse(Busy, fmt.Sprintf("name %q is in use: %s", name, why)) }
+	dir := t.opt.plansDir()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		n := e.Name()
+		if planpkg.PlanName(n) != name || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		why := t.heldBy(dir, n, name)
+		if why != "" {
+			return false, inUse(why)
+		}
+		replace = true
+	}
+	var running string
+	err := t.opt.Engine.View(ctx, func(st *planspec.State) {
+		if st != nil && st.Settings.Source != "" && planpkg.PlanName(st.Settings.Source) == name && st.Status != planspec.StatusDone {
+			running = fmt.Sprintf("%s runs in %s (step %d of %d; %s), and a submit never rewrites a running run: submit under another name, or wait until it ends",
+				st.Settings.Source, filepath.Base(ws.State), min(st.CurrentStep+1, len(st.StepQueue)), len(st.StepQueue), t.ownerOf(name, st.Settings.Hash, st.Settings.Face))
+		}
+	})
+	switch {
+	case err != nil:
+		return false, refusalOf(err)
+	case running != "":
+		return false, inUse(running)
+	}
+	return replace, nil
+}
+
+// heldBy says who holds plans/n, a file of plan name, so that a submit may
+// not replace it: the workspace's owner, or a face whose plan is not judged
+// yet, waits or runs; "" when it is a face's whose plan finished or was
+// refused.
+func (t *tools) heldBy(dir, n, name string) string {
+	ws := t.opt.Runtime.WS
+	hash := ""
+	if data, err := store.ReadFile(filepath.Join(dir, n), store.PlanCap); err == nil {
+		hash = planpkg.Hash(data)
+	}
+	sub, ok := ws.Submitted(name, hash)
+	if n != name+".yaml" || hash == "" || !ok || sub.Face == "" {
+		return fmt.Sprintf("plans/%s is the workspace's own plan (written there, not submitted through MCP), and a submit never replaces it; submit under another name", n)
+	}
+	rec, ok := ws.ReadPlanRecord(name)
+	what := "is not judged yet"
+	switch {
+	case !ok || rec.Hash != hash:
+	case rec.Status == core.PlanFinished, rec.Status == core.PlanInvalid:
+		return ""
+	case rec.Status == core.PlanWaiting:
+		what = "waits its turn"
+	case rec.Status == core.PlanActive:
+		what = "runs"
+	}
+	return fmt.Sprintf("plans/%s, %s, %s; submit under another name, or wait until it ends", n, t.ownerOf(name, hash, sub.Face), what)
+}
+
+// ownerOf names who handed in the content hash of plan name: the workspace's
+// owner, or a face and the client that submitted it.
+func (t *tools) ownerOf(name, hash, face string) string {
+	if face == "" {
+		return "the workspace's own plan"
+	}
+	who := "submitted through " + strings.ToUpper(face)
+	if sub, ok := t.opt.Runtime.WS.Submitted(name, hash); ok && sub.Client != "" {
+		who += " by " + sub.Client
+	}
+	return who
+}
+
+// createNew writes content as dir/name only where no file is: linked into
+// place once whole, it never replaces a file another writer put there
+// meanwhile (fs.ErrExist). A file system without hard links gets it created
+// exclusively and written in place, which the sidecar judges once it is still.
+func createNew(dir, name string, content []byte) error {
+	path := filepath.Join(dir, name)
+	tmp, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(content)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	err = os.Link(tmp.Name(), path)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(content); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // Empty takes no arguments.
 type Empty struct{}
 
@@ -327,8 +471,8 @@ type Empty struct{}
 // against its own schema, and a few lines of text: on a plan of a
 // thousand steps the report is a hundred kilobytes, which a second copy and a
 // validation pass would make the slowest part of the call.
-func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, engine.Report, error) {
-	var none engine.Report
+func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, engine.StatusReport, error) {
+	var none engine.StatusReport
 	maxRetries, err := proc.MaxRetriesFromEnv(t.opt.Runtime.Getenv)
 	if err != nil {
 		return nil, none, err
@@ -338,7 +482,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 		return nil, none, err
 	}
 	defer v.close()
-	var r engine.Report
+	var r engine.StatusReport
 	found := false
 	err = v.eng.View(ctx, func(st *planspec.State) {
 		if found = st != nil; found {
@@ -351,7 +495,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 	}
 	if !found {
 		// No plan yet is an answer: nothing runs, and what to do about it.
-		r = engine.Report{State: v.rt.WS.State, Steps: []engine.StepReport{}, Blockers: []string{},
+		r = engine.StatusReport{State: v.rt.WS.State, Steps: []engine.StepReport{}, Blockers: []string{},
 			WaitingFor: engine.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
 	}
 	if t.held() {
@@ -364,7 +508,7 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 
 // detach copies what a report points to in the state, which the loop goes on
 // changing once View returns.
-func detach(r *engine.Report) {
+func detach(r *engine.StatusReport) {
 	for i := range r.Steps {
 		s := &r.Steps[i]
 		if s.LastRunIso != nil {
@@ -380,7 +524,7 @@ func detach(r *engine.Report) {
 }
 
 // statusText is the report in a few lines, for clients that read text only.
-func statusText(r engine.Report) string {
+func statusText(r engine.StatusReport) string {
 	var b strings.Builder
 	done := 0
 	for _, s := range r.Steps {
@@ -663,7 +807,7 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 	if err != nil {
 		return nil, ReportVerdict{}, err
 	}
-	rep := planspec.Report{Status: strings.ToLower(strings.TrimSpace(in.Status)), Summary: in.Summary, Evidence: in.Evidence,
+	rep := planspec.WorkerReport{Status: strings.ToLower(strings.TrimSpace(in.Status)), Summary: in.Summary, Evidence: in.Evidence,
 		Risk: in.Risk, Next: in.Next, Artifacts: in.Artifacts}
 	if in.Result != nil {
 		if rep.Result, err = json.Marshal(in.Result); err != nil {

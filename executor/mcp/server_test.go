@@ -63,14 +63,17 @@ func newWorkspace(t testing.TB) *workspace {
 	return workspaceAt(t, t.TempDir())
 }
 
-// workspaceAt runs a sidecar on dir.
-func workspaceAt(t testing.TB, dir string) *workspace {
+// workspaceAt runs a sidecar on dir, its runtime set up by setup first.
+func workspaceAt(t testing.TB, dir string, setup ...func(*engine.Runtime)) *workspace {
 	t.Helper()
 	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
+	for _, f := range setup {
+		f(rt)
+	}
 	sc, err := engine.NewSidecar(rt, engine.SidecarOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -291,18 +294,18 @@ func TestServer_OneWorkerPerTry(t *testing.T) {
 	}
 }
 
-// TestServer_ConditionErrorHidesEnv: a check that fails on what env() gave shows
-// the reason in status without the value.
+// TestServer_ConditionErrorHidesEnv: a check of the owner's plan that fails on
+// what env() gave, transformed, shows its expression and the kind of failure in
+// status, and no byte of the value there or in state.json.
 func TestServer_ConditionErrorHidesEnv(t *testing.T) {
 	const secret = "hunter2-5f3a9c"
 	t.Setenv("MYSECRET", secret)
 	w := newWorkspace(t)
 	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
 	cs := connect(t, srv, "worker")
-	plan := "maxRetries: 1\nsteps:\n  - id: gate\n    title: Gate\n    instruction: Say done\n    agent: mcp\n    check: 'int(env(\"MYSECRET\")) > 0'\n"
-	if out, errText := call(t, cs, "plan_submit", map[string]any{"name": "secret", "yaml": plan}); errText != "" || out["status"] != core.PlanActive {
-		t.Fatalf("plan_submit: %v %s", out, errText)
-	}
+	plan := "maxRetries: 1\nsteps:\n  - id: gate\n    title: Gate\n    instruction: Say done\n    agent: mcp\n" +
+		"    check: 'int(join(split(upper(env(\"MYSECRET\")), \"\"), \"_\")) > 0'\n"
+	writePlan(t, w, "secret", plan)
 	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
 	token := cur["step"].(map[string]any)["token"].(string)
 	call(t, cs, "step_report", report(token, "accepted", nil))
@@ -311,9 +314,32 @@ func TestServer_ConditionErrorHidesEnv(t *testing.T) {
 		return o["steps"].([]any)[0].(map[string]any)["status"] == "FAILED"
 	})
 	data, _ := json.Marshal(st)
-	if !strings.Contains(string(data), "invalid operation: int([env])") || strings.Contains(string(data), "hunter2") {
-		t.Errorf("status: want the reason without the value, got %s", data)
+	state, err := os.ReadFile(w.rt.WS.State)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if !strings.Contains(string(data), "type conversion failed (the expression reads env(), so what it evaluated is not shown)") {
+		t.Errorf("status: want the expression and the kind of failure, got %s", data)
+	}
+	for _, leak := range []string{"hunter", "HUNTER", "H_U_N", "5F3A", "5f3a"} {
+		if strings.Contains(string(data), leak) || strings.Contains(string(state), leak) {
+			t.Errorf("%q of the value in status or state.json:\n%s\n%s", leak, data, state)
+		}
+	}
+}
+
+// writePlan drops a plan in the workspace's plans/ as its owner does.
+func writePlan(t *testing.T, w *workspace, name, yaml string) string {
+	t.Helper()
+	dir := filepath.Join(w.rt.WS.Dir, "plans")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestServer_SubmitRefusesNames: a name the sidecar would never read, or that no

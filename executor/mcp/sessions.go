@@ -12,7 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Bounds of the MCP sessions over HTTP (DESIGN §15): a session idle this long
+// Bounds of the MCP sessions over HTTP: a session idle this long
 // is closed, and a client may hold so many at once; past a bound a new one is
 // refused (429 for one client, 503 for all), never the process's memory.
 const (

@@ -68,7 +68,7 @@ func BenchmarkNotify_EmitToCommandStart(b *testing.B) {
 		for i := range samples {
 			waitFor(b, "the sink idle", func() bool { return n.ob.pending(sink) == 0 })
 			t0 := time.Now()
-			r, err := n.Emit(Report{Plan: "bench", Step: "s", Try: i, Status: "dispatching"})
+			r, err := n.Emit(Notice{Plan: "bench", Step: "s", Try: i, Status: "dispatching"})
 			emit = append(emit, time.Since(t0))
 			if err != nil {
 				b.Fatal(err)
@@ -115,7 +115,7 @@ func BenchmarkNotify_WebhookDown10k(b *testing.B) {
 		ids := make(map[string]bool, reports)
 		t0 := time.Now()
 		for i := range reports {
-			r, err := n.Emit(Report{Plan: "bench", Step: "build", Try: i%3 + 1, Who: "agent", Status: "milestone",
+			r, err := n.Emit(Notice{Plan: "bench", Step: "build", Try: i%3 + 1, Who: "agent", Status: "milestone",
 				Output: "compiled 42 packages; 3 tests left", Next: "run the remaining tests"})
 			if err != nil {
 				b.Fatal(err)

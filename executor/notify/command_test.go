@@ -23,14 +23,14 @@ func TestCommand_StdinAndEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeNotifier(t, n)
-	sent, err := n.Emit(Report{Plan: "release", Step: "test", Try: 2, Who: "claude", Status: "blocked",
+	sent, err := n.Emit(Notice{Plan: "release", Step: "test", Try: 2, Who: "claude", Status: "blocked",
 		Output: "flaky: 'quoted' $HOME `x` \x00 nul", Next: "a human looks at it"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the command's record", func() bool { return len(readRecords(t, out)) == 1 })
 	rec := readRecords(t, out)[0]
-	var got Report
+	var got Notice
 	if err := json.Unmarshal([]byte(rec.Stdin), &got); err != nil {
 		t.Fatalf("stdin %q: %v", rec.Stdin, err)
 	}
@@ -174,7 +174,7 @@ func TestCommand_NoListenerToken(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer closeNotifier(t, n)
-			if _, err := n.Emit(Report{Plan: "p", Step: "s", Try: 1, Status: "done"}); err != nil {
+			if _, err := n.Emit(Notice{Plan: "p", Step: "s", Try: 1, Status: "done"}); err != nil {
 				t.Fatal(err)
 			}
 			eventually(t, "the command's record", func() bool { return len(readRecords(t, out)) == 1 })

@@ -1,5 +1,5 @@
 // Package notify delivers stepseq's reports to the people and programs that follow
-// a plan: one Report per transition of the state machine, written to an outbox on
+// a plan: one Notice per transition of the state machine, written to an outbox on
 // disk and handed from there to every sink in order, at least once.
 //
 // It owns the outbox (.stepseq/outbox/), the notifications feed
@@ -13,9 +13,9 @@
 // cursor (a file beside the segments) and advances the cursor once a report is
 // delivered, so a notifier killed at any instant and started again on the same
 // folder delivers what was left, in order. A crash between a delivery and its cursor
-// write delivers that report again: receivers drop repeats by Report.ID.
+// write delivers that report again: receivers drop repeats by Notice.ID.
 //
-// Runs. A sidecar's Follower routes the reports of every run (DESIGN §14)
+// Runs. A sidecar's Follower routes the reports of every run
 // through the one outbox: the command line's sinks and the feed hear every
 // run, a plan's sink the runs whose plans list it, and passes over the others'
 // reports as delivered. Which plan lists which sink comes with each

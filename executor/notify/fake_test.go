@@ -13,14 +13,14 @@ type fakeSink struct {
 	// entered, if set, is told each report's id as a delivery of it begins
 	// (before the gate): the report is in flight.
 	entered chan string
-	fail    func(Report) error
+	fail    func(Notice) error
 
 	mu        sync.Mutex
 	attempts  []time.Time
 	delivered []string
 }
 
-func (f *fakeSink) deliver(ctx context.Context, r Report, _ []byte) error {
+func (f *fakeSink) deliver(ctx context.Context, r Notice, _ []byte) error {
 	if f.entered != nil {
 		select {
 		case f.entered <- r.ID:

@@ -35,7 +35,7 @@ func newFeed(path string, max int64) *feed {
 	return &feed{lines: store.LineLog{Path: path, Max: max}}
 }
 
-func (d *feed) deliver(_ context.Context, _ Report, body []byte) error {
+func (d *feed) deliver(_ context.Context, _ Notice, body []byte) error {
 	line := make([]byte, 0, len(body)+1)
 	return d.lines.Append(append(append(line, body...), '\n'))
 }
@@ -46,7 +46,7 @@ func (d *feed) close() error { return d.lines.Close() }
 // .stepseq folder), oldest first, each ID once. It reads only the end of the feed
 // (and of its rotated predecessor when the feed holds fewer than n), so it costs
 // the same whatever the feed's size. A missing feed is no reports.
-func Recent(dir string, n int) ([]Report, error) {
+func Recent(dir string, n int) ([]Notice, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -54,7 +54,7 @@ func Recent(dir string, n int) ([]Report, error) {
 	// A repeat (a crash between a delivery and its cursor) is rare: read a few
 	// lines more than asked so that dropping repeats still leaves n.
 	want := n + 8
-	var out []Report
+	var out []Notice
 	for _, p := range []string{path, path + ".1"} {
 		got, err := tail(p, want-len(out))
 		if err != nil {
@@ -67,7 +67,7 @@ func Recent(dir string, n int) ([]Report, error) {
 	}
 	// A report delivered twice (a crash between delivery and cursor) shows once.
 	seen := make(map[string]bool, len(out))
-	kept := make([]Report, 0, len(out))
+	kept := make([]Notice, 0, len(out))
 	for i := len(out) - 1; i >= 0; i-- {
 		if r := out[i]; !seen[r.ID] {
 			seen[r.ID] = true
@@ -85,7 +85,7 @@ func Recent(dir string, n int) ([]Report, error) {
 // ID after (all of the last max when after is empty or no longer in view), oldest
 // first. IDs of one workspace sort in emit order, which is what makes this work;
 // status --follow calls it each time the feed changes.
-func Since(dir, after string, max int) ([]Report, error) {
+func Since(dir, after string, max int) ([]Notice, error) {
 	recent, err := Recent(dir, max)
 	if err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func Since(dir, after string, max int) ([]Report, error) {
 
 // tail reads the last n well-formed reports of one file, reading backwards a block
 // at a time.
-func tail(path string, n int) ([]Report, error) {
+func tail(path string, n int) ([]Notice, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -134,7 +134,7 @@ func tail(path string, n int) ([]Report, error) {
 			buf = buf[i+1:]
 		}
 	}
-	var out []Report
+	var out []Notice
 	sc := bufio.NewScanner(bytes.NewReader(buf))
 	sc.Buffer(make([]byte, 0, 64<<10), len(buf)+1)
 	for sc.Scan() {
@@ -149,11 +149,11 @@ func tail(path string, n int) ([]Report, error) {
 }
 
 // feedLine reads one line of the feed.
-func feedLine(b []byte) (Report, bool) {
-	var r Report
+func feedLine(b []byte) (Notice, bool) {
+	var r Notice
 	whole, ok := FeedRecord(b)
 	if !ok || json.Unmarshal(whole, &r) != nil || r.ID == "" {
-		return Report{}, false
+		return Notice{}, false
 	}
 	return r, true
 }

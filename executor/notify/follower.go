@@ -23,7 +23,7 @@ import (
 const CloseWait = DefaultGrace + 3*time.Second
 
 // Follower is the notifier of a sidecar, which drives every run of its
-// workspace (DESIGN §14) while their plans come and go. The command line's
+// workspace while their plans come and go. The command line's
 // sinks (Config.Sinks) and the feed hear every run; a sink of a plan's notify:
 // list hears the runs whose plans list it, and a sink listed by two runs is one
 // sink, with one cursor, hearing both.

@@ -59,11 +59,11 @@ func webhookSink(url string) planspec.NotifySink { return planspec.NotifySink{We
 func commandSink(argv []string) planspec.NotifySink { return planspec.NotifySink{Command: argv} }
 
 // recordedReports are the reports the record helper wrote to path.
-func recordedReports(t *testing.T, path string) []Report {
+func recordedReports(t *testing.T, path string) []Notice {
 	t.Helper()
-	var out []Report
+	var out []Notice
 	for _, rec := range readRecords(t, path) {
-		var r Report
+		var r Notice
 		if err := json.Unmarshal([]byte(rec.Stdin), &r); err != nil {
 			t.Fatalf("stdin %q: %v", rec.Stdin, err)
 		}
@@ -76,12 +76,12 @@ func recordedReports(t *testing.T, path string) []Report {
 }
 
 // hasPlanDone says whether run's plan_done is among reports.
-func hasPlanDone(reports []Report, run string) bool {
-	return slices.ContainsFunc(reports, func(r Report) bool { return r.Run == run && r.Event == core.EventPlanDone })
+func hasPlanDone(reports []Notice, run string) bool {
+	return slices.ContainsFunc(reports, func(r Notice) bool { return r.Run == run && r.Event == core.EventPlanDone })
 }
 
 // runsOf are the runs reports are of, each once, in order of first report.
-func runsOf(reports []Report) []string {
+func runsOf(reports []Notice) []string {
 	var runs []string
 	for _, r := range reports {
 		if !slices.Contains(runs, r.Run) {
@@ -113,7 +113,7 @@ func TestFollower_PlanSinks(t *testing.T) {
 	eventually(t, "the second plan's webhook", func() bool { return len(second.received()) == 2 })
 	first.down.Store(false)
 	// The feed is a sink of its own, which may write after the webhooks.
-	var feed []Report
+	var feed []Notice
 	eventually(t, "three reports in the feed", func() bool {
 		var err error
 		feed, err = Recent(dir, 10)
@@ -277,7 +277,7 @@ func TestFollower_RestartKeepsRunSinks(t *testing.T) {
 	}
 }
 
-func firstSeenReports(rs []Report) []string {
+func firstSeenReports(rs []Notice) []string {
 	var ids []string
 	for _, r := range rs {
 		ids = append(ids, r.ID)

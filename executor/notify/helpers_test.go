@@ -74,7 +74,7 @@ func newHook(t testing.TB) *hook {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
-		var rep Report
+		var rep Notice
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
@@ -123,7 +123,7 @@ func emitN(t testing.TB, n *Notifier, count int, step string) []string {
 	t.Helper()
 	var ids []string
 	for i := range count {
-		r, err := n.Emit(Report{Plan: "p", Step: step, Try: i + 1, Who: "agent", Status: "milestone", Output: "did a thing", Next: "the next thing"})
+		r, err := n.Emit(Notice{Plan: "p", Step: step, Try: i + 1, Who: "agent", Status: "milestone", Output: "did a thing", Next: "the next thing"})
 		if err != nil {
 			t.Fatalf("emit: %v", err)
 		}

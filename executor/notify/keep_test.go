@@ -23,7 +23,7 @@ func TestNotifier_KeepUnlisted(t *testing.T) {
 			var down atomic.Bool
 			down.Store(true)
 			own := &fakeSink{}
-			other := &fakeSink{fail: func(Report) error {
+			other := &fakeSink{fail: func(Notice) error {
 				if down.Load() {
 					return errors.New("down")
 				}

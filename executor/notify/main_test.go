@@ -142,7 +142,7 @@ func notifierProcess(ws, url, count string) int {
 	c, _ := strconv.Atoi(count)
 	var ids []byte
 	for i := range c {
-		r, err := n.Emit(Report{Plan: "p", Step: "s", Try: i + 1, Status: "milestone"})
+		r, err := n.Emit(Notice{Plan: "p", Step: "s", Try: i + 1, Status: "milestone"})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

@@ -26,7 +26,7 @@ const (
 var DefaultRetry = Retry{Initial: time.Second, Max: 5 * time.Minute, For: time.Hour}
 
 // ErrDropped is what OnGiveUp receives for reports the outbox cap removed before a
-// sink delivered them (the Report passed is then empty).
+// sink delivered them (the Notice passed is then empty).
 var ErrDropped = errors.New("notify: outbox full, oldest reports dropped")
 
 // SinkConfig is one destination: a command or a webhook, exactly one of them.
@@ -88,7 +88,7 @@ type Config struct {
 	// its retries ran out, or the outbox cap dropped it (err wraps ErrDropped). sink
 	// is the sink's name as logs show it ("webhook https://host", "command argv0",
 	// "file"); a webhook's path and query, which may hold a secret, are left out.
-	OnGiveUp   func(sink string, r Report, err error)
+	OnGiveUp   func(sink string, r Notice, err error)
 	Registerer *metrics.Registry // nil: no metrics registered
 	// AllowPlanCommand, when not nil, says whether a plan's notify: command
 	// (a sink PlanSinks made) may run (--allow-agent); one it refuses is left
@@ -239,7 +239,7 @@ func (n *Notifier) newSink(sc SinkConfig, workspace string) (*sink, error) {
 // zero, caps its fields, and returns the report as it will be delivered. An
 // error means r is not in the outbox (the disk is full, or the notifier is
 // closed): the caller journals it.
-func (n *Notifier) Emit(r Report) (Report, error) {
+func (n *Notifier) Emit(r Notice) (Notice, error) {
 	r, err := n.ob.append(r.capped(), n.cfg.Now())
 	if err != nil {
 		return r, err
@@ -330,7 +330,7 @@ func (n *Notifier) run(s *sink) {
 			n.m.givenUp.WithLabelValues(s.kind).Add(float64(dropped))
 			err := fmt.Errorf("%w: %d undelivered", ErrDropped, dropped)
 			log.Warn("reports dropped", "count", dropped, "cap", n.cfg.MaxOutboxBytes)
-			n.giveUp(s, Report{}, err)
+			n.giveUp(s, Notice{}, err)
 		}
 		switch {
 		case errors.Is(err, ErrClosed):
@@ -360,7 +360,7 @@ func (n *Notifier) run(s *sink) {
 // deliver tries one report until it is delivered or given up. It returns false
 // when the notifier is closing, leaving the report in the outbox.
 func (n *Notifier) deliver(s *sink, log *slog.Logger, rec record) bool {
-	var r Report
+	var r Notice
 	if err := json.Unmarshal(rec.Report, &r); err != nil {
 		log.Error("unreadable report in outbox", "seq", rec.Seq, "err", err)
 		return true
@@ -396,7 +396,7 @@ func (n *Notifier) deliver(s *sink, log *slog.Logger, rec record) bool {
 	}
 }
 
-func (n *Notifier) giveUp(s *sink, r Report, err error) {
+func (n *Notifier) giveUp(s *sink, r Notice, err error) {
 	if n.cfg.OnGiveUp != nil {
 		n.cfg.OnGiveUp(s.name, r, err)
 	}

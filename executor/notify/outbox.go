@@ -263,7 +263,7 @@ var ErrClosed = errors.New("notify: notifier closed")
 // append stamps r with an ID (and a time, when it has none) and writes it as the
 // next record. It is on disk once sync returns: a driver syncs once per input,
 // with the state's folder, rather than once per report.
-func (o *outbox) append(r Report, now time.Time) (Report, error) {
+func (o *outbox) append(r Notice, now time.Time) (Notice, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.cursors == nil {

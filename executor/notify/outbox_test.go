@@ -31,7 +31,7 @@ func TestOutbox_CapDropsOldest(t *testing.T) {
 	const segBytes, maxBytes = 4 << 10, 16 << 10
 	n, err := New(Config{Dir: ws, Sinks: []SinkConfig{fake.config("stuck")}, Logger: testLogger(t),
 		Timeout: time.Hour, SegmentBytes: segBytes, MaxOutboxBytes: maxBytes,
-		OnGiveUp: func(_ string, _ Report, err error) { mu.Lock(); dropped = append(dropped, err); mu.Unlock() }})
+		OnGiveUp: func(_ string, _ Notice, err error) { mu.Lock(); dropped = append(dropped, err); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}

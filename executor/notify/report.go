@@ -11,9 +11,9 @@ import (
 	"unicode/utf8"
 )
 
-// Report is what the user hears about one transition: the main agent's format of
-// the workflow protocol (status, output, next) and where it happened.
-type Report struct {
+// Notice is what the user hears about one transition: the main agent's format
+// of the workflow protocol (status, output, next) and where it happened.
+type Notice struct {
 	// ID is unique and stable: the same report delivered twice has the same ID, and
 	// IDs of one workspace sort in the order the reports were emitted.
 	ID     string    `json:"id"`
@@ -24,13 +24,13 @@ type Report struct {
 	Who    string    `json:"who"`    // who speaks: the agent, a worker, stepseq
 	Status string    `json:"status"` // the seed's words: dispatching, in_progress, milestone, blocked, done, heartbeat
 	// Event says what happened beyond the status word (try_failed, retrying,
-	// timeout, plan_done, plan_blocked, waiting_limit…), DESIGN §8.
+	// timeout, plan_done, plan_blocked, waiting_limit…).
 	Event  string `json:"event,omitempty"`
 	Output string `json:"output"` // the summary, evidence or error
 	Next   string `json:"next"`   // what comes next ("none" when done)
-	// Run names the run (DESIGN §14); empty for the workspace's own, state.json.
+	// Run names the run; empty for the workspace's own, state.json.
 	Run string `json:"run,omitempty"`
-	// Summary is what the plan's summary gave (DESIGN §13), on the plan's last
+	// Summary is what the plan's summary gave, on the plan's last
 	// report (event plan_done or plan_blocked).
 	Summary map[string]any `json:"summary,omitempty"`
 }
@@ -44,7 +44,7 @@ const (
 )
 
 // capped returns r with every string field within its cap.
-func (r Report) capped() Report {
+func (r Notice) capped() Notice {
 	r.Plan = cut(r.Plan, MaxFieldBytes)
 	r.Step = cut(r.Step, MaxFieldBytes)
 	r.Who = cut(r.Who, MaxFieldBytes)
@@ -89,7 +89,7 @@ func cut(s string, max int) string {
 
 // env is the report as STEPSEQ_NOTIFY_* variables for a command sink. Output is
 // cut shorter than in the JSON: the environment is not the place for long text.
-func (r Report) env() []string {
+func (r Notice) env() []string {
 	vars := []string{
 		"STEPSEQ_NOTIFY_ID=" + r.ID,
 		"STEPSEQ_NOTIFY_TIME=" + r.Time.UTC().Format(time.RFC3339Nano),

@@ -121,7 +121,7 @@ func TestNotifier_KilledMidDelivery(t *testing.T) {
 }
 
 // reportLines reads the reports a command appended to path, one a line.
-func reportLines(t *testing.T, path string) []Report {
+func reportLines(t *testing.T, path string) []Notice {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -130,14 +130,14 @@ func reportLines(t *testing.T, path string) []Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Report
+	var out []Notice
 	// Whole lines only: a command may be writing the last one.
 	whole := string(data[:bytes.LastIndexByte(data, '\n')+1])
 	for _, line := range strings.Split(strings.TrimSuffix(whole, "\n"), "\n") {
 		if line == "" && whole == "" {
 			break
 		}
-		var r Report
+		var r Notice
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}

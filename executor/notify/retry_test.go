@@ -15,11 +15,11 @@ import (
 func TestNotifier_RetrySchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		fake := &fakeSink{fail: func(Report) error { return errors.New("down") }}
+		fake := &fakeSink{fail: func(Notice) error { return errors.New("down") }}
 		var gaveUp []string
 		n, err := New(Config{Dir: t.TempDir(), Sinks: []SinkConfig{fake.config("a")}, Logger: testLogger(t),
 			Retry:    Retry{Initial: time.Second, Max: 8 * time.Second, For: time.Minute},
-			OnGiveUp: func(_ string, r Report, _ error) { gaveUp = append(gaveUp, r.ID) }})
+			OnGiveUp: func(_ string, r Notice, _ error) { gaveUp = append(gaveUp, r.ID) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestNotifier_SuccessResetsBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		failures := 3
-		fake := &fakeSink{fail: func(Report) error {
+		fake := &fakeSink{fail: func(Notice) error {
 			if failures > 0 {
 				failures--
 				return errors.New("down")

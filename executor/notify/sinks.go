@@ -23,7 +23,7 @@ import (
 
 // deliverer hands one report to one destination. body is the report's JSON.
 type deliverer interface {
-	deliver(ctx context.Context, r Report, body []byte) error
+	deliver(ctx context.Context, r Notice, body []byte) error
 }
 
 // Sink kinds, as metrics and logs name them.
@@ -54,7 +54,7 @@ type command struct {
 // outputTail is how much of a failed command's output its error keeps.
 const outputTail = 2 << 10
 
-func (c *command) deliver(ctx context.Context, r Report, body []byte) error {
+func (c *command) deliver(ctx context.Context, r Notice, body []byte) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Dir = c.dir
 	cmd.Env = append(proc.InheritedEnv(os.Environ()), r.env()...)
@@ -149,7 +149,7 @@ func newWebhook(raw string) (*webhook, error) {
 	}}, nil
 }
 
-func (w *webhook) deliver(ctx context.Context, r Report, body []byte) error {
+func (w *webhook) deliver(ctx context.Context, r Notice, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("webhook %s: %w", redact(w.url), err)

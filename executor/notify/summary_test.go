@@ -20,11 +20,11 @@ func TestReport_Summary(t *testing.T) {
 	if !slices.Contains(r.env(), `STEPSEQ_NOTIFY_SUMMARY={"doc":"r.md","rounds":2}`) {
 		t.Errorf("env %q", r.env())
 	}
-	big := Report{Summary: map[string]any{"log": strings.Repeat("x", MaxOutputBytes), "n": 1}}.capped()
+	big := Notice{Summary: map[string]any{"log": strings.Repeat("x", MaxOutputBytes), "n": 1}}.capped()
 	if s, _ := big.Summary["log"].(string); len(s) > MaxFieldBytes || big.Summary["n"] != "1" {
 		t.Errorf("capped summary: %d bytes, n %v", len(s), big.Summary["n"])
 	}
-	if (Report{}).capped().Summary != nil {
+	if (Notice{}).capped().Summary != nil {
 		t.Error("a report without a summary got one")
 	}
 }

@@ -57,19 +57,19 @@ func TestNotifier_WebhookGivesUp(t *testing.T) {
 	now := func() time.Time { clock.Lock(); defer clock.Unlock(); return clock.now }
 	type giveUp struct {
 		sink string
-		r    Report
+		r    Notice
 		err  error
 	}
 	gaveUp := make(chan giveUp, 10)
 	reg := metrics.NewRegistry()
 	n, err := New(Config{Dir: t.TempDir(), Sinks: []SinkConfig{{Webhook: h.srv.URL + "/T000/B000/secret"}},
 		Retry: quickRetry, Logger: testLogger(t), Now: now, Registerer: reg,
-		OnGiveUp: func(sink string, r Report, err error) { gaveUp <- giveUp{sink, r, err} }})
+		OnGiveUp: func(sink string, r Notice, err error) { gaveUp <- giveUp{sink, r, err} }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeNotifier(t, n)
-	first, err := n.Emit(Report{Plan: "p", Step: "a", Status: "blocked"})
+	first, err := n.Emit(Notice{Plan: "p", Step: "a", Status: "blocked"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestNotifier_WebhookGivesUp(t *testing.T) {
 		t.Fatal("no give-up")
 	}
 	h.down.Store(false)
-	second, err := n.Emit(Report{Plan: "p", Step: "a", Status: "accepted"})
+	second, err := n.Emit(Notice{Plan: "p", Step: "a", Status: "accepted"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestNotifier_EmitAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeNotifier(t, n)
-	if _, err := n.Emit(Report{Status: "done"}); !errors.Is(err, ErrClosed) {
+	if _, err := n.Emit(Notice{Status: "done"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("emit after close: %v, want ErrClosed", err)
 	}
 }

@@ -209,7 +209,7 @@ func (a Agent) Command(prompt string, changed []string) []string {
 	return expandArgv(a.Argv, prompt, changed)
 }
 
-// ResumeCommand is the argv of a retry that continues session id (DESIGN §16),
+// ResumeCommand is the argv of a retry that continues session id,
 // laid out as Command lays out a fresh try's; nil when the agent is no preset
 // that can resume, or id is empty: the retry is fresh.
 func (a Agent) ResumeCommand(id, prompt string, changed []string) []string {

@@ -50,10 +50,10 @@ func InheritedEnv(base []string) []string {
 	})
 }
 
-// AgentEnv is an agent's environment: base (the sidecar's) and what it is told
-// (DESIGN §10): its step and try, the workspace, the state file, its report folder,
-// its run's name (DESIGN §14: main for state.json) and the paths whose change started this run, one per line (see ChangedPaths;
-// empty when none).
+// AgentEnv is an agent's environment: base (the sidecar's) and what it is told:
+// its step and try, the workspace, the state file, its report folder, its
+// run's name (main for state.json) and the paths whose change started this
+// run, one per line (see ChangedPaths; empty when none).
 func AgentEnv(base []string, step string, try int, ws store.Workspace, changed []string) []string {
 	env := slices.DeleteFunc(InheritedEnv(base), func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
@@ -70,7 +70,7 @@ func AgentEnv(base []string, step string, try int, ws store.Workspace, changed [
 	)
 }
 
-// The values of a plan's `reports:` setting (DESIGN §7), as planspec reads them.
+// The values of a plan's `reports:` setting, as planspec reads them.
 const (
 	ReportsRequired = planspec.ReportsRequired
 	ReportsOptional = planspec.ReportsOptional

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Usage limits (DESIGN §16): an agent CLI that says it is out of quota has not
+// Usage limits: an agent CLI that says it is out of quota has not
 // failed its try. Each preset reads its CLI's words for the limit and for when it
 // ends (presets.go, beside its other readings); what they share is here: reading
 // a reset written as a clock time or as a wait.

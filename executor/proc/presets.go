@@ -17,7 +17,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// Preset is an agent CLI that stepseq knows by name (DESIGN §10): its command for
+// Preset is an agent CLI that stepseq knows by name: its command for
 // one unattended try, and how it says that a try failed or that it cannot serve.
 type Preset struct {
 	Name string
@@ -32,8 +32,8 @@ type Preset struct {
 	// ExitTellsNothing marks a CLI that exits 0 on errors (opencode): its output,
 	// the required outputs and the reports decide, never the exit code alone.
 	ExitTellsNothing bool
-	// Resume is the argv of a retry that continues the agent's own session
-	// (DESIGN §16), SessionPlaceholder standing for its id and ArgsPlaceholder,
+	// Resume is the argv of a retry that continues the agent's own session,
+	// SessionPlaceholder standing for its id and ArgsPlaceholder,
 	// when present, for the extra arguments (else they follow); nil when the CLI
 	// cannot resume one unattended. ResumeHelp is the help that shows the words
 	// from its subcommand on (codex exec resume --help); nil: Help shows them all.
@@ -54,7 +54,7 @@ const SessionPlaceholder = "{session}"
 // ArgsPlaceholder in a preset's Resume argv is where the extra arguments go.
 const ArgsPlaceholder = "{args}"
 
-// presets is the table of DESIGN §10, in its order.
+// presets is the table of known agent CLIs, in the order they are documented.
 var presets = []Preset{
 	{Name: "claude", Argv: []string{"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"},
 		Help: []string{"claude", "--help"}, judge: judgeClaude, limit: claudeLimit, session: jsonSession(`"session_id"`),
@@ -80,7 +80,7 @@ var presets = []Preset{
 		Help: []string{"openclaw", "agent", "--help"}, limit: genericLimit},
 }
 
-// Presets returns the preset table, in the order of DESIGN §10.
+// Presets returns the preset table, in its documented order.
 func Presets() []Preset { return slices.Clone(presets) }
 
 // LookupPreset returns the preset called name.
@@ -133,7 +133,7 @@ func (p Preset) ResumeCommand(id string, args []string) []string {
 }
 
 // Limited reads a finished try the way this CLI says it is out of quota, and
-// when that ends (DESIGN §16). It is a limit only when the try could not serve
+// when that ends. It is a limit only when the try could not serve
 // (Judge's unavailable) and the words are a usage or rate limit, not a refused
 // credential.
 func (p Preset) Limited(exit core.Exit) (core.Limit, bool) {

@@ -12,7 +12,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// A step's result from its agent's output (resultFrom: output, DESIGN §13): the
+// A step's result from its agent's output (resultFrom: output): the
 // agent's final message, read the way its preset reads its output, and the JSON
 // value that message holds; for a command given as a list, the last JSON value
 // on stdout.

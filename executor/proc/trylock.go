@@ -32,15 +32,13 @@ import (
 // The files are reused: a try takes the first one that no agent holds and whose
 // record no step still needs (a try that state.json has IN_PROGRESS, not yet
 // judged), and the pool grows only when every file is held or needed, that is
-// to the number of agents alive at once plus the tries left to judge. Creating a
-// file per step cost the chain more than the rest of the lock: on ext4 the
-// creation's journal work doubled stepseq's CPU per step at 100 steps (0.8 ms
-// against 0.35 ms), where reopening a file costs microseconds.
+// to the number of agents alive at once plus the tries left to judge: creating a
+// file is journal work for the file system, reopening one is not.
 //
 // A per-try supervisor process (a shim that forks the agent and outlives
 // stepseq) would know the exit of an agent whose stepseq died, but it costs an
-// exec of stepseq per try: about 4 ms, half of a step of the chain today. The
-// lock costs an open, a flock and three small writes.
+// exec of stepseq per try, where the lock costs an open, a flock and three small
+// writes.
 
 // TryRecord is what a try lock says of its try. Started binds it to one try: the
 // try's agent.startedIso in state.json, unique across plans that reuse a step id.

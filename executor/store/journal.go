@@ -47,7 +47,7 @@ func (j *Journal) Record(e core.Entry) error {
 		j.pending = append(j.pending, line...)
 		return nil
 	}
-	return j.Lines().Append(line)
+	return j.lines().Append(line)
 }
 
 // Hold keeps the records that follow in memory until Flush appends them in one
@@ -76,10 +76,10 @@ func (j *Journal) Flush() error {
 	}
 	lines := j.pending
 	j.pending = nil
-	return j.Lines().Append(lines)
+	return j.lines().Append(lines)
 }
 
-func (j *Journal) Lines() *LineLog {
+func (j *Journal) lines() *LineLog {
 	j.once.Do(func() {
 		max := j.Max
 		if max <= 0 {
@@ -95,5 +95,5 @@ func (j *Journal) Close() error {
 	if j == nil {
 		return nil
 	}
-	return errors.Join(j.Flush(), j.Lines().Close())
+	return errors.Join(j.Flush(), j.lines().Close())
 }

@@ -25,12 +25,12 @@ type LineLog struct {
 	mu   sync.Mutex
 	f    *os.File
 	size int64
-	// Write is (*os.File).Write; tests put a failing one in its place.
-	Write func(f *os.File, b []byte) (int, error)
+	// write is (*os.File).write; tests put a failing one in its place.
+	write func(f *os.File, b []byte) (int, error)
 }
 
-// MaxTornScan bounds how far back open looks for the end of the last whole line.
-const MaxTornScan = 1 << 20
+// maxTornScan bounds how far back open looks for the end of the last whole line.
+const maxTornScan = 1 << 20
 
 // Append appends line, which ends in a newline.
 func (l *LineLog) Append(line []byte) error {
@@ -49,7 +49,7 @@ func (l *LineLog) Append(line []byte) error {
 			return err
 		}
 	}
-	write := l.Write
+	write := l.write
 	if write == nil {
 		write = (*os.File).Write
 	}
@@ -139,7 +139,7 @@ func cutTorn(f *os.File, size int64) (int64, error) {
 	if last[0] == '\n' {
 		return size, nil
 	}
-	start := max(0, size-MaxTornScan)
+	start := max(0, size-maxTornScan)
 	buf := make([]byte, size-start)
 	if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
 		return size, fmt.Errorf("read the end of %s: %w", f.Name(), err)

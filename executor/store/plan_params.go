@@ -10,33 +10,41 @@ import (
 	"github.com/google/renameio/v2"
 )
 
-// The params a plan was submitted with (MCP plan_submit {params}, DESIGN §9,
-// §13) wait beside the plans' records, bound to the plan's content by its
-// hash, until the sidecar takes the plan in: a plan in plans/ otherwise runs
-// on its defaults, and an edit of the file (another hash) runs on them again.
+// What a face handed in with a plan file it wrote (MCP plan_submit) waits
+// beside the plans' records, bound to the plan's content by its
+// hash: the params a run of it takes (a plan in plans/ otherwise runs on its
+// defaults) and the face it came through, which the run's state keeps
+// (Settings.Face) and which bounds what its conditions read of the
+// environment. An edit of the file (another hash) is the workspace owner's,
+// and runs on its defaults again.
 
-// submittedParams is the record of a submitted plan's params.
-type submittedParams struct {
+// Submission is the record of a plan a face submitted.
+type Submission struct {
 	Hash   string         `json:"hash"`
-	Params map[string]any `json:"params"`
+	Params map[string]any `json:"params,omitempty"`
+	// Face is the face that wrote the plan file ("mcp"); "" for none.
+	Face string `json:"face,omitempty"`
+	// Client names the face's client that submitted it, for messages: the
+	// name it gave and its session.
+	Client string `json:"client,omitempty"`
 }
 
 func (w Workspace) planParamsPath(name string) string {
 	return filepath.Join(w.PlansDir(), "params", name+".json")
 }
 
-// WritePlanParams records the params plan name (its content's hash) was
-// submitted with; none removes the record, so that the plan runs on its
-// defaults.
-func (w Workspace) WritePlanParams(name, hash string, params map[string]any) error {
+// WriteSubmission records what plan name (its content's hash) was submitted
+// with; a record with no face and no params is removed, so that the plan runs
+// on its defaults.
+func (w Workspace) WriteSubmission(name string, sub Submission) error {
 	path := w.planParamsPath(name)
-	if len(params) == 0 {
+	if len(sub.Params) == 0 && sub.Face == "" {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		return nil
 	}
-	data, err := json.Marshal(submittedParams{Hash: hash, Params: params})
+	data, err := json.Marshal(sub)
 	if err != nil {
 		return err
 	}
@@ -46,16 +54,15 @@ func (w Workspace) WritePlanParams(name, hash string, params map[string]any) err
 	return renameio.WriteFile(path, data, 0o644)
 }
 
-// SubmittedParams are the params plan name was submitted with, when its
-// content still has that hash; nil otherwise.
-func (w Workspace) SubmittedParams(name, hash string) map[string]any {
+// Submitted is what plan name was submitted with, when its content still has
+// that hash; ok is false otherwise.
+func (w Workspace) Submitted(name, hash string) (sub Submission, ok bool) {
 	data, err := ReadFile(w.planParamsPath(name), RecordCap)
 	if err != nil {
-		return nil
+		return Submission{}, false
 	}
-	var rec submittedParams
-	if json.Unmarshal(data, &rec) != nil || rec.Hash != hash {
-		return nil
+	if json.Unmarshal(data, &sub) != nil || sub.Hash != hash {
+		return Submission{}, false
 	}
-	return rec.Params
+	return sub, true
 }

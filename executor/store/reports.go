@@ -59,7 +59,7 @@ func RefuseReportFile(path string, reasons []string) {
 	_ = os.Rename(path, path+".rejected")
 }
 
-// ReportsDir is the step's report folder, .stepseq/reports/<step>/ (DESIGN §7).
+// ReportsDir is the step's report folder, .stepseq/reports/<step>/.
 func (w Workspace) ReportsDir(step string) string {
 	return filepath.Join(w.Dir, filepath.FromSlash(w.ReportsRel(step)))
 }

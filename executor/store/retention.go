@@ -17,7 +17,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// Retention (the seed's TTL prune, DESIGN §9): archived runs, try logs and rotated
+// Retention (the seed's TTL prune): archived runs, try logs and rotated
 // journals older than their retention are removed, at start and once a day. What
 // Ended well is kept for Finished; what ended blocked or failed, which someone may
 // still need to look into, for Failed.
@@ -231,7 +231,7 @@ func (pr *pruner) journals() {
 	}
 }
 
-// pruneRuns prunes the runs beside the workspace's own (DESIGN §14): a closed
+// pruneRuns prunes the runs beside the workspace's own: a closed
 // run and a finished one (its state DONE) go whole, state file and folder, once
 // their retention has passed since they were closed or last written; a run
 // still open keeps its state, and its logs and rotated journals are pruned as

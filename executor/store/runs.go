@@ -21,7 +21,7 @@ import (
 	"github.com/stepseq/stepseq/planspec"
 )
 
-// Runs (DESIGN §14): a run is one plan with its params and its own state file.
+// Runs: a run is one plan with its params and its own state file.
 // The workspace's own run is state.json, named MainRun; the run NAME is
 // state.NAME.json beside it, with its logs, reports, journal and try locks under
 // .stepseq/runs/NAME/. Any run's file is the original's format, so the original
@@ -320,8 +320,8 @@ func ReserveRun(ws Workspace, want, planName string) (string, error) {
 		case err != nil:
 			return "", err
 		case t:
-			return "", fmt.Errorf("%w: %s (its state is %s; `stepseq runs` lists them): pick another name, or close it first",
-				ErrRunExists, want, filepath.Base(RunStatePath(ws.Dir, want)))
+			return "", fmt.Errorf("%w: %s (%sits state is %s; `stepseq runs` lists them): pick another name, or close it first",
+				ErrRunExists, want, runOwner(ws, want), filepath.Base(RunStatePath(ws.Dir, want)))
 		}
 		return want, nil
 	}
@@ -340,6 +340,20 @@ func ReserveRun(ws Workspace, want, planName string) (string, error) {
 			return name, nil
 		}
 	}
+}
+
+// runOwner names what holds run name, for a refusal: its plan and whether it
+// was started through a face ("plan review, started through MCP; "); "" when
+// its state cannot be read.
+func runOwner(ws Workspace, name string) string {
+	st, err := (&StateFile{Path: RunStatePath(ws.Dir, name)}).Read()
+	if err != nil || st.Settings.Name == "" {
+		return ""
+	}
+	if st.Settings.Face != "" {
+		return fmt.Sprintf("plan %s, started through %s; ", st.Settings.Name, strings.ToUpper(st.Settings.Face))
+	}
+	return fmt.Sprintf("plan %s; ", st.Settings.Name)
 }
 
 // RunNameOf makes a plan's name a run's name: each byte a run's name may not

@@ -57,39 +57,39 @@ func (f *StateFile) Bytes() ([]byte, error) { return f.readBytes() }
 // StateFile is a state.json on disk, read and replaced whole.
 type StateFile struct {
 	Path string
-	// Last is what this process last read or wrote, in pieces as it was
-	// Written, so that it can tell its own writes from others' and skip parsing
+	// last is what this process last read or wrote, in pieces as it was
+	// written, so that it can tell its own writes from others' and skip parsing
 	// an unchanged file: a comparison of bytes, no hash.
-	Last [][]byte
+	last [][]byte
 	// scratch is a read's buffer, reused when the read was an echo.
 	scratch []byte
 	// unsynced: the last rename awaits its folder's fsync (Sync).
 	unsynced bool
-	// Written identifies the file this process last wrote, when the file system
+	// written identifies the file this process last wrote, when the file system
 	// kept its stamp: while the file on disk still has it, it is that write.
-	Written fileIdent
+	written fileIdent
 	// kept is the state Preread parsed, for the next ReadIfChanged.
 	kept *planspec.State
-	// Seen identifies the file the last read found, when its times tell any
+	// seen identifies the file the last read found, when its times tell any
 	// later change (see readSettle): while the file on disk still has it, it
 	// holds last, and a read of it can be skipped.
-	Seen fileIdent
+	seen fileIdent
 }
 
 // fileIdent is what stat tells of a file: a file this process wrote, stamped with
 // a modification time no write can give (see stampAge), still has all of it until
 // somebody else writes, truncates or replaces it.
 type fileIdent struct {
-	dev, Ino     uint64
+	dev, ino     uint64
 	size         int64
 	mtime, ctime syscall.Timespec
 }
 
-// StampAge is how far in the past a written state's modification time is set. A
+// stampAge is how far in the past a written state's modification time is set. A
 // later write by anybody sets the current time, which cannot be that stamp (file
 // systems stamp at a granularity of milliseconds at most); so size, inode and
 // times unchanged mean the bytes are the ones written, with no read and no hash.
-const StampAge = time.Second
+const stampAge = time.Second
 
 // readSettle is how long before a read a file's change time must lie for the
 // file's stat to stand for its content afterwards. Any write, truncate or
@@ -99,9 +99,9 @@ const StampAge = time.Second
 // millisecond (FAT, some network file systems) are never trusted.
 const readSettle = 25 * time.Millisecond
 
-// SettledIdent is fi's ident when its change time is readSettle or more before
+// settledIdent is fi's ident when its change time is readSettle or more before
 // began, when the read that follows the stat began.
-func SettledIdent(fi fs.FileInfo, began time.Time) fileIdent {
+func settledIdent(fi fs.FileInfo, began time.Time) fileIdent {
 	id, ok := identOf(fi)
 	if !ok || id.ctime.Nsec%int64(time.Millisecond) == 0 || began.Sub(time.Unix(id.ctime.Unix())) < readSettle {
 		return fileIdent{}
@@ -115,7 +115,7 @@ func identOf(fi fs.FileInfo) (fileIdent, bool) {
 		return fileIdent{}, false
 	}
 	mtime, ctime := statTimes(st)
-	return fileIdent{dev: uint64(st.Dev), Ino: st.Ino, size: st.Size, mtime: mtime, ctime: ctime}, true
+	return fileIdent{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: mtime, ctime: ctime}, true
 }
 
 // Read parses the file. A missing file returns (nil, fs.ErrNotExist).
@@ -147,9 +147,9 @@ func (f *StateFile) PrereadState() *planspec.State { return f.kept }
 func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error) {
 	kept := f.kept
 	f.kept = nil
-	if (f.Written.Ino != 0 || f.Seen.Ino != 0) && f.Last != nil {
+	if (f.written.ino != 0 || f.seen.ino != 0) && f.last != nil {
 		if fi, err := os.Stat(f.Path); err == nil {
-			if id, ok := identOf(fi); ok && (id == f.Written || id == f.Seen) {
+			if id, ok := identOf(fi); ok && (id == f.written || id == f.seen) {
 				// The file this process wrote or last read, untouched.
 				if kept != nil {
 					return kept, true, nil // as Preread parsed it
@@ -160,12 +160,12 @@ func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error
 	}
 	data, seen, err := f.readSeen(f.scratch)
 	if err != nil {
-		f.Seen = fileIdent{}
+		f.seen = fileIdent{}
 		return nil, true, err
 	}
-	if f.Last != nil && equalPieces(data, f.Last) {
+	if f.last != nil && equalPieces(data, f.last) {
 		f.scratch = data // an echo: the buffer serves the next read
-		f.Seen = seen
+		f.seen = seen
 		if kept != nil {
 			return kept, true, nil // as Preread parsed it
 		}
@@ -180,10 +180,10 @@ func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error
 func (f *StateFile) parse(data []byte, seen fileIdent) (*planspec.State, error) {
 	st, err := planspec.ParseState(bytes.NewReader(data), f.Path)
 	if err != nil {
-		f.Seen = fileIdent{}
+		f.seen = fileIdent{}
 		return nil, err
 	}
-	f.Last, f.Written, f.Seen = [][]byte{data}, fileIdent{}, seen
+	f.last, f.written, f.seen = [][]byte{data}, fileIdent{}, seen
 	return st, nil
 }
 
@@ -225,7 +225,7 @@ func (f *StateFile) readSeen(buf []byte) ([]byte, fileIdent, error) {
 	if err != nil {
 		return nil, fileIdent{}, err
 	}
-	return data, SettledIdent(fi, began), nil
+	return data, settledIdent(fi, began), nil
 }
 
 // Write replaces the file atomically and durably: a temp file in the same
@@ -284,14 +284,13 @@ func (f *StateFile) replace(pieces [][]byte) error {
 		return fmt.Errorf("write %s: %w", f.Path, stateTooBig(size))
 	}
 	dir := filepath.Dir(f.Path)
-	f.Written, f.kept, f.Seen = fileIdent{}, nil, fileIdent{}
-	stamp := time.Now().Add(-StampAge).Truncate(time.Microsecond)
+	f.written, f.kept, f.seen = fileIdent{}, nil, fileIdent{}
+	stamp := time.Now().Add(-stampAge).Truncate(time.Microsecond)
 	// A large file replaced is held open across the rename, so that its blocks
-	// are freed when it is closed, beside the loop, not by the rename: at 21 MiB
-	// the rename over it took 7-14 ms, held open 0.05 ms. O_NONBLOCK: a FIFO put
-	// in its place since the Lstat does not block the open.
+	// are freed when it is closed, beside the loop, not by the slow rename.
+	// O_NONBLOCK: a FIFO put in its place since the Lstat does not block the open.
 	var replaced *os.File
-	if lerr == nil && fi.Mode().IsRegular() && fi.Size() >= FreeLaterFrom {
+	if lerr == nil && fi.Mode().IsRegular() && fi.Size() >= freeLaterFrom {
 		replaced, _ = os.OpenFile(f.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	}
 	if replaced != nil {
@@ -308,21 +307,21 @@ func (f *StateFile) replace(pieces [][]byte) error {
 		}
 		return fmt.Errorf("write %s: %w", f.Path, err)
 	}
-	f.Last, f.unsynced = pieces, true
+	f.last, f.unsynced = pieces, true
 	// Trusted only where the file system kept the stamp to the microsecond.
 	if fi, err := os.Lstat(f.Path); err == nil && fi.ModTime().Equal(stamp) && fi.Size() == int64(size) {
-		f.Written, _ = identOf(fi)
+		f.written, _ = identOf(fi)
 	}
 	return nil
 }
 
-// FreeLaterFrom is the size from which a state file replaced is closed, and its
+// freeLaterFrom is the size from which a state file replaced is closed, and its
 // blocks freed, beside the write (see replace).
-const FreeLaterFrom = 1 << 20
+const freeLaterFrom = 1 << 20
 
-// WritebackChunk is how much of a state is written before its writing to the
+// writebackChunk is how much of a state is written before its writing to the
 // disk is started.
-const WritebackChunk = 2 << 20
+const writebackChunk = 2 << 20
 
 // replaceFile writes the pieces to a temporary file in path's folder, stamps
 // its modification time, syncs it and renames it over path.
@@ -333,17 +332,16 @@ func replaceFile(path string, pieces [][]byte, stamp time.Time) error {
 	}
 	defer pf.Cleanup()
 	// A large state goes to the disk as it is written, a chunk at a time, rather
-	// than all at the fsync: writing and syncing 14.4 MiB took 10.6 and 18.9 ms
-	// where it took 14.9 and 19.9 (medians of 25, alternated, two runs).
+	// than all at the fsync, which then has little left to wait for.
 	var off, kicked int64
 	for _, p := range pieces {
 		for len(p) > 0 {
-			n, err := pf.Write(p[:min(len(p), WritebackChunk)])
+			n, err := pf.Write(p[:min(len(p), writebackChunk)])
 			if err != nil {
 				return err
 			}
 			p, off = p[n:], off+int64(n)
-			if off-kicked >= WritebackChunk {
+			if off-kicked >= writebackChunk {
 				startWriteback(pf.File, kicked, off-kicked)
 				kicked = off
 			}

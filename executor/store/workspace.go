@@ -20,7 +20,7 @@ import (
 const MetaDir = core.MetaDir
 
 // Workspace is the folder holding a state file, and stepseq's files beside it.
-// It is one run's view of the folder (DESIGN §14): the workspace's own run,
+// It is one run's view of the folder: the workspace's own run,
 // state.json, keeps its logs, reports, journal and try locks under .stepseq/;
 // the run NAME (state.NAME.json) under .stepseq/runs/NAME/. The lock, the plan
 // records, the history and the pull key are the folder's, shared by its runs.

@@ -27,7 +27,7 @@ const (
 	PhaseBlocked     = "blocked"
 	PhaseReviewing   = "reviewing"
 	PhaseDone        = "done"
-	// PhaseWaiting: the step's agents are out of quota until a reset (DESIGN §16).
+	// PhaseWaiting: the step's agents are out of quota until a reset.
 	PhaseWaiting = "waiting"
 )
 
@@ -40,9 +40,9 @@ type View struct {
 	Waiting  string // what the plan waits for, in words; may be empty
 	Blockers []string
 	// Params are the run's params and Summary what the plan's summary gave
-	// when it ended (DESIGN §13), by name, each value as JSON.
+	// when it ended, by name, each value as JSON.
 	Params, Summary []Field
-	// Reports is whether the plan's workers report (DESIGN §7). Without reports
+	// Reports is whether the plan's workers report. Without reports
 	// a step in_progress is shown as "running": nobody said it was accepted.
 	Reports bool
 	Steps   []StepView
@@ -53,10 +53,10 @@ type View struct {
 	// steps are drawn as a chain in their order. An edge naming no step is
 	// left out.
 	Edges [][2]string
-	// Loops are the plan's repeat groups (DESIGN §13), each drawn as a frame
+	// Loops are the plan's repeat groups, each drawn as a frame
 	// around its steps with its back edge.
 	Loops []LoopView
-	// Runs are the workspace's other runs (DESIGN §14), beside the one shown.
+	// Runs are the workspace's other runs, beside the one shown.
 	Runs []RunView
 }
 
@@ -97,7 +97,7 @@ type StepView struct {
 	LogTail    string // the end of the current try's log; the page shows the last Options.LogTailBytes
 }
 
-// ReportView is a worker's report (DESIGN §7).
+// ReportView is a worker's report.
 type ReportView struct {
 	Status   string // accepted, milestone, blocked, done
 	Summary  string
@@ -107,13 +107,13 @@ type ReportView struct {
 	Time     time.Time
 }
 
-// NoteView is one notification sent to the user (DESIGN §8).
+// NoteView is one notification sent to the user.
 type NoteView struct {
 	Time   time.Time
 	Step   string
 	Try    int
 	Status string
-	Event  string // what happened beyond the status word (DESIGN §8)
+	Event  string // what happened beyond the status word
 	Output string
 	Next   string
 	Run    string // the run it is about; empty for the workspace's own

@@ -139,8 +139,8 @@ func TestWorkspace_ParamsAndSummary(t *testing.T) {
 	}
 }
 
-// TestWorkspace_OtherRuns: the page lists the runs beside state.json (DESIGN
-// §14), a broken run file among them with its reason, and a notification
+// TestWorkspace_OtherRuns: the page lists the runs beside state.json, a
+// broken run file among them with its reason, and a notification
 // about a run names it.
 func TestWorkspace_OtherRuns(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 // Templates in an agent's arguments: `agent: [claude, -p,
 // --model, "${params.model}"]` or `{preset: codex, args: [-m, "${params.model}"]}`.
 // An argument is rendered when a try starts, as the instruction is, and the
-// rules that keep the prompt data, never code (the shell rule, §15), hold for
+// rules that keep the prompt data, never code (the shell rule), hold for
 // what a template gives as for what the plan wrote:
 //   - a rendered value is one argument, whatever spaces or quotes it holds:
 //     nothing is split again, and no shell ever sees it;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,13 @@ type Condition struct {
 	usesStep   bool
 	usesRounds bool
 	usesRun    bool // reads round or now: known only while the run goes
+	// readsEnv: the expression names env or $env, so its evaluation errors
+	// show nothing it evaluated (envTaintedError). envNames are the names
+	// given to env() as literals; envBuilt: it may read others, named at run
+	// time (env(vars.k)) or through $env.
+	readsEnv bool
+	envNames []string
+	envBuilt bool
 	// stepsNamed: every use of steps is steps.ID (or steps["ID"]) with a
 	// literal id, so an evaluation needs only those steps' records.
 	stepsNamed bool
@@ -146,6 +154,36 @@ func (c *Condition) Paths() (paths, globs []string) {
 	return slices.Clone(c.paths), slices.Clone(c.globs)
 }
 
+// EnvNames returns the names the condition reads with env("NAME"), and
+// whether they are all it may read: false when a name is built at run time
+// (env(vars.k)) or the environment is reached through $env.
+func (c *Condition) EnvNames() (names []string, known bool) {
+	return slices.Clone(c.envNames), !c.envBuilt
+}
+
+// UnexposedEnv says why condition c may not run in a plan that arrived through
+// a face, whose env() reads only the names in exposed: the names it reads
+// that are not, or that it builds a name at run time; "" when it may run.
+func UnexposedEnv(c *Condition, exposed []string) string {
+	names, known := c.EnvNames()
+	if !known {
+		return "env() with a name built at run time, or $env, is not allowed in a plan that arrives through MCP " +
+			"(plan_submit, run_start): name the variable, env(\"NAME\"), for the operator to expose with --expose-env NAME on watch or mcp"
+	}
+	var hidden, flags []string
+	for _, n := range names {
+		if !slices.Contains(exposed, n) {
+			hidden = append(hidden, fmt.Sprintf("env(%q)", n))
+			flags = append(flags, "--expose-env "+n)
+		}
+	}
+	if len(hidden) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: a plan that arrives through MCP (plan_submit, run_start) reads only the environment the operator exposes (%s on watch or mcp); "+
+		"or pass the value as a param", strings.Join(hidden, ", "), strings.Join(flags, " "))
+}
+
 // PathsKnown reports whether Paths names every file the condition may read:
 // false when a file function is given a path built at run time.
 func (c *Condition) PathsKnown() bool { return !c.builtPaths }
@@ -168,12 +206,11 @@ func (c *Condition) Eval(env *Env) (bool, error) {
 	defer putEvaluation(ev)
 	out, err := ev.vm.Run(prog, ev)
 	if err != nil {
-		return false, redactEnv(runtimeError(c.src, err), ev.envGave)
+		return false, c.evalError(err)
 	}
 	b, ok := out.(bool)
 	if !ok {
-		err := &ConditionError{Source: c.src, Msg: fmt.Sprintf("gave %s, want true or false", describeValue(out))}
-		return false, redactEnv(err, ev.envGave)
+		return false, c.notBoolError(out)
 	}
 	return b, nil
 }
@@ -191,12 +228,12 @@ func (c *Condition) evalValue(env *Env) (any, error) {
 	defer putEvaluation(ev)
 	out, err := ev.vm.Run(prog, ev)
 	if err != nil {
-		return nil, redactEnv(runtimeError(c.src, err), ev.envGave)
+		return nil, c.evalError(err)
 	}
 	return out, nil
 }
 
-func runtimeError(src string, err error) error {
+func runtimeError(src string, err error) *ConditionError {
 	var fe *file.Error
 	if !errors.As(err, &fe) {
 		return &ConditionError{Source: src, Msg: err.Error(), Err: err}

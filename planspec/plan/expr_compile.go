@@ -186,6 +186,9 @@ func (c *Condition) inspect(root *ast.Node) error {
 		return v.err
 	}
 	c.stepsNamed = v.stepsIdents == v.stepsNamed
+	// A use of env other than a call with a literal name (env(vars.k), env
+	// passed as a value) reads a name known only at run time.
+	c.envBuilt = c.envBuilt || v.envIdents != v.envNamed
 	return nil
 }
 
@@ -194,6 +197,8 @@ type inspector struct {
 	err *ConditionError
 	// stepsIdents counts the uses of steps, stepsNamed those that are steps.ID.
 	stepsIdents, stepsNamed int
+	// envIdents counts the uses of env, envNamed those that are env("NAME").
+	envIdents, envNamed int
 }
 
 // Visit notes what a node of the condition reads: names, steps.ID, vars and
@@ -228,7 +233,10 @@ func (v *inspector) identifier(n *ast.IdentifierNode) {
 		c.usesRun = true
 	case n.Value == "$env":
 		c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
-		c.builtPaths = true
+		c.builtPaths, c.readsEnv, c.envBuilt = true, true, true
+	case n.Value == "env":
+		c.readsEnv = true
+		v.envIdents++
 	case pathFuncs[n.Value] || n.Value == "glob" || n.Value == "globCount":
 		c.usesFS = true
 	}
@@ -267,6 +275,11 @@ func (v *inspector) call(n *ast.CallNode) {
 		return
 	}
 	switch {
+	case fn.Value == "env":
+		v.envNamed++
+		if !slices.Contains(c.envNames, arg.Value) {
+			c.envNames = append(c.envNames, arg.Value)
+		}
 	case pathFuncs[fn.Value]:
 		if err := planspec.CheckPath(arg.Value); err != nil {
 			v.fail(arg, fn.Value, err)

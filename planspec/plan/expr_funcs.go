@@ -47,10 +47,9 @@ type evaluation struct {
 	Rounds []map[string]planspec.RunView `expr:"rounds"`
 	Result any                           `expr:"result"`
 
-	env     *Env
-	stats   []statEntry // what this evaluation already asked the file system
-	envGave []string    // what env() gave, masked in the evaluation's error
-	vm      vm.VM
+	env   *Env
+	stats []statEntry // what this evaluation already asked the file system
+	vm    vm.VM
 }
 
 func viewOf(r *planspec.StepRun) planspec.RunView {
@@ -121,8 +120,6 @@ func putEvaluation(ev *evaluation) {
 	clear(ev.Steps)
 	clear(ev.stats)
 	ev.stats = ev.stats[:0]
-	clear(ev.envGave)
-	ev.envGave = ev.envGave[:0]
 	evaluations.Put(ev)
 }
 
@@ -187,16 +184,10 @@ func (ev *evaluation) now() time.Time {
 }
 
 func (ev *evaluation) getenv(name string) string {
-	var v string
 	if ev.env.Getenv == nil {
-		v = os.Getenv(name)
-	} else {
-		v = ev.env.Getenv(name)
+		return os.Getenv(name)
 	}
-	if v != "" && !slices.Contains(ev.envGave, v) {
-		ev.envGave = append(ev.envGave, v)
-	}
-	return v
+	return ev.env.Getenv(name)
 }
 
 // open opens a regular file inside the workspace, or reports it missing.

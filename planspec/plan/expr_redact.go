@@ -1,125 +1,101 @@
 package plan
 
 import (
+	"errors"
+	"fmt"
 	"strings"
-	"unicode/utf8"
 )
 
-// envRedacted stands where an evaluation error would have shown what env() gave.
-const envRedacted = "[env]"
+// An evaluation error goes to state.json, status, MCP, the journal and the log,
+// and the environment holds tokens. Once an expression reads env(), any word of
+// its error may come from there: the value itself, or the value converted,
+// sliced, split and joined, upper-cased. Masking the values cannot keep up with
+// what an expression can make of them, so such an expression's error is
+// replaced whole: the expression as written (the plan's text, not the
+// environment's) and the kind of failure, a word from a fixed list.
 
-// minEnvFragment is the shortest piece of an env() value that is masked wherever it
-// appears in an error: a condition can slice a secret (int(env("K")[0:4])) and the
-// error then prints the slice. A shorter value is masked wherever it appears whole,
-// a one-character value only where it stands as a word.
-const minEnvFragment = 3
+// envHidden ends the error of an expression that reads env().
+const envHidden = " (the expression reads env(), so what it evaluated is not shown)"
 
-// redactedError is an evaluation error whose text no longer shows env() values. It
-// keeps the error it stands for, so errors.Is still matches the sentinels.
-type redactedError struct {
-	msg string
-	err error
+// Failure kinds of an expression that reads env(), told by the start of expr's
+// message, which is fixed text: a value can appear only after it.
+const (
+	failConversion = "type conversion failed"
+	failOperation  = "invalid operation on the values' types"
+	failIndex      = "index or slice out of range"
+	failMember     = "no such member"
+	failMemory     = "memory budget exceeded"
+	failDivision   = "division by zero"
+	failRegexp     = "invalid regular expression"
+	failRead       = "cannot read the file (over the size limit, not JSON, or too many glob matches)"
+	failNotBool    = "gave a value that is not true or false"
+	failOther      = "evaluation failed"
+)
+
+// failureKinds are every kind a tainted error can name.
+var failureKinds = []string{failConversion, failOperation, failIndex, failMember, failMemory, failDivision,
+	failRegexp, failRead, failNotBool, failOther}
+
+// failurePrefixes tell a kind by how expr's (and Go's) message starts, most
+// specific first.
+var failurePrefixes = []struct{ prefix, kind string }{
+	{"invalid operation: int(", failConversion},
+	{"invalid operation: int64(", failConversion},
+	{"invalid operation: float(", failConversion},
+	{"invalid operation: bool(", failConversion},
+	{"strconv.", failConversion},
+	{"invalid operation: ", failOperation},
+	{"operator ", failOperation},
+	{"invalid argument for ", failOperation},
+	{"index out of range", failIndex},
+	{"cannot slice", failIndex},
+	{"runtime error: index out of range", failIndex},
+	{"runtime error: slice bounds out of range", failIndex},
+	{"cannot fetch ", failMember},
+	{"cannot get ", failMember},
+	{"memory budget exceeded", failMemory},
+	{"runtime error: integer divide by zero", failDivision},
+	{"error parsing regexp", failRegexp},
 }
 
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// redactEnv masks in err's text every value env() gave during the evaluation.
-// Evaluation errors go to state.json, status, MCP, the journal and the log; the
-// environment holds tokens, so none of it may reach them.
-func redactEnv(err error, values []string) error {
-	if len(values) == 0 {
-		return err
-	}
-	ce, ok := err.(*ConditionError)
-	if !ok {
-		msg := maskEnv(err.Error(), values)
-		if msg == err.Error() {
-			return err
+// failureKind is the kind of failure expr's message msg tells.
+func failureKind(msg string) string {
+	for _, p := range failurePrefixes {
+		if strings.HasPrefix(msg, p.prefix) {
+			return p.kind
 		}
-		return &redactedError{msg: msg, err: err}
 	}
-	msg := maskEnv(ce.Msg, values)
-	if msg == ce.Msg {
-		return err
-	}
-	out := *ce
-	out.Msg = msg
-	if ce.Err != nil {
-		out.Err = &redactedError{msg: maskEnv(ce.Err.Error(), values), err: ce.Err}
-	}
-	return &out
+	return failOther
 }
 
-// maskEnv replaces in s every run of at least minEnvFragment bytes that is part of
-// one of values, and every occurrence of a shorter one.
-func maskEnv(s string, values []string) string {
-	var b strings.Builder
-	last := 0 // s[:last] is decided
-	for i := 0; i < len(s); {
-		n := 0
-		for _, v := range values {
-			if m := envRun(s, i, v); m > n {
-				n = m
-			}
-		}
-		if n == 0 {
-			_, w := utf8.DecodeRuneInString(s[i:])
-			i += w
-			continue
-		}
-		b.WriteString(s[last:i])
-		b.WriteString(envRedacted)
-		i += n
-		last = i
+// envTaintedError is the error of an expression that reads env(): its source
+// and the kind of what failed, nothing the evaluation saw. It wraps only the
+// package's sentinels, so that errors.Is still matches them and nothing else
+// can be unwrapped.
+func envTaintedError(src, kind string, err error) error {
+	ce := &ConditionError{Source: src}
+	if errors.Is(err, ErrConditionRead) {
+		kind, ce.Err = failRead, ErrConditionRead
 	}
-	if last == 0 {
-		return s
-	}
-	b.WriteString(s[last:])
-	return b.String()
+	ce.Msg = kind + envHidden
+	return ce
 }
 
-// envRun is how many bytes of s from i are to be masked for value v: the longest
-// run, ending on a rune boundary, that occurs in v when it is at least
-// minEnvFragment long, or all of v when v is shorter and found there (standing as
-// a word, for a single character).
-func envRun(s string, i int, v string) int {
-	if v == "" {
-		return 0
+// evalError is the ConditionError of an evaluation that failed with err:
+// located where expr says, or, when the expression reads env(), replaced by
+// envTaintedError.
+func (c *Condition) evalError(err error) error {
+	ce := runtimeError(c.src, err)
+	if !c.readsEnv {
+		return ce
 	}
-	if len(v) < minEnvFragment {
-		if strings.HasPrefix(s[i:], v) && (len(v) > 1 || (i == 0 || !wordByte(s, i-1)) && !wordByte(s, i+len(v))) {
-			return len(v)
-		}
-		return 0
-	}
-	s = s[i:]
-	n := 0
-	for end := minEnvFragment; end <= len(s) && end <= len(v); end++ {
-		if !strings.Contains(v, s[:end]) {
-			break
-		}
-		if utf8.RuneStart(byteAt(s, end)) {
-			n = end
-		}
-	}
-	return n
+	return envTaintedError(c.src, failureKind(ce.Msg), err)
 }
 
-// wordByte reports whether s[i] continues a word (a letter, digit or underscore).
-func wordByte(s string, i int) bool {
-	if i >= len(s) {
-		return false
+// notBoolError is the error of a condition that gave out instead of a boolean.
+func (c *Condition) notBoolError(out any) error {
+	if c.readsEnv {
+		return envTaintedError(c.src, failNotBool, nil)
 	}
-	c := s[i]
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= utf8.RuneSelf
-}
-
-// byteAt is s[i], or a rune start past the end.
-func byteAt(s string, i int) byte {
-	if i >= len(s) {
-		return 0
-	}
-	return s[i]
+	return &ConditionError{Source: c.src, Msg: fmt.Sprintf("gave %s, want true or false", describeValue(out))}
 }

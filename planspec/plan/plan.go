@@ -34,6 +34,11 @@ type Plan struct {
 	// Steps are every step in file order, a group's steps in its place;
 	// Settings.Groups are the repeat groups among them.
 	Steps []PlanStep
+
+	// envConds are the conditions that read env(), envUses where the file has
+	// each (its message the condition's key), for CheckEnv.
+	envConds []*Condition
+	envUses  []*PlanError
 }
 
 // PlanStep is one step of a plan, in file order.
@@ -60,6 +65,23 @@ func ParsePlan(r io.Reader, name string) (*Plan, error) {
 		p.Name = PlanName(name)
 	}
 	return p, nil
+}
+
+// CheckEnv refuses, located, every condition that reads a name of the
+// environment not in exposed, or a name built at run time: a plan that arrives
+// through a face (plan_submit, run_start) reads only what the operator exposes
+// with --expose-env, since which step runs next would otherwise spell out any
+// variable one bit at a time. Nil when every condition may run.
+func (p *Plan) CheckEnv(exposed []string) error {
+	var errs []*PlanError
+	for i, c := range p.envConds {
+		if msg := UnexposedEnv(c, exposed); msg != "" {
+			e := *p.envUses[i]
+			e.Msg += ": " + msg
+			errs = append(errs, &e)
+		}
+	}
+	return planErrors(errs)
 }
 
 // PlanName is the name of a plan that does not give one: its file name without

@@ -3,8 +3,11 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // everySetting is a plan that sets every top-level key a plan may have.
@@ -55,5 +58,72 @@ func TestPlan_StateSettingsShape(t *testing.T) {
 	}
 	if got := string(top["stepDelayMinutes"]); got != "1.5" {
 		t.Errorf("stepDelayMinutes %s, want 1.5", got)
+	}
+}
+
+// TestPlan_CheckEnv: for a plan that arrives through a face, every condition
+// reading a name of the environment not exposed, or a name built at run time,
+// is a located error naming env() and the --expose-env that would allow it; a
+// plan reading only exposed names, or none, passes.
+func TestPlan_CheckEnv(t *testing.T) {
+	const src = `vars: {k: HOME}
+steps:
+  - id: a
+    title: A
+    instruction: do a
+    when: env("DEPLOY") == "prod"
+    check: env("TOKEN") != "" && env("DEPLOY") != ""
+  - id: b
+    title: B
+    instruction: do b
+    skip: 'env(vars.k) == ""'
+  - id: c
+    title: C
+    instruction: do c
+    check: exists("out")
+`
+	p, err := ParsePlan(strings.NewReader(src), "plan.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.CheckEnv([]string{"DEPLOY"})
+	want := []string{
+		`plan.yaml:7:12: check: env("TOKEN"): a plan that arrives through MCP (plan_submit, run_start) reads only the environment the operator exposes (--expose-env TOKEN on watch or mcp); or pass the value as a param`,
+		`plan.yaml:11:11: skip: env() with a name built at run time, or $env, is not allowed in a plan that arrives through MCP (plan_submit, run_start): name the variable, env("NAME"), for the operator to expose with --expose-env NAME on watch or mcp`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("CheckEnv([DEPLOY]):\n got %v\nwant %s", err, strings.Join(want, "\n"))
+	}
+	if !errors.Is(err, ErrInvalidPlan) {
+		t.Errorf("want ErrInvalidPlan, got %v", err)
+	}
+	if err := p.CheckEnv(nil); err == nil || !strings.Contains(err.Error(), `env("DEPLOY"): a plan that arrives through MCP`) {
+		t.Errorf("CheckEnv(nil) = %v, want DEPLOY refused too", err)
+	}
+	p2, _ := ParsePlan(strings.NewReader(strings.Split(src, "  - id: b")[0]), "plan.yaml")
+	if err := p2.CheckEnv([]string{"TOKEN", "DEPLOY"}); err != nil {
+		t.Errorf("every name exposed: %v", err)
+	}
+}
+
+// TestState_FaceKept: the face a run's plan arrived through is kept in its
+// state's stepseq key, and read back: what env() may read holds after a restart.
+func TestState_FaceKept(t *testing.T) {
+	p, err := ParsePlan(strings.NewReader(everySetting), "plans/every.plan.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.State("plans/every.plan.yaml", "sha256:abc")
+	st.Settings.Face = "mcp"
+	data := st.Marshal()
+	if !bytes.Contains(data, []byte(`"face": "mcp"`)) {
+		t.Fatalf("state.json lacks the face:\n%s", data)
+	}
+	back, err := planspec.ParseState(bytes.NewReader(data), "state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Settings.Face != "mcp" {
+		t.Errorf("read back: face %q, want mcp", back.Settings.Face)
 	}
 }

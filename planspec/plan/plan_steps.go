@@ -56,7 +56,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 	}
 	first := d.planSteps(p, steps)
 	d.checkPulledOutputs(p, steps)
-	d.compileConditions()
+	d.compileConditions(p)
 	d.checkRefs(first, p.Vars, p.ParamNames())
 	d.checkParamTypes(p.Params)
 	d.checkResultTypes(p.Params)
@@ -311,8 +311,9 @@ func (d *planDecoder) condition(n *yaml.Node, field string) string {
 
 // compileConditions type-checks the plan's conditions, on every CPU when there
 // are many: checking is most of the cost of validating a large plan. Errors are
-// reported in plan order whatever order the compilations finish in.
-func (d *planDecoder) compileConditions() {
+// reported in plan order whatever order the compilations finish in. The
+// conditions that read env() are kept in p, located, for CheckEnv.
+func (d *planDecoder) compileConditions(p *Plan) {
 	results := make([]*Condition, len(d.conds))
 	errs := make([]error, len(d.conds))
 	compile := func(i int) { results[i], errs[i] = checkCondition(d.conds[i].src) }
@@ -329,8 +330,15 @@ func (d *planDecoder) compileConditions() {
 	for i, pc := range d.conds {
 		if errs[i] != nil {
 			d.conditionError(pc.node, pc.field, errs[i])
-		} else if c := results[i]; len(c.steps) > 0 || len(c.vars) > 0 || len(c.params) > 0 {
-			d.refs = append(d.refs, stepRef{node: pc.node, field: pc.field, key: lastKey(pc.field), cond: results[i]})
+			continue
+		}
+		c := results[i]
+		if len(c.steps) > 0 || len(c.vars) > 0 || len(c.params) > 0 {
+			d.refs = append(d.refs, stepRef{node: pc.node, field: pc.field, key: lastKey(pc.field), cond: c})
+		}
+		if c.readsEnv {
+			p.envUses = append(p.envUses, &PlanError{File: d.file, Line: pc.node.Line, Col: pc.node.Column, Field: pc.field, Msg: lastKey(pc.field)})
+			p.envConds = append(p.envConds, c)
 		}
 	}
 }

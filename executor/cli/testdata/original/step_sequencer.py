@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A model of the Agent Step Sequencer's check and runner scripts, for the tests.
 
-Written from the contract (DESIGN §1), not from the scripts: it reads state.json
+Written from the contract, not from the scripts: it reads state.json
 with json.load and writes it with json.dump(indent=2) as they do, keeping every
 key it does not know, and follows their rules: the cursor moves past a DONE step,
 a FAILED step is retried up to STEP_MAX_RETRIES tries (then one blocker line),

@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/stepseq/stepseq/executor/core"
-	"github.com/stepseq/stepseq/executor/store"
 )
 
 // halfWriter writes half of what it is given, then fails as a full disk does.
@@ -22,19 +21,19 @@ func halfWriter(f *os.File, b []byte) (int, error) {
 // its line; the retried line is whole and on a line of its own.
 func TestLineLog_FailedAppendIsAbsent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	l := &store.LineLog{Path: path}
+	l := &LineLog{Path: path}
 	defer l.Close()
 	if err := l.Append([]byte(`{"n":1}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
-	l.Write = halfWriter
+	l.write = halfWriter
 	if err := l.Append([]byte(`{"n":2,"pad":"` + strings.Repeat("x", 100) + `"}` + "\n")); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
 	}
 	if data, _ := os.ReadFile(path); string(data) != `{"n":1}`+"\n" {
 		t.Fatalf("after the failed append the file holds %q, want the first line alone", data)
 	}
-	l.Write = nil
+	l.write = nil
 	if err := l.Append([]byte(`{"n":2}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +49,13 @@ func TestLineLog_TornTailCutOnOpen(t *testing.T) {
 		{`{"n":1}` + "\n" + `{"n":2,"tor`, `{"n":1}` + "\n" + `{"n":3}` + "\n"},
 		{`{"n":2,"tor`, `{"n":3}` + "\n"},
 		{"", `{"n":3}` + "\n"},
-		{strings.Repeat("x", store.MaxTornScan+10), strings.Repeat("x", store.MaxTornScan+10) + "\n" + `{"n":3}` + "\n"},
+		{strings.Repeat("x", maxTornScan+10), strings.Repeat("x", maxTornScan+10) + "\n" + `{"n":3}` + "\n"},
 	} {
 		path := filepath.Join(t.TempDir(), "feed.jsonl")
 		if err := os.WriteFile(path, []byte(tc.before), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		l := &store.LineLog{Path: path}
+		l := &LineLog{Path: path}
 		if err := l.Append([]byte(`{"n":3}` + "\n")); err != nil {
 			t.Fatal(err)
 		}
@@ -70,13 +69,13 @@ func TestLineLog_TornTailCutOnOpen(t *testing.T) {
 // TestJournal_FailedRecordIsAbsent: the journal appends through a LineLog.
 func TestJournal_FailedRecordIsAbsent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	j := &store.Journal{Path: path}
+	j := &Journal{Path: path}
 	defer j.Close()
-	j.Lines().Write = halfWriter
+	j.lines().write = halfWriter
 	if err := j.Record(core.Entry{Event: "decide", Reason: strings.Repeat("r", 200)}); err == nil {
 		t.Fatal("a failed record reported no error")
 	}
-	j.Lines().Write = nil
+	j.lines().write = nil
 	if err := j.Record(core.Entry{Event: "launch"}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,16 +89,16 @@ func TestJournal_FailedRecordIsAbsent(t *testing.T) {
 // bytes fit and the rest do not: the write is cut short by the kernel, and the
 // file keeps only whole lines; once there is room, the retried line is whole.
 func TestLineLog_FullDiskMidAppend(t *testing.T) {
-	w := tmpfsWorkspace(t, "256k")
-	path := w.path("feed.jsonl")
-	l := &store.LineLog{Path: path}
+	dir := tmpfsDir(t, "256k")
+	path := filepath.Join(dir, "feed.jsonl")
+	l := &LineLog{Path: path}
 	defer l.Close()
 	// The file ends 100 bytes short of a page: what follows fits that far.
 	first := []byte(strings.Repeat("a", 4096-100-1) + "\n")
 	if err := l.Append(first); err != nil {
 		t.Fatal(err)
 	}
-	free := fillDisk(t, w.dir)
+	free := fillDisk(t, dir)
 	line := []byte(`{"n":2,"pad":"` + strings.Repeat("x", 400) + `"}` + "\n")
 	if err := l.Append(line); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("append on a full disk: %v, want ENOSPC", err)

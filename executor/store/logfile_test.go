@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"bytes"
@@ -13,15 +13,12 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
-	"github.com/stepseq/stepseq/executor/proc"
-	"github.com/stepseq/stepseq/executor/store"
-	"github.com/stepseq/stepseq/planspec"
 )
 
 var logT0 = time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
 
-func testHeader() store.TryHeader {
-	return store.TryHeader{Step: "build", Try: 2, Argv: []string{"claude", "-p", "Build it, don't ask"}, Started: logT0}
+func testHeader() TryHeader {
+	return TryHeader{Step: "build", Try: 2, Argv: []string{"claude", "-p", "Build it, don't ask"}, Started: logT0}
 }
 
 func readLog(t *testing.T, path string) string {
@@ -35,7 +32,7 @@ func readLog(t *testing.T, path string) string {
 
 func TestTryLog_SilentTryLeavesNoLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "logs", "build", "2.log")
-	l := store.OpenTryLog(path, testHeader(), 0)
+	l := OpenTryLog(path, testHeader(), 0)
 	if err := l.Finish(core.Exit{Code: 0, Started: logT0, Ended: logT0.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +58,7 @@ func TestTryLog_HeaderOutputFooter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "logs", "build", "2.log")
-			l := store.OpenTryLog(path, testHeader(), 0)
+			l := OpenTryLog(path, testHeader(), 0)
 			for _, s := range tt.output {
 				if n, err := l.Write([]byte(s)); n != len(s) || err != nil {
 					t.Fatalf("Write = %d, %v", n, err)
@@ -88,7 +85,7 @@ func TestTryLog_Cap(t *testing.T) {
 	}
 	all := out.Bytes()
 	path := filepath.Join(t.TempDir(), "1.log")
-	l := store.OpenTryLog(path, store.TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0}, maxBytes)
+	l := OpenTryLog(path, TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0}, maxBytes)
 	for rest, size := all, 1; len(rest) > 0; size = size*3%700 + 1 {
 		k := min(size, len(rest))
 		l.Write(rest[:k])
@@ -131,7 +128,7 @@ func TestTryLog_TailRing(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "1.log")
-			l := store.OpenTryLog(path, store.TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0}, 10)
+			l := OpenTryLog(path, TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0}, 10)
 			for _, w := range tt.writes {
 				l.Write([]byte(w))
 			}
@@ -157,7 +154,7 @@ func TestTryLog_TailRing(t *testing.T) {
 func TestTryLog_ReRunAppendsUnderANewHeader(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "1.log")
 	for i, out := range []string{"first run\n", "second run\n"} {
-		l := store.OpenTryLog(path, store.TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0.Add(time.Duration(i) * time.Minute)}, 0)
+		l := OpenTryLog(path, TryHeader{Step: "s", Try: 1, Argv: []string{"a"}, Started: logT0.Add(time.Duration(i) * time.Minute)}, 0)
 		l.Write([]byte(out))
 		if err := l.Finish(core.Exit{Started: logT0, Ended: logT0}); err != nil {
 			t.Fatal(err)
@@ -184,7 +181,7 @@ func TestTryLog_NeverBlocksNorFollows(t *testing.T) {
 	link := filepath.Join(dir, "link.log")
 	symlink(t, target, link)
 	for _, path := range []string{fifo, link} {
-		l := store.OpenTryLog(path, testHeader(), 0)
+		l := OpenTryLog(path, testHeader(), 0)
 		within(t, "Write to "+filepath.Base(path), func() error { _, err := l.Write([]byte("output\n")); return err })
 		if err := l.Finish(core.Exit{}); err == nil {
 			t.Errorf("%s: Finish reported no error", filepath.Base(path))
@@ -223,7 +220,7 @@ func fullDisk(t *testing.T, dir string) {
 func TestTryLog_FullDisk(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "logs")
 	fullDisk(t, dir)
-	l := store.OpenTryLog(filepath.Join(dir, "1.log"), testHeader(), 0)
+	l := OpenTryLog(filepath.Join(dir, "1.log"), testHeader(), 0)
 	for range 100 {
 		if n, err := l.Write([]byte("output that has nowhere to go\n")); n != 30 || err != nil {
 			t.Fatalf("Write = %d, %v; the agent must never see the log's trouble", n, err)
@@ -235,58 +232,5 @@ func TestTryLog_FullDisk(t *testing.T) {
 	}
 	if err := l.Finish(core.Exit{}); err != nil {
 		t.Errorf("second Finish = %v: an error is reported once", err)
-	}
-}
-
-// failingWriter fails every write, as a log on a full disk would without a TryLog.
-type failingWriter struct{}
-
-func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
-
-// TestStart_LogNeverDecides runs real agents whose log fails on every write: the
-// agent never sees it, and its output still reaches the Exit.
-func TestStart_LogNeverDecides(t *testing.T) {
-	dir := t.TempDir()
-	for _, tt := range []struct {
-		prompt, stdout, stderr string
-		code                   int
-	}{
-		{"out:fine write:" + filepath.Join(dir, "out.txt") + " exit:0", "fine\n", "", 0},
-		{"out:trying err:broken exit:3", "trying\n", "broken\n", 3},
-	} {
-		p, err := proc.Start(proc.Spec{Argv: []string{agentBinary(t), tt.prompt}, Dir: dir, Log: failingWriter{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var exit core.Exit
-		select {
-		case exit = <-p.Done():
-		case <-time.After(effectWait):
-			t.Fatal("the agent did not end")
-		}
-		if exit.Code != tt.code || exit.Err != nil || exit.Stdout != tt.stdout || exit.Stderr != tt.stderr {
-			t.Errorf("%s: exit = %+v", tt.prompt, exit)
-		}
-	}
-}
-
-// TestCheck_FullLogDisk runs a plan whose logs go to a full tmpfs: a step that
-// exits 0 with its outputs present is DONE, and a failing step's stderr is its
-// error in state.json.
-func TestCheck_FullLogDisk(t *testing.T) {
-	w := newTestWS(t, plan("",
-		`"instruction":"out:done write:a.txt exit:0","requiredOutputs":["a.txt"]`,
-		`"instruction":"err:the-real-reason exit:3"`))
-	fullDisk(t, w.path(".stepseq/logs"))
-	w.env["STEP_MAX_RETRIES"] = "1"
-	if err := w.check(); err != nil && !errors.Is(err, ErrStepFailed) {
-		t.Fatal(err)
-	}
-	st := w.read()
-	if r := st.Run("s1"); r.Status != planspec.StatusDone || r.Error != nil {
-		t.Errorf("s1 = %+v, want DONE: a lost log never fails a step", r)
-	}
-	if r := st.Run("s2"); r.Error == nil || !strings.Contains(*r.Error, "the-real-reason") {
-		t.Errorf("s2 error = %v, want the agent's stderr", r.Error)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/stepseq/stepseq/executor/store"
 )
 
 // hugeState writes a state.json of about size bytes that must be reported as
@@ -49,7 +47,7 @@ func BenchmarkStateFile_ReadBroken(b *testing.B) {
 		{"64MiB-bad-field", 64<<20 - 4<<10, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			sf := &store.StateFile{Path: hugeState(b, c.size, c.cut)}
+			sf := &StateFile{Path: hugeState(b, c.size, c.cut)}
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)

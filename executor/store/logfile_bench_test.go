@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"fmt"
@@ -8,21 +8,20 @@ import (
 	"testing"
 
 	"github.com/stepseq/stepseq/executor/core"
-	"github.com/stepseq/stepseq/executor/store"
 )
 
 // BenchmarkTryLog_Write is an agent printing four times the log's cap in 32 KiB
 // pieces: the head goes to disk, the rest through the tail ring.
 func BenchmarkTryLog_Write(b *testing.B) {
 	chunk := []byte(strings.Repeat("output of a chatty agent, line after line\n", 32<<10/42))
-	const total = 4 * store.DefaultLogCap
+	const total = 4 * DefaultLogCap
 	dir := b.TempDir()
 	b.SetBytes(total)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		i++
-		l := store.OpenTryLog(filepath.Join(dir, fmt.Sprint(i)+".log"), store.TryHeader{Step: "s", Try: 1, Argv: []string{"agent"}}, 0)
+		l := OpenTryLog(filepath.Join(dir, fmt.Sprint(i)+".log"), TryHeader{Step: "s", Try: 1, Argv: []string{"agent"}}, 0)
 		for n := 0; n < total; n += len(chunk) {
 			l.Write(chunk)
 		}
@@ -31,7 +30,7 @@ func BenchmarkTryLog_Write(b *testing.B) {
 		}
 		b.StopTimer()
 		fi, err := os.Stat(filepath.Join(dir, fmt.Sprint(i)+".log"))
-		if err != nil || fi.Size() > store.DefaultLogCap+4<<10 {
+		if err != nil || fi.Size() > DefaultLogCap+4<<10 {
 			b.Fatalf("log size %v, %v: over the cap", fi.Size(), err)
 		}
 		os.Remove(filepath.Join(dir, fmt.Sprint(i)+".log"))

@@ -1,4 +1,4 @@
-package engine
+package store
 
 import (
 	"bufio"
@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
-	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -36,7 +35,7 @@ func writerStates() [2][]byte {
 // completed write on stdout, until it is killed.
 func stateWriter(path string) int {
 	states := writerStates()
-	sf := &store.StateFile{Path: path}
+	sf := &StateFile{Path: path}
 	for i := 0; ; i++ {
 		if err := sf.WriteBytes(states[i%2]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -93,7 +92,7 @@ func TestStateFile_Write(t *testing.T) {
 		if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&store.StateFile{Path: path}).Write(planspec.NewState()); err != nil {
+		if err := (&StateFile{Path: path}).Write(planspec.NewState()); err != nil {
 			t.Fatal(err)
 		}
 		fi, _ := os.Stat(path)
@@ -111,8 +110,8 @@ func TestStateFile_Write(t *testing.T) {
 		if err := os.Symlink(target, link); err != nil {
 			t.Fatal(err)
 		}
-		err := (&store.StateFile{Path: link}).Write(planspec.NewState())
-		if !errors.Is(err, store.ErrSymlink) {
+		err := (&StateFile{Path: link}).Write(planspec.NewState())
+		if !errors.Is(err, ErrSymlink) {
 			t.Fatalf("err = %v, want ErrSymlink", err)
 		}
 		if got, _ := os.ReadFile(target); string(got) != "{}" {
@@ -122,7 +121,7 @@ func TestStateFile_Write(t *testing.T) {
 	t.Run("two-space indentation and a stable round trip", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "state.json")
 		st := chainState(2, false)
-		sf := &store.StateFile{Path: path}
+		sf := &StateFile{Path: path}
 		if err := sf.Write(st); err != nil {
 			t.Fatal(err)
 		}
@@ -140,9 +139,9 @@ func TestStateFile_Write(t *testing.T) {
 	})
 	t.Run("replaces a large file, written in chunks, then a FIFO put in its place, without blocking", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "state.json")
-		sf := &store.StateFile{Path: path}
+		sf := &StateFile{Path: path}
 		for _, c := range []byte("ab") {
-			data := bytes.Repeat([]byte{c}, max(store.FreeLaterFrom, 2*store.WritebackChunk)+1) // in chunks, the last one short
+			data := bytes.Repeat([]byte{c}, max(freeLaterFrom, 2*writebackChunk)+1) // in chunks, the last one short
 			if err := sf.WriteBytes(data); err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +165,7 @@ func TestStateFile_Write(t *testing.T) {
 }
 
 func TestWorkspace_LogPathStaysUnderLogs(t *testing.T) {
-	ws := store.Workspace{Dir: "/ws"}
+	ws := Workspace{Dir: "/ws"}
 	for _, id := range []string{"build", "../../etc/x", "..", ".", "a/b", "c d"} {
 		got := ws.LogPath(id, 2)
 		rel, err := filepath.Rel("/ws/.stepseq/logs", got)
@@ -181,7 +180,7 @@ func TestWorkspace_LogPathStaysUnderLogs(t *testing.T) {
 
 func TestJournal_RotatesPastMax(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	j := &store.Journal{Path: path, Max: 1024}
+	j := &Journal{Path: path, Max: 1024}
 	defer j.Close()
 	for i := range 100 {
 		if err := j.Record(core.Entry{Event: "decide", Step: "s", Try: i, Reason: "a reason long enough to fill the journal"}); err != nil {
@@ -209,7 +208,7 @@ func TestJournal_RotatesPastMax(t *testing.T) {
 // the order they came; after Flush, and after Close, records go at once.
 func TestJournal_HoldFlush(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.jsonl")
-	j := &store.Journal{Path: path}
+	j := &Journal{Path: path}
 	defer j.Close()
 	if err := j.Record(core.Entry{Event: "first"}); err != nil {
 		t.Fatal(err)
@@ -261,10 +260,10 @@ func TestJournal_HoldFlush(t *testing.T) {
 // (same inode, same size, the same coarse clock tick), a replacement by rename, a
 // touch that changes nothing.
 func TestStateFile_ReadIfChanged(t *testing.T) {
-	write := func(t *testing.T) (*store.StateFile, []byte) {
+	write := func(t *testing.T) (*StateFile, []byte) {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "state.json")
-		sf := &store.StateFile{Path: path}
+		sf := &StateFile{Path: path}
 		if err := sf.Write(chainState(3, false)); err != nil {
 			t.Fatal(err)
 		}
@@ -277,12 +276,12 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 	}
 	t.Run("its own write, unread", func(t *testing.T) {
 		sf, _ := write(t)
-		if sf.Written.Ino == 0 {
+		if sf.written.ino == 0 {
 			t.Fatal("the write's stamp was not kept: every echo would be read and compared")
 		}
 		fi, _ := os.Stat(sf.Path)
-		if age := time.Since(fi.ModTime()); age < store.StampAge || age > store.StampAge+time.Minute {
-			t.Errorf("modification time %v ago, want the stamp, %v in the past", age, store.StampAge)
+		if age := time.Since(fi.ModTime()); age < stampAge || age > stampAge+time.Minute {
+			t.Errorf("modification time %v ago, want the stamp, %v in the past", age, stampAge)
 		}
 		if _, changed, err := sf.ReadIfChanged(); err != nil || changed {
 			t.Errorf("changed = %v, err = %v; want its own write, unchanged", changed, err)
@@ -317,12 +316,12 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 		}
 	})
 	t.Run("written in pieces, touched, then one byte changed", func(t *testing.T) {
-		sf := &store.StateFile{Path: filepath.Join(t.TempDir(), "state.json")}
+		sf := &StateFile{Path: filepath.Join(t.TempDir(), "state.json")}
 		if err := sf.Write(chainState(2000, true)); err != nil {
 			t.Fatal(err)
 		}
-		if len(sf.Last) < 2 {
-			t.Fatalf("a 2,000-step state written in %d piece(s): want its plan kept as a piece of its own", len(sf.Last))
+		if len(sf.last) < 2 {
+			t.Fatalf("a 2,000-step state written in %d piece(s): want its plan kept as a piece of its own", len(sf.last))
 		}
 		now := time.Now()
 		if err := os.Chtimes(sf.Path, now, now); err != nil {
@@ -344,14 +343,14 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 	// Another writer's file: a read that found its change time settled is
 	// not read again while stat finds it as it was; one read within the
 	// settle window is, and a rewrite at once, same size, is seen.
-	other := func(t *testing.T) (*store.StateFile, []byte) {
+	other := func(t *testing.T) (*StateFile, []byte) {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "state.json")
 		data := chainState(3, false).Marshal()
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return &store.StateFile{Path: path}, data
+		return &StateFile{Path: path}, data
 	}
 	rewrite := func(t *testing.T, path string, data []byte) {
 		t.Helper()
@@ -383,7 +382,7 @@ func TestStateFile_ReadIfChanged(t *testing.T) {
 		if _, changed, err := sf.ReadIfChanged(); err != nil || !changed {
 			t.Fatalf("first read: changed = %v, err = %v", changed, err)
 		}
-		if sf.Seen.Ino == 0 {
+		if sf.seen.ino == 0 {
 			t.Fatal("a settled file's stat was not kept: every look would read it again")
 		}
 		if st, changed, err := sf.ReadIfChanged(); err != nil || changed || st != nil {
@@ -415,7 +414,7 @@ func waitSettled(t *testing.T, path string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id := store.SettledIdent(fi, time.Now()); id.Ino != 0 {
+		if id := settledIdent(fi, time.Now()); id.ino != 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -433,7 +432,7 @@ func TestStateFile_Preread(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sf := &store.StateFile{Path: path}
+	sf := &StateFile{Path: path}
 	pre, err := sf.Preread()
 	if err != nil {
 		t.Fatal(err)
