@@ -52,7 +52,7 @@ func (c *Chain) run(ctx context.Context, force bool) error {
 	sf := &store.StateFile{Path: c.WS.State}
 	st, err := sf.Preread()
 	if errors.Is(err, fs.ErrNotExist) {
-		c.Logger.Info("no state file: nothing to do (write one, or apply a plan: stepseq apply PLAN)", "state", c.WS.State)
+		c.Logger.Debug("no state file: nothing to do", "state", c.WS.State)
 		return nil
 	}
 	if err != nil {
