@@ -9,6 +9,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -103,6 +104,9 @@ type StepSpec struct {
 	// Approve, when set, makes the step wait for a person's yes before its
 	// first try.
 	Approve *Approval
+	// AbortReason is the blocker's text when abort holds, a template
+	// (abort: {when, reason}); "" says which abort held.
+	AbortReason string
 
 	raw object
 }
@@ -217,6 +221,9 @@ type Settings struct {
 	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
 	Hash   string // content hash of that plan file
+	// RunID is the run's id, "NAME:nonce": a state file whose id names
+	// another run is a copy of that run (a backup), not a run of its own.
+	RunID string
 	// Face is the face the run's plan arrived through ("mcp": plan_submit,
 	// run_start); "" for a plan of the workspace's and a state written by hand.
 	// Such a run's env() reads only the names the operator exposes
@@ -370,7 +377,11 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 			line, col := LineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
 			at = fmt.Sprintf(" at line %d, column %d", line, col)
 		}
-		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON%s (%v); NaN and Infinity are not JSON", at, err)}
+		msg := fmt.Sprintf("not valid JSON%s (%v)", at, err)
+		if bytes.Contains(data, []byte("NaN")) || bytes.Contains(data, []byte("Infinity")) {
+			msg += "; NaN and Infinity are not JSON"
+		}
+		return nil, &StateError{File: name, Msg: msg}
 	}
 	d := &stateDecoder{file: name, readOnly: readOnly, spans: spans}
 	st := d.state(data)
@@ -629,6 +640,7 @@ func (sp *StepSpec) object() object {
 	} else {
 		o.del("approve")
 	}
+	setOrDel(&o, "abortReason", sp.AbortReason, sp.AbortReason != "")
 	return o
 }
 
@@ -698,6 +710,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
+	setOrDel(&o, "runId", st.RunID, st.RunID != "")
 	setOrDel(&o, "face", st.Face, st.Face != "")
 	if st.Approval != nil {
 		o.set("approval", approvalJSON(st.Approval, ApprovalRequired))
@@ -826,3 +839,14 @@ func ParseISO(s string) (time.Time, error) {
 // DurationPattern is what ParseDuration accepts, as a JSON Schema pattern:
 // "90s", "2m", "1h30m", "1.5h", "0s" (no sign: negative spans are refused).
 const DurationPattern = `^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+
+// CopyOf is the run whose state this is a copy of, when the state, read from
+// run name's file, carries another run's id ("" when it is name's own, or
+// carries no id, as a state from before run ids or by hand does).
+func (st *State) CopyOf(name string) string {
+	owner, _, ok := strings.Cut(st.Settings.RunID, ":")
+	if !ok || owner == name {
+		return ""
+	}
+	return owner
+}

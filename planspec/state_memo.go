@@ -206,7 +206,7 @@ func (sp *StepSpec) sameGates(o *StepSpec) bool {
 	return slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs &&
-		sp.Exit == o.Exit && sp.Abort == o.Abort && eqPtr(sp.Approve, o.Approve)
+		sp.Exit == o.Exit && sp.Abort == o.Abort && sp.AbortReason == o.AbortReason && eqPtr(sp.Approve, o.Approve)
 }
 
 // sameAgent: who runs the step, how long, how often.

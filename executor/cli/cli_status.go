@@ -342,8 +342,11 @@ func writeNotes(b *bytes.Buffer, notes []notify.Notice, now time.Time) {
 // writeNote is one notification on one line.
 func writeNote(b *bytes.Buffer, n notify.Notice, now time.Time) {
 	where := "plan"
-	if n.Step != "" {
+	switch {
+	case n.Step != "" && n.Try > 0:
 		where = fmt.Sprintf("%s try %d", n.Step, n.Try)
+	case n.Step != "":
+		where = n.Step // of the step, not of one of its tries: a loop's round or end
 	}
 	status := n.Status
 	if n.Event != "" {

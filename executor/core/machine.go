@@ -52,6 +52,10 @@ type AgentExited struct {
 	// with resultFrom: output; ResultErr says why none was read.
 	Result    json.RawMessage
 	ResultErr string
+	// Refused names what the agent CLI's own permissions refused during the
+	// try (claude's permission_denials); a failed try's error ends with it,
+	// since the CLI itself reports success.
+	Refused string
 }
 
 // ReportIn is a worker's report through any channel. Try 0 means the current try.
@@ -242,6 +246,8 @@ const (
 	EventPlanBlocked      = "plan_blocked"      // blocked: the plan is held by a step
 	EventPlanDone         = "plan_done"         // done: every step is done
 	EventSkipped          = "skipped"           // done: the step's skip condition held
+	EventReviewing        = "reviewing"         // in_progress: the worker says done; stepseq verifies before telling done
+	EventAcceptImplied    = "accept_implied"    // in_progress: a done came while dispatching and stands for the accept too
 )
 
 // CondSet evaluates a state's conditions: *Conditions, or a fake in tests. now
@@ -317,6 +323,10 @@ const stateReread = 8
 
 // Machine is the reconcile core's state: the plan's state and what is in flight.
 type Machine struct {
+	// cursorRendered is the step and try whose templates were rendered when
+	// the cursor reached it (renderAtCursor), once.
+	cursorRendered string
+
 	cfg MachineConfig
 
 	now   time.Time
@@ -411,6 +421,7 @@ type tryRun struct {
 
 type tryExit struct {
 	agentFailed string
+	refused     string // what the CLI's permissions refused: the error ends with it
 	blocked     string // the worker's blocked report holds the step
 	step        string
 	try         int

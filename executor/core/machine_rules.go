@@ -287,6 +287,7 @@ func (m *Machine) advance() {
 		return
 	}
 	changed = m.summarize(d) || changed
+	changed = m.renderAtCursor(d) || changed
 	changed = m.stampHeartbeat() || changed
 	m.sayDecision(d)
 	if changed {
@@ -573,7 +574,7 @@ func (m *Machine) agentExited(in AgentExited) {
 		return
 	}
 	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed,
-		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr}
+		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr, refused: in.Refused}
 	if r.blockedBy == "report" {
 		m.pending.blocked = workerBlocker(m.st, r.step)
 	}
@@ -720,6 +721,9 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		reasons = append(reasons, m.resultVerdict(t)...)
 	}
 	if len(reasons) > 0 {
+		if t.refused != "" {
+			reasons = append(reasons, t.refused)
+		}
 		return Verdict{Error: strings.Join(reasons, "; "), MissingOutputs: missing}
 	}
 	return Verdict{OK: true}
@@ -799,4 +803,35 @@ func countOf(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// renderAtCursor renders, once, the templates of the step the cursor reached
+// and that does not launch now (a gate, a delay, a limit holds it), as soon as
+// its inputs are known: the original runner resuming the run at that point
+// sends plain text. A template that cannot render yet is left to the try,
+// which fails with the reason.
+func (m *Machine) renderAtCursor(d Decision) bool {
+	st := m.st
+	if d.Action == Launch || st.CurrentStep >= len(st.StepQueue) {
+		return false
+	}
+	id := st.StepQueue[st.CurrentStep]
+	spec, tries := st.Steps[id], 0
+	if run := st.StepRuns[id]; run != nil {
+		if run.Status != planspec.StatusPending {
+			return false
+		}
+		tries = run.Tries
+	}
+	key := fmt.Sprintf("%s#%d", id, tries)
+	if spec == nil || m.cursorRendered == key || !hasTemplates(st, spec) {
+		return false
+	}
+	m.cursorRendered = key
+	rendered, err := m.render(id)
+	if err != nil || rendered.Title == spec.Title && rendered.Instruction == spec.Instruction {
+		return false
+	}
+	st.ReplaceSpec(id, rendered)
+	return true
 }

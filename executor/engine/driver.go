@@ -245,6 +245,7 @@ func (d *driver) stopAgent(e core.StopAgent) {
 func (d *driver) notify(e core.Notify) {
 	if d.rt.WS.Run != "" {
 		e.Note.Run = d.rt.WS.Run
+		e.Note.Next = commandsForRun(e.Note.Next, d.rt.WS.Run)
 	}
 	if d.notifier != nil {
 		d.notifier.Notify(e.Note)
@@ -484,7 +485,7 @@ func (d *driver) finish(exit core.Exit) {
 	d.drainReports(a.step)
 	d.endHeld()
 	d.held = a
-	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed}
+	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed, Refused: agent.Refused(exit)}
 	if limited && !a.stopped {
 		in.Limits = a.limits // the last agent too is out of quota: every limited one counts
 	}

@@ -76,8 +76,9 @@ type Sidecar struct {
 	w    *watcher.Watcher
 	wcfg watcher.Config
 
-	plansSeen map[string]string // plan file → the content hash last judged
-	refused   error             // with no state: why every plan file in the folder was refused
+	plansSeen  map[string]string // plan file → the content hash last judged
+	copiesTold map[string]bool   // run files told to be copies of another run, not driven
+	refused    error             // with no state: why every plan file in the folder was refused
 	// plansTooBig are the plan contents refused at intake for their state's size
 	// (path and hash), judged invalid until the file changes.
 	plansTooBig map[[2]string]error

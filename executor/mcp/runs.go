@@ -161,6 +161,9 @@ func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartI
 	if err != nil {
 		return nil, RunOutput{}, err
 	}
+	if err := t.arm(); err != nil {
+		return nil, RunOutput{}, err
+	}
 	return nil, RunOutput{Run: info}, nil
 }
 

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,6 +30,9 @@ type planDecoder struct {
 	errs  []*PlanError
 	conds []pendingCondition // compiled once the walk is over
 	refs  []stepRef          // conditions naming steps.ID, checked once every id is known
+	// results are the steps' result schemas by the step's field (steps[2]),
+	// which exit and abort are type-checked against.
+	results map[string]json.RawMessage
 
 	aliases map[string]*aliasUse // by anchor name
 }

@@ -192,7 +192,12 @@ func Schema() []byte {
 		Description: "Where the step's result comes from when its agent reports none: output (the agent's final message: claude's result, codex's last agent message, gemini's response, opencode's last text; for a command, the last JSON value on stdout) or file:PATH (a JSON or YAML file in the workspace). A done report's result wins. The result is checked against result."}
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
 	step.Properties["exit"] = condition("Checked once the step is verified: when true, leaves the loop the step is in (the rest of the round is skipped); outside a loop, ends the plan DONE. result is the step's own result.")
-	step.Properties["abort"] = condition("Checked once the step is verified: when true, blocks the plan with this reason. result is the step's own result.")
+	abortWhen := condition("Checked before the step's first try (when it can be: one reading result waits for it) and once the step is verified: when true, blocks the plan. result is the step's own result.")
+	step.Properties["abort"] = &jsonSchema{Description: abortWhen.Description, AnyOf: []*jsonSchema{abortWhen,
+		{Type: "object", AdditionalProperties: ptr(false), Required: []string{"when"}, Properties: map[string]*jsonSchema{
+			"when":   abortWhen,
+			"reason": {Type: "string", Description: "The blocker's text when the abort holds; ${…} templates read what the condition reads."},
+		}}}}
 	step.Properties["approve"] = approvalSchema(&jsonSchema{Type: "boolean"},
 		"true: before its first try the step waits for a person's yes (stepseq approve, MCP approve, the page's button); a reject blocks it with the note. {timeout, onTimeout} bounds the wait.")
 	plan.Properties["approval"] = approvalSchema(&jsonSchema{Type: "string", Enum: []string{planspec.ApprovalRequired}},
