@@ -143,6 +143,8 @@ type StartAgent struct {
 	// Resume is the agent session a retry with resume: true continues; zero: a
 	// fresh start.
 	Resume planspec.AgentSession
+	// Sandbox is the sandbox the agent runs in; nil: it runs bare.
+	Sandbox *planspec.Sandbox
 }
 
 // StopAgent ends the running try's agent group (SIGTERM, grace, SIGKILL).
@@ -299,6 +301,8 @@ type MachineConfig struct {
 	// PlanSettle is how long a plan file that does not parse must have been
 	// still before it is judged (0: DefaultPlanSettle).
 	PlanSettle time.Duration
+	// Sandbox is --sandbox and --require-sandbox.
+	Sandbox SandboxPolicy
 }
 
 // Default report timers.
@@ -400,6 +404,7 @@ type tryRun struct {
 	changed        []string
 	resumed        bool // an interrupted try run again under its own number
 	resume         planspec.AgentSession
+	sandbox        *planspec.Sandbox
 }
 
 type tryExit struct {
@@ -629,7 +634,7 @@ func (m *Machine) written(err error) {
 	m.journal(Entry{Event: "write", Reason: m.reason, Detail: map[string]any{"status": m.st.Status, "cursor": m.st.CurrentStep}})
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
-		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume})
+		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume, Sandbox: r.sandbox})
 		next := "it runs until it exits; then its outputs are checked"
 		if m.st.UsesReports(r.step) {
 			next = "waiting for the worker to accept"
