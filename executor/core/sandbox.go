@@ -42,7 +42,7 @@ func SandboxRefusal(st *planspec.State, id string, pol SandboxPolicy) error {
 		return nil
 	}
 	if st.IsPull(id) {
-		return fmt.Errorf("sandbox required (--require-sandbox): step %s is pulled by an MCP worker, which runs outside stepseq's sandbox; give it an agent stepseq launches", id)
+		return &ConfigError{Msg: fmt.Sprintf("sandbox required (--require-sandbox): step %s is pulled by an MCP worker, which runs outside stepseq's sandbox; give it an agent stepseq launches", id)}
 	}
-	return fmt.Errorf("sandbox required (--require-sandbox): step %s is not sandboxed; add sandbox: true to the plan or the step, or run with --sandbox", id)
+	return &ConfigError{Msg: fmt.Sprintf("sandbox required (--require-sandbox): step %s is not sandboxed; add sandbox: true to the plan or the step, or run with --sandbox", id)}
 }
