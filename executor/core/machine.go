@@ -244,6 +244,9 @@ const (
 	EventPlanBlocked      = "plan_blocked"      // blocked: the plan is held by a step
 	EventPlanDone         = "plan_done"         // done: every step is done
 	EventSkipped          = "skipped"           // done: the step's skip condition held
+	// EventHeld: milestone: a plan or run file appeared while a sandboxed agent
+	// ran; it is not taken up until it is touched again.
+	EventHeld = "held"
 )
 
 // CondSet evaluates a state's conditions: *Conditions, or a fake in tests. now

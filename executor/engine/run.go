@@ -118,6 +118,9 @@ func (s *Sidecar) runHooks(r *Run, d *driver) {
 
 // addRun starts driving run name: its machine reads its state file.
 func (s *Sidecar) addRun(name string) {
+	if len(s.unheldRuns([]string{name})) == 0 {
+		return
+	}
 	s.takeUp(s.newRun(name, &store.StateFile{Path: store.RunStatePath(s.WS.Dir, name)}))
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/planspec"
@@ -194,4 +195,88 @@ func TestSandbox_NoBwrapFailsTheTry(t *testing.T) {
 	if _, err := os.Stat(w.path("ran")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the agent ran bare (%v)", err)
 	}
+}
+
+// heldNotes records the notifications of held files.
+type heldNotes struct {
+	mu    sync.Mutex
+	notes []core.Notification
+}
+
+func (h *heldNotes) Notify(n core.Notification) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n.Event == core.EventHeld {
+		h.notes = append(h.notes, n)
+	}
+}
+
+func (h *heldNotes) outputs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, n := range h.notes {
+		out = append(out, n.Output)
+	}
+	return out
+}
+
+// TestSandbox_HoldsFilesThatAppear: a plan file and a run file that appear
+// while a sandboxed step runs are held (journaled, notified), not taken up;
+// touched once the step is over, the run file is taken up.
+func TestSandbox_HoldsFilesThatAppear(t *testing.T) {
+	show := fmt.Sprintf(`"read":[%q]`, filepath.Dir(fakeAgentPath))
+	w := newTestWS(t, plan(`"stepseq":{"sandbox":{`+show+`}}`,
+		`"instruction":"pidfile:out/agent.pid waitfor:out/release write:out/a.md","requiredOutputs":["out/a.md"]`))
+	if err := os.MkdirAll(w.path("plans"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notes := &heldNotes{}
+	c := w.sandboxChain(core.SandboxPolicy{})
+	sc, err := NewSidecar(c.Runtime, SidecarOptions{PlansDir: w.path("plans"), Notifier: notes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w.waitPID("out/agent.pid")
+
+	other := w.path("state.other.json")
+	if err := os.WriteFile(other, []byte(plan("", `"instruction":"write:other.md","requiredOutputs":["other.md"]`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.path("plans/new.yaml"), []byte("steps:\n  - {id: n, title: N, instruction: \"write:new.md\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(notes.outputs()) >= 2 })
+	told := strings.Join(notes.outputs(), "\n")
+	for _, want := range []string{"state.other.json appeared while the sandboxed step s1 ran: held", "plans/new.yaml appeared while the sandboxed step s1 ran: held"} {
+		if !strings.Contains(told, want) {
+			t.Errorf("notifications lack %q:\n%s", want, told)
+		}
+	}
+	held := 0
+	for _, e := range journalOf(t, w.path(".stepseq/journal.jsonl")) {
+		if e.Event == "held" {
+			held++
+		}
+	}
+	if held < 2 {
+		t.Errorf("%d held entries in the journal, want 2", held)
+	}
+
+	if err := os.WriteFile(w.path("out/release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState("s1 done", func(st *planspec.State) bool { return st.Run("s1").Status == planspec.StatusDone })
+	if _, err := os.Stat(w.path("other.md")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the held run was taken up on its own (%v)", err)
+	}
+	later := time.Now().Add(time.Second)
+	if err := os.Chtimes(other, later, later); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, err := os.Stat(w.path("other.md")); return err == nil })
 }

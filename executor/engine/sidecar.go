@@ -77,6 +77,7 @@ type Sidecar struct {
 	wcfg watcher.Config
 
 	plansSeen map[string]string // plan file → the content hash last judged
+	held      heldFiles         // plan and run files held for a sandboxed agent
 	refused   error             // with no state: why every plan file in the folder was refused
 	// plansTooBig are the plan contents refused at intake for their state's size
 	// (path and hash), judged invalid until the file changes.

@@ -169,6 +169,7 @@ func (s *Sidecar) discoverRuns() map[*Run]bool {
 			fresh = append(fresh, name)
 		}
 	}
+	fresh = s.unheldRuns(fresh)
 	files := store.PrereadStates(s.WS, fresh)
 	// Each run's watches, from its state as preread, are armed before its
 	// machine first reads the file (watch before read): a change after the
