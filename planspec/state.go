@@ -88,6 +88,8 @@ type StepSpec struct {
 	// retry continues the agent's own session; nil takes the plan's.
 	LimitWait Duration
 	Resume    *bool
+	// Sandbox is the step's sandbox: setting; nil takes the plan's.
+	Sandbox *Sandbox
 	// InstructionTemplate and TitleTemplate are the instruction and title as
 	// the plan wrote them, with ${EXPR} in them: Instruction and
 	// Title hold their rendering once a try starts.
@@ -214,6 +216,8 @@ type Settings struct {
 	// LimitWait and Resume are the plan's defaults for its steps.
 	LimitWait Duration
 	Resume    bool
+	// Sandbox is the plan's sandbox: setting, its steps' default; nil: none.
+	Sandbox *Sandbox
 	// Notify are the plan's notification sinks.
 	Notify []NotifySink
 	// Groups are the plan's repeat groups, Loops where each stands.
@@ -262,6 +266,7 @@ func (s Settings) Clone() Settings {
 		g := *s.Gate
 		c.Gate = &g
 	}
+	c.Sandbox = s.Sandbox.Clone()
 	return c
 }
 
@@ -630,6 +635,7 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "resultFrom", sp.ResultFrom, sp.ResultFrom != "")
 	setOrDel(&o, "limitWait", sp.LimitWait, sp.LimitWait > 0)
 	setOrDel(&o, "resume", sp.Resume, sp.Resume != nil)
+	setOrDel(&o, "sandbox", sp.Sandbox, sp.Sandbox != nil)
 	setOrDel(&o, "instructionTemplate", sp.InstructionTemplate, sp.InstructionTemplate != "")
 	setOrDel(&o, "titleTemplate", sp.TitleTemplate, sp.TitleTemplate != "")
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
@@ -705,6 +711,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "heartbeat", st.Heartbeat, st.Heartbeat > 0)
 	setOrDel(&o, "limitWait", st.LimitWait, st.LimitWait > 0)
 	setOrDel(&o, "resume", st.Resume, st.Resume)
+	setOrDel(&o, "sandbox", st.Sandbox, st.Sandbox != nil)
 	setOrDel(&o, "notify", st.Notify, len(st.Notify) > 0)
 	setOrDel(&o, "groups", st.Groups, len(st.Groups) > 0)
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)

@@ -176,6 +176,7 @@ func (sp *StepSpec) copy() StepSpec {
 	c.AgentTemplate = sp.AgentTemplate.Clone()
 	c.Fallback = slices.Clone(sp.Fallback)
 	c.Result = slices.Clone(sp.Result)
+	c.Sandbox = sp.Sandbox.Clone()
 	if sp.Retries != nil {
 		n := *sp.Retries
 		c.Retries = &n
@@ -212,7 +213,8 @@ func (sp *StepSpec) sameGates(o *StepSpec) bool {
 // sameAgent: who runs the step, how long, how often.
 func (sp *StepSpec) sameAgent(o *StepSpec) bool {
 	return sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) && sp.AgentTemplate.Equal(o.AgentTemplate) &&
-		sp.Timeout == o.Timeout && eqPtr(sp.Retries, o.Retries) && sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume)
+		sp.Timeout == o.Timeout && eqPtr(sp.Retries, o.Retries) && sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume) &&
+		sp.Sandbox.Equal(o.Sandbox)
 }
 
 // sameReports: what the step's worker reports, and by when.

@@ -210,6 +210,8 @@ after it that are due. A failed step exits 1.
 // newChainCmd completes check or step: both take the original's STATE argument and
 // drive the chain; a failed step exits 1, as the original runner's does.
 func newChainCmd(g *globals, cmd *cobra.Command, drive func(*engine.Chain, context.Context) error) *cobra.Command {
+	var box sandboxFlags
+	box.register(cmd)
 	cmd.Args = cobra.MaximumNArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		// A missing state file is the original's "nothing to do"; a missing
@@ -228,6 +230,7 @@ func newChainCmd(g *globals, cmd *cobra.Command, drive func(*engine.Chain, conte
 			return err
 		}
 		defer c.Close()
+		box.apply(c.Runtime, g.logger())
 		err = drive(c, cmd.Context())
 		if errors.Is(err, engine.ErrStepFailed) {
 			return &exitError{code: 1}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 				if pf.Plan != nil {
 					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
 					warnMissingAgents(stderr, path, pf.Plan)
+					writeValidateSandbox(stdout, path, pf.Plan)
 					continue
 				}
 				bad++
@@ -49,6 +51,19 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 			return nil
 		},
 	}
+}
+
+// writeValidateSandbox says which of a valid plan's steps run sandboxed,
+// which edit unattended without a sandbox (STEP_AGENT_CMD is no preset), and
+// what a sandbox keeps from working.
+func writeValidateSandbox(w io.Writer, path string, p *plan.Plan) {
+	v := engine.SandboxNotes(p.State(path, ""), core.SandboxPolicy{}, func(string) string { return "" })
+	if v.Empty() {
+		return
+	}
+	var b bytes.Buffer
+	writeSandbox(&b, path+": ", &v)
+	_, _ = w.Write(b.Bytes())
 }
 
 // planShape is validate's word on a valid plan: its steps, then each loop with

@@ -535,6 +535,15 @@ func writeNow(b *bytes.Buffer, r engine.StatusReport) {
 	if len(r.WaitingFor.MissingOutputs) > 0 {
 		fmt.Fprintf(b, "missing outputs: %s\n", strings.Join(r.WaitingFor.MissingOutputs, ", "))
 	}
+	writeSandbox(b, "", r.Sandbox)
+}
+
+// writeSandbox writes which steps run sandboxed, which edit unattended without
+// a sandbox, and what a sandbox keeps from working, each line after prefix.
+func writeSandbox(b *bytes.Buffer, prefix string, v *engine.SandboxView) {
+	for _, l := range v.Lines() {
+		fmt.Fprintf(b, "%s%s\n", prefix, l)
+	}
 }
 
 // writeTable pads columns to their widest cell, measured without colour, and

@@ -89,7 +89,7 @@ func (f *watchFlags) run(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer pageRT.Close()
-	pageRT.ExposeEnv = rt.ExposeEnv
+	pageRT.ExposeEnv, pageRT.Sandbox = rt.ExposeEnv, rt.Sandbox
 	page := web.NewWorkspace(pageRT, maxRetries, 0)
 	// The notifier opens the outbox only once the sidecar holds the
 	// workspace lock: one notifier per workspace.

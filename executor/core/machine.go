@@ -147,6 +147,8 @@ type StartAgent struct {
 	// Resume is the agent session a retry with resume: true continues; zero: a
 	// fresh start.
 	Resume planspec.AgentSession
+	// Sandbox is the sandbox the agent runs in; nil: it runs bare.
+	Sandbox *planspec.Sandbox
 }
 
 // StopAgent ends the running try's agent group (SIGTERM, grace, SIGKILL).
@@ -248,6 +250,9 @@ const (
 	EventSkipped          = "skipped"           // done: the step's skip condition held
 	EventReviewing        = "reviewing"         // in_progress: the worker says done; stepseq verifies before telling done
 	EventAcceptImplied    = "accept_implied"    // in_progress: a done came while dispatching and stands for the accept too
+	// EventHeld: milestone: a plan or run file appeared while a sandboxed agent
+	// ran; it is not taken up until it is touched again.
+	EventHeld = "held"
 )
 
 // CondSet evaluates a state's conditions: *Conditions, or a fake in tests. now
@@ -308,6 +313,8 @@ type MachineConfig struct {
 	// Run is the run's name, "" for the workspace's own: the command that
 	// answers a gate names it.
 	Run string
+	// Sandbox is --sandbox and --require-sandbox.
+	Sandbox SandboxPolicy
 }
 
 // Default report timers.
@@ -417,6 +424,7 @@ type tryRun struct {
 	changed        []string
 	resumed        bool // an interrupted try run again under its own number
 	resume         planspec.AgentSession
+	sandbox        *planspec.Sandbox
 }
 
 type tryExit struct {
@@ -648,7 +656,7 @@ func (m *Machine) written(err error) {
 	m.tellAsked()
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
-		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume})
+		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume, Sandbox: r.sandbox})
 		next := "it runs until it exits; then its outputs are checked"
 		if m.st.UsesReports(r.step) {
 			next = "waiting for the worker to accept"

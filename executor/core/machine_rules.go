@@ -513,19 +513,28 @@ func (m *Machine) render(id string) (*planspec.StepSpec, error) {
 		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params, Loop: m.st.LoopAround(id)})
 }
 
+// launchRefusal says why step id's agent cannot start (a configuration error):
+// the world refuses it, or it would run unsandboxed where a sandbox is required.
+func (m *Machine) launchRefusal(id string) error {
+	if m.cfg.Probe != nil {
+		if err := m.cfg.Probe.CanLaunch(m.st, id); err != nil {
+			return err
+		}
+	}
+	return SandboxRefusal(m.st, id, m.cfg.Sandbox)
+}
+
 // dispatch marks the try in the state and asks for the write that records it; the
 // launch follows that write (written), never precedes it.
 func (m *Machine) dispatch(d Decision) {
 	m.delayAt = time.Time{}
-	if m.cfg.Probe != nil {
-		if err := m.cfg.Probe.CanLaunch(m.st, d.Step); err != nil {
-			if m.configErr == nil || m.configErr.Error() != err.Error() {
-				m.emit(Log{Level: slog.LevelError, Msg: "cannot launch the agent", Args: []any{"step", d.Step, "err", err}, ConfigErr: true})
-				m.journal(Entry{Event: "config-error", Step: d.Step, Reason: err.Error()})
-			}
-			m.configErr = err
-			return
+	if err := m.launchRefusal(d.Step); err != nil {
+		if m.configErr == nil || m.configErr.Error() != err.Error() {
+			m.emit(Log{Level: slog.LevelError, Msg: "cannot launch the agent", Args: []any{"step", d.Step, "err", err}, ConfigErr: true})
+			m.journal(Entry{Event: "config-error", Step: d.Step, Reason: err.Error()})
 		}
+		m.configErr = err
+		return
 	}
 	m.configErr = nil
 	m.toldBlocked = ""
@@ -544,7 +553,8 @@ func (m *Machine) dispatch(d Decision) {
 	} else {
 		try = BeginTry(m.st, d.Step, m.now, d.Interrupted)
 	}
-	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.startedBy(d.Step), resumed: resumed, resume: resume}
+	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.startedBy(d.Step), resumed: resumed, resume: resume,
+		sandbox: SandboxOf(m.st, d.Step, m.cfg.Sandbox).Clone()}
 	m.changed = nil
 	m.progress = true
 	m.markDirty("launch")

@@ -147,6 +147,7 @@ func newDriver(ctx context.Context, rt *Runtime, sf *store.StateFile, lock *stor
 	d.timer.Stop()
 	cfg.Probe = d
 	cfg.Run = rt.WS.Run
+	cfg.Sandbox = rt.Sandbox
 	d.m = core.NewMachine(cfg)
 	return d
 }
@@ -368,6 +369,10 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	if st.ResultFromOutput(l.Step) {
 		spec.StdoutTail = planspec.MaxResultOutput
 	}
+	if l.Sandbox != nil {
+		spec = proc.InSandbox(spec, l.Sandbox, proc.SandboxTry{WS: d.rt.WS, Step: l.Step, Try: l.Try, Changed: l.Changed,
+			Agent: agent, Outputs: st.Steps[l.Step].RequiredOutputs})
+	}
 	launcher := d.launcher
 	var tl *proc.HeldTry
 	if st.IsPull(l.Step) {
@@ -393,7 +398,8 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	run, err := launcher.Launch(ts)
 	if err != nil {
 		tl.Ended(proc.StartFailure(err), false)
-		if next := proc.NextAgent(agents, idx); next >= 0 {
+		// A sandbox that cannot be had fails the try: no other agent runs it bare.
+		if next := proc.NextAgent(agents, idx); next >= 0 && !errors.Is(err, proc.ErrSandbox) {
 			d.fallback(l, agents, idx, next, err.Error())
 			return
 		}
@@ -409,7 +415,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	if d.lock != nil && pid > 0 {
 		d.lock.SetAgent(&store.AgentHandle{Step: l.Step, Try: l.Try, PID: pid, StartTicks: ticks})
 	}
-	d.rt.record(core.Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0], "agent": agent.Name()}})
+	d.rt.record(core.Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: launchDetail(pid, spec, agent)})
 	d.rt.Logger.Info("agent launched", "step", l.Step, "try", l.Try, "pid", pid)
 	d.metrics.launched(l.Try > 1)
 	if !d.lastGate.IsZero() {

@@ -78,6 +78,7 @@ type Sidecar struct {
 
 	plansSeen  map[string]string // plan file → the content hash last judged
 	copiesTold map[string]bool   // run files told to be copies of another run, not driven
+	held       heldFiles         // plan and run files held for a sandboxed agent
 	refused    error             // with no state: why every plan file in the folder was refused
 	// plansTooBig are the plan contents refused at intake for their state's size
 	// (path and hash), judged invalid until the file changes.

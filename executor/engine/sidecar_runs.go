@@ -170,6 +170,7 @@ func (s *Sidecar) discoverRuns() map[*Run]bool {
 			fresh = append(fresh, name)
 		}
 	}
+	fresh = s.unheldRuns(fresh)
 	files := store.PrereadStates(s.WS, fresh)
 	fresh, files = s.withoutCopies(fresh, files)
 	// Each run's watches, from its state as preread, are armed before its

@@ -59,7 +59,7 @@ func (t *tools) runOf(name string) (*runView, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.Getenv, rt.Allow, rt.ExposeEnv = main.Getenv, main.Allow, main.ExposeEnv
+	rt.Getenv, rt.Allow, rt.ExposeEnv, rt.Sandbox = main.Getenv, main.Allow, main.ExposeEnv, main.Sandbox
 	eng, err := t.runEngine(ws)
 	if err != nil {
 		rt.Close()

@@ -14,10 +14,10 @@ import (
 // The keys of a plan and of a step, in the order the docs list them.
 var (
 	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params", "summary",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "approval", "steps"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "sandbox", "notify", "approval", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume",
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume", "sandbox",
 		"exit", "abort", "approve"}
 	// groupKeys are the keys of a repeat group.
 	groupKeys = []string{"id", "title", "repeat", "steps"}

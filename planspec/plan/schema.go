@@ -180,6 +180,7 @@ func Schema() []byte {
 	}
 	reportKeys["limitWait"] = duration("Longest wait for an agent's usage limit to reset (every agent of the try out of quota); then the try fails with the limit as its error; default 12h.")
 	reportKeys["resume"] = &jsonSchema{Type: "boolean", Description: "A retry continues the agent's own session (claude --resume, codex exec resume, …) with the troubleshoot prompt, when the agent named one; default false: every try starts afresh."}
+	reportKeys["sandbox"] = sandboxSchema(list, path)
 	for k, v := range reportKeys {
 		step.Properties[k] = v
 		plan.Properties[k] = v
@@ -217,4 +218,20 @@ func Schema() []byte {
 		panic("planspec: schema does not encode: " + err.Error()) // built from literals above
 	}
 	return b.Bytes()
+}
+
+// sandboxSchema is the schema of `sandbox:`, on a plan and on a step.
+func sandboxSchema(list func(*jsonSchema, string) *jsonSchema, path func(string) *jsonSchema) *jsonSchema {
+	return &jsonSchema{
+		Description: "Run the agent in a bubblewrap sandbox (Linux): the filesystem read-only but its workspace (not .stepseq/, the run files, plans/), its report folder, a private /tmp, the write paths and its CLI's config folder; only the environment stepseq sets, the preset needs and env lists. true, or a mapping; a step's replaces the plan's. Default: not sandboxed, unless stepseq runs with --sandbox.",
+		AnyOf: []*jsonSchema{
+			{Type: "boolean"},
+			{Type: "object", AdditionalProperties: ptr(false), Properties: map[string]*jsonSchema{
+				"network": {Type: "boolean", Description: "Keep the host's network (default true: agent CLIs reach their model's API); false gives an empty network namespace."},
+				"write":   list(path("A path: absolute, ~/…, or relative to the workspace."), "More writable paths, made as folders when missing."),
+				"read":    list(path("A path: absolute, ~/…, or relative to the workspace."), "Paths shown read-only where the sandbox hides them (under /tmp)."),
+				"env":     list(&jsonSchema{Type: "string", Pattern: "^[^=\\s]+$"}, "Names of variables the agent sees beyond those stepseq sets and its preset needs."),
+			}},
+		},
+	}
 }
