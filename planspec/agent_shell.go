@@ -23,9 +23,22 @@ var ErrAgentRunsCode = fmt.Errorf("planspec: the agent would run the prompt as c
 
 // AgentCodeError is why an agent argv is refused: Reason says what would run
 // code; the message adds the fix, the same wherever the rule applies.
-type AgentCodeError struct{ Reason string }
+type AgentCodeError struct {
+	Reason string
+	// Script is the script a shell was given (bash agent.sh): the fix is to
+	// run it itself.
+	Script string
+}
 
 func (e *AgentCodeError) Error() string {
+	if e.Script != "" {
+		name := e.Script
+		if !strings.Contains(name, "/") {
+			name = "./" + name
+		}
+		return fmt.Sprintf("%s; stepseq never runs the prompt through a shell or as code: give %s a #! line (#!/bin/sh), make it executable (chmod +x %s) and name it alone: %s",
+			e.Reason, e.Script, e.Script, name)
+	}
 	return e.Reason + "; stepseq never runs the prompt through a shell or as code: name your agent's binary instead, like [openclaw, agent, --message]"
 }
 
@@ -238,7 +251,7 @@ func checkProgram(argv []string, resolve func(string) string) error {
 		names := programNames(word, resolve)
 		for _, n := range names {
 			if slices.Contains(shells, n) {
-				return &AgentCodeError{Reason: shellReason(word, n)}
+				return &AgentCodeError{Reason: shellReason(word, n), Script: scriptOf(argv[i+1:])}
 			}
 		}
 		next, nextArgv, wrapped, err := unwrap(argv, i, names)
@@ -502,4 +515,13 @@ func module(args []string, k int) string {
 		return ""
 	}
 	return ""
+}
+
+// scriptOf is the script file a shell's arguments name first (bash agent.sh),
+// "" when they start with an option or name none.
+func scriptOf(args []string) string {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") || strings.ContainsAny(args[0], " \t") {
+		return ""
+	}
+	return args[0]
 }

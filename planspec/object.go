@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // object is a JSON object that remembers its key order and the raw bytes of every
@@ -135,10 +136,20 @@ func (l *list) next(end int) (more, ok bool) {
 	return false, false
 }
 
+// sharedStringFrom is the length from which a decoded string shares the bytes
+// it was decoded from (see plainString).
+const sharedStringFrom = 256
+
 // plainString reads a JSON string, valid JSON as scanObject's input is, without
 // the decoder: a condition's quotes are escaped, and the decoder costs several
 // times a plain copy. It declines (ok false) anything else, a \u escape or bytes
 // that are not UTF-8 (the decoder replaces them), for the decoder to read.
+//
+// A long string with no escape is not copied: it shares raw, which is part of
+// the content a state is parsed from and which the state keeps and never
+// changes (ParseStateBytes), so the file is not held twice, once as read and
+// once as its strings. A short one is copied, so that a name or a setting kept
+// after the state is gone does not keep the whole file alive.
 func plainString(raw []byte) (string, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
@@ -149,6 +160,9 @@ func plainString(raw []byte) (string, bool) {
 		return "", false
 	}
 	esc := bytes.IndexByte(body, '\\')
+	if esc < 0 && len(body) >= sharedStringFrom {
+		return unsafe.String(&body[0], len(body)), true
+	}
 	if esc < 0 {
 		return string(body), true
 	}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -87,6 +88,8 @@ type StepSpec struct {
 	// retry continues the agent's own session; nil takes the plan's.
 	LimitWait Duration
 	Resume    *bool
+	// Sandbox is the step's sandbox: setting; nil takes the plan's.
+	Sandbox *Sandbox
 	// InstructionTemplate and TitleTemplate are the instruction and title as
 	// the plan wrote them, with ${EXPR} in them: Instruction and
 	// Title hold their rendering once a try starts.
@@ -106,6 +109,9 @@ type StepSpec struct {
 	// Graph are the step's place among steps that run side by side: what it
 	// needs, its foreach, its worktree (see graph.go).
 	Graph
+	// AbortReason is the blocker's text when abort holds, a template
+	// (abort: {when, reason}); "" says which abort held.
+	AbortReason string
 
 	raw object
 }
@@ -231,6 +237,8 @@ type Settings struct {
 	Resume    bool
 	// MaxParallel bounds the run's agents at once; 0: no bound of the plan's.
 	MaxParallel int
+	// Sandbox is the plan's sandbox: setting, its steps' default; nil: none.
+	Sandbox *Sandbox
 	// Notify are the plan's notification sinks.
 	Notify []NotifySink
 	// Groups are the plan's repeat groups, Loops where each stands.
@@ -238,6 +246,9 @@ type Settings struct {
 	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
 	Hash   string // content hash of that plan file
+	// RunID is the run's id, "NAME:nonce": a state file whose id names
+	// another run is a copy of that run (a backup), not a run of its own.
+	RunID string
 	// Face is the face the run's plan arrived through ("mcp": plan_submit,
 	// run_start); "" for a plan of the workspace's and a state written by hand.
 	// Such a run's env() reads only the names the operator exposes
@@ -276,6 +287,7 @@ func (s Settings) Clone() Settings {
 		g := *s.Gate
 		c.Gate = &g
 	}
+	c.Sandbox = s.Sandbox.Clone()
 	return c
 }
 
@@ -391,7 +403,11 @@ func parseState(data []byte, name string, readOnly bool) (*State, error) {
 			line, col := LineCol(data, int(min(max(syn.Offset-1, 0), int64(len(data)))))
 			at = fmt.Sprintf(" at line %d, column %d", line, col)
 		}
-		return nil, &StateError{File: name, Msg: fmt.Sprintf("not valid JSON%s (%v); NaN and Infinity are not JSON", at, err)}
+		msg := fmt.Sprintf("not valid JSON%s (%v)", at, err)
+		if bytes.Contains(data, []byte("NaN")) || bytes.Contains(data, []byte("Infinity")) {
+			msg += "; NaN and Infinity are not JSON"
+		}
+		return nil, &StateError{File: name, Msg: msg}
 	}
 	d := &stateDecoder{file: name, readOnly: readOnly, spans: spans}
 	st := d.state(data)
@@ -640,6 +656,7 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "resultFrom", sp.ResultFrom, sp.ResultFrom != "")
 	setOrDel(&o, "limitWait", sp.LimitWait, sp.LimitWait > 0)
 	setOrDel(&o, "resume", sp.Resume, sp.Resume != nil)
+	setOrDel(&o, "sandbox", sp.Sandbox, sp.Sandbox != nil)
 	setOrDel(&o, "instructionTemplate", sp.InstructionTemplate, sp.InstructionTemplate != "")
 	setOrDel(&o, "titleTemplate", sp.TitleTemplate, sp.TitleTemplate != "")
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
@@ -651,6 +668,7 @@ func (sp *StepSpec) object() object {
 		o.del("approve")
 	}
 	sp.Graph.set(&o)
+	setOrDel(&o, "abortReason", sp.AbortReason, sp.AbortReason != "")
 	return o
 }
 
@@ -718,11 +736,13 @@ func (st *Settings) object() object {
 	setOrDel(&o, "limitWait", st.LimitWait, st.LimitWait > 0)
 	setOrDel(&o, "resume", st.Resume, st.Resume)
 	setOrDel(&o, "maxParallel", st.MaxParallel, st.MaxParallel > 0)
+	setOrDel(&o, "sandbox", st.Sandbox, st.Sandbox != nil)
 	setOrDel(&o, "notify", st.Notify, len(st.Notify) > 0)
 	setOrDel(&o, "groups", st.Groups, len(st.Groups) > 0)
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
+	setOrDel(&o, "runId", st.RunID, st.RunID != "")
 	setOrDel(&o, "face", st.Face, st.Face != "")
 	if st.Approval != nil {
 		o.set("approval", approvalJSON(st.Approval, ApprovalRequired))
@@ -851,3 +871,14 @@ func ParseISO(s string) (time.Time, error) {
 // DurationPattern is what ParseDuration accepts, as a JSON Schema pattern:
 // "90s", "2m", "1h30m", "1.5h", "0s" (no sign: negative spans are refused).
 const DurationPattern = `^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+
+// CopyOf is the run whose state this is a copy of, when the state, read from
+// run name's file, carries another run's id ("" when it is name's own, or
+// carries no id, as a state from before run ids or by hand does).
+func (st *State) CopyOf(name string) string {
+	owner, _, ok := strings.Cut(st.Settings.RunID, ":")
+	if !ok || owner == name {
+		return ""
+	}
+	return owner
+}

@@ -272,6 +272,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	sp.Check, _ = d.optStr(o, p, "check")
 	sp.Exit, _ = d.optStr(o, p, "exit")
 	sp.Abort, _ = d.optStr(o, p, "abort")
+	sp.AbortReason, _ = d.optStr(o, p, "abortReason")
 	if r, ok := o.vals["on"]; ok {
 		sp.On = d.strList(p+"on", r)
 	}
@@ -421,6 +422,7 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	}
 	st.Source, _ = d.optStr(o, p, "source")
 	st.Hash, _ = d.optStr(o, p, "hash")
+	st.RunID, _ = d.optStr(o, p, "runId")
 	st.Face, _ = d.optStr(o, p, "face")
 	st.Approval = d.approval(o, p, "approval", ApprovalRequired)
 	st.Gate = d.gate(o, p, "gate")

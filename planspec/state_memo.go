@@ -177,6 +177,7 @@ func (sp *StepSpec) copy() StepSpec {
 	c.Fallback = slices.Clone(sp.Fallback)
 	c.Result = slices.Clone(sp.Result)
 	c.Graph = sp.Graph.Clone()
+	c.Sandbox = sp.Sandbox.Clone()
 	if sp.Retries != nil {
 		n := *sp.Retries
 		c.Retries = &n
@@ -207,13 +208,14 @@ func (sp *StepSpec) sameGates(o *StepSpec) bool {
 	return slices.Equal(sp.RequiredOutputs, o.RequiredOutputs) &&
 		sp.When == o.When && sp.Skip == o.Skip && sp.Check == o.Check &&
 		slices.Equal(sp.On, o.On) && sp.AwaitOutputs == o.AwaitOutputs &&
-		sp.Exit == o.Exit && sp.Abort == o.Abort && eqPtr(sp.Approve, o.Approve) && sp.Graph.Equal(o.Graph)
+		sp.Exit == o.Exit && sp.Abort == o.Abort && sp.AbortReason == o.AbortReason && eqPtr(sp.Approve, o.Approve) && sp.Graph.Equal(o.Graph)
 }
 
 // sameAgent: who runs the step, how long, how often.
 func (sp *StepSpec) sameAgent(o *StepSpec) bool {
 	return sp.Agent.Equal(o.Agent) && slices.Equal(sp.Fallback, o.Fallback) && sp.AgentTemplate.Equal(o.AgentTemplate) &&
-		sp.Timeout == o.Timeout && eqPtr(sp.Retries, o.Retries) && sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume)
+		sp.Timeout == o.Timeout && eqPtr(sp.Retries, o.Retries) && sp.LimitWait == o.LimitWait && eqPtr(sp.Resume, o.Resume) &&
+		sp.Sandbox.Equal(o.Sandbox)
 }
 
 // sameReports: what the step's worker reports, and by when.

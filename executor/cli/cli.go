@@ -187,7 +187,7 @@ func newCheckCmd(g *globals) *cobra.Command {
 runs the whole chain of due steps in this one process until the plan is DONE, blocked,
 or waiting on a gate. A live sidecar on the workspace gets the work instead. Run it
 from cron or a heartbeat, as step-sequencer-check.py was.
-` + exitCodesHelp + agentEnvHelp,
+` + checkExitHelp + agentEnvHelp,
 		Example: `  stepseq check
   stepseq check ./workspace/state.json
   */5 * * * * cd /srv/ws && STEP_AGENT_CMD='openclaw agent --message' stepseq check`,
@@ -210,6 +210,8 @@ after it that are due. A failed step exits 1.
 // newChainCmd completes check or step: both take the original's STATE argument and
 // drive the chain; a failed step exits 1, as the original runner's does.
 func newChainCmd(g *globals, cmd *cobra.Command, drive func(*engine.Chain, context.Context) error) *cobra.Command {
+	var box sandboxFlags
+	box.register(cmd)
 	cmd.Args = cobra.MaximumNArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		// A missing state file is the original's "nothing to do"; a missing
@@ -228,6 +230,7 @@ func newChainCmd(g *globals, cmd *cobra.Command, drive func(*engine.Chain, conte
 			return err
 		}
 		defer c.Close()
+		box.apply(c.Runtime, g.logger())
 		err = drive(c, cmd.Context())
 		if errors.Is(err, engine.ErrStepFailed) {
 			return &exitError{code: 1}
@@ -277,6 +280,16 @@ const exitCodesHelp = `
 Exit status: 0 success; 1 a failed step, a blocked plan or invalid input; 2 a usage
 or configuration error (a bad flag, a missing folder, STEP_AGENT_CMD unset or unsafe,
 a second sidecar on a workspace).
+`
+
+// checkExitHelp is check's exit status: the original check script's, which
+// exits 0 once it has read the state, a failed step or a blocked plan included
+// (they are in the state, for status to tell).
+const checkExitHelp = `
+Exit status: 0 once the state was read, as step-sequencer-check.py: a failed step and a
+blocked plan exit 0 too (they are in the state: stepseq status tells them, and exits 1
+on a blocked plan); no state file exits 0. 1 a state that cannot be read; 2 a usage or
+configuration error (a bad flag, a missing folder, STEP_AGENT_CMD unset or unsafe).
 `
 
 // agentEnvHelp names the environment of the commands that launch agents or say

@@ -24,6 +24,7 @@ type doorFlags struct {
 	expose    []string // --expose-env: what a face's plan may read with env()
 	listener  bool     // the command has --listen (watch), not only --allow-agent (mcp)
 	binder    listener.Binder
+	sandbox   sandboxFlags
 }
 
 func (f *doorFlags) register(cmd *cobra.Command) {
@@ -35,6 +36,7 @@ func (f *doorFlags) register(cmd *cobra.Command) {
 
 func (f *doorFlags) registerAllow(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.allow, "allow-agent", nil, "the only agents any plan may run: mcp, a preset name, or a program (with leading arguments); repeatable. Over HTTP, a plan may otherwise name only mcp or a preset")
+	f.sandbox.register(cmd)
 	cmd.Flags().StringArrayVar(&f.expose, "expose-env", nil, "a variable whose value env() may read in a plan that arrives through MCP (plan_submit, run_start); repeatable. Without it such a plan reads no environment; plans in the workspace read all of it")
 }
 
@@ -55,6 +57,7 @@ func (f *doorFlags) apply(ctx context.Context, rt *engine.Runtime, listen string
 	if err := f.applyExpose(rt, log); err != nil {
 		return "", nil, err
 	}
+	f.sandbox.apply(rt, log)
 	if !f.listener || listen == "" {
 		return "", nil, nil
 	}

@@ -98,7 +98,7 @@ func (in *initRun) writeClaude(path string, data []byte) error {
 		return err
 	}
 	if _, err := exec.LookPath(ClaudeServer.Command); err != nil {
-		fmt.Fprintf(in.stderr, "stepseq: note: %s is not on PATH, where Claude Code looks for it: go install github.com/stepseq/stepseq@latest, or copy the binary there\n", ClaudeServer.Command)
+		fmt.Fprintf(in.stderr, "stepseq: note: %s is not on PATH, where Claude Code looks for it: copy the binary there (make build in a clone makes bin/stepseq)\n", ClaudeServer.Command)
 	}
 	fmt.Fprintf(in.out, "Claude Code, started in %s, runs %q as its MCP server %q (it asks once to approve it)\n",
 		in.dir, strings.Join(append([]string{ClaudeServer.Command}, ClaudeServer.Args...), " "), ClaudeServerName)

@@ -67,8 +67,17 @@ func TestInitClaude_ServerSpeaksMCP(t *testing.T) {
 			t.Errorf("the server offers %v, not %s", names, want)
 		}
 	}
-	// The sidecar the server runs applies the project's plan (init's example),
-	// and a plan submitted through it queues in the project's plans folder.
+	// Merely started, as Claude Code starts it at every session start, the
+	// server drives nothing: the example plan is shown, not applied. Once the
+	// client acts (run_resume), its sidecar applies the project's plan (init's
+	// example), and a plan submitted through it queues in the project's plans
+	// folder.
+	if _, err := os.Stat(filepath.Join(proj, "state.json")); err == nil {
+		t.Fatal("the server applied the project's plan before any client acted")
+	}
+	if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_resume", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("run_resume: %v %+v", err, res)
+	}
 	waitFor(t, "the project's example plan in its state.json", func() bool {
 		b, err := os.ReadFile(filepath.Join(proj, "state.json"))
 		return err == nil && stepQueueHead(b) == "outline"

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/planspec/plan"
 )
 
@@ -40,6 +43,8 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 				}
 				if pf.Plan != nil {
 					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
+					warnMissingAgents(stderr, path, pf.Plan)
+					writeValidateSandbox(stdout, path, pf.Plan)
 					continue
 				}
 				bad++
@@ -51,6 +56,19 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 			return nil
 		},
 	}
+}
+
+// writeValidateSandbox says which of a valid plan's steps run sandboxed,
+// which edit unattended without a sandbox (STEP_AGENT_CMD is no preset), and
+// what a sandbox keeps from working.
+func writeValidateSandbox(w io.Writer, path string, p *plan.Plan) {
+	v := engine.SandboxNotes(p.State(path, ""), core.SandboxPolicy{}, func(string) string { return "" })
+	if v.Empty() {
+		return
+	}
+	var b bytes.Buffer
+	writeSandbox(&b, path+": ", &v)
+	_, _ = w.Write(b.Bytes())
 }
 
 // planShape is validate's word on a valid plan: its steps, then each loop with
@@ -274,5 +292,25 @@ func printPlanErrors(w io.Writer, path string, pf core.PlanFile) {
 	}
 	for _, line := range engine.ErrorLines(pf.Err) {
 		fmt.Fprintln(w, line)
+	}
+}
+
+// warnMissingAgents tells, without failing the plan, of each agent program the
+// plan names by a bare name that is not on PATH here: its step could not
+// launch on this machine, and nobody would be told until it was due.
+func warnMissingAgents(stderr io.Writer, path string, p *plan.Plan) {
+	seen := map[string]bool{}
+	check := func(a planspec.AgentSpec, where string) {
+		if len(a.Argv) == 0 || strings.ContainsAny(a.Argv[0], "/${") || seen[a.Argv[0]] {
+			return
+		}
+		seen[a.Argv[0]] = true
+		if _, err := exec.LookPath(a.Argv[0]); err != nil {
+			fmt.Fprintf(stderr, "%s: warning: %s: agent %q is not on PATH here: its step cannot launch on this machine until it is\n", path, where, a.Argv[0])
+		}
+	}
+	check(p.Settings.Agent, "agent")
+	for _, st := range p.Steps {
+		check(st.Spec.Agent, "step "+st.ID)
 	}
 }

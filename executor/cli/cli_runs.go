@@ -28,6 +28,7 @@ func newStartCmd(g *globals, stdout io.Writer) *cobra.Command {
 		params     []string
 		paramsFile string
 		asJSON     bool
+		from       string
 	)
 	cmd := &cobra.Command{
 		Use:   "start PLAN [DIR]",
@@ -38,13 +39,21 @@ its logs, reports and journal under DIR/.stepseq/runs/NAME/. The sidecar drives 
 run of its workspace; without one, stepseq check state.NAME.json (or the original's
 check script) does. NAME is --run, else the plan's name made unique (NAME-2, NAME-3…);
 --run main starts the plan into state.json, as apply does. PLAN is a file, or the name
-of a plan in DIR/plans.
+of a plan in DIR/plans. --from state.NAME.json, instead of PLAN, starts a copy of
+another run's state (a backup, listed by stepseq runs as a copy, never driven) as a
+run of its own.
 ` + exitCodesHelp,
 		Example: `  stepseq start plans/review.yaml --param ticket=T-12
   stepseq start review --run review-t12 --params t12.yaml
   stepseq runs`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
+			if from != "" {
+				return startFrom(stdout, from, args, asJSON)
+			}
+			if len(args) == 0 {
+				return usageErr("start needs a PLAN (or --from STATE)")
+			}
 			dir := "."
 			if len(args) > 1 {
 				dir = args[1]
@@ -87,7 +96,24 @@ of a plan in DIR/plans.
 	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
 	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run as a JSON object")
+	cmd.Flags().StringVar(&from, "from", "", "start the copy state.NAME.json (another run's backup) as the run NAME of its own")
 	return cmd
+}
+
+// startFrom is start --from: a copy of another run's state made a run of its own.
+func startFrom(stdout io.Writer, from string, args []string, asJSON bool) error {
+	if len(args) > 0 {
+		return usageErr("start --from takes no PLAN: the state file is the run")
+	}
+	info, err := engine.AdoptRun(from)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	if asJSON {
+		return writeJSON(stdout, info)
+	}
+	_, err = fmt.Fprintf(stdout, "started run %s from %s: %d/%d steps done\n", info.Name, info.State, info.Done, info.Steps)
+	return err
 }
 
 // planPath is the plan file arg names: a file as given, else the plan of that
@@ -207,9 +233,17 @@ func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 		if t, err := time.Parse(time.RFC3339, r.Updated); err == nil {
 			updated = t.Local().Format("2006-01-02 15:04:05")
 		}
+		if r.CopyOf != "" {
+			status = "copy of " + r.CopyOf
+		}
 		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, paramsText(r.Params), updated})
 	}
 	writeTable(b, rows, -1, false)
+	for _, r := range runs {
+		if r.Hint != "" {
+			fmt.Fprintf(b, "\n%s: %s\n", r.State, r.Hint)
+		}
+	}
 }
 
 // paramsText shows a run's params as name=value, values as JSON.

@@ -342,8 +342,11 @@ func writeNotes(b *bytes.Buffer, notes []notify.Notice, now time.Time) {
 // writeNote is one notification on one line.
 func writeNote(b *bytes.Buffer, n notify.Notice, now time.Time) {
 	where := "plan"
-	if n.Step != "" {
+	switch {
+	case n.Step != "" && n.Try > 0:
 		where = fmt.Sprintf("%s try %d", n.Step, n.Try)
+	case n.Step != "":
+		where = n.Step // of the step, not of one of its tries: a loop's round or end
 	}
 	status := n.Status
 	if n.Event != "" {
@@ -542,6 +545,15 @@ func writeNow(b *bytes.Buffer, r engine.StatusReport) {
 	}
 	if len(r.WaitingFor.MissingOutputs) > 0 {
 		fmt.Fprintf(b, "missing outputs: %s\n", strings.Join(r.WaitingFor.MissingOutputs, ", "))
+	}
+	writeSandbox(b, "", r.Sandbox)
+}
+
+// writeSandbox writes which steps run sandboxed, which edit unattended without
+// a sandbox, and what a sandbox keeps from working, each line after prefix.
+func writeSandbox(b *bytes.Buffer, prefix string, v *engine.SandboxView) {
+	for _, l := range v.Lines() {
+		fmt.Fprintf(b, "%s%s\n", prefix, l)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/store"
 )
 
@@ -250,5 +251,16 @@ func TestStatusView_FollowRejectedPlan(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "rejected plans:"); n != 1 {
 		t.Fatalf("the rejected plan was shown %d times, want once: %q", n, out.String())
+	}
+}
+
+// A notification of a step, not of one of its tries (a loop leaving at that
+// step), names no try: "try 0" is none.
+func TestWriteNote_NoTryZero(t *testing.T) {
+	var b bytes.Buffer
+	now := time.Now()
+	writeNote(&b, notify.Notice{Time: now, Step: "review", Try: 0, Status: "done", Event: "loop-exit", Output: "rounds: left at review"}, now)
+	if strings.Contains(b.String(), "try 0") || !strings.Contains(b.String(), "review  done (loop-exit)") {
+		t.Errorf("note: %q", b.String())
 	}
 }

@@ -316,9 +316,13 @@ func longRunning(dir, state, retain string, log *slog.Logger) (*engine.Runtime, 
 
 // sayWhatWaits tells a sidecar's first user what it waits for, once, at start: where
 // a plan goes when there is none, and that no step can launch when STEP_AGENT_CMD is
-// unset and no plan names an agent.
-func sayWhatWaits(rt *engine.Runtime, plansDir string, log *slog.Logger) {
-	st, stateErr := (&store.StateFile{Path: rt.WS.State}).Read()
+// unset and no plan names an agent. st is the state as read at the start, nil
+// when it could not be read; it is read here again only then.
+func sayWhatWaits(rt *engine.Runtime, st *planspec.State, plansDir string, log *slog.Logger) {
+	var stateErr error
+	if st == nil {
+		st, stateErr = (&store.StateFile{Path: rt.WS.State}).Read()
+	}
 	var plans []*plan.Plan
 	entries, _ := os.ReadDir(plansDir)
 	for _, e := range entries {

@@ -89,7 +89,7 @@ func (f *watchFlags) run(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer pageRT.Close()
-	pageRT.ExposeEnv = rt.ExposeEnv
+	pageRT.ExposeEnv, pageRT.Sandbox = rt.ExposeEnv, rt.Sandbox
 	page := web.NewWorkspace(pageRT, maxRetries, 0)
 	// The notifier opens the outbox only once the sidecar holds the
 	// workspace lock: one notifier per workspace.
@@ -99,7 +99,10 @@ func (f *watchFlags) run(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	notes.Follower, err = notify.NewFollower(notifyConfig(rt, sinks, reg), rt.WS.State)
+	// The state as the sidecar read it at its start serves the notifier's
+	// and sayWhatWaits' reads: a large state is not read again for them.
+	started := sc.StartState()
+	notes.Follower, err = notify.NewFollowerOf(notifyConfig(rt, sinks, reg), rt.WS.State, started)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -121,7 +124,7 @@ func (f *watchFlags) run(ctx context.Context, g *globals, args []string) error {
 		}
 	}()
 	log.Info("watching", "dir", rt.WS.Dir, "state", rt.WS.State, "plans", filepath.Join(rt.WS.Dir, "plans"), "pid", os.Getpid())
-	sayWhatWaits(rt, filepath.Join(rt.WS.Dir, "plans"), log)
+	sayWhatWaits(rt, started, filepath.Join(rt.WS.Dir, "plans"), log)
 	err = sc.Run(ctx)
 	if errors.Is(err, engine.ErrPlanBlocked) {
 		return &exitError{code: 1, err: err}

@@ -130,7 +130,7 @@ func abortHolds(st *planspec.State, id string, g *planspec.Group, l *planspec.Lo
 	if !ok {
 		return Decision{}, loopOn, false, false
 	}
-	text := fmt.Sprintf("%s: aborted: abort: %s holds", id, st.Steps[id].Abort)
+	text := abortText(st, id, f)
 	if l != nil && l.Ended == "" {
 		l.Ended, l.Reason = planspec.LoopAbort, text
 	}
@@ -274,4 +274,38 @@ func tell(f Facts, ev LoopEvent) {
 	if f.Loop != nil {
 		f.Loop(ev)
 	}
+}
+
+// abortsFirst asks the abort of step id before its first try: an abort that
+// can be evaluated then (it reads params, vars, other steps or files, not the
+// step's own result) and holds blocks the plan before anything runs, the
+// first step's included. One that cannot be evaluated yet waits for the step
+// to be verified, when afterDone asks it.
+func abortsFirst(st *planspec.State, id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts) (Decision, bool, bool) {
+	if spec == nil || spec.Abort == "" || run.Tries > 0 || len(run.Result) > 0 {
+		return Decision{}, false, false
+	}
+	ok, err := cond(f, id, plan.CondAbort)
+	if err != nil || !ok {
+		return Decision{}, false, false
+	}
+	d, _, changed := blockOn(st, id, abortText(st, id, f))
+	return d, true, changed
+}
+
+// abortText is the blocker of step id's abort: its reason rendered, else the
+// condition that held.
+func abortText(st *planspec.State, id string, f Facts) string {
+	spec := st.Steps[id]
+	if spec.AbortReason != "" {
+		reason := spec.AbortReason
+		if t, err := plan.CompileTemplate(reason); err == nil {
+			if text, err := t.Render(&plan.Env{Now: f.Now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
+				Params: st.Settings.Params, Loop: st.LoopAround(id)}); err == nil {
+				reason = text
+			}
+		}
+		return fmt.Sprintf("%s: aborted: %s", id, reason)
+	}
+	return fmt.Sprintf("%s: aborted: abort: %s holds", id, spec.Abort)
 }

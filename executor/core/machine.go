@@ -52,6 +52,10 @@ type AgentExited struct {
 	// with resultFrom: output; ResultErr says why none was read.
 	Result    json.RawMessage
 	ResultErr string
+	// Refused names what the agent CLI's own permissions refused during the
+	// try (claude's permission_denials); a failed try's error ends with it,
+	// since the CLI itself reports success.
+	Refused string
 }
 
 // ReportIn is a worker's report through any channel. Try 0 means the current try.
@@ -143,6 +147,8 @@ type StartAgent struct {
 	// Resume is the agent session a retry with resume: true continues; zero: a
 	// fresh start.
 	Resume planspec.AgentSession
+	// Sandbox is the sandbox the agent runs in; nil: it runs bare.
+	Sandbox *planspec.Sandbox
 }
 
 // StopAgent ends the running try's agent group (SIGTERM, grace, SIGKILL).
@@ -242,6 +248,11 @@ const (
 	EventPlanBlocked      = "plan_blocked"      // blocked: the plan is held by a step
 	EventPlanDone         = "plan_done"         // done: every step is done
 	EventSkipped          = "skipped"           // done: the step's skip condition held
+	EventReviewing        = "reviewing"         // in_progress: the worker says done; stepseq verifies before telling done
+	EventAcceptImplied    = "accept_implied"    // in_progress: a done came while dispatching and stands for the accept too
+	// EventHeld: milestone: a plan or run file appeared while a sandboxed agent
+	// ran; it is not taken up until it is touched again.
+	EventHeld = "held"
 )
 
 // CondSet evaluates a state's conditions: *Conditions, or a fake in tests. now
@@ -302,6 +313,8 @@ type MachineConfig struct {
 	// Run is the run's name, "" for the workspace's own: the command that
 	// answers a gate names it.
 	Run string
+	// Sandbox is --sandbox and --require-sandbox.
+	Sandbox SandboxPolicy
 }
 
 // Default report timers.
@@ -317,6 +330,10 @@ const stateReread = 8
 
 // Machine is the reconcile core's state: the plan's state and what is in flight.
 type Machine struct {
+	// cursorRendered is the step and try whose templates were rendered when
+	// the cursor reached it (renderAtCursor), once.
+	cursorRendered string
+
 	cfg MachineConfig
 
 	now   time.Time
@@ -415,10 +432,12 @@ type tryRun struct {
 	changed        []string
 	resumed        bool // an interrupted try run again under its own number
 	resume         planspec.AgentSession
+	sandbox        *planspec.Sandbox
 }
 
 type tryExit struct {
 	agentFailed string
+	refused     string // what the CLI's permissions refused: the error ends with it
 	blocked     string // the worker's blocked report holds the step
 	step        string
 	try         int
@@ -660,7 +679,7 @@ func (m *Machine) written(err error) {
 func (m *Machine) launchWritten() {
 	if r := m.run; r != nil && !r.launched && !m.stopping {
 		r.launched = true
-		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume})
+		m.emit(StartAgent{Step: r.step, Try: r.try, Prompt: r.prompt, Changed: r.changed, Resumed: r.resumed, Resume: r.resume, Sandbox: r.sandbox})
 		next := "it runs until it exits; then its outputs are checked"
 		if m.st.UsesReports(r.step) {
 			next = "waiting for the worker to accept"

@@ -22,7 +22,9 @@ var transitions = map[string]struct {
 	planspec.ReportAccepted:  {[]string{planspec.PhaseDispatching, planspec.PhaseBlocked}, planspec.PhaseInProgress},
 	planspec.ReportMilestone: {[]string{planspec.PhaseInProgress, planspec.PhaseBlocked}, planspec.PhaseInProgress},
 	planspec.ReportBlocked:   {[]string{planspec.PhaseDispatching, planspec.PhaseInProgress}, planspec.PhaseBlocked},
-	planspec.ReportDone:      {[]string{planspec.PhaseInProgress, planspec.PhaseBlocked}, planspec.PhaseReviewing},
+	// A done while dispatching stands for accepted and done: its evidence, the
+	// final artifact, is stronger than an accept's first action (take tells both).
+	planspec.ReportDone: {[]string{planspec.PhaseDispatching, planspec.PhaseInProgress, planspec.PhaseBlocked}, planspec.PhaseReviewing},
 }
 
 // reportSlack covers file times from the kernel's coarse clock.
@@ -102,6 +104,9 @@ func (m *Machine) take(in ReportIn, run *planspec.StepRun) {
 		r.doneReport = true
 	}
 	m.markDirty("report " + rep.Status)
+	if from == planspec.PhaseDispatching && rep.Status == planspec.ReportDone {
+		m.impliedAccept(in, r.try)
+	}
 	m.journal(Entry{Event: "report", Step: in.Step, Try: r.try, Reason: rep.Status, Detail: map[string]any{
 		"via": in.Via, "summary": rep.Summary, "evidence": rep.Evidence, "risk": rep.Risk, "next": rep.Next, "phase": to}})
 	m.log(slog.LevelInfo, "report", "step", in.Step, "try", r.try, "status", rep.Status, "phase", to, "summary", FirstChars(rep.Summary, 120))
@@ -109,11 +114,33 @@ func (m *Machine) take(in ReportIn, run *planspec.StepRun) {
 	// sender's next report is checked against the file.
 	m.flush()
 	m.emit(ReportVerdict{Ref: in.Ref, Step: in.Step, Accepted: true})
-	status := rep.Status
-	if status == planspec.ReportAccepted {
-		status = planspec.PhaseInProgress
+	switch rep.Status {
+	case planspec.ReportAccepted:
+		m.notify(in.Step, r.try, "worker", planspec.PhaseInProgress, rep.Summary+" — "+rep.Evidence, rep.Next)
+	case planspec.ReportDone:
+		// The worker's claim: the user hears done once, after verification.
+		m.notifyWorker(in.Step, r.try, planspec.PhaseInProgress, EventReviewing, "says done: "+rep.Summary+" — "+rep.Evidence, "stepseq verifies the outputs and the result")
+	default:
+		m.notify(in.Step, r.try, "worker", rep.Status, rep.Summary+" — "+rep.Evidence, rep.Next)
 	}
-	m.notify(in.Step, r.try, "worker", status, rep.Summary+" — "+rep.Evidence, rep.Next)
+}
+
+// impliedAccept records the accept a done while dispatching stands for: the
+// journal says it was implied, and the user hears the step in progress before
+// it is reviewed.
+func (m *Machine) impliedAccept(in ReportIn, try int) {
+	m.journal(Entry{Event: "report", Step: in.Step, Try: try, Reason: planspec.ReportAccepted, Detail: map[string]any{
+		"via": in.Via, "implied": "by a done while dispatching", "phase": planspec.PhaseInProgress}})
+	m.notifyWorker(in.Step, try, planspec.PhaseInProgress, EventAcceptImplied, "accepted (implied by its done): "+in.Report.Summary, "stepseq verifies the outputs and the result")
+}
+
+// notifyWorker tells a worker's transition with an event beyond the seed's words.
+func (m *Machine) notifyWorker(step string, try int, status, event, output, next string) {
+	m.notify(step, try, "worker", status, output, next)
+	if n, ok := m.out[len(m.out)-1].(Notify); ok {
+		n.Note.Event = event
+		m.out[len(m.out)-1] = n
+	}
 }
 
 // AdmitReport is the report admission rule every channel applies:

@@ -299,6 +299,7 @@ func (m *Machine) advance() {
 		return
 	}
 	changed = m.summarize(d) || changed
+	changed = m.renderAtCursor(d) || changed
 	changed = m.stampHeartbeat() || changed
 	m.sayDecision(d)
 	if changed {
@@ -524,19 +525,28 @@ func (m *Machine) render(id string) (*planspec.StepSpec, error) {
 		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params, Loop: m.st.LoopAround(id)})
 }
 
+// launchRefusal says why step id's agent cannot start (a configuration error):
+// the world refuses it, or it would run unsandboxed where a sandbox is required.
+func (m *Machine) launchRefusal(id string) error {
+	if m.cfg.Probe != nil {
+		if err := m.cfg.Probe.CanLaunch(m.st, id); err != nil {
+			return err
+		}
+	}
+	return SandboxRefusal(m.st, id, m.cfg.Sandbox)
+}
+
 // dispatch marks the try in the state and asks for the write that records it; the
 // launch follows that write (written), never precedes it.
 func (m *Machine) dispatch(d Decision) {
 	m.delayAt = time.Time{}
-	if m.cfg.Probe != nil {
-		if err := m.cfg.Probe.CanLaunch(m.st, d.Step); err != nil {
-			if m.configErr == nil || m.configErr.Error() != err.Error() {
-				m.emit(Log{Level: slog.LevelError, Msg: "cannot launch the agent", Args: []any{"step", d.Step, "err", err}, ConfigErr: true})
-				m.journal(Entry{Event: "config-error", Step: d.Step, Reason: err.Error()})
-			}
-			m.configErr = err
-			return
+	if err := m.launchRefusal(d.Step); err != nil {
+		if m.configErr == nil || m.configErr.Error() != err.Error() {
+			m.emit(Log{Level: slog.LevelError, Msg: "cannot launch the agent", Args: []any{"step", d.Step, "err", err}, ConfigErr: true})
+			m.journal(Entry{Event: "config-error", Step: d.Step, Reason: err.Error()})
 		}
+		m.configErr = err
+		return
 	}
 	m.configErr = nil
 	m.toldBlocked = ""
@@ -555,7 +565,8 @@ func (m *Machine) dispatch(d Decision) {
 	} else {
 		try = BeginTry(m.st, d.Step, m.now, d.Interrupted)
 	}
-	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.startedBy(d.Step), resumed: resumed, resume: resume}
+	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.startedBy(d.Step), resumed: resumed, resume: resume,
+		sandbox: SandboxOf(m.st, d.Step, m.cfg.Sandbox).Clone()}
 	m.changed = nil
 	m.progress = true
 	m.markDirty("launch")
@@ -585,7 +596,7 @@ func (m *Machine) agentExited(in AgentExited) {
 		return
 	}
 	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed,
-		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr}
+		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr, refused: in.Refused}
 	if r.blockedBy == "report" {
 		m.pending.blocked = workerBlocker(m.st, r.step)
 	}
@@ -744,6 +755,9 @@ func (m *Machine) verdict(t *tryExit) Verdict {
 		reasons = append(reasons, m.resultVerdict(t)...)
 	}
 	if len(reasons) > 0 {
+		if t.refused != "" {
+			reasons = append(reasons, t.refused)
+		}
 		return Verdict{Error: strings.Join(reasons, "; "), MissingOutputs: missing}
 	}
 	return Verdict{OK: true}
@@ -823,4 +837,35 @@ func countOf(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// renderAtCursor renders, once, the templates of the step the cursor reached
+// and that does not launch now (a gate, a delay, a limit holds it), as soon as
+// its inputs are known: the original runner resuming the run at that point
+// sends plain text. A template that cannot render yet is left to the try,
+// which fails with the reason.
+func (m *Machine) renderAtCursor(d Decision) bool {
+	st := m.st
+	if d.Action == Launch || st.CurrentStep >= len(st.StepQueue) {
+		return false
+	}
+	id := st.StepQueue[st.CurrentStep]
+	spec, tries := st.Steps[id], 0
+	if run := st.StepRuns[id]; run != nil {
+		if run.Status != planspec.StatusPending {
+			return false
+		}
+		tries = run.Tries
+	}
+	key := fmt.Sprintf("%s#%d", id, tries)
+	if spec == nil || m.cursorRendered == key || !hasTemplates(st, spec) {
+		return false
+	}
+	m.cursorRendered = key
+	rendered, err := m.render(id)
+	if err != nil || rendered.Title == spec.Title && rendered.Instruction == spec.Instruction {
+		return false
+	}
+	st.ReplaceSpec(id, rendered)
+	return true
 }

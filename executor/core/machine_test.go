@@ -365,7 +365,7 @@ func TestMachine_Reports(t *testing.T) {
 		planspec.ReportAccepted:  {planspec.PhaseDispatching: planspec.PhaseInProgress, planspec.PhaseBlocked: planspec.PhaseInProgress},
 		planspec.ReportMilestone: {planspec.PhaseInProgress: planspec.PhaseInProgress, planspec.PhaseBlocked: planspec.PhaseInProgress},
 		planspec.ReportBlocked:   {planspec.PhaseDispatching: planspec.PhaseBlocked, planspec.PhaseInProgress: planspec.PhaseBlocked},
-		planspec.ReportDone:      {planspec.PhaseInProgress: planspec.PhaseReviewing, planspec.PhaseBlocked: planspec.PhaseReviewing},
+		planspec.ReportDone:      {planspec.PhaseDispatching: planspec.PhaseReviewing, planspec.PhaseInProgress: planspec.PhaseReviewing, planspec.PhaseBlocked: planspec.PhaseReviewing},
 	}
 	for status, to := range want {
 		for _, phase := range phases {
@@ -397,8 +397,12 @@ func TestMachine_Reports(t *testing.T) {
 				if n := len(r.run("a").Reports); n != 1 {
 					t.Errorf("reports kept: %d", n)
 				}
-				if len(journal(effs, "report")) != 1 || len(notes(effs)) != 1 {
-					t.Errorf("want one journal entry and one notification: %v", effs)
+				entries := 1
+				if status == planspec.ReportDone && phase == planspec.PhaseDispatching {
+					entries = 2 // the accept it stands for, then the done
+				}
+				if len(journal(effs, "report")) != entries || len(notes(effs)) != entries {
+					t.Errorf("want %d journal entries and notifications: %v", entries, effs)
 				}
 			})
 		}
@@ -421,8 +425,8 @@ func TestMachine_ReportRefusals(t *testing.T) {
 			[]string{"stale: step b has no try running now"}},
 		{"a file older than the try", ReportIn{Step: "a", Written: t0.Add(-time.Hour), Report: good(planspec.WorkerReport{Status: "accepted"})},
 			[]string{"stale: written before try 1 of step a started"}},
-		{"done before accepted, and its artifact missing", ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "done", Artifacts: []string{"gone.md"}})},
-			[]string{"done before accepted", "artifacts not found in the workspace: gone.md"}},
+		{"done before accepted, its artifact missing", ReportIn{Step: "a", Report: good(planspec.WorkerReport{Status: "done", Artifacts: []string{"gone.md"}})},
+			[]string{"artifacts not found in the workspace: gone.md"}},
 		{"an unknown status and a missing summary", ReportIn{Step: "a", Report: planspec.WorkerReport{Status: "finished", Evidence: "e", Risk: "none", Next: "none"}},
 			[]string{"missing summary", `status: want accepted, milestone, blocked or done, got "finished"`}},
 	}
@@ -1032,5 +1036,64 @@ func TestMachine_NotificationCarriesPlanSinks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A simple agent that reports only done, while its step is still dispatching,
+// loses no try: the done stands for the accept too, the journal says the accept
+// was implied, and the user hears in_progress twice (the accept, then the claim
+// under review), never done before verification.
+func TestMachine_DoneWhileDispatchingImpliesAccept(t *testing.T) {
+	r := newRig(t, planAB(""), true)
+	r.take()
+	r.feed(ReportIn{Step: "a", Try: 1, Report: good(planspec.WorkerReport{Status: planspec.ReportDone}), Via: "test", Ref: "r"})
+	effs := r.take()
+	if v, ok := verdictOf(effs); !ok || !v.Accepted {
+		t.Fatalf("verdict %+v, want accepted", v)
+	}
+	if got := r.run("a").Phase; got != planspec.PhaseReviewing {
+		t.Errorf("phase %s, want reviewing", got)
+	}
+	reps := journal(effs, "report")
+	if len(reps) != 2 || reps[0].Reason != planspec.ReportAccepted || reps[0].Detail["implied"] == nil || reps[1].Reason != planspec.ReportDone {
+		t.Errorf("journal: %+v, want the implied accept, then the done", reps)
+	}
+	if got := noteEvents(effs); !slices.Equal(got, []string{"in_progress/" + EventAcceptImplied, "in_progress/" + EventReviewing}) {
+		t.Errorf("notifications %v", got)
+	}
+}
+
+// A try that fails its verification while the agent CLI's own permissions
+// refused a tool (claude's permission_denials, with exit 0 and is_error
+// false) says so in its error, after the verification's reasons.
+func TestMachine_FailedTryNamesRefusedTools(t *testing.T) {
+	r := newRig(t, planAB(""), true)
+	r.p.missing["a.txt"] = true
+	r.take()
+	refused := "claude's --permission-mode acceptEdits refused: Bash(python3 gen.py)"
+	r.feed(AgentExited{Step: "a", Try: 1, Exit: Exit{Code: 0}, Refused: refused})
+	if e := verdictError(t, r.take()); e != "Missing required outputs: a.txt; "+refused {
+		t.Fatalf("verdict %q, want the missing output and the refusal", e)
+	}
+}
+
+// The step the cursor reached and that waits (here, stepDelayMinutes after a)
+// holds its instruction rendered as soon as its inputs are known, not only when
+// its try starts: the original runner resuming the run now sends plain text.
+func TestMachine_RendersTheStepAtTheCursor(t *testing.T) {
+	r := newRig(t, `{"plan":{"steps":{
+		"a":{"title":"A","instruction":"do a"},
+		"b":{"title":"B","instruction":"after a, which is ${steps.a.status}","instructionTemplate":"after a, which is ${steps.a.status}"}}},
+	"stepQueue":["a","b"],"currentStep":1,"stepRuns":{"a":{"status":"DONE","tries":1,"lastRunIso":"`+planspec.FormatISO(t0)+`"}},
+	"stepDelayMinutes":5,"blockers":[],"status":"IN_PROGRESS"}`, true)
+	effs := r.take()
+	if slices.ContainsFunc(effs, func(e Effect) bool { _, ok := e.(StartAgent); return ok }) {
+		t.Fatal("b launched before its delay")
+	}
+	if got := r.m.State().Steps["b"].Instruction; got != "after a, which is DONE" {
+		t.Errorf("b's instruction %q, want it rendered while b waits", got)
+	}
+	if !strings.Contains(string(r.disk), "after a, which is DONE") {
+		t.Errorf("the state on disk does not hold b's rendered instruction:\n%s", r.disk)
 	}
 }

@@ -39,9 +39,10 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	// A run that arrived through a face stays the face's through an edit: the
 	// face still drives it and sees which step runs next. Its gate stays where
 	// the person's yes stands.
-	source, params, loops, face, gate := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate
+	source, params, loops, face, gate, id := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate, st.Settings.RunID
 	st.Settings = fresh.Settings
-	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate = source, params, loops, face, gate
+	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate, st.Settings.RunID = source, params, loops, face, gate, id
+	plan.RenderAtStart(st)
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
 	}

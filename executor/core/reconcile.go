@@ -135,6 +135,9 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			changed = true
 			continue
 		}
+		if d, held, ch := abortsFirst(st, id, spec, run, f); held {
+			return d, changed || ch
+		}
 		if d, held := heldBack(st, id, spec, run, f); held {
 			return d, changed
 		}

@@ -150,6 +150,7 @@ func newDriver(ctx context.Context, rt *Runtime, sf *store.StateFile, lock *stor
 	d.timer.Stop()
 	cfg.Probe = d
 	cfg.Run = rt.WS.Run
+	cfg.Sandbox = rt.Sandbox
 	d.m = core.NewMachine(cfg)
 	return d
 }
@@ -251,6 +252,7 @@ func (d *driver) stopAgent(e core.StopAgent) {
 func (d *driver) notify(e core.Notify) {
 	if d.rt.WS.Run != "" {
 		e.Note.Run = d.rt.WS.Run
+		e.Note.Next = commandsForRun(e.Note.Next, d.rt.WS.Run)
 	}
 	if d.notifier != nil {
 		d.notifier.Notify(e.Note)
@@ -383,6 +385,10 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	} else if dir != "" {
 		spec.Dir = dir
 	}
+	if l.Sandbox != nil {
+		spec = proc.InSandbox(spec, l.Sandbox, proc.SandboxTry{WS: d.rt.WS, Step: l.Step, Try: l.Try, Changed: l.Changed,
+			Agent: agent, Outputs: st.Steps[l.Step].RequiredOutputs})
+	}
 	launcher := d.launcher
 	var tl *proc.HeldTry
 	if st.IsPull(l.Step) {
@@ -408,7 +414,8 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	run, err := launcher.Launch(ts)
 	if err != nil {
 		tl.Ended(proc.StartFailure(err), false)
-		if next := proc.NextAgent(agents, idx); next >= 0 {
+		// A sandbox that cannot be had fails the try: no other agent runs it bare.
+		if next := proc.NextAgent(agents, idx); next >= 0 && !errors.Is(err, proc.ErrSandbox) {
 			d.fallback(l, agents, idx, next, err.Error())
 			return
 		}
@@ -424,7 +431,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	if d.lock != nil && pid > 0 {
 		d.lock.SetAgent(&store.AgentHandle{Step: l.Step, Try: l.Try, PID: pid, StartTicks: ticks})
 	}
-	d.rt.record(core.Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: map[string]any{"pid": pid, "argv0": spec.Argv[0], "agent": agent.Name()}})
+	d.rt.record(core.Entry{Event: "launch", Step: l.Step, Try: l.Try, Detail: launchDetail(pid, spec, agent)})
 	d.rt.Logger.Info("agent launched", "step", l.Step, "try", l.Try, "pid", pid)
 	d.metrics.launched(l.Try > 1)
 	if !d.lastGate.IsZero() {
@@ -498,7 +505,7 @@ func (d *driver) finishTry(a *activeTry, exit core.Exit) {
 	}
 	d.drainReports(a.step)
 	d.hold(a)
-	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed}
+	in := core.AgentExited{Step: a.step, Try: a.try, Exit: exit, AgentFailed: failed, Refused: agent.Refused(exit)}
 	if limited && !a.stopped {
 		in.Limits = a.limits // the last agent too is out of quota: every limited one counts
 	}

@@ -79,8 +79,8 @@ func TestSidecar_PullResult(t *testing.T) {
 	if _, _, err := sc.VerifyToken(o.Token + "x"); err == nil {
 		t.Error("altered token accepted")
 	}
-	if ok, reasons, err := verdictOf(sc.Sidecar, ctx, "fetch", 1, report("done", `{"url":"x"}`), "mcp"); err != nil || ok || !strings.Contains(strings.Join(reasons, " "), "before accepted") {
-		t.Fatalf("done before accepted: %v %q %v", ok, reasons, err)
+	if ok, reasons, err := verdictOf(sc.Sidecar, ctx, "fetch", 1, report("milestone", ""), "mcp"); err != nil || ok || !strings.Contains(strings.Join(reasons, " "), "before accepted") {
+		t.Fatalf("milestone before accepted: %v %q %v", ok, reasons, err)
 	}
 	if ok, reasons, err := verdictOf(sc.Sidecar, ctx, "fetch", 1, report("accepted", ""), "mcp"); err != nil || !ok {
 		t.Fatalf("accepted refused: %q %v", reasons, err)

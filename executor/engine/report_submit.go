@@ -113,9 +113,12 @@ func dropReport(ws store.Workspace, st *planspec.State, step, path string, data 
 	if err := renameio.WriteFile(path, data, 0o644, renameio.WithTempDir(filepath.Dir(path))); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
-	lock, holder, err := store.TryLock(ws, "report")
-	if err == nil {
-		lock.Unlock()
+	holder, held, err := store.LockHeld(ws)
+	if err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	if !held {
 		_ = os.Remove(path)
 		return &RefusedError{Reasons: []string{fmt.Sprintf("stale: no stepseq is running step %s now", step)}}
 	}

@@ -51,7 +51,7 @@ func (s *Sidecar) newRun(name string, sf *store.StateFile) *Run {
 	rw, rt := s.WS.ForRun(name), s.Runtime
 	if name != store.MainRun {
 		rt = &Runtime{WS: rw, Getenv: s.Getenv, Environ: s.Environ, Grace: s.Grace, PipeGrace: s.PipeGrace,
-			Logger: s.Logger.With("run", name), Journal: &store.Journal{Path: rw.JournalPath()}, Now: s.Now, Allow: s.Allow, ExposeEnv: s.ExposeEnv, root: s.Root()}
+			Logger: s.Logger.With("run", name), Journal: &store.Journal{Path: rw.JournalPath()}, Now: s.Now, Allow: s.Allow, ExposeEnv: s.ExposeEnv, Sandbox: s.Sandbox, root: s.Root()}
 	}
 	r := &Run{name: name}
 	cfg := s.cfg
@@ -131,6 +131,9 @@ func (s *Sidecar) runHooks(r *Run, d *driver) {
 
 // addRun starts driving run name: its machine reads its state file.
 func (s *Sidecar) addRun(name string) {
+	if len(s.unheldRuns([]string{name})) == 0 {
+		return
+	}
 	s.takeUp(s.newRun(name, &store.StateFile{Path: store.RunStatePath(s.WS.Dir, name)}))
 }
 

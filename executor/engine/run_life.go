@@ -78,6 +78,8 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	rw := ws.ForRun(name)
 	st := pf.Plan.State(pf.Source, pf.Hash)
 	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
+	st.Settings.RunID = store.NewRunID(name)
+	planpkg.RenderAtStart(st)
 	if size := len(st.Marshal()); size > store.PlanStateCap {
 		_ = os.Remove(rw.RunDir())
 		return store.RunInfo{}, fmt.Errorf("%s: %w: its state would start at %s, over the %s a plan may take: split the plan",
@@ -113,7 +115,8 @@ func closeRunFiles(ws store.Workspace, name string, grace time.Duration) (store.
 	rw := ws.ForRun(name)
 	if _, err := os.Lstat(rw.State); err != nil {
 		if _, cerr := os.Lstat(rw.ClosedPath()); cerr == nil && name != store.MainRun {
-			return store.RunInfo{}, store.ClosedRun(name)
+			// Closing twice is an answer: the run is closed, as asked.
+			return store.ClosedInfo(rw), nil
 		}
 		return store.RunInfo{}, fmt.Errorf("%w: %s (no %s; `stepseq runs` lists them)", store.ErrNoRun, name, filepath.Base(rw.State))
 	}
@@ -199,4 +202,29 @@ func stopGroup(pid int, ticks uint64, grace time.Duration) {
 	if proc.Alive(pid, ticks) || proc.GroupAlive(pid) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
+}
+
+// AdoptRun makes the state file at path, a copy of another run (its id names
+// that run), a run of its own: its id becomes its own, so the sidecar drives
+// it. Only a workspace's state.NAME.json can be one.
+func AdoptRun(path string) (store.RunInfo, error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	name := store.RunOfStateFile(base)
+	if name == "" {
+		return store.RunInfo{}, fmt.Errorf("%w: %s: a run of its own needs a state.NAME.json file; copy it to one first", store.ErrRunName, path)
+	}
+	sf := &store.StateFile{Path: path}
+	st, err := sf.Read()
+	if err != nil {
+		return store.RunInfo{}, err
+	}
+	st.Settings.RunID = store.NewRunID(name)
+	if err := sf.Write(st); err != nil {
+		return store.RunInfo{}, err
+	}
+	rw := store.Workspace{Dir: dir}.ForRun(name)
+	j := &store.Journal{Path: rw.JournalPath()}
+	_ = j.Record(core.Entry{Event: "run-start", Reason: "adopted", Detail: map[string]any{"file": base, "run": name}})
+	_ = j.Close()
+	return store.ReadRunInfo(rw, name, rw.State, false), nil
 }

@@ -76,8 +76,10 @@ type Sidecar struct {
 	w    *watcher.Watcher
 	wcfg watcher.Config
 
-	plansSeen map[string]string // plan file → the content hash last judged
-	refused   error             // with no state: why every plan file in the folder was refused
+	plansSeen  map[string]string // plan file → the content hash last judged
+	copiesTold map[string]bool   // run files told to be copies of another run, not driven
+	held       heldFiles         // plan and run files held for a sandboxed agent
+	refused    error             // with no state: why every plan file in the folder was refused
 	// plansTooBig are the plan contents refused at intake for their state's size
 	// (path and hash), judged invalid until the file changes.
 	plansTooBig map[[2]string]error
@@ -322,3 +324,7 @@ func (s *Sidecar) rel(p string) string {
 func under(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
+
+// StartState is the main run's state as NewSidecar read it, until Run's first
+// pass takes it up: nil when there was none or it could not be read.
+func (s *Sidecar) StartState() *planspec.State { return s.main.d.sf.PrereadState() }

@@ -25,6 +25,7 @@ func (s *Sidecar) intakePlans() {
 		// Once the rest is done: the machine's timer is the last it sets.
 		defer s.main.d.feed(core.PlanWriting{Modified: unsettled})
 	}
+	files = s.unheldPlans(files)
 	m := s.main.d.m
 	choice := core.ChoosePlans(files, recs, s.plansSeen, s.activePlan(), m.Busy() || m.StateInvalid() != nil)
 	for _, pf := range files {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"path"
+	"path/filepath"
 	"slices"
 
 	"github.com/stepseq/stepseq/executor/store"
@@ -169,7 +170,9 @@ func (s *Sidecar) discoverRuns() map[*Run]bool {
 			fresh = append(fresh, name)
 		}
 	}
+	fresh = s.unheldRuns(fresh)
 	files := store.PrereadStates(s.WS, fresh)
+	fresh, files = s.withoutCopies(fresh, files)
 	// Each run's watches, from its state as preread, are armed before its
 	// machine first reads the file (watch before read): a change after the
 	// arming sends an event, and one before it is in what the machine reads
@@ -401,4 +404,27 @@ func (u *watchUnion) ownersOf(p string) []string {
 		}
 	}
 	return out
+}
+
+// withoutCopies leaves out the run files that are copies of another run (a
+// backup, cp state.json state.orig.json): their state carries that run's id,
+// and driving them would launch its agents a second time. Each is told once.
+func (s *Sidecar) withoutCopies(names []string, files []*store.StateFile) ([]string, []*store.StateFile) {
+	keptNames, keptFiles := names[:0:0], files[:0:0]
+	for i, name := range names {
+		st := files[i].PrereadState()
+		if st == nil || st.CopyOf(name) == "" {
+			keptNames, keptFiles = append(keptNames, name), append(keptFiles, files[i])
+			continue
+		}
+		if s.copiesTold == nil {
+			s.copiesTold = map[string]bool{}
+		}
+		if !s.copiesTold[name] {
+			s.copiesTold[name] = true
+			s.Logger.Warn("a copy of another run is not driven", "file", filepath.Base(files[i].Path), "copyOf", st.CopyOf(name),
+				"fix", "to run it as a run of its own: stepseq start --from "+filepath.Base(files[i].Path))
+		}
+	}
+	return keptNames, keptFiles
 }

@@ -42,6 +42,9 @@ type StatusReport struct {
 	// Running are the steps whose agents run now, in queue order.
 	Graph   bool     `json:"graph,omitempty"`
 	Running []string `json:"running,omitempty"`
+	// Sandbox says which steps run sandboxed and which edit unattended without
+	// a sandbox; absent when no step does either.
+	Sandbox *SandboxView `json:"sandbox,omitempty"`
 }
 
 // LoopReport is a repeat group and where its loop stands.
@@ -228,6 +231,9 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 		r.Steps = append(r.Steps, s)
 	}
 	r.Runner = liveRunner(rt.WS)
+	if v := SandboxNotes(st, rt.Sandbox, rt.getenv()); !v.Empty() {
+		r.Sandbox = &v
+	}
 	var err error
 	r.WaitingFor, err = waitsOn(rt, st, now, maxRetries, scratch)
 	return r, err

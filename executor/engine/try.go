@@ -30,6 +30,9 @@ type Runtime struct {
 	// ExposeEnv is --expose-env: the only names of the environment that env()
 	// reads in a run whose plan arrived through a face (Settings.Face).
 	ExposeEnv []string
+	// Sandbox is --sandbox and --require-sandbox: every driver's machine
+	// resolves its steps' sandboxes with it.
+	Sandbox core.SandboxPolicy
 
 	root *os.Root
 	wt   worktreeRoots // steps' worktrees, opened for judging their files

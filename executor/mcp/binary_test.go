@@ -143,6 +143,9 @@ func TestBinary_StdioOwnSidecarNotifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := stdioSession(t, dir)
+	if _, errText := call(t, cs, "run_resume", map[string]any{}); errText != "" {
+		t.Fatal(errText)
+	}
 	deadline := time.Now().Add(effectWait)
 	var notes string
 	for !strings.Contains(notes, "plan_done") {

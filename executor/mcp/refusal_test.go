@@ -112,6 +112,7 @@ func TestTools_RefusalCodes(t *testing.T) {
 		{"run_start", map[string]any{"plan": "pull", "run": "a/b"}, InvalidParams, `invalid run name "a/b"`},
 		{"run_list", map[string]any{"filter": 1}, InvalidParams, "arguments.filter: the number 1; want a string"},
 		{"run_close", map[string]any{"run": "nope"}, NotFound, "no such run: nope"},
+		{"run_resume", map[string]any{"run": "nope"}, NotFound, "no such run: nope"},
 		{"retry", map[string]any{"step": "nope"}, NotFound, `no step "nope"`},
 		{"trigger", map[string]any{}, InvalidParams, "arguments.step: missing (the step id)"},
 		{"trigger", map[string]any{"step": "nope"}, NotFound, `no step "nope"`},

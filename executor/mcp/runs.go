@@ -59,7 +59,7 @@ func (t *tools) runOf(name string) (*runView, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt.Getenv, rt.Allow, rt.ExposeEnv = main.Getenv, main.Allow, main.ExposeEnv
+	rt.Getenv, rt.Allow, rt.ExposeEnv, rt.Sandbox = main.Getenv, main.Allow, main.ExposeEnv, main.Sandbox
 	eng, err := t.runEngine(ws)
 	if err != nil {
 		rt.Close()
@@ -159,6 +159,9 @@ func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartI
 	defer rt.Journal.Close()
 	info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: in.Params, Name: in.Run, From: from})
 	if err != nil {
+		return nil, RunOutput{}, err
+	}
+	if err := t.arm(); err != nil {
 		return nil, RunOutput{}, err
 	}
 	return nil, RunOutput{Run: info}, nil

@@ -56,6 +56,11 @@ type Options struct {
 	// session over it holds the token and, unless it pulled a try, may
 	// answer a gate. Without a token no HTTP session may.
 	TokenGuarded bool
+	// StreamGrace: a session whose event stream ended and that has made no
+	// request for this long has left; the tries it claimed are offered again.
+	StreamGrace time.Duration
+	// gone says whether an HTTP session's client has left (Handler sets it).
+	gone func(sessionID string) bool
 	// Authenticated says whether a request presented the listener's token
 	// (listener.Authenticated); nil: none does. Sessions opened with it are
 	// bounded apart from those opened without, so that no client without the
@@ -102,6 +107,7 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "reject", Description: "A person's no to the gate that waits: the step is blocked with the note (required) as its blocker; retry asks again. Only from an operator's session, as approve."}, t.reject)
 	addTool(s, &sdk.Tool{Name: "run_start", Description: "Start a run: a plan of plans/ (by name) or given as YAML, with its params, beside the workspace's other runs; answers the run (its name, state file, status, params, progress)."}, t.runStart)
 	addTool(s, &sdk.Tool{Name: "run_list", Description: "The workspace's runs: active, blocked, done, closed and invalid ones, with their params and progress."}, t.runList)
+	addTool(s, &sdk.Tool{Name: "run_resume", Description: "Drive what is already in the workspace: a server merely started shows its plans and runs but drives nothing until a client acts (this, plan_submit, run_start, retry or trigger)."}, t.runResume)
 	addTool(s, &sdk.Tool{Name: "run_close", Description: "Close a run: its agent is stopped as SIGTERM stops it, and its state is archived."}, t.runClose)
 	return s
 }
@@ -127,6 +133,11 @@ func Handler(opt Options) http.Handler {
 	if opt.SessionYield <= 0 {
 		opt.SessionYield = DefaultSessionYield
 	}
+	if opt.StreamGrace <= 0 {
+		opt.StreamGrace = DefaultStreamGrace
+	}
+	var gate *sessionGate
+	opt.gone = func(id string) bool { return gate != nil && gate.gone(id) }
 	srv := NewServer(opt)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Logger: opt.Logger, SessionTimeout: opt.SessionIdle})
@@ -134,8 +145,9 @@ func Handler(opt Options) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &sessionGate{srv: srv, next: h, max: opt.MaxSessions, per: opt.MaxSessionsPerClient, yield: opt.SessionYield,
-		token: opt.Authenticated, now: time.Now, log: log, held: map[string]*heldSession{}}
+	gate = &sessionGate{srv: srv, next: h, max: opt.MaxSessions, per: opt.MaxSessionsPerClient, yield: opt.SessionYield,
+		grace: opt.StreamGrace, token: opt.Authenticated, now: time.Now, log: log, held: map[string]*heldSession{}}
+	return gate
 }
 
 // Serve speaks MCP over stdin and stdout until the client leaves or ctx ends.
@@ -293,6 +305,9 @@ func (t *tools) planSubmit(ctx context.Context, req *sdk.CallToolRequest, in Sub
 	if r != nil {
 		t.opt.Logger.Warn("plan refused: its name is in use; nothing written", "file", rel, "err", r)
 		return nil, SubmitVerdict{File: rel, Status: "refused", Errors: r.Reasons}, r
+	}
+	if err := t.arm(); err != nil {
+		return nil, SubmitVerdict{}, err
 	}
 	dir := t.opt.plansDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -490,6 +505,9 @@ func (t *tools) status(ctx context.Context, _ *sdk.CallToolRequest, in RunInput)
 		// No plan yet is an answer: nothing runs, and what to do about it.
 		r = engine.StatusReport{State: v.rt.WS.State, Steps: []engine.StepReport{}, Blockers: []string{},
 			WaitingFor: engine.Waiting{Action: "idle", Reason: "no plan yet: submit one with plan_submit"}}
+	}
+	if t.held() {
+		r.WaitingFor = heldWaiting(found, r.WaitingFor)
 	}
 	// The report itself, not its encoding: each json.RawMessage in the answer is
 	// compacted again at every level of the response's encoding.
@@ -719,7 +737,9 @@ func sessionClient(ss *sdk.ServerSession) string {
 func (t *tools) live(client string) bool {
 	for ss := range t.srv.Sessions() {
 		if sessionClient(ss) == client {
-			return true
+			// Over HTTP, a client whose stream ended and did not come back
+			// within the grace has left, its session not yet expired.
+			return t.opt.gone == nil || !t.opt.gone(ss.ID())
 		}
 	}
 	return false
@@ -732,6 +752,10 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 		return nil, CurrentOutput{}, err
 	}
 	defer v.close()
+	// A worker that asks for its step consents to the run being driven.
+	if err := t.arm(); err != nil {
+		return nil, CurrentOutput{}, err
+	}
 	o, ok, why, err := v.eng.Current(ctx, clientID(req), t.live)
 	if err != nil || !ok {
 		return nil, CurrentOutput{Why: why}, err
@@ -743,7 +767,7 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 	if len(o.Result) > 0 {
 		_ = json.Unmarshal(o.Result, &off.Result)
 	}
-	_ = t.opt.Engine.View(ctx, func(st *planspec.State) {
+	_ = v.eng.View(ctx, func(st *planspec.State) {
 		if st != nil {
 			off.Progress = st.Progress(o.Step)
 			off.ResultFile = st.ResultFromFile(o.Step)
@@ -785,6 +809,9 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 		return nil, ReportVerdict{}, err
 	}
 	defer v.close()
+	if err := t.arm(); err != nil {
+		return nil, ReportVerdict{}, err
+	}
 	step, try, err := v.eng.Verify(token)
 	if err != nil {
 		return nil, ReportVerdict{}, err
@@ -842,6 +869,9 @@ func (t *tools) queue(ctx context.Context, in StepInput, ask func(engine.Command
 		return nil, Queued{}, err
 	}
 	defer v.close()
+	if err := t.arm(); err != nil {
+		return nil, Queued{}, err
+	}
 	if _, err := ask(v.eng.Commands(), ctx, in.Step, "mcp"); err != nil {
 		return nil, Queued{}, err
 	}

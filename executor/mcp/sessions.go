@@ -27,6 +27,11 @@ const (
 	// client whose session gave way is answered 404 and starts another, as the
 	// MCP specification has it.
 	DefaultSessionYield = 30 * time.Second
+	// DefaultStreamGrace is how long a session whose event stream ended may
+	// stay away before the tries it holds are offered to the next worker: a
+	// client that disconnects without DELETE leaves its session for
+	// SessionIdle, and a reconnecting one would be told its step is taken.
+	DefaultStreamGrace = 15 * time.Second
 )
 
 // sessionGate bounds the sessions a handler opens. It knows a session by the
@@ -40,6 +45,7 @@ type sessionGate struct {
 	next     http.Handler
 	max, per int
 	yield    time.Duration            // idle this long, a session gives way (DefaultSessionYield)
+	grace    time.Duration            // its stream gone this long, a session's client has left (DefaultStreamGrace)
 	token    func(*http.Request) bool // whether a request presented the token; nil: none does
 	now      func() time.Time
 	log      *slog.Logger
@@ -55,6 +61,8 @@ type heldSession struct {
 	token    bool      // opened with the token
 	last     time.Time // when its last request ended, or its latest began
 	inFlight int       // requests under way: a session with one (an open event stream too) is not idle
+	streams  int       // event streams (GET) open now
+	streamed bool      // it opened one: a client that listens, whose stream's end means it left
 }
 
 // pendingKey keys an initialize under way: it holds its place in the counts
@@ -63,7 +71,7 @@ func pendingKey(seq uint64) string { return "\x00pending " + strconv.FormatUint(
 
 func (g *sessionGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-		done := g.begin(id)
+		done := g.begin(id, r.Method == http.MethodGet)
 		defer done()
 		g.next.ServeHTTP(w, r)
 		return
@@ -90,7 +98,7 @@ func (g *sessionGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // begin marks a request of session id under way; the func it returns marks
 // its end. A session the gate does not hold (unknown, or gone) is left to the
 // server to answer.
-func (g *sessionGate) begin(id string) func() {
+func (g *sessionGate) begin(id string, stream bool) func() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.held[id]
@@ -98,13 +106,29 @@ func (g *sessionGate) begin(id string) func() {
 		return func() {}
 	}
 	s.inFlight++
+	if stream {
+		s.streams++
+		s.streamed = true
+	}
 	s.last = g.now()
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		s.inFlight--
+		if stream {
+			s.streams--
+		}
 		s.last = g.now()
 	}
+}
+
+// gone says whether session id's client left: it listened on an event
+// stream, has none open now, and has made no request for g.grace.
+func (g *sessionGate) gone(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.held[id]
+	return s != nil && s.streamed && s.streams == 0 && s.inFlight == 0 && g.now().Sub(s.last) >= g.grace
 }
 
 // admit takes a place for a new session of client (of the token's kind or

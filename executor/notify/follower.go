@@ -122,8 +122,15 @@ func (rt routes) unlist(id, run string, seq uint64) {
 // NewFollower opens the notifier for the plans of the runs beside statePath,
 // the workspace's own state file, as their files say now.
 func NewFollower(cfg Config, statePath string) (*Follower, error) {
+	return NewFollowerOf(cfg, statePath, nil)
+}
+
+// NewFollowerOf is NewFollower for a caller that holds the workspace's state
+// as read (main, nil when it has none): its list is taken from main rather
+// than from a second read and parse of a file that may be large.
+func NewFollowerOf(cfg Config, statePath string, main *planspec.State) (*Follower, error) {
 	f := &Follower{cfg: cfg, lists: map[string][]planspec.NotifySink{}, plan: map[string]SinkConfig{}}
-	live, closed := startLists(statePath)
+	live, closed := startLists(statePath, main)
 	rt := routes{}
 	for run, list := range live {
 		f.lists[run] = list
@@ -161,10 +168,17 @@ func NewFollower(cfg Config, statePath string) (*Follower, error) {
 
 // startLists are the notify: lists of the runs' plans: of those with a state
 // file, by run ("" for statePath), and of the closed runs whose archive is
-// kept. A file that cannot be read lists nothing.
-func startLists(statePath string) (live, closed map[string][]planspec.NotifySink) {
+// kept. A file that cannot be read lists nothing. main, when not nil, is the
+// state at statePath as read.
+func startLists(statePath string, main *planspec.State) (live, closed map[string][]planspec.NotifySink) {
 	live, closed = map[string][]planspec.NotifySink{}, map[string][]planspec.NotifySink{}
-	if list := readSinks(statePath); len(list) > 0 {
+	var list []planspec.NotifySink
+	if main != nil {
+		list = main.Settings.Notify
+	} else {
+		list = readSinks(statePath)
+	}
+	if len(list) > 0 {
 		live[""] = list
 	}
 	ws := store.Workspace{Dir: filepath.Dir(statePath)}

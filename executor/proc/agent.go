@@ -2,6 +2,7 @@ package proc
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,10 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 		a.Unavailable = fmt.Sprintf("%s: agent %q not found: a relative path is resolved against the workspace, and %s is not an executable file: give its full path, or one relative to %s",
 			source, a.Argv[0], prog, dir)
 		return a, nil
+	case err != nil && isFile(filepath.Join(dir, prog)):
+		// A bare name is looked up on PATH, never in the workspace.
+		a.Unavailable = fmt.Sprintf("%s: agent %q not found on PATH, but %s is in the workspace: name it ./%s (a path is the workspace's)", source, prog, prog, prog)
+		return a, nil
 	case err != nil:
 		a.Unavailable = fmt.Sprintf("%s: agent %q not found on PATH: install it or give its full path", source, a.Argv[0])
 		return a, nil
@@ -268,6 +273,16 @@ func (a Agent) Judge(exit core.Exit) (failed string, unavailable bool) {
 	return failed, unavailable
 }
 
+// Refused names the tool uses the agent CLI's own permissions refused during
+// the try, "" when none were: claude lists them in its result's
+// permission_denials while reporting success.
+func (a Agent) Refused(exit core.Exit) string {
+	if a.Preset != "claude" {
+		return ""
+	}
+	return claudeRefused(exit, a.Argv)
+}
+
 // FallbackEntry is the journal record of a try passed from one candidate to the
 // next: the same try, not a retry.
 func FallbackEntry(step string, try int, from, to Agent, reason string) core.Entry {
@@ -286,4 +301,10 @@ func MaxRetriesFromEnv(getenv func(string) string) (int, error) {
 		return 0, &core.ConfigError{Msg: fmt.Sprintf("STEP_MAX_RETRIES=%q: want a whole number ≥ 0, like 3", v)}
 	}
 	return n, nil
+}
+
+// isFile reports whether path is a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

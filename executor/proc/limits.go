@@ -100,13 +100,36 @@ func resetAt(text string, now time.Time) (time.Time, bool) {
 		if !explicit && t.Before(local.Add(-24*time.Hour)) {
 			t = t.AddDate(1, 0, 0) // "Jan 2" read in late December
 		}
-		return t, true
+		return minuteEnd(t, local), true
 	}
 	t := time.Date(local.Year(), local.Month(), local.Day(), hour, minute, 0, 0, loc)
-	if !t.After(local) {
+	if t.Add(justPassed).Before(local) {
 		t = t.AddDate(0, 0, 1)
 	}
-	return t, true
+	return minuteEnd(t, local), true
+}
+
+const (
+	// minuteSlack is how long after a printed minute ends a wait on it ends:
+	// the CLIs print a reset cut to the minute ("resets 8:09am" for 08:09:20).
+	minuteSlack = 2 * time.Second
+	// justPassed is how far back a printed time still means "now, still
+	// limited" rather than the same time tomorrow: the CLI prints the minute
+	// its reset falls in, which may be the minute that just went by.
+	justPassed = 2 * time.Minute
+	// stillLimited is the short wait after a printed time that just went by.
+	stillLimited = 30 * time.Second
+)
+
+// minuteEnd is when a wait on the printed minute t ends: a little after that
+// minute, or, when that is already past (the limit outlasted its printed
+// minute), a short while from now.
+func minuteEnd(t, now time.Time) time.Time {
+	end := t.Add(time.Minute + minuteSlack)
+	if !end.After(now) {
+		return now.Add(stillLimited)
+	}
+	return end
 }
 
 // statedReset is the reset a CLI's words name, as a clock time or as a wait.

@@ -22,7 +22,9 @@ func TestPreset_Limited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := func(h, m int) time.Time { return time.Date(2026, 12, 1, h, m, 0, 0, time.Local) }
+	// A printed minute's wait ends a little after that minute.
+	end := time.Minute + minuteSlack
+	at := func(h, m int) time.Time { return time.Date(2026, 12, 1, h, m, 0, 0, time.Local).Add(end) }
 	event := func(status string, resets int64) string {
 		return fmt.Sprintf(`{"type":"rate_limit_event","rate_limit_info":{"status":%q,"resetsAt":%d,"rateLimitType":"five_hour"},"uuid":"u","session_id":"s1"}`, status, resets)
 	}
@@ -39,13 +41,13 @@ func TestPreset_Limited(t *testing.T) {
 		{"claude 1.x session limit", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "Session limit reached ∙ resets 3pm")}, true, at(15, 0)},
 		// claude 2.x: "You've hit your … · resets <time> (<zone>)".
 		{"claude 2.x 5-hour limit with zone", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "You've hit your 5-hour limit · resets 3:30pm (Europe/Paris)")},
-			true, time.Date(2026, 12, 1, 15, 30, 0, 0, paris)},
+			true, time.Date(2026, 12, 1, 15, 30, 0, 0, paris).Add(end)},
 		{"claude 2.x weekly limit, another day", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "You've hit your weekly limit · resets Dec 3, 9am (UTC) · progress saved")},
-			true, time.Date(2026, 12, 3, 9, 0, 0, 0, utc)},
+			true, time.Date(2026, 12, 3, 9, 0, 0, 0, utc).Add(end)},
 		{"claude 2.x next year", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "You've hit your weekly limit · resets Jan 2, 2027, 9am (UTC)")},
-			true, time.Date(2027, 1, 2, 9, 0, 0, 0, utc)},
+			true, time.Date(2027, 1, 2, 9, 0, 0, 0, utc).Add(end)},
 		{"claude 2.x a time already past today is tomorrow's", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "You've hit your 5-hour limit · resets 9am")}, true,
-			time.Date(2026, 12, 2, 9, 0, 0, 0, time.Local)},
+			time.Date(2026, 12, 2, 9, 0, 0, 0, time.Local).Add(end)},
 		{"claude 2.x stream rate_limit_event", "claude", core.Exit{Code: 1, Stdout: `{"type":"system","subtype":"init","session_id":"s1"}` + "\n" + event("rejected", reset.Unix()) + "\n" +
 			claudeJSON(true, "You've hit your 5-hour limit")}, true, reset},
 		{"claude 2.x allowed event is no limit", "claude", core.Exit{Stdout: event("allowed_warning", reset.Unix()) + "\n" + claudeJSON(false, "done")}, false, time.Time{}},
@@ -56,7 +58,7 @@ func TestPreset_Limited(t *testing.T) {
 		{"codex usage limit today", "codex", core.Exit{Code: 1, Stdout: `{"type":"thread.started","thread_id":"t1"}` + "\n" +
 			`{"type":"turn.failed","error":{"message":"You've hit your usage limit. Try again at 12:16 PM."}}` + "\n"}, true, at(12, 16)},
 		{"codex usage limit another day", "codex", core.Exit{Code: 1, Stdout: `{"type":"turn.failed","error":{"message":"You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at Dec 3rd, 2026 3:45 PM."}}` + "\n"},
-			true, time.Date(2026, 12, 3, 15, 45, 0, 0, time.Local)},
+			true, time.Date(2026, 12, 3, 15, 45, 0, 0, time.Local).Add(end)},
 		{"codex older: try again in", "codex", core.Exit{Code: 1, Stdout: `{"type":"error","message":"You've hit your usage limit. Try again in 2 hours 5 minutes."}` + "\n"},
 			true, ended.Add(2*time.Hour + 5*time.Minute)},
 		{"codex API rate limit", "codex", core.Exit{Code: 1, Stdout: `{"type":"turn.failed","error":{"message":"Rate limit reached for gpt-5 on tokens per min (TPM): Limit 30000, Used 29000. Please try again in 1.5s."}}` + "\n"},
@@ -158,5 +160,36 @@ func TestAgent_ResumeCommand(t *testing.T) {
 	}
 	if (Agent{Argv: []string{"/bin/myagent"}}).ResumeCommand("S", "x", nil) != nil {
 		t.Error("a plain argv agent resumed")
+	}
+}
+
+// A CLI prints its reset cut to the minute: claude "resets 8:09am (UTC)" for
+// 08:09:20, codex "try again at 8:10 AM". A wait on it ends a little after that
+// minute; woken within it and still limited, the same words mean "now, still
+// limited" (a short wait), never the same time tomorrow, which would pass
+// limitWait and block the plan.
+func TestResetAt_MinuteTruncated(t *testing.T) {
+	// Without a zone the CLIs print local time, so codex's case is read in it.
+	utc := func(h, m, s int) time.Time { return time.Date(2026, 12, 1, h, m, s, 0, time.UTC) }
+	local := func(h, m, s int) time.Time { return time.Date(2026, 12, 1, h, m, s, 0, time.Local) }
+	for _, tc := range []struct {
+		name, words string
+		now, want   time.Time
+	}{
+		{"said before the minute ends", "resets 8:09am (UTC)", utc(8, 9, 20), utc(8, 10, 0).Add(minuteSlack)},
+		{"said again just after the minute", "resets 8:09am (UTC)", utc(8, 10, 5), utc(8, 10, 5).Add(stillLimited)},
+		{"said a minute and a half on", "resets 8:09am (UTC)", utc(8, 10, 30), utc(8, 10, 30).Add(stillLimited)},
+		{"codex, the next minute", "Try again at 8:10 AM.", local(8, 9, 20), local(8, 11, 0).Add(minuteSlack)},
+		{"long past is tomorrow's", "resets 8:09am (UTC)", utc(8, 20, 0), utc(8, 10, 0).AddDate(0, 0, 1).Add(minuteSlack)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := resetAt(tc.words, tc.now)
+			if !ok || !got.Equal(tc.want) {
+				t.Errorf("resetAt(%q, %v) = %v, %v; want %v", tc.words, tc.now, got, ok, tc.want)
+			}
+			if !got.After(tc.now) {
+				t.Errorf("a reset %v not after now %v: the try would fail at once", got, tc.now)
+			}
+		})
 	}
 }

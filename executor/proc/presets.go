@@ -249,6 +249,58 @@ type claudeResult struct {
 	Subtype string `json:"subtype"`
 	IsError bool   `json:"is_error"`
 	Result  string `json:"result"`
+	// Denials are the tool uses claude's permission mode refused; the try
+	// may still end with is_error false.
+	Denials []claudeDenial `json:"permission_denials"`
+}
+
+// claudeRefused names the denials of claude's result in exit's output, with
+// the permission mode that refused them and how to allow a command.
+func claudeRefused(exit core.Exit, argv []string) string {
+	var r claudeResult
+	found := false
+	for _, line := range lastLines(stdoutText(exit)) {
+		if t, ok := eventType(line); (!ok || t == "result") && json.Unmarshal([]byte(line), &r) == nil && r.Type == "result" {
+			found = true
+			break
+		}
+	}
+	if !found {
+		found = scanHead(exit.Stdout, &r)
+	}
+	if !found || len(r.Denials) == 0 {
+		return ""
+	}
+	var uses []string
+	for _, d := range r.Denials {
+		uses = append(uses, d.String())
+	}
+	mode := "its permission mode"
+	if i := slices.Index(argv, "--permission-mode"); i >= 0 && i+1 < len(argv) {
+		mode = "--permission-mode " + argv[i+1]
+	}
+	rule := "Bash(python3:*)"
+	if cmd, ok := r.Denials[0].Input["command"].(string); ok && r.Denials[0].Tool == "Bash" && len(strings.Fields(cmd)) > 0 {
+		rule = "Bash(" + strings.Fields(cmd)[0] + ":*)"
+	}
+	return fmt.Sprintf("claude's %s refused: %s (allow it with agent: {preset: claude, args: [--allowedTools, %q]})",
+		mode, strings.Join(uses, ", "), rule)
+}
+
+// String is the denied use as claude names a rule: Bash(python3 gen.py).
+func (d claudeDenial) String() string {
+	for _, k := range []string{"command", "file_path", "path", "url", "pattern"} {
+		if v, ok := d.Input[k].(string); ok {
+			return fmt.Sprintf("%s(%s)", d.Tool, core.FirstChars(v, 120))
+		}
+	}
+	return d.Tool
+}
+
+// claudeDenial is one of a result's permission_denials.
+type claudeDenial struct {
+	Tool  string         `json:"tool_name"`
+	Input map[string]any `json:"tool_input"`
 }
 
 // judgeClaude fails a try whose JSON result says is_error: true, even on exit 0,
@@ -378,16 +430,32 @@ func jsonSession(key string) func(core.Exit) string {
 	}
 }
 
-// scanHead reads the leading members of a JSON object that may be cut short.
+// scanHead finds claude's result object in the first bytes of an output that
+// may be cut short: the last line that is an object whose type is "result", or,
+// when the cut came before its type (claude writes type near the object's end),
+// one with is_error and a subtype or result, which only a result has.
 func scanHead(head string, r *claudeResult) bool {
-	i := strings.Index(head, `{"type":"result"`)
-	if i < 0 {
-		return false
+	found := false
+	for rest := head; rest != ""; {
+		line, next, _ := strings.Cut(rest, "\n")
+		if strings.HasPrefix(line, "{") {
+			var c claudeResult
+			if scanObject(rest, &c) {
+				*r, found = c, true
+			}
+		}
+		rest = next
 	}
-	dec := json.NewDecoder(strings.NewReader(head[i:]))
+	return found
+}
+
+// scanObject reads the members of the object s starts with, as far as they go.
+func scanObject(s string, r *claudeResult) bool {
+	dec := json.NewDecoder(strings.NewReader(s))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return false
 	}
+	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
@@ -397,10 +465,12 @@ func scanHead(head string, r *claudeResult) bool {
 		var v any
 		if err := dec.Decode(&v); err != nil {
 			if key == "result" {
-				r.Result = cutString(head[i+int(dec.InputOffset()):]) + "…"
+				r.Result = cutString(s[dec.InputOffset():]) + "…"
+				seen[key] = true
 			}
 			break
 		}
+		seen[key] = true
 		switch key {
 		case "type":
 			r.Type, _ = v.(string)
@@ -410,9 +480,15 @@ func scanHead(head string, r *claudeResult) bool {
 			r.IsError, _ = v.(bool)
 		case "result":
 			r.Result, _ = v.(string)
+		case "permission_denials":
+			b, _ := json.Marshal(v)
+			_ = json.Unmarshal(b, &r.Denials)
 		}
 	}
-	return r.Type == "result"
+	if seen["type"] {
+		return r.Type == "result"
+	}
+	return seen["is_error"] && (seen["subtype"] || seen["result"])
 }
 
 // cutString reads a JSON string cut short: `: "text…` without its closing quote.

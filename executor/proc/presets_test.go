@@ -141,6 +141,12 @@ func claudeJSON(isError bool, result string) string {
 	return fmt.Sprintf(`{"type":"result","subtype":"success","is_error":%t,"duration_ms":12,"num_turns":1,"result":%q,"session_id":"s1","total_cost_usd":0.01}`+"\n", isError, result)
 }
 
+// claudeJSONReal is claude 2.1's result in its own key order: type near the end.
+func claudeJSONReal(isError bool, result string) string {
+	return fmt.Sprintf(`{"subtype":"success","is_error":%t,"api_error_status":null,"duration_ms":12,"duration_api_ms":10,"num_turns":1,"result":%q,"stop_reason":"end_turn",`+
+		`"session_id":"s1","total_cost_usd":0.01,"usage":{"input_tokens":3,"output_tokens":5},"permission_denials":[],"type":"result","uuid":"u1"}`+"\n", isError, result)
+}
+
 func TestPreset_Judge(t *testing.T) {
 	long := strings.Repeat("x", 3*TailBytes)
 	for _, tc := range []struct {
@@ -156,6 +162,9 @@ func TestPreset_Judge(t *testing.T) {
 		{"claude bad key", "claude", core.Exit{Code: 1, Stdout: claudeJSON(true, "Invalid API key · Please run /login")}, "claude: Invalid API key", true},
 		{"claude subtype only", "claude", core.Exit{Stdout: `{"type":"result","subtype":"error_max_turns","is_error":true}`}, "claude: error_max_turns", false},
 		{"claude result past the tail", "claude", core.Exit{Stdout: claudeJSON(true, long)[:captureBytes], StdoutTail: claudeJSON(true, long)[3*TailBytes-TailBytes:]}, "claude: xxx", false},
+		{"claude result past the tail, type at the end", "claude", core.Exit{Stdout: claudeJSONReal(true, long)[:captureBytes], StdoutTail: claudeJSONReal(true, long)[3*TailBytes-TailBytes:]}, "claude: xxx", false},
+		{"claude real key order, after other lines, cut", "claude", core.Exit{Stdout: ("noise\n" + claudeJSONReal(true, long))[:captureBytes], StdoutTail: "xxxx"}, "claude: xxx", false},
+		{"claude real key order, success", "claude", core.Exit{Stdout: claudeJSONReal(false, long)[:captureBytes], StdoutTail: "xxxx"}, "", false},
 		{"claude rate limit on stderr", "claude", core.Exit{Code: 1, Stderr: "API Error: 429 rate_limit_error"}, "claude: rate or usage limit: API Error: 429", true},
 		{"claude plain failure", "claude", core.Exit{Code: 1, Stderr: "boom"}, "", false},
 		{"codex turn failed", "codex", core.Exit{Code: 1, Stdout: `{"type":"thread.started","thread_id":"t"}` + "\n" + `{"type":"turn.started"}` + "\n" +
@@ -282,5 +291,26 @@ func BenchmarkPreset_Judge(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/judge")
 		})
+	}
+}
+
+// claude under --permission-mode acceptEdits refused `python3 gen.py`: its
+// result lists it in permission_denials with exit 0 and is_error false. The
+// failed try's error names the tool, its input and the mode that refused it.
+func TestAgent_RefusedNamesClaudesDenials(t *testing.T) {
+	a := Agent{Argv: []string{"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"}, Preset: "claude"}
+	out := `{"subtype":"success","is_error":false,"result":"I could not run it.","session_id":"s1",` +
+		`"permission_denials":[{"tool_name":"Bash","tool_use_id":"toolu_1","tool_input":{"command":"python3 gen.py","description":"Generate"}}],"type":"result","uuid":"u"}` + "\n"
+	got := a.Refused(core.Exit{Stdout: out})
+	for _, want := range []string{"--permission-mode acceptEdits refused", "Bash(python3 gen.py)", "--allowedTools"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Refused = %q, want it to say %q", got, want)
+		}
+	}
+	if got := a.Refused(core.Exit{Stdout: claudeJSON(false, "done")}); got != "" {
+		t.Errorf("no denials: Refused = %q", got)
+	}
+	if got := (Agent{Argv: []string{"x"}}).Refused(core.Exit{Stdout: out}); got != "" {
+		t.Errorf("a plain command: Refused = %q", got)
 	}
 }

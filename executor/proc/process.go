@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/proc/sandbox"
 )
 
 // DefaultTimeout is the original's limit on one run of a step.
@@ -51,6 +52,9 @@ type Spec struct {
 	// TailBytes. A step whose result is its output keeps more, to find the
 	// agent's final message in (planspec.MaxResultOutput).
 	StdoutTail int
+	// Sandbox, when set, runs the agent under bubblewrap (see InSandbox): Env is
+	// then what stepseq sets, and the sandbox adds what it passes through.
+	Sandbox *sandbox.Spec
 }
 
 // Process is a running agent in its own process group.
@@ -61,6 +65,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	grace  time.Duration
 	hold   bool
+	boxed  bool // runs in a sandbox, whose exit status says a signal as 128+N
 	stop   chan struct{}
 	once   sync.Once
 	ended  sync.Once // the group's sweep, run once
@@ -84,12 +89,16 @@ func Start(spec Spec) (*Process, error) {
 	if spec.PipeGrace <= 0 {
 		spec.PipeGrace = time.Second
 	}
-	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, stop: make(chan struct{}), done: make(chan core.Exit, 1)}
+	argv, env, attr, err := command(spec)
+	if err != nil {
+		return nil, fmt.Errorf("start agent %s: %w", spec.Argv[0], err)
+	}
+	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, boxed: spec.Sandbox != nil, stop: make(chan struct{}), done: make(chan core.Exit, 1)}
 	p.stdout.keep = max(spec.StdoutTail, TailBytes)
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
-	cmd.Env = spec.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = env
+	cmd.SysProcAttr = attr
 	cmd.WaitDelay = spec.PipeGrace
 	cmd.ExtraFiles = spec.Files
 	log := spec.Log
@@ -220,6 +229,8 @@ func (p *Process) exit(err error, timedOut bool, started time.Time) core.Exit {
 		e.Code = st.ExitCode()
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			e.Signal = ws.Signal()
+		} else if sig, ok := sandboxSignal(e.Code); ok && p.boxed {
+			e.Code, e.Signal = -1, sig
 		}
 	}
 	var ee *exec.ExitError

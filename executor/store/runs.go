@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,10 +57,13 @@ const (
 	RunDone    = "done"
 	RunClosed  = "closed"
 	RunInvalid = "invalid" // its state file cannot be read as a state: Error says why
+	// RunCopy is a state file that carries another run's id (a backup copy,
+	// cp state.json state.orig.json): listed, never driven.
+	RunCopy = "copy"
 )
 
 // RunStatuses are the words of a run's status, in the order they are told.
-var RunStatuses = []string{RunActive, RunBlocked, RunDone, RunClosed, RunInvalid}
+var RunStatuses = []string{RunActive, RunBlocked, RunDone, RunClosed, RunInvalid, RunCopy}
 
 // ValidRunName refuses a name that is not a run's: one to 64 ASCII letters,
 // digits, '-' and '_', not starting with a dot or a dash. MainRun is valid: it
@@ -159,6 +164,10 @@ type RunInfo struct {
 	// Awaiting is the gate the run waits on for a person's yes: "plan", or
 	// the step whose gate it is; absent when none waits.
 	Awaiting string `json:"awaiting,omitempty"`
+	// CopyOf, for RunCopy, is the run whose copy the file is; Hint says how to
+	// start it as a run of its own, if that was meant.
+	CopyOf string `json:"copyOf,omitempty"`
+	Hint   string `json:"hint,omitempty"`
 	// Updated is when the state file was last written (for a closed run: when
 	// it was closed), RFC 3339 in UTC.
 	Updated string `json:"updated"`
@@ -182,6 +191,9 @@ func ReadRunInfo(ws Workspace, name, path string, closed bool) RunInfo {
 		info.Status, info.Error = RunInvalid, err.Error()
 	case closed:
 		info.Status = RunClosed
+	case st.CopyOf(name) != "":
+		info.Status, info.CopyOf = RunCopy, st.CopyOf(name)
+		info.Hint = fmt.Sprintf("a copy of run %s: it launches nothing; to run it as a run of its own: stepseq start --from %s", info.CopyOf, info.State)
 	case st.Status == planspec.StatusDone:
 		info.Status = RunDone
 	case len(st.Blockers) > 0:
@@ -424,4 +436,11 @@ func progress(st *planspec.State) (done int, inFlight []string) {
 		}
 	}
 	return done, inFlight
+}
+
+// NewRunID is a fresh id for run name: "NAME:nonce".
+func NewRunID(name string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return name + ":" + hex.EncodeToString(b[:])
 }

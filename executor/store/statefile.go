@@ -61,8 +61,6 @@ type StateFile struct {
 	// written, so that it can tell its own writes from others' and skip parsing
 	// an unchanged file: a comparison of bytes, no hash.
 	last [][]byte
-	// scratch is a read's buffer, reused when the read was an echo.
-	scratch []byte
 	// unsynced: the last rename awaits its folder's fsync (Sync).
 	unsynced bool
 	// written identifies the file this process last wrote, when the file system
@@ -158,20 +156,25 @@ func (f *StateFile) ReadIfChanged() (st *planspec.State, changed bool, err error
 			}
 		}
 	}
-	data, seen, err := f.readSeen(f.scratch)
-	if err != nil {
-		f.seen = fileIdent{}
-		return nil, true, err
-	}
-	if f.last != nil && equalPieces(data, f.last) {
-		f.scratch = data // an echo: the buffer serves the next read
+	if seen, echo := f.echoOnDisk(); echo {
 		f.seen = seen
 		if kept != nil {
 			return kept, true, nil // as Preread parsed it
 		}
 		return nil, false, nil
 	}
-	f.scratch = nil
+	data, seen, err := f.readSeen(nil)
+	if err != nil {
+		f.seen = fileIdent{}
+		return nil, true, err
+	}
+	if f.last != nil && equalPieces(data, f.last) {
+		f.seen = seen // an echo after all: the file changed back while read
+		if kept != nil {
+			return kept, true, nil
+		}
+		return nil, false, nil
+	}
 	st, err = f.parse(data, seen)
 	return st, true, err
 }

@@ -495,3 +495,69 @@ func TestStateFile_ReadHoldsTheFileOnce(t *testing.T) {
 		t.Fatalf("reading a %d-byte state allocated %d bytes: the file is held more than once", len(data), alloc)
 	}
 }
+
+// largeState writes a state of about 4 MB, mostly long instructions, and
+// returns its path and content.
+func largeState(t *testing.T) (string, []byte) {
+	t.Helper()
+	st := planspec.NewState()
+	for i := range 200 {
+		id := fmt.Sprintf("step-%03d", i)
+		st.Steps[id] = &planspec.StepSpec{Title: id, Instruction: strings.Repeat("Read the notes and cite them. ", 700)}
+		st.StepQueue = append(st.StepQueue, id)
+	}
+	path := filepath.Join(t.TempDir(), "state.json")
+	data := st.Marshal()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+// allocated is what fn allocates, in bytes.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestStateFile_ReadSharesLongStrings: a state's long strings share the bytes
+// read, so a read allocates little more than the file.
+func TestStateFile_ReadSharesLongStrings(t *testing.T) {
+	path, data := largeState(t)
+	var got *planspec.State
+	alloc := allocated(func() { got, _ = (&StateFile{Path: path}).Read() })
+	if got == nil || len(got.Steps) != 200 {
+		t.Fatal("the state did not read")
+	}
+	if limit := uint64(len(data)) * 3 / 2; alloc > limit {
+		t.Fatalf("reading a %d-byte state allocated %d bytes, over %d: its strings are copies", len(data), alloc, limit)
+	}
+}
+
+// TestStateFile_EchoHoldsNoCopy: telling an echo of a large state, whose
+// stat cannot be trusted (it was just written), does not read it whole.
+func TestStateFile_EchoHoldsNoCopy(t *testing.T) {
+	path, data := largeState(t)
+	sf := &StateFile{Path: path}
+	if _, err := sf.Preread(); err != nil {
+		t.Fatal(err)
+	}
+	sf.seen = fileIdent{} // as when the file changed within readSettle of the read
+	var changed bool
+	var err error
+	alloc := allocated(func() { _, changed, err = sf.ReadIfChanged() })
+	if err != nil || !changed {
+		t.Fatalf("changed %v, err %v; want the preread state handed on", changed, err)
+	}
+	if limit := uint64(len(data)) / 8; alloc > limit {
+		t.Fatalf("telling an echo of a %d-byte state allocated %d bytes, over %d", len(data), alloc, limit)
+	}
+	sf.seen = fileIdent{}
+	if _, changed, err = sf.ReadIfChanged(); err != nil || changed {
+		t.Fatalf("the echo again: changed %v, err %v; want unchanged", changed, err)
+	}
+}

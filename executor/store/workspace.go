@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -193,6 +194,29 @@ func TryLock(w Workspace, kind string) (*Lock, *Holder, error) {
 	l.save()
 	w.removeStrayTemps()
 	return l, nil, nil
+}
+
+// LockHeld reports whether a stepseq holds the workspace lock, and which, without
+// taking it: the lock file is opened read-only, which works where the workspace
+// is read-only (an agent's sandbox) and sees the lock its holder took outside.
+func LockHeld(w Workspace) (*Holder, bool, error) {
+	f, err := os.OpenFile(w.LockPath(), os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("lock: %w", err)
+	}
+	defer f.Close()
+	switch err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
+	case err == nil:
+		return nil, false, nil // closing the file releases it
+	case errors.Is(err, unix.EWOULDBLOCK):
+		h := ReadHolder(w)
+		return &h, true, nil
+	default:
+		return nil, false, fmt.Errorf("lock %s: %w", w.LockPath(), err)
+	}
 }
 
 // removeStrayTemps removes the temporary files that a stepseq killed midway

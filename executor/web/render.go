@@ -17,6 +17,7 @@ type page struct {
 	StatusClass string
 	Waiting     string
 	Blockers    []string
+	Sandbox     []string
 	Params      []Field
 	Summary     []Field
 	Steps       []stepRow
@@ -90,7 +91,7 @@ func newPage(v View, now time.Time, logBytes int) page {
 	p := page{
 		Title: strings.Join(slices.DeleteFunc([]string{v.Status, v.Plan, "stepseq"}, func(s string) bool { return s == "" }), " · "),
 		Plan:  v.Plan, Status: v.Status, StatusClass: token(v.Status), Waiting: v.Waiting,
-		Blockers: v.Blockers, Params: v.Params, Summary: v.Summary, Gate: v.Gate,
+		Blockers: v.Blockers, Sandbox: v.Sandbox, Params: v.Params, Summary: v.Summary, Gate: v.Gate,
 	}
 	for _, r := range v.Runs {
 		p.Runs = append(p.Runs, runRow{RunView: r, Class: runClass(r.Status)})

@@ -41,6 +41,9 @@ type View struct {
 	Status   string // the plan's status: RUNNING, DONE, BLOCKED, …
 	Waiting  string // what the plan waits for, in words; may be empty
 	Blockers []string
+	// Sandbox says which steps run sandboxed and which edit unattended without
+	// a sandbox, a line each.
+	Sandbox []string
 	// Params are the run's params and Summary what the plan's summary gave
 	// when it ended, by name, each value as JSON.
 	Params, Summary []Field

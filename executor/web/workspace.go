@@ -86,6 +86,7 @@ func (w *Workspace) View() View {
 	r, err := engine.Describe(w.rt, st, time.Now(), w.maxRetries)
 	w.mu.Unlock()
 	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
+	v.Sandbox = r.Sandbox.Lines()
 	v.Params, v.Summary = fields(r.Params), fields(r.Summary)
 	if r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String() {
 		v.Status = PlanBlocked // the badge says what a person must know: the plan waits on them

@@ -60,6 +60,7 @@ type Condition struct {
 	usesSteps  bool
 	usesStep   bool
 	usesRounds bool
+	usesRun    bool // reads round or now: known only while the run goes
 	// readsEnv: the expression names env or $env, so its evaluation errors
 	// show nothing it evaluated (envTaintedError). envNames are the names
 	// given to env() as literals; envBuilt: it may read others, named at run

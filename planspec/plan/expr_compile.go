@@ -231,6 +231,8 @@ func (v *inspector) identifier(n *ast.IdentifierNode) {
 		c.usesRounds = true
 	case n.Value == "item" || n.Value == "index":
 		c.usesItem = true
+	case n.Value == "round" || n.Value == "now":
+		c.usesRun = true
 	case n.Value == "$env":
 		c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
 		c.builtPaths, c.readsEnv, c.envBuilt = true, true, true

@@ -102,15 +102,27 @@ type paramTypeChecker struct {
 }
 
 func newParamTypeChecker(params []Param) *paramTypeChecker {
+	return newTypeChecker(params, nil)
+}
+
+// newTypeChecker checks expressions with the params typed from their schemas
+// and the names of also typed as it says (result, for exit and abort).
+func newTypeChecker(params []Param, also types.Map) *paramTypeChecker {
 	ps := types.Map{}
 	for _, p := range params {
 		ps[p.Name] = ParamType(p.Schema)
+	}
+	if len(params) == 0 {
+		ps[types.Extra] = types.Any
 	}
 	env := types.Map{}
 	for k, v := range evaluationTypes() {
 		env[k] = v
 	}
 	env["params"] = ps
+	for k, v := range also {
+		env[k] = v
+	}
 	pc := &paramTypeChecker{checked: map[[2]string]error{}}
 	for i, value := range []bool{false, true} {
 		cfg := conf.CreateNew()
@@ -189,6 +201,42 @@ func (d *planDecoder) checkParamTypes(params []Param) {
 				d.exprError(r.node, r.field, locateIn(r.tpl.src, p.off, err), "template")
 				break
 			}
+		}
+	}
+}
+
+// checkResultTypes checks each exit and abort of a step with a result schema
+// against the result's type, as params are checked against theirs:
+// result.findings_total + 1 as an exit, on an integer findings_total, is a
+// located error, not a condition that never holds.
+func (d *planDecoder) checkResultTypes(params []Param) {
+	if len(d.results) == 0 {
+		return
+	}
+	checkers := map[string]*paramTypeChecker{}
+	for _, pc := range d.conds {
+		key := lastKey(pc.field)
+		if key != "exit" && key != "abort" && key != "when" {
+			continue
+		}
+		step := strings.TrimSuffix(pc.field, "."+key)
+		if key == "when" { // abort: {when, reason}; a step's own when is a gate
+			var ok bool
+			if step, ok = strings.CutSuffix(step, ".abort"); !ok {
+				continue
+			}
+		}
+		schema, ok := d.results[step]
+		if !ok {
+			continue
+		}
+		tc := checkers[step]
+		if tc == nil {
+			tc = newTypeChecker(params, types.Map{"result": ParamType(schema)})
+			checkers[step] = tc
+		}
+		if err := tc.check(pc.src, false); err != nil {
+			d.conditionError(pc.node, pc.field, err)
 		}
 	}
 }

@@ -122,3 +122,29 @@ func BenchmarkParsePlan_ParamsTyped(b *testing.B) {
 		})
 	}
 }
+
+// exit and abort are type-checked against the step's result schema, as
+// expressions are against params: result.findings_total + 1 as an exit is a
+// located error, and a well-typed one passes.
+func TestParsePlan_ExitTypedByResult(t *testing.T) {
+	step := func(exit string) string {
+		return "name: t\nsteps:\n  - id: review\n    title: Review\n    instruction: review\n" +
+			"    result:\n      type: object\n      required: [findings_total]\n      properties:\n        findings_total: {type: integer}\n        doc: {type: string}\n" +
+			"    " + exit + "\n"
+	}
+	for _, tc := range []struct{ name, exit, want string }{
+		{"an int as an exit", "exit: result.findings_total + 1", "p.yaml:12:11: exit: gives int, want true or false"},
+		{"an int compared to a string", `abort: result.findings_total == "x"`, "p.yaml:12:34: abort: invalid operation: == (mismatched types int and string)"},
+		{"a string field added to an int", "exit: result.doc + 1 > 2", "p.yaml:12:22: exit: invalid operation: + (mismatched types string and int)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParsePlan(strings.NewReader(step(tc.exit)), "p.yaml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("errors:\n%v\nwant %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParsePlan(strings.NewReader(step("exit: result.findings_total == 0 && result.doc != ''")), "p.yaml"); err != nil {
+		t.Errorf("a well-typed exit: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,11 +14,11 @@ import (
 // The keys of a plan and of a step, in the order the docs list them.
 var (
 	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params", "summary",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "approval",
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "sandbox", "notify", "approval",
 		"maxParallel", "worktree", "merge", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume",
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume", "sandbox",
 		"exit", "abort", "approve", "needs", "foreach", "continueOnFailure", "worktree", "merge"}
 	// groupKeys are the keys of a repeat group.
 	groupKeys = []string{"id", "title", "repeat", "needs", "steps"}
@@ -30,6 +31,9 @@ type planDecoder struct {
 	errs  []*PlanError
 	conds []pendingCondition // compiled once the walk is over
 	refs  []stepRef          // conditions naming steps.ID, checked once every id is known
+	// results are the steps' result schemas by the step's field (steps[2]),
+	// which exit and abort are type-checked against.
+	results map[string]json.RawMessage
 
 	aliases map[string]*aliasUse // by anchor name
 

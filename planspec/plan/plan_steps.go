@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -59,6 +60,7 @@ func (d *planDecoder) plan(n *yaml.Node) *Plan {
 	d.resolveGraph(p, fields)
 	d.checkRefs(first, p.Vars, p.ParamNames())
 	d.checkParamTypes(p.Params)
+	d.checkResultTypes(p.Params)
 	return p
 }
 
@@ -240,7 +242,7 @@ func (d *planDecoder) stepCondition(sp *planspec.StepSpec, key string, v *yaml.N
 	case "exit":
 		sp.Exit = d.condition(v, f)
 	case "abort":
-		sp.Abort = d.condition(v, f)
+		d.abort(sp, v, f)
 	case "on":
 		sp.On, _ = d.strList(v, f, planspec.CheckGlob)
 	default:
@@ -281,6 +283,12 @@ func (d *planDecoder) stepResult(sp *planspec.StepSpec, key string, v *yaml.Node
 		sp.RequiredOutputs, _ = d.strList(v, f, planspec.CheckPath)
 	case "result":
 		sp.Result = d.resultSchema(v, f)
+		if len(sp.Result) > 0 {
+			if d.results == nil {
+				d.results = map[string]json.RawMessage{}
+			}
+			d.results[strings.TrimSuffix(f, ".result")] = sp.Result
+		}
 	case "onInvalid":
 		sp.OnInvalid = d.oneOf(v, f, planspec.OnInvalidWords)
 	case "resultFrom":
@@ -458,4 +466,27 @@ func undeclaredVar(name string, vars map[string]any) string {
 		msg += fmt.Sprintf(": did you mean %q?", s)
 	}
 	return msg
+}
+
+// abort reads a step's abort: a condition, or {when: condition, reason:
+// template}, the reason the blocker's text when it holds.
+func (d *planDecoder) abort(sp *planspec.StepSpec, v *yaml.Node, f string) {
+	if v.Kind != yaml.MappingNode {
+		sp.Abort = d.condition(v, f)
+		return
+	}
+	d.fields(v, f, func(key, kf string, k, kv *yaml.Node) {
+		switch key {
+		case "when":
+			sp.Abort = d.condition(kv, kf)
+		case "reason":
+			sp.AbortReason = d.text(kv, kf, `why the plan stops, like "the review found ${result.findings_total} blockers"`)
+			d.template(kv, kf, sp.AbortReason)
+		default:
+			d.fail(k, kf, "unknown key %q in abort: want when (the condition) and reason (the blocker's text)", key)
+		}
+	})
+	if sp.Abort == "" {
+		d.fail(v, f, "abort: a mapping needs when: the condition that stops the plan")
+	}
 }

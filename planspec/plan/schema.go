@@ -207,6 +207,7 @@ func Schema() []byte {
 	}
 	reportKeys["limitWait"] = duration("Longest wait for an agent's usage limit to reset (every agent of the try out of quota); then the try fails with the limit as its error; default 12h.")
 	reportKeys["resume"] = &jsonSchema{Type: "boolean", Description: "A retry continues the agent's own session (claude --resume, codex exec resume, …) with the troubleshoot prompt, when the agent named one; default false: every try starts afresh."}
+	reportKeys["sandbox"] = sandboxSchema(list, path)
 	for k, v := range reportKeys {
 		step.Properties[k] = v
 		plan.Properties[k] = v
@@ -219,7 +220,12 @@ func Schema() []byte {
 		Description: "Where the step's result comes from when its agent reports none: output (the agent's final message: claude's result, codex's last agent message, gemini's response, opencode's last text; for a command, the last JSON value on stdout) or file:PATH (a JSON or YAML file in the workspace). A done report's result wins. The result is checked against result."}
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
 	step.Properties["exit"] = condition("Checked once the step is verified: when true, leaves the loop the step is in (the rest of the round is skipped); outside a loop, ends the plan DONE. result is the step's own result.")
-	step.Properties["abort"] = condition("Checked once the step is verified: when true, blocks the plan with this reason. result is the step's own result.")
+	abortWhen := condition("Checked before the step's first try (when it can be: one reading result waits for it) and once the step is verified: when true, blocks the plan. result is the step's own result.")
+	step.Properties["abort"] = &jsonSchema{Description: abortWhen.Description, AnyOf: []*jsonSchema{abortWhen,
+		{Type: "object", AdditionalProperties: ptr(false), Required: []string{"when"}, Properties: map[string]*jsonSchema{
+			"when":   abortWhen,
+			"reason": {Type: "string", Description: "The blocker's text when the abort holds; ${…} templates read what the condition reads."},
+		}}}}
 	step.Properties["approve"] = approvalSchema(&jsonSchema{Type: "boolean"},
 		"true: before its first try the step waits for a person's yes (stepseq approve, MCP approve, the page's button); a reject blocks it with the note. {timeout, onTimeout} bounds the wait.")
 	plan.Properties["approval"] = approvalSchema(&jsonSchema{Type: "string", Enum: []string{planspec.ApprovalRequired}},
@@ -240,4 +246,20 @@ func Schema() []byte {
 		panic("planspec: schema does not encode: " + err.Error()) // built from literals above
 	}
 	return b.Bytes()
+}
+
+// sandboxSchema is the schema of `sandbox:`, on a plan and on a step.
+func sandboxSchema(list func(*jsonSchema, string) *jsonSchema, path func(string) *jsonSchema) *jsonSchema {
+	return &jsonSchema{
+		Description: "Run the agent in a bubblewrap sandbox (Linux): the filesystem read-only but its workspace (not .stepseq/, the run files, plans/), its report folder, a private /tmp, the write paths and its CLI's config folder; only the environment stepseq sets, the preset needs and env lists. true, or a mapping; a step's replaces the plan's. Default: not sandboxed, unless stepseq runs with --sandbox.",
+		AnyOf: []*jsonSchema{
+			{Type: "boolean"},
+			{Type: "object", AdditionalProperties: ptr(false), Properties: map[string]*jsonSchema{
+				"network": {Type: "boolean", Description: "Keep the host's network (default true: agent CLIs reach their model's API); false gives an empty network namespace."},
+				"write":   list(path("A path: absolute, ~/…, or relative to the workspace."), "More writable paths, made as folders when missing."),
+				"read":    list(path("A path: absolute, ~/…, or relative to the workspace."), "Paths shown read-only where the sandbox hides them (under /tmp)."),
+				"env":     list(&jsonSchema{Type: "string", Pattern: "^[^=\\s]+$"}, "Names of variables the agent sees beyond those stepseq sets and its preset needs."),
+			}},
+		},
+	}
 }

@@ -110,8 +110,44 @@ func (d *planDecoder) runSetting(r planspec.RunSettings, key string, v *yaml.Nod
 		*r.IdleTimeout = d.duration(v, f)
 	case "limitWait":
 		*r.LimitWait = d.duration(v, f)
+	case "sandbox":
+		*r.Sandbox = d.sandbox(v, f)
 	default:
 		return false
 	}
 	return true
+}
+
+// sandbox reads `sandbox:`: true, false, or {network, write, read, env}.
+func (d *planDecoder) sandbox(n *yaml.Node, field string) *planspec.Sandbox {
+	switch {
+	case n.Kind == yaml.AliasNode:
+		d.alias(n, field)
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool":
+		on, _ := d.boolean(n, field)
+		return &planspec.Sandbox{On: on}
+	case n.Kind == yaml.MappingNode:
+		sb := &planspec.Sandbox{On: true}
+		d.fields(n, field, func(key, f string, k, v *yaml.Node) {
+			switch key {
+			case "network":
+				if on, ok := d.boolean(v, f); ok {
+					sb.NoNetwork = !on
+				}
+			case "write":
+				sb.Write, _ = d.strList(v, f, planspec.CheckSandboxPath)
+			case "read":
+				sb.Read, _ = d.strList(v, f, planspec.CheckSandboxPath)
+			case "env":
+				sb.Env, _ = d.strList(v, f, planspec.CheckSandboxEnv)
+			default:
+				d.unknownKey(k, field, planspec.SandboxKeys, nil, "", "")
+			}
+		})
+		return sb
+	default:
+		d.fail(n, field, "%s: want true, false or {network: BOOL, write: [PATHS], read: [PATHS], env: [NAMES]}, got %s%s",
+			lastKey(field), describeNode(n), scalarHint(n))
+	}
+	return nil
 }

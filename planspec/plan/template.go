@@ -247,3 +247,40 @@ func RenderStep(spec *planspec.StepSpec, env *Env) (title, instruction string, e
 	}
 	return title, instruction, nil
 }
+
+// paramsOnly reports whether the template reads nothing but params and vars,
+// which are known when a run starts.
+func (t *Template) paramsOnly() bool {
+	for _, p := range t.parts {
+		if c := p.expr; c != nil && (c.usesFS || c.usesSteps || c.usesStep || c.usesRounds || c.usesRun || c.builtPaths) {
+			return false
+		}
+	}
+	return true
+}
+
+// RenderAtStart renders, in a run's new state, every title and instruction
+// whose template reads only params and vars, so that the state holds plain
+// text the original runner could send from the start; the templates stay for
+// the tries to render again. One that fails to render is left to its try,
+// which fails with the reason.
+func RenderAtStart(st *planspec.State) {
+	env := &Env{Params: st.Settings.Params, Vars: st.Settings.Vars}
+	for _, spec := range st.Steps {
+		for _, t := range []struct {
+			src string
+			out *string
+		}{{spec.TitleTemplate, &spec.Title}, {spec.InstructionTemplate, &spec.Instruction}} {
+			if t.src == "" {
+				continue
+			}
+			tpl, err := CompileTemplate(t.src)
+			if err != nil || !tpl.paramsOnly() {
+				continue
+			}
+			if text, err := tpl.Render(env); err == nil {
+				*t.out = text
+			}
+		}
+	}
+}

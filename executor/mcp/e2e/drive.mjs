@@ -128,7 +128,7 @@ const e2e = listed.plans.find((p) => p.name === "e2e");
 if (!e2e || !e2e.valid || e2e.steps.map((s) => s.title).join(",") !== "Fetch,Use") fail(`plan_list: ${JSON.stringify(listed)}`);
 const started = await call("run_start", { plan: "e2e", run: "side" });
 if (started.run.name !== "side" || started.run.state !== "state.side.json") fail(`run_start: ${JSON.stringify(started)}`);
-await refused("run_start", { plan: "e2e", run: "side" }, "invalid_params");
+await refused("run_start", { plan: "e2e", run: "side" }, "busy");
 const runs = await call("run_list", { filter: "side" });
 if (runs.runs.length !== 1 || runs.runs[0].name !== "side") fail(`run_list: ${JSON.stringify(runs)}`);
 const side = await call("status", { run: "side" });

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -153,9 +154,48 @@ func fakeAgent(args []string) int {
 			_ = os.WriteFile(arg, []byte(strconv.Itoa(os.Getpid())), 0o644)
 		case "waitfor":
 			waitForFile(arg)
+		default:
+			confinement(verb, arg)
 		}
 	}
 	return code
+}
+
+// confinement runs the directives that try what a sandbox allows, each saying
+// on stdout whether it could.
+func confinement(verb, arg string) {
+	switch verb {
+	case "try":
+		// try:PATH writes PATH and says on stdout whether it could.
+		fmt.Println(outcome("try "+arg, os.WriteFile(arg, []byte("escaped\n"), 0o644)))
+	case "dial":
+		// dial:HOST:PORT connects over TCP and says whether it could.
+		c, err := net.DialTimeout("tcp", arg, 2*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		fmt.Println(outcome("dial "+arg, err))
+	case "env":
+		v, ok := os.LookupEnv(arg)
+		fmt.Printf("env %s set=%v %s\n", arg, ok, v)
+	case "report":
+		if arg == "" {
+			break // the word in a prompt's hint
+		}
+		// report:BIN runs BIN report done, as an agent told to report does.
+		for _, status := range []string{"accepted", "done"} {
+			out, err := exec.Command(arg, "report", status, "--summary", "did it", "--evidence", "out", "--risk", "none", "--next", "none").CombinedOutput()
+			fmt.Println(outcome("report "+status, err), strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", " | "))
+		}
+	}
+}
+
+// outcome is what a try says: "WHAT ok", or "WHAT denied: ERR".
+func outcome(what string, err error) string {
+	if err != nil {
+		return what + " denied: " + err.Error()
+	}
+	return what + " ok"
 }
 
 func ignoreTerm() { signal.Ignore(syscall.SIGTERM) }
