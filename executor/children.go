@@ -2,6 +2,7 @@ package executor
 
 import (
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -42,18 +43,28 @@ func ownChild(pid int) bool {
 	return children.pids[pid]
 }
 
-// tryMarks are the variables of env that name a try: its descendants carry them.
+// tryMarks are the variables of env that name a try (see tryMarksOf): its
+// descendants carry them.
 func tryMarks(env []string) []string {
 	var marks []string
 	for _, v := range env {
-		for _, k := range []string{"STEPSEQ_WORKSPACE=", "STEPSEQ_STEP=", "STEPSEQ_TRY="} {
-			if strings.HasPrefix(v, k) {
+		for _, k := range markNames {
+			if strings.HasPrefix(v, k+"=") {
 				marks = append(marks, v)
 			}
 		}
 	}
-	if len(marks) < 3 {
+	if len(marks) < len(markNames) {
 		return nil
 	}
 	return marks
+}
+
+// markNames are the variables of AgentEnv that, together, name one try of one
+// run: the workspace, the run's state file, the step and the try.
+var markNames = []string{"STEPSEQ_WORKSPACE", "STEPSEQ_STATE", "STEPSEQ_STEP", "STEPSEQ_TRY"}
+
+// tryMarksOf are the marks AgentEnv gives the agents of step's try in ws.
+func tryMarksOf(ws Workspace, step string, try int) []string {
+	return []string{"STEPSEQ_WORKSPACE=" + ws.Dir, "STEPSEQ_STATE=" + ws.State, "STEPSEQ_STEP=" + step, "STEPSEQ_TRY=" + strconv.Itoa(try)}
 }

@@ -662,7 +662,7 @@ func (d *driver) waitInherited(step string) {
 	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
 	ctx := d.ctx
 	go func() {
-		waitTry(ctx, path)
+		waitTry(ctx, d.rt.WS, path)
 		close(ch)
 		if d.inheritedGone != nil {
 			d.inheritedGone()

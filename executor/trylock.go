@@ -60,6 +60,11 @@ type tryRecord struct {
 	Began      int64  `json:"began,omitempty"`
 	PID        int    `json:"pid,omitempty"`
 	StartTicks uint64 `json:"startTicks,omitempty"`
+	// Pgid is the agent's process group (it leads its own); Sid its session
+	// when it leads one of its own, 0 when it shares stepseq's. A process in
+	// either is the try's, however it treats its environment.
+	Pgid int `json:"pgid,omitempty"`
+	Sid  int `json:"sid,omitempty"`
 	// Exited: the agent was reaped, with Code (or Signal) as its end.
 	Exited   bool   `json:"exited,omitempty"`
 	Code     int    `json:"code"`
@@ -255,14 +260,51 @@ func (h *heldTry) save() error {
 	return err
 }
 
-// started records the agent's pid, for a later stepseq to wait on and to see it
-// alive even if it closed the inherited descriptor.
+// started records the agent's pid, group and session, for a later stepseq to
+// wait on it and on what it started even if they closed the inherited
+// descriptor. A keeper that launched the agent has recorded them already, and
+// perhaps its end too: the record on disk is then left as it is.
 func (h *heldTry) started(pid int, ticks uint64) {
-	if h == nil {
+	if h == nil || h.f == nil {
 		return
 	}
-	h.rec.PID, h.rec.StartTicks = pid, ticks
+	if disk, _ := recordOf(h.f); disk.PID == pid && disk.Step == h.rec.Step && disk.Try == h.rec.Try {
+		h.rec.PID, h.rec.StartTicks, h.rec.Pgid, h.rec.Sid = disk.PID, disk.StartTicks, disk.Pgid, disk.Sid
+		return
+	}
+	h.rec.PID, h.rec.StartTicks, h.rec.Pgid, h.rec.Sid = pid, ticks, pid, ownSession(pid)
 	_ = h.save()
+}
+
+// ownSession is pid when the process leads a session of its own, else 0: a
+// session it shares with stepseq is not the try's.
+func ownSession(pid int) int {
+	if sid, err := unix.Getsid(pid); err == nil && sid == pid {
+		return pid
+	}
+	return 0
+}
+
+// group is the agent's process group: it leads its own (an older record names
+// only the pid).
+func (rec tryRecord) group() int {
+	if rec.Pgid > 0 {
+		return rec.Pgid
+	}
+	return rec.PID
+}
+
+// groupsOwned reports whether the record's group and session are still the
+// try's. A group's id stays taken while any member lives, so once the agent
+// is gone its group is the try's until the last member ends; only when a new
+// process holds the agent's pid (it started at another time) may a group or a
+// session of that id be a stranger's.
+func groupsOwned(rec tryRecord) bool {
+	if rec.PID <= 0 {
+		return false
+	}
+	ticks, err := StartTicks(rec.PID)
+	return err != nil || ticks == rec.StartTicks
 }
 
 // ended records how the agent ended and releases the lock: nothing of the try
@@ -324,6 +366,11 @@ func probeTry(ws Workspace, id string, try int, started string) core.TryState {
 			if !alive && !rec.Exited && rec.PID > 0 {
 				s.Alive = s.Alive || Alive(rec.PID, rec.StartTicks)
 			}
+			if !s.Alive {
+				// Nothing holds the lock: what the agent started may still
+				// run, having closed the descriptor it inherited.
+				s.Alive = tryRunning(rec, tryMarksOf(ws, id, try))
+			}
 		}
 		f.Close()
 	}
@@ -345,10 +392,11 @@ func tryLockOf(ws Workspace, id string) string {
 	}
 }
 
-// waitTry blocks until the try lock at path is free and its recorded agent is
-// gone. The flock sleeps in the kernel; it cannot be cancelled, so a ctx that
-// ends leaves it blocked until the agent ends or the process exits.
-func waitTry(ctx context.Context, path string) {
+// waitTry blocks until the try lock at path is free, its recorded agent is
+// gone, and so is every process the try started that /proc finds. The flock
+// sleeps in the kernel; it cannot be cancelled, so a ctx that ends leaves it
+// blocked until the agent ends or the process exits.
+func waitTry(ctx context.Context, ws Workspace, path string) {
 	if path == "" {
 		return
 	}
@@ -364,8 +412,12 @@ func waitTry(ctx context.Context, path string) {
 		}
 	}
 	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	if rec, _ := recordOf(f); !rec.Exited && rec.PID > 0 && Alive(rec.PID, rec.StartTicks) {
+	rec, _ := recordOf(f)
+	if !rec.Exited && rec.PID > 0 && Alive(rec.PID, rec.StartTicks) {
 		// The agent closed the descriptor it inherited: wait on its pid.
 		_ = WaitGone(ctx, rec.PID)
+	}
+	if rec.Step != "" {
+		waitTryGone(ctx, rec, tryMarksOf(ws, rec.Step, rec.Try))
 	}
 }

@@ -29,6 +29,12 @@ func (rec *tryRecord) appendJSON(b []byte) []byte {
 	if rec.StartTicks != 0 {
 		b = strconv.AppendUint(append(b, `,"startTicks":`...), rec.StartTicks, 10)
 	}
+	if rec.Pgid != 0 {
+		b = strconv.AppendInt(append(b, `,"pgid":`...), int64(rec.Pgid), 10)
+	}
+	if rec.Sid != 0 {
+		b = strconv.AppendInt(append(b, `,"sid":`...), int64(rec.Sid), 10)
+	}
 	if rec.Exited {
 		b = append(b, `,"exited":true`...)
 	}
@@ -107,38 +113,7 @@ func parsePlainRecord(data []byte, rec *tryRecord) bool {
 		if !ok || !p.byte(':') {
 			return false
 		}
-		switch key {
-		case "step":
-			rec.Step, ok = p.string()
-		case "started":
-			rec.Started, ok = p.string()
-		case "signal":
-			rec.Signal, ok = p.string()
-		case "try":
-			rec.Try, ok = p.int()
-		case "pid":
-			rec.PID, ok = p.int()
-		case "code":
-			rec.Code, ok = p.int()
-		case "began":
-			var n int64
-			n, ok = p.digits(64)
-			rec.Began = n
-		case "startTicks":
-			var t string
-			if t, ok = p.unsigned(); ok {
-				rec.StartTicks, ok = parseUint64(t)
-			}
-		case "exited":
-			rec.Exited, ok = p.bool()
-		case "timedOut":
-			rec.TimedOut, ok = p.bool()
-		case "stopped":
-			rec.Stopped, ok = p.bool()
-		default:
-			return false
-		}
-		if !ok {
+		if !p.field(key, rec) {
 			return false
 		}
 		if p.byte('}') {
@@ -148,6 +123,42 @@ func parsePlainRecord(data []byte, rec *tryRecord) bool {
 			return false
 		}
 	}
+}
+
+// field reads the value of the record's field key into rec.
+func (p *plainParser) field(key string, rec *tryRecord) (ok bool) {
+	switch key {
+	case "step":
+		rec.Step, ok = p.string()
+	case "started":
+		rec.Started, ok = p.string()
+	case "signal":
+		rec.Signal, ok = p.string()
+	case "try":
+		rec.Try, ok = p.int()
+	case "pid":
+		rec.PID, ok = p.int()
+	case "code":
+		rec.Code, ok = p.int()
+	case "pgid":
+		rec.Pgid, ok = p.int()
+	case "sid":
+		rec.Sid, ok = p.int()
+	case "began":
+		rec.Began, ok = p.digits(64)
+	case "startTicks":
+		var t string
+		if t, ok = p.unsigned(); ok {
+			rec.StartTicks, ok = parseUint64(t)
+		}
+	case "exited":
+		rec.Exited, ok = p.bool()
+	case "timedOut":
+		rec.TimedOut, ok = p.bool()
+	case "stopped":
+		rec.Stopped, ok = p.bool()
+	}
+	return ok
 }
 
 type plainParser struct {
