@@ -30,6 +30,17 @@ func startChild(cmd *exec.Cmd) error {
 	return nil
 }
 
+// registerChild registers pid as an agent whose end this process waits for
+// though it did not start it (the keeper did), until forgetChild.
+func registerChild(pid int) {
+	children.Lock()
+	defer children.Unlock()
+	if children.pids == nil {
+		children.pids = map[int]bool{}
+	}
+	children.pids[pid] = true
+}
+
 // forgetChild is called once cmd.Wait returned.
 func forgetChild(pid int) {
 	children.Lock()

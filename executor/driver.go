@@ -370,7 +370,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []Agent, idx int) {
 			return
 		}
 		tl = h
-		spec.Files = []*os.File{h.f}
+		spec.TryLock = h.f
 	}
 	ts := TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try),
 		Prompt: l.Prompt, RequiredOutputs: slices.Clone(st.Steps[l.Step].RequiredOutputs), Result: slices.Clone(st.Steps[l.Step].Result),

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // The crashes that leave what a try started without its agent: the built
@@ -193,4 +195,37 @@ func waitFilePID(t *testing.T, path string) int {
 		return err == nil && pid > 0
 	})
 	return pid
+}
+
+// An agent that ends while no sidecar lives, on a step with neither outputs
+// nor reports, is judged by the end its keeper recorded, and is not run
+// again: exit 0 finishes the step, exit 3 fails its try.
+func TestWatch_AgentEndedWithNoSidecarIsJudgedByItsExit(t *testing.T) {
+	for _, code := range []int{0, 3} {
+		t.Run(fmt.Sprintf("exit %d", code), func(t *testing.T) {
+			starts := filepath.Join(t.TempDir(), "starts")
+			w := newTestWS(t, plan(`"stepseq":{"maxRetries":1}`,
+				fmt.Sprintf(`"instruction":"count:%s pidfile:agent.pid waitfor:release exit:%d"`, starts, code)))
+			first := w.startWatchProcess(fakeAgentPath)
+			agent := w.waitPID("agent.pid")
+			first.kill()
+			w.writeFile("release", "")
+			waitFor(t, func() bool { return !processExists(agent) })
+
+			second := w.startWatchProcess(fakeAgentPath)
+			want := planspec.StatusDone
+			if code != 0 {
+				want = planspec.StatusFailed
+			}
+			st := w.waitState("s1 judged", func(st *planspec.State) bool { return st.Run("s1").Status == want })
+			if r := st.Run("s1"); r.Tries != 1 || code != 0 && !strings.Contains(deref(r.Error), "exit status 3") {
+				t.Errorf("s1: %d tries, error %q", r.Tries, deref(r.Error))
+			}
+			w.waitJournal(fmt.Sprintf(`"reason":"judged by its exit, recorded by what reaped it","detail":{"code":%d}`, code))
+			if n := countLines(starts); n != 1 {
+				t.Errorf("s1 started %d times; its agent had ended with exit %d", n, code)
+			}
+			second.stop(t)
+		})
+	}
 }

@@ -143,14 +143,15 @@ type child struct {
 	state                string
 }
 
-// forChildren calls f for every child of this process (ppid is its pid): the
-// children files of its threads list them, a few small reads where a scan of
-// /proc reads every process's stat; the scan is the fallback.
+// forChildren calls f for every child of process ppid: the children files of
+// its threads list them, a few small reads where a scan of /proc reads every
+// process's stat; the scan is the fallback.
 func forChildren(ppid int, f func(c child)) {
-	tasks, _ := os.ReadDir("/proc/self/task")
+	task := "/proc/" + strconv.Itoa(ppid) + "/task/"
+	tasks, _ := os.ReadDir(task)
 	read := 0
 	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		b, err := os.ReadFile(task + t.Name() + "/children")
 		if err != nil {
 			continue // a thread that ended, or a kernel without the file
 		}

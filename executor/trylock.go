@@ -25,9 +25,10 @@ import (
 // to the stepseq that took it, so a later stepseq — after one crash or ten,
 // `check` or `watch` — finds the agent by the record naming its step, tests the
 // lock, and waits for it by taking it. A file is never renamed or removed: its
-// inode is the lock. The driver that reaps the agent writes its exit into the
-// record, so a stepseq killed before it recorded the verdict leaves the exit for
-// the next one to judge.
+// inode is the lock. Whatever reaps the agent writes its exit into the record —
+// the keeper that launched it (keeper_linux.go), else the driver — so a stepseq
+// killed before it recorded the verdict, or before the agent ended, leaves the
+// exit for the next one to judge.
 //
 // The files are reused: a try takes the first one that no agent holds and whose
 // record no step still needs (a try that state.json has IN_PROGRESS, not yet
@@ -37,10 +38,9 @@ import (
 // creation's journal work doubled stepseq's CPU per step at 100 steps (0.8 ms
 // against 0.35 ms), where reopening a file costs microseconds.
 //
-// A per-try supervisor process (a shim that forks the agent and outlives
-// stepseq) would know the exit of an agent whose stepseq died, but it costs an
-// exec of stepseq per try: about 4 ms, half of a step of the chain today. The
-// lock costs an open, a flock and three small writes.
+// The keeper is one process per launching stepseq, not one per try: an exec of
+// stepseq would cost each step of a chain more than the rest of its launch.
+// The lock costs an open, a flock and three small writes.
 
 // TryLockPath is the n-th file of the pool of try locks. Each run has its own
 // pool: a record names a step of one run.
