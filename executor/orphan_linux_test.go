@@ -221,10 +221,10 @@ func TestWatch_AgentEndedWithNoSidecarIsJudgedByItsExit(t *testing.T) {
 			if r := st.Run("s1"); r.Tries != 1 || code != 0 && !strings.Contains(deref(r.Error), "exit status 3") {
 				t.Errorf("s1: %d tries, error %q", r.Tries, deref(r.Error))
 			}
-			w.waitJournal(fmt.Sprintf(`"reason":"judged by its exit, recorded by what reaped it","detail":{"code":%d}`, code))
 			if n := countLines(starts); n != 1 {
-				t.Errorf("s1 started %d times; its agent had ended with exit %d", n, code)
+				t.Fatalf("s1 started %d times; its agent had ended with exit %d", n, code)
 			}
+			w.waitJournal(fmt.Sprintf(`"reason":"judged by its exit, recorded by what reaped it","detail":{"code":%d}`, code))
 			second.stop(t)
 		})
 	}
