@@ -120,12 +120,17 @@ bench:
 # agents that see a twin of their step (a flock held while they run). TestChaos
 # kills `watch` at random, twice in a row and 0-3 ms after a try's record;
 # TestChaosCheck drives plans by `check` heartbeats killed mid-step;
-# TestChaosIntake kills the sidecar while it takes plans in. Overlaps, torn
+# TestChaosIntake kills the sidecar while it takes plans in;
+# TestChaosOrphanGrandchild kills the sidecar, then the agent's main process, a
+# wrapper whose worker (python3's subprocess.Popen) does the work without the
+# try lock, in the wrapper's group or in a session of its own. Overlaps, torn
 # reads, steps run again after DONE, finished orphans run again, tries counted
 # for interruptions, lock refusals, plans applied or run twice and temporary
 # files left must all be 0. STEPSEQ_CHAOS_KILLS (default 400),
 # STEPSEQ_CHAOS_STEPS (300), STEPSEQ_CHAOS_CHECK_KILLS (100),
-# STEPSEQ_CHAOS_CHECK_STEPS (40) and STEPSEQ_CHAOS_INTAKE_KILLS (200) size them;
+# STEPSEQ_CHAOS_CHECK_STEPS (40), STEPSEQ_CHAOS_INTAKE_KILLS (200),
+# STEPSEQ_CHAOS_GRANDCHILD_KILLS (100) and STEPSEQ_CHAOS_GRANDCHILD_STEPS (60)
+# size them;
 # STEPSEQ_CHAOS_KEEP, a folder, keeps each round that counted one of them
 # (its workspace, the agents' stamps, stepseq's log) to be read afterwards.
 chaos:

@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"syscall"
 	"time"
+
+	"github.com/stepseq/stepseq/executor/proc"
 )
 
 // oneStop is how long after a first signal more signals are the same stop:
@@ -21,6 +23,12 @@ const oneStop = 500 * time.Millisecond
 // version is what `stepseq version` prints. The first SIGINT or SIGTERM starts
 // a graceful stop; a second one, once the stop is under way, exits at once.
 func Main(v string) int {
+	// Launched again as its own keeper, stepseq is nothing else; otherwise
+	// its agents are launched through a keeper (see ARCHITECTURE.md, crash
+	// safety).
+	if code, keeper := proc.KeeperMain(); keeper {
+		return code
+	}
 	info, ok := debug.ReadBuildInfo()
 	version = buildVersion(v, info, ok)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -11,12 +11,13 @@ import (
 // TryState is what a step's try lock says of one try, for a stepseq that did not
 // launch it.
 type TryState struct {
-	// Alive: the lock is held (the agent or a child of it runs), or the recorded
-	// agent process still runs.
+	// Alive: the lock is held (the agent, a child of it, or the keeper while
+	// anything of the try runs), or a process the try started is found.
 	Alive bool
 	// Recorded: the record is this try's: its agent was started, or about to be.
 	Recorded bool
-	// Exited, Code, Signal, TimedOut and Stopped are the end its stepseq reaped.
+	// Exited, Code, Signal, TimedOut and Stopped are the end its reaper recorded
+	// (the keeper that launched it, or its stepseq).
 	Exited   bool
 	Code     int
 	Signal   string
@@ -56,11 +57,15 @@ func (m *Machine) probeOnce(p tryProbes, id string) TryState {
 }
 
 // judgeOrphan judges the try at the cursor that state.json holds IN_PROGRESS and
-// whose agent no live stepseq saw end, by what the agent left: its exit, when the
-// stepseq that reaped it died before recording the verdict; else a done report it
-// made; else its required outputs, every one modified since the try began, with
-// its check holding. It reports whether it judged (a verdict, or outputs awaited);
-// when nothing says done, the core relaunches the step as interrupted.
+// whose agent no live stepseq saw end, once nothing of the try runs, by what the
+// agent left: its exit, recorded by whatever reaped it (the keeper that launched
+// it, or a stepseq that died before recording the verdict); else a done report
+// it made; else its required outputs, every one modified since the try began,
+// with its check holding. An agent killed by a signal stepseq did not send has
+// no verdict of its own, but what it started may have finished the work: its
+// report and outputs are looked at as an agent's that vanished. It reports
+// whether it judged (a verdict, or outputs awaited); when nothing says done,
+// the core relaunches the step as interrupted.
 func (m *Machine) judgeOrphan(probes tryProbes) bool {
 	st := m.st
 	if m.cfg.Probe == nil || m.run != nil || st.Status == planspec.StatusDone || st.CurrentStep >= len(st.StepQueue) {
@@ -85,14 +90,14 @@ func (m *Machine) judgeOrphanOf(probes tryProbes, id string) bool {
 	_, t.done = lastDone(run, run.Tries)
 	var why string
 	switch {
-	case ts.Exited && (ts.Stopped || ts.Signal != ""):
-		return false // stopped by stepseq, or killed: an interruption, no verdict of its own
-	case ts.Exited:
+	case ts.Exited && ts.Stopped:
+		return false // stopped by stepseq: an interruption, no verdict of its own
+	case ts.Exited && ts.Signal == "":
 		t.exit.Code, t.exit.TimedOut = ts.Code, ts.TimedOut
 		if ts.Code != 0 {
 			t.exit.Stderr = fmt.Sprintf("exit status %d while no stepseq watched it (its output: stepseq logs %s --try %d)", ts.Code, id, run.Tries)
 		}
-		m.journal(Entry{Event: "orphan", Step: id, Try: run.Tries, Reason: "judged by its exit, recorded by the stepseq that reaped it",
+		m.journal(Entry{Event: "orphan", Step: id, Try: run.Tries, Reason: "judged by its exit, recorded by what reaped it",
 			Detail: map[string]any{"code": ts.Code}})
 		m.log(slog.LevelInfo, "an agent from before the restart ended; judging it by its recorded exit", "step", id, "try", run.Tries, "code", ts.Code)
 		m.judge(t)

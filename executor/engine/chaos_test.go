@@ -54,7 +54,13 @@ import (
 // and some left running under the next (STEPSEQ_CHAOS_CHECK_KILLS, default 100).
 // TestChaosIntake kills the sidecar 0-40 ms after each plan is dropped
 // (STEPSEQ_CHAOS_INTAKE_KILLS plans, default 200): no plan is applied or run twice
-// and no temporary file is left. STEPSEQ_CHAOS_KEEP, a folder, keeps a copy of
+// and no temporary file is left. TestChaosOrphanGrandchild runs TestChaos's
+// rounds with a wrapper agent whose worker does not hold the try lock (Python's
+// subprocess.Popen closes it), in the agent's group and in a session of its
+// own, round after round: after each kill of the sidecar the wrapper, the
+// agent's main process, is killed too, leaving the worker at its work
+// (STEPSEQ_CHAOS_GRANDCHILD_KILLS, default 100; STEPSEQ_CHAOS_GRANDCHILD_STEPS,
+// default 60). STEPSEQ_CHAOS_KEEP, a folder, keeps a copy of
 // each round of TestChaos and TestChaosCheck that counted what must not happen.
 
 func chaosEnv(name string, def int) int {
@@ -66,6 +72,7 @@ func chaosEnv(name string, def int) int {
 
 type chaosFigures struct {
 	kills, doubles, launchWindow, rounds, steps, reads int
+	agentKills                                         int // agents' main processes killed after the sidecar
 	torn, rerunAfterDone, regress, overlaps            int
 	extraTries, lockRefusals, finishedRerun            int
 	interruptions, orphansJudged                       int
@@ -121,7 +128,7 @@ func TestChaos(t *testing.T) {
 	var f chaosFigures
 	began := time.Now()
 	for f.kills < kills {
-		chaosRound(t, bin, steps, kills-f.kills, &f)
+		chaosRound(t, bin, steps, kills-f.kills, &f, chaosAgent{cmd: func(string) string { return fakeAgentPath }, sleep: 5})
 		if t.Failed() {
 			break
 		}
@@ -180,13 +187,22 @@ func tryRecords(t *testing.T, dir string) <-chan tryEvent {
 	return ch
 }
 
+// chaosAgent is the agent of a round's steps: its command (STEP_AGENT_CMD, the
+// prompt appended), the least a step's work sleeps (30 ms more at most), and
+// what to kill after each kill of the sidecar (nil: nothing).
+type chaosAgent struct {
+	cmd       func(out string) string
+	sleep     int
+	afterKill func(dir, out string) bool
+}
+
 // chaosRound runs one plan of n steps to DONE under at most budget kills.
-func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
+func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures, agent chaosAgent) {
 	f.rounds++
 	bad := f.bad()
 	dir, out := t.TempDir(), t.TempDir()
 	state := filepath.Join(dir, "state.json")
-	chaosPlan(t, state, out, n, func() int { return 5 + rand.IntN(30) })
+	chaosPlan(t, state, out, n, func() int { return agent.sleep + rand.IntN(30) })
 	records := tryRecords(t, dir)
 
 	// The reader: every state.json it can read must parse, and a step once DONE
@@ -238,7 +254,7 @@ func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 	}
 	defer logf.Close()
 	start := func() (*exec.Cmd, chan error) {
-		return startChaosWatch(t, bin, logf, "--exit-when-done", "--grace", "300ms", dir)
+		return startChaosWatchWith(t, bin, agent.cmd(out), logf, "--exit-when-done", "--grace", "300ms", dir)
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	cmd, exited := start()
@@ -246,6 +262,9 @@ func chaosRound(t *testing.T, bin string, n, budget int, f *chaosFigures) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 		f.kills++
+		if agent.afterKill != nil && agent.afterKill(dir, out) {
+			f.agentKills++
+		}
 	}
 	for killed := 0; ; {
 		if time.Now().After(deadline) {
@@ -574,8 +593,14 @@ func readAll(path string) string {
 // into logf; the channel gets its Wait.
 func startChaosWatch(t *testing.T, bin string, logf *os.File, args ...string) (*exec.Cmd, chan error) {
 	t.Helper()
+	return startChaosWatchWith(t, bin, fakeAgentPath, logf, args...)
+}
+
+// startChaosWatchWith is startChaosWatch with agent as STEP_AGENT_CMD.
+func startChaosWatchWith(t *testing.T, bin, agent string, logf *os.File, args ...string) (*exec.Cmd, chan error) {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"watch"}, args...)...)
-	cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+fakeAgentPath)
+	cmd.Env = append(os.Environ(), "STEP_AGENT_CMD="+agent)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -583,4 +608,69 @@ func startChaosWatch(t *testing.T, bin string, logf *os.File, args ...string) (*
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	return cmd, exited
+}
+
+// TestChaosOrphanGrandchild is TestChaos with a wrapper agent whose worker
+// does the step's work without the try lock, in the wrapper's group and in a
+// session of its own by turns of rounds: each kill of the sidecar is followed
+// by a kill of the wrapper of the step that runs, when it has started,
+// leaving the worker at its work. No second worker of a step may start beside
+// the first, and a step whose worker finished is not run again.
+func TestChaosOrphanGrandchild(t *testing.T) {
+	kills, steps := chaosEnv("STEPSEQ_CHAOS_GRANDCHILD_KILLS", 100), chaosEnv("STEPSEQ_CHAOS_GRANDCHILD_STEPS", 60)
+	bin := buildStepseq(t)
+	var f chaosFigures
+	var wrappers [2]int // wrappers killed, their worker in their group, in its own session
+	began := time.Now()
+	for round := 0; f.kills < kills && !t.Failed(); round++ {
+		setsid := round%2 == 1
+		// The work outlasts the wrapper's start, so that most kills find the
+		// worker at it.
+		agent := chaosAgent{sleep: 100, afterKill: killWrapper,
+			cmd: func(out string) string {
+				pids := filepath.Join(out, "wrappers")
+				if err := os.MkdirAll(pids, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				return wrapperAgent(t, pids, setsid)
+			}}
+		before := f.agentKills
+		chaosRound(t, bin, steps, min(kills-f.kills, max(kills/4, 1)), &f, agent)
+		wrappers[round%2] += f.agentKills - before
+	}
+	t.Logf("chaos grandchild: %d kill -9 of the sidecar (%d double crashes, %d in the launch window), each followed by one of the running step's wrapper: %d wrappers killed with their worker in their group, %d with it in its own session, over %d rounds of %d steps in %s",
+		f.kills, f.doubles, f.launchWindow, wrappers[0], wrappers[1], f.rounds, steps, time.Since(began).Round(time.Second))
+	f.report(t)
+}
+
+// killWrapper kills the wrapper agent of the step state.json has running, if
+// it still lives, once it has started (300 ms at most: a wrapper the killed
+// sidecar launched goes on starting); it reports whether it killed one.
+func killWrapper(dir, out string) bool {
+	st, err := (&StateFile{Path: filepath.Join(dir, "state.json")}).Read()
+	if err != nil || st.CurrentStep >= len(st.StepQueue) {
+		return false
+	}
+	id := st.StepQueue[st.CurrentStep]
+	var data []byte
+	for end := time.Now().Add(300 * time.Millisecond); ; {
+		if data, err = os.ReadFile(filepath.Join(out, "wrappers", id)); err == nil || time.Now().After(end) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polls for the wrapper's start; synchronises nothing
+	}
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(string(data))
+	if err != nil {
+		return false
+	}
+	// The pid is the wrapper's while its command line names the wrapper and
+	// its environment the step.
+	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if !bytes.Contains(cmdline, []byte("wrapper.py")) || !carries(pid, []string{"STEPSEQ_STEP=" + id}) {
+		return false
+	}
+	return syscall.Kill(pid, syscall.SIGKILL) == nil
 }

@@ -402,7 +402,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 			return
 		}
 		tl = h
-		spec.Files = []*os.File{h.File}
+		spec.TryLock = h.File
 	}
 	ts := proc.TrySpec{Step: l.Step, Try: l.Try, Proc: spec, LogPath: d.rt.WS.LogPath(l.Step, l.Try),
 		Prompt: l.Prompt, RequiredOutputs: slices.Clone(st.Steps[l.Step].RequiredOutputs), Result: slices.Clone(st.Steps[l.Step].Result),
@@ -699,7 +699,7 @@ func (d *driver) waitInherited(step string) {
 	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
 	ctx := d.ctx
 	go func() {
-		proc.WaitTry(ctx, path)
+		proc.WaitTry(ctx, d.rt.WS, path)
 		close(ch)
 		if d.inheritedGone != nil {
 			d.inheritedGone()

@@ -276,7 +276,7 @@ func (d *driver) waitInheritedLane(step string) {
 	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
 	ctx, hook, toLoop := d.ctx, d.inheritedGone, d.toLoop
 	go func() {
-		proc.WaitTry(ctx, path)
+		proc.WaitTry(ctx, d.rt.WS, path)
 		switch {
 		case toLoop != nil:
 			toLoop(func() { d.inheritedLaneGone(step) })

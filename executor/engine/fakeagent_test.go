@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/stepseq/stepseq/executor/proc"
 )
 
 // The tests' agent is testdata/fakeagent, built once by TestMain: a real process,
@@ -27,11 +29,16 @@ import (
 //	twin:DIR        flock DIR/<step>.lock while running; a twin found holding it goes to DIR/overlaps
 //	slots:DIR/N     hold one of N flocks DIR/slot<i> while running; finding all N taken goes to DIR/over
 //	daemon:PATH     leave a child in a session of its own (setsid) that ignores SIGTERM; its pid in PATH
+//	stray:PATH      as daemon:, the child without fd 3 and with an empty environment: nothing names its try
 //	envfile:PATH    write the STEPSEQ_* variables to PATH
 //	argsfile:PATH   write the argv, one per line, to PATH
 //	pidfile:PATH    write the pid to PATH, then continue
 //	waitfor:PATH    block until PATH exists (tests release the agent)
 func TestMain(m *testing.M) {
+	// The tests launch their agents through a keeper, this test binary again.
+	if code, keeper := proc.KeeperMain(); keeper {
+		os.Exit(code)
+	}
 	if path := os.Getenv("STEPSEQ_TEST_SIDECAR"); path != "" {
 		os.Exit(sidecarProcess(path))
 	}

@@ -25,8 +25,8 @@ var stepseqBin struct {
 	err  error
 }
 
-// stepseqBinary builds the stepseq command once per run of the benchmarks.
-func stepseqBinary(b *testing.B) string {
+// stepseqBinary builds the stepseq command once per run of the tests.
+func stepseqBinary(b testing.TB) string {
 	b.Helper()
 	stepseqBin.Do(func() {
 		dir := filepath.Dir(fakeAgentPath)

@@ -194,7 +194,15 @@ func (r *processRun) LastOutput() time.Time {
 	return time.Time{}
 }
 
-func (r *processRun) Finish(exit core.Exit) error { return r.log.Finish(exit) }
+func (r *processRun) Finish(exit core.Exit) error {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p != nil {
+		p.judged()
+	}
+	return r.log.Finish(exit)
+}
 
 func (r *processRun) EndGroup() {
 	r.mu.Lock()

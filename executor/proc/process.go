@@ -45,8 +45,12 @@ type Spec struct {
 	// its own: a step that awaits its outputs (awaitOutputs) lets a background job
 	// the agent started finish them. EndGroup stops the group when the wait ends.
 	HoldGroup bool
-	// Files are inherited by the agent from fd 3 on: the try lock, held by the
-	// agent and its children however stepseq ends.
+	// TryLock is the try's lock, inherited by the agent as fd 3 and held by it
+	// and its children however stepseq ends; a keeper that launches the agent
+	// records its pid and its end in the lock's record, and keeps the lock
+	// while anything of the try lives.
+	TryLock *os.File
+	// Files are inherited by the agent after the try lock (from fd 3 without one).
 	Files []*os.File
 	// StdoutTail is how much of the end of stdout Exit.StdoutTail keeps; 0:
 	// TailBytes. A step whose result is its output keeps more, to find the
@@ -62,7 +66,11 @@ type Process struct {
 	PID        int
 	StartTicks uint64
 
-	cmd    *exec.Cmd
+	cmd    *exec.Cmd  // the agent, when this process started it
+	kept   *keptAgent // the agent, when a keeper started it
+	pipes  []*os.File // the read ends of a kept agent's output
+	copied sync.WaitGroup
+	left   bool // the keeper reaped the agent with something of its try still running
 	grace  time.Duration
 	hold   bool
 	boxed  bool // runs in a sandbox, whose exit status says a signal as 128+N
@@ -98,19 +106,31 @@ func Start(spec Spec) (*Process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = env
+	// The attributes the sandbox (or the bare run) gives are the agent's,
+	// whoever starts it: this process or the keeper.
 	cmd.SysProcAttr = attr
-	cmd.WaitDelay = spec.PipeGrace
-	cmd.ExtraFiles = spec.Files
+	p.marks = tryMarks(spec.Env)
 	log := spec.Log
 	if log == nil {
 		log = io.Discard
 	}
+	stdout, stderr := &tee{capture: &p.stdout, log: log}, &tee{capture: &p.stderr, log: log}
+	k, err := theKeeper()
+	if err != nil {
+		return nil, fmt.Errorf("start agent %s: %w", spec.Argv[0], err)
+	}
+	if k != nil {
+		return p.startKept(k, cmd, spec, stdout, stderr)
+	}
+	cmd.WaitDelay = spec.PipeGrace
+	cmd.ExtraFiles = spec.Files
+	if spec.TryLock != nil {
+		cmd.ExtraFiles = append([]*os.File{spec.TryLock}, spec.Files...)
+	}
 	// Stdin stays nil: the agent reads the null device (os.DevNull), so a CLI that
 	// waits on an open stdin (codex exec) sees end of file at once, whatever
 	// stepseq's own stdin is.
-	cmd.Stdout = &tee{capture: &p.stdout, log: log}
-	cmd.Stderr = &tee{capture: &p.stderr, log: log}
-	p.marks = tryMarks(spec.Env)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	becomeSubreaper()
 	started := time.Now()
 	if err := startChild(cmd); err != nil {
@@ -119,7 +139,58 @@ func Start(spec Spec) (*Process, error) {
 	p.cmd = cmd
 	p.PID = cmd.Process.Pid
 	p.StartTicks, _ = StartTicks(p.PID)
-	go p.wait(spec.Timeout, started)
+	go p.wait(spec.Timeout, started, spec.PipeGrace)
+	return p, nil
+}
+
+// startKept has the keeper start the agent, as Start would, with pipes of this
+// process's own for its output.
+func (p *Process) startKept(k *keeperClient, cmd *exec.Cmd, spec Spec, stdout, stderr io.Writer) (*Process, error) {
+	fail := func(err error) (*Process, error) { return nil, fmt.Errorf("start agent %s: %w", spec.Argv[0], err) }
+	if cmd.Err != nil {
+		return fail(cmd.Err)
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fail(err)
+		}
+		dir = wd
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return fail(err)
+	}
+	files, lock := []*os.File{outW, errW}, -1
+	if spec.TryLock != nil {
+		files, lock = append(files, spec.TryLock), 0
+	}
+	started := time.Now()
+	a, err := k.launch(cmd.Path, cmd.Args, cmd.Environ(), dir, cmd.SysProcAttr, lock, append(files, spec.Files...))
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return fail(err)
+	}
+	p.kept, p.PID, p.StartTicks = a, a.pid, a.ticks
+	p.pipes = []*os.File{outR, errR}
+	p.copied.Add(2)
+	for i, w := range []io.Writer{stdout, stderr} {
+		go func() {
+			defer p.copied.Done()
+			_, _ = io.Copy(w, p.pipes[i])
+		}()
+	}
+	go p.wait(spec.Timeout, started, spec.PipeGrace)
 	return p, nil
 }
 
@@ -136,13 +207,54 @@ func (p *Process) Stop() { p.once.Do(func() { close(p.stop) }) }
 // more than once, and from any goroutine once Done has delivered.
 func (p *Process) EndGroup() { p.ended.Do(p.sweep) }
 
-func (p *Process) wait(timeout time.Duration, started time.Time) {
-	exited := make(chan error, 1)
-	go func() {
+// agentEnd is how the agent ended, as its reaper saw it.
+type agentEnd struct {
+	status syscall.WaitStatus
+	reaped bool  // status is the agent's
+	err    error // waiting failed: the end is not the agent's own
+}
+
+// awaitEnd waits for the agent to end and for its output, PipeGrace at most
+// once it has ended.
+func (p *Process) awaitEnd(pipeGrace time.Duration) agentEnd {
+	if p.kept == nil {
 		err := p.cmd.Wait()
 		forgetChild(p.PID)
-		exited <- err
+		var end agentEnd
+		if st := p.cmd.ProcessState; st != nil {
+			end.status, end.reaped = st.Sys().(syscall.WaitStatus)
+		}
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+			end.err = err
+		}
+		return end
+	}
+	ws, left, err := p.kept.end()
+	p.left = left
+	copied := make(chan struct{})
+	go func() {
+		p.copied.Wait()
+		close(copied)
 	}()
+	select {
+	case <-copied:
+	case <-time.After(pipeGrace):
+		// A process the agent left holds its output open: stop reading it.
+		for _, f := range p.pipes {
+			_ = f.SetReadDeadline(time.Now())
+		}
+		<-copied
+	}
+	for _, f := range p.pipes {
+		f.Close()
+	}
+	return agentEnd{status: ws, reaped: err == nil, err: err}
+}
+
+func (p *Process) wait(timeout time.Duration, started time.Time, pipeGrace time.Duration) {
+	exited := make(chan agentEnd, 1)
+	go func() { exited <- p.awaitEnd(pipeGrace) }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var kill <-chan time.Time
@@ -150,8 +262,8 @@ func (p *Process) wait(timeout time.Duration, started time.Time) {
 	timedOut := false
 	for {
 		select {
-		case err := <-exited:
-			e := p.exit(err, timedOut, started)
+		case end := <-exited:
+			e := p.exit(end, timedOut, started)
 			// A held group outlives an agent that exited 0 by itself; one that
 			// failed, timed out or was stopped takes its group with it.
 			if !p.hold || timedOut || stop == nil || e.Code != 0 {
@@ -161,10 +273,10 @@ func (p *Process) wait(timeout time.Duration, started time.Time) {
 			return
 		case <-timer.C:
 			timedOut = true
-			kill = p.terminate()
+			kill = p.terminate(noteTimedOut)
 		case <-stop:
 			stop = nil
-			kill = p.terminate()
+			kill = p.terminate(noteStopped)
 		case <-kill:
 			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
 			kill = nil
@@ -173,7 +285,11 @@ func (p *Process) wait(timeout time.Duration, started time.Time) {
 }
 
 // terminate sends SIGTERM to the group and returns when to follow with SIGKILL.
-func (p *Process) terminate() <-chan time.Time {
+// A keeper hears first why the agent ends, for its record.
+func (p *Process) terminate(why uint64) <-chan time.Time {
+	if p.kept != nil {
+		p.kept.note(why)
+	}
 	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
 	return time.After(p.grace)
 }
@@ -184,14 +300,30 @@ func (p *Process) terminate() <-chan time.Time {
 // group's id stays reserved while any member lives, so the signal cannot reach a
 // stranger that reused the agent's pid.
 func (p *Process) sweep() {
-	p.sweepGroup()
+	alive := p.sweepGroup()
+	if p.kept != nil {
+		// What left the group and lost its parent is the keeper's (see
+		// keeper_linux.go), which said whether anything of the try was left.
+		if alive || p.left {
+			endKept(p.kept, p.marks, p.grace)
+		}
+		return
+	}
 	// What left the group and lost its parent is stepseq's (see reaper_linux.go).
 	endReparented(p.PID, p.marks, p.grace)
 }
 
-func (p *Process) sweepGroup() {
+// judged tells the keeper, if one launched the agent, that the try is judged.
+func (p *Process) judged() {
+	if p.kept != nil {
+		p.kept.judged()
+	}
+}
+
+// sweepGroup ends the group; it reports whether anything of it was alive.
+func (p *Process) sweepGroup() bool {
 	if !GroupAlive(p.PID) {
-		return
+		return false
 	}
 	_ = syscall.Kill(-p.PID, syscall.SIGTERM)
 	deadline := time.Now().Add(p.grace)
@@ -200,7 +332,7 @@ func (p *Process) sweepGroup() {
 		// group itself, looked at again with a growing pause.
 		time.Sleep(wait)
 		if !GroupAlive(p.PID) {
-			return
+			return true
 		}
 	}
 	_ = syscall.Kill(-p.PID, syscall.SIGKILL)
@@ -209,6 +341,7 @@ func (p *Process) sweepGroup() {
 	for wait, end := time.Millisecond, time.Now().Add(time.Second); GroupAlive(p.PID) && time.Now().Before(end); wait = min(2*wait, 50*time.Millisecond) {
 		time.Sleep(wait)
 	}
+	return true
 }
 
 // GroupAlive reports whether process group pgid has a member that is not a zombie.
@@ -221,21 +354,17 @@ func GroupAlive(pgid int) bool {
 	return groupHasLiving(pgid)
 }
 
-func (p *Process) exit(err error, timedOut bool, started time.Time) core.Exit {
+func (p *Process) exit(end agentEnd, timedOut bool, started time.Time) core.Exit {
 	e := core.Exit{Code: -1, TimedOut: timedOut, Started: started, Ended: time.Now(),
 		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
-		StdoutTail: p.stdout.Tail(), StderrTail: p.stderr.Tail()}
-	if st := p.cmd.ProcessState; st != nil {
-		e.Code = st.ExitCode()
-		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			e.Signal = ws.Signal()
+		StdoutTail: p.stdout.Tail(), StderrTail: p.stderr.Tail(), Err: end.err}
+	if end.reaped {
+		e.Code = end.status.ExitStatus()
+		if end.status.Signaled() {
+			e.Code, e.Signal = -1, end.status.Signal()
 		} else if sig, ok := sandboxSignal(e.Code); ok && p.boxed {
 			e.Code, e.Signal = -1, sig
 		}
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
-		e.Err = err
 	}
 	return e
 }

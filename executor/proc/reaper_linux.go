@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -20,8 +21,9 @@ import (
 // parent is reparented to stepseq rather than to init. When a step's group is
 // swept, what was reparented to stepseq and carries the try's marks in its
 // environment (STEPSEQ_WORKSPACE, STEPSEQ_STEP, STEPSEQ_TRY) is stopped as
-// the group is, and reaped. A descendant that cleared its environment, or that
-// outlived a stepseq that died, is not found.
+// the group is, and reaped. A descendant that cleared its environment is not
+// found; one that outlived a stepseq that died is found by the next one when it
+// judges the try (tryProcs).
 
 var subreaper sync.Once
 
@@ -94,26 +96,30 @@ func reparented(self int, marks []string) []int {
 		if c.state == "Z" || c.state == "X" || ownChild(c.pid) {
 			return
 		}
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(c.pid) + "/environ")
-		if err != nil {
-			return
+		if carries(c.pid, marks) {
+			out = append(out, c.pid)
 		}
-		vars := bytes.Split(env, []byte{0})
-		for _, m := range marks {
-			found := false
-			for _, v := range vars {
-				if string(v) == m {
-					found = true
-					break
-				}
-			}
-			if !found {
-				return
-			}
-		}
-		out = append(out, c.pid)
 	})
 	return out
+}
+
+// carries reports whether process pid's environment holds every mark. /proc
+// shows the environment of this user's processes only; another's carries none.
+func carries(pid int, marks []string) bool {
+	if len(marks) == 0 {
+		return false
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	vars := bytes.Split(env, []byte{0})
+	for _, m := range marks {
+		if !slices.ContainsFunc(vars, func(v []byte) bool { return string(v) == m }) {
+			return false
+		}
+	}
+	return true
 }
 
 // reapStrays collects the zombie children of self that no one else waits for:
@@ -137,14 +143,15 @@ type child struct {
 	state                string
 }
 
-// forChildren calls f for every child of this process (ppid is its pid): the
-// children files of its threads list them, a few small reads where a scan of
-// /proc reads every process's stat; the scan is the fallback.
+// forChildren calls f for every child of process ppid: the children files of
+// its threads list them, a few small reads where a scan of /proc reads every
+// process's stat; the scan is the fallback.
 func forChildren(ppid int, f func(c child)) {
-	tasks, _ := os.ReadDir("/proc/self/task")
+	task := "/proc/" + strconv.Itoa(ppid) + "/task/"
+	tasks, _ := os.ReadDir(task)
 	read := 0
 	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		b, err := os.ReadFile(task + t.Name() + "/children")
 		if err != nil {
 			continue // a thread that ended, or a kernel without the file
 		}

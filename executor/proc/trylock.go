@@ -25,9 +25,10 @@ import (
 // to the stepseq that took it, so a later stepseq — after one crash or ten,
 // `check` or `watch` — finds the agent by the record naming its step, tests the
 // lock, and waits for it by taking it. A file is never renamed or removed: its
-// inode is the lock. The driver that reaps the agent writes its exit into the
-// record, so a stepseq killed before it recorded the verdict leaves the exit for
-// the next one to judge.
+// inode is the lock. Whatever reaps the agent writes its exit into the record —
+// the keeper that launched it (keeper_linux.go), else the driver — so a stepseq
+// killed before it recorded the verdict, or before the agent ended, leaves the
+// exit for the next one to judge.
 //
 // The files are reused: a try takes the first one that no agent holds and whose
 // record no step still needs (a try that state.json has IN_PROGRESS, not yet
@@ -35,10 +36,9 @@ import (
 // to the number of agents alive at once plus the tries left to judge: creating a
 // file is journal work for the file system, reopening one is not.
 //
-// A per-try supervisor process (a shim that forks the agent and outlives
-// stepseq) would know the exit of an agent whose stepseq died, but it costs an
-// exec of stepseq per try, where the lock costs an open, a flock and three small
-// writes.
+// The keeper is one process per launching stepseq, not one per try: an exec of
+// stepseq would cost each step of a chain more than the rest of its launch.
+// The lock costs an open, a flock and three small writes.
 
 // TryRecord is what a try lock says of its try. Started binds it to one try: the
 // try's agent.startedIso in state.json, unique across plans that reuse a step id.
@@ -52,6 +52,11 @@ type TryRecord struct {
 	Began      int64  `json:"began,omitempty"`
 	PID        int    `json:"pid,omitempty"`
 	StartTicks uint64 `json:"startTicks,omitempty"`
+	// Pgid is the agent's process group (it leads its own); Sid its session
+	// when it leads one of its own, 0 when it shares stepseq's. A process in
+	// either is the try's, however it treats its environment.
+	Pgid int `json:"pgid,omitempty"`
+	Sid  int `json:"sid,omitempty"`
 	// Exited: the agent was reaped, with Code (or Signal) as its end.
 	Exited   bool   `json:"exited,omitempty"`
 	Code     int    `json:"code"`
@@ -247,14 +252,51 @@ func (h *HeldTry) Save() error {
 	return err
 }
 
-// Started records the agent's pid, for a later stepseq to wait on and to see it
-// alive even if it closed the inherited descriptor.
+// Started records the agent's pid, group and session, for a later stepseq to
+// wait on it and on what it started even if they closed the inherited
+// descriptor. A keeper that launched the agent has recorded them already, and
+// perhaps its end too: the record on disk is then left as it is.
 func (h *HeldTry) Started(pid int, ticks uint64) {
-	if h == nil {
+	if h == nil || h.File == nil {
 		return
 	}
-	h.Record.PID, h.Record.StartTicks = pid, ticks
+	if disk, _ := recordOf(h.File); disk.PID == pid && disk.Step == h.Record.Step && disk.Try == h.Record.Try {
+		h.Record.PID, h.Record.StartTicks, h.Record.Pgid, h.Record.Sid = disk.PID, disk.StartTicks, disk.Pgid, disk.Sid
+		return
+	}
+	h.Record.PID, h.Record.StartTicks, h.Record.Pgid, h.Record.Sid = pid, ticks, pid, ownSession(pid)
 	_ = h.Save()
+}
+
+// ownSession is pid when the process leads a session of its own, else 0: a
+// session it shares with stepseq is not the try's.
+func ownSession(pid int) int {
+	if sid, err := unix.Getsid(pid); err == nil && sid == pid {
+		return pid
+	}
+	return 0
+}
+
+// group is the agent's process group: it leads its own (an older record names
+// only the pid).
+func (rec TryRecord) group() int {
+	if rec.Pgid > 0 {
+		return rec.Pgid
+	}
+	return rec.PID
+}
+
+// groupsOwned reports whether the record's group and session are still the
+// try's. A group's id stays taken while any member lives, so once the agent
+// is gone its group is the try's until the last member ends; only when a new
+// process holds the agent's pid (it started at another time) may a group or a
+// session of that id be a stranger's.
+func groupsOwned(rec TryRecord) bool {
+	if rec.PID <= 0 {
+		return false
+	}
+	ticks, err := StartTicks(rec.PID)
+	return err != nil || ticks == rec.StartTicks
 }
 
 // Ended records how the agent ended and releases the lock: nothing of the try
@@ -316,6 +358,11 @@ func ProbeTry(ws store.Workspace, id string, try int, started string) core.TrySt
 			if !alive && !rec.Exited && rec.PID > 0 {
 				s.Alive = s.Alive || Alive(rec.PID, rec.StartTicks)
 			}
+			if !s.Alive {
+				// Nothing holds the lock: what the agent started may still
+				// run, having closed the descriptor it inherited.
+				s.Alive = tryRunning(rec, tryMarksOf(ws, id, try))
+			}
 		}
 		f.Close()
 	}
@@ -337,10 +384,11 @@ func TryLockOf(ws store.Workspace, id string) string {
 	}
 }
 
-// WaitTry blocks until the try lock at path is free and its recorded agent is
-// gone. The flock sleeps in the kernel; it cannot be cancelled, so a ctx that
-// ends leaves it blocked until the agent ends or the process exits.
-func WaitTry(ctx context.Context, path string) {
+// WaitTry blocks until the try lock at path is free, its recorded agent is
+// gone, and so is every process the try started that /proc finds. The flock
+// sleeps in the kernel; it cannot be cancelled, so a ctx that ends leaves it
+// blocked until the agent ends or the process exits.
+func WaitTry(ctx context.Context, ws store.Workspace, path string) {
 	if path == "" {
 		return
 	}
@@ -356,8 +404,12 @@ func WaitTry(ctx context.Context, path string) {
 		}
 	}
 	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	if rec, _ := recordOf(f); !rec.Exited && rec.PID > 0 && Alive(rec.PID, rec.StartTicks) {
+	rec, _ := recordOf(f)
+	if !rec.Exited && rec.PID > 0 && Alive(rec.PID, rec.StartTicks) {
 		// The agent closed the descriptor it inherited: wait on its pid.
 		_ = WaitGone(ctx, rec.PID)
+	}
+	if rec.Step != "" {
+		waitTryGone(ctx, rec, tryMarksOf(ws, rec.Step, rec.Try))
 	}
 }

@@ -29,6 +29,12 @@ func (rec *TryRecord) appendJSON(b []byte) []byte {
 	if rec.StartTicks != 0 {
 		b = strconv.AppendUint(append(b, `,"startTicks":`...), rec.StartTicks, 10)
 	}
+	if rec.Pgid != 0 {
+		b = strconv.AppendInt(append(b, `,"pgid":`...), int64(rec.Pgid), 10)
+	}
+	if rec.Sid != 0 {
+		b = strconv.AppendInt(append(b, `,"sid":`...), int64(rec.Sid), 10)
+	}
 	if rec.Exited {
 		b = append(b, `,"exited":true`...)
 	}
@@ -201,6 +207,10 @@ func parseUint64(t string) (uint64, bool) {
 func (p *plainParser) field(key string, rec *TryRecord) bool {
 	var ok bool
 	switch key {
+	case "pgid":
+		rec.Pgid, ok = p.int()
+	case "sid":
+		rec.Sid, ok = p.int()
 	case "step":
 		rec.Step, ok = p.string()
 	case "started":

@@ -14,7 +14,7 @@ func TestTryRecord_JSON(t *testing.T) {
 	recs := []TryRecord{
 		{},
 		{Step: "step-001", Try: 1, Started: "2026-12-02T02:34:23.437Z"},
-		{Step: "s", Try: 3, Started: "x", Began: 1764642863437000000, PID: 4242, StartTicks: 1 << 63, Exited: true, Code: -1, Signal: "killed", TimedOut: true, Stopped: true},
+		{Step: "s", Try: 3, Started: "x", Began: 1764642863437000000, PID: 4242, StartTicks: 1 << 63, Pgid: 4242, Sid: 4242, Exited: true, Code: -1, Signal: "killed", TimedOut: true, Stopped: true},
 		{Step: "a\"b\\c\n<&>\u2028é", Started: "\x00", Signal: "\xff"},
 		{Step: "ünï", Try: -2, Code: 255},
 	}
@@ -38,7 +38,7 @@ func TestTryRecord_JSON(t *testing.T) {
 		`{"Step":"a","TRY":2}`, `{"step":"a","step":"b"}`, `{"step":"a" ,"try":1}`, `{"step":"a"}x`,
 		`{"step":"a","pid":99999999999999999999}`, `{"startTicks":-1}`, `{"startTicks":18446744073709551615}`,
 		`{"exited":true,"stopped":false,"timedOut":tru}`, `{"step":"\u0041","other":1}`, `{"step":"` + "\xff" + `"}`,
-		`{"began":-5,"code":-0}`, `{"step":"a","try":1,"started":"b","code":0`, `{"signal":null,"try":2}`,
+		`{"began":-5,"code":-0}`, `{"pgid":7,"sid":-1}`, `{"step":"a","try":1,"started":"b","code":0`, `{"signal":null,"try":2}`,
 	}
 	for _, text := range texts {
 		var want TryRecord

@@ -140,6 +140,17 @@ func fakeAgent(args []string) int {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			_ = cmd.Start()
 			waitForFile(arg)
+		case "stray":
+			// A child in a session of its own, with an empty environment and
+			// without the try lock (fd 3), which ignores SIGTERM and outlives
+			// the agent: nothing names its try. Its pid in PATH.
+			syscall.CloseOnExec(3)
+			self, _ := os.Executable()
+			cmd := exec.Command(self, "ignoreterm pidfile:"+arg+" sleep:120s")
+			cmd.Env = []string{}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			_ = cmd.Start()
+			waitForFile(arg)
 		case "ignoreterm":
 			ignoreTerm()
 		case "envfile":
