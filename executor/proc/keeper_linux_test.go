@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/store"
+	"golang.org/x/sys/unix"
 )
 
 // startKept starts a fake agent of try s1#1 with prompt, through this test
@@ -89,4 +90,60 @@ func TestKeeper_LostWhileItsAgentRuns(t *testing.T) {
 func keeperWS(t *testing.T) store.Workspace {
 	dir := t.TempDir()
 	return store.Workspace{Dir: dir, State: filepath.Join(dir, "state.json")}
+}
+
+// The keeper starts an agent with the attributes Start gives it, no more: a
+// bare agent leads its own group in the keeper's session, one asked to (as
+// the sandbox asks) leads a session of its own, and only that session is
+// recorded as the try's.
+func TestKeeper_StartsWithTheAttributesItIsGiven(t *testing.T) {
+	ws := keeperWS(t)
+	p, h := startKept(t, ws, "pidfile:"+filepath.Join(ws.Dir, "bare.pid")+" waitfor:"+filepath.Join(ws.Dir, "release"))
+	waitPID(t, filepath.Join(ws.Dir, "bare.pid"))
+	if pgid, _ := unix.Getpgid(p.PID); pgid != p.PID {
+		t.Errorf("bare agent's group %d, want its own %d", pgid, p.PID)
+	}
+	if sid, _ := unix.Getsid(p.PID); sid == p.PID {
+		t.Error("a bare agent was made to lead a session: its sandbox-less attributes ask for a group only")
+	}
+	if rec, _ := recordOf(h.File); rec.Sid != 0 || rec.Pgid != p.PID {
+		t.Errorf("record %+v: want the group and no session", rec)
+	}
+
+	k, err := theKeeper()
+	if err != nil || k == nil {
+		t.Fatalf("keeper %v, %v", k, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	h2, err := TakeTryLock(ws, TryRecord{Step: "s2", Try: 1, Started: "t2"}, func(TryRecord) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h2.Release)
+	pidfile := filepath.Join(ws.Dir, "boxed.pid")
+	a, err := k.launch(fakeAgentPath, []string{fakeAgentPath, "pidfile:" + pidfile + " waitfor:" + filepath.Join(ws.Dir, "release")},
+		os.Environ(), ws.Dir, &syscall.SysProcAttr{Setsid: true}, 0, []*os.File{outW, outW, h2.File})
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPID(t, pidfile)
+	if sid, _ := unix.Getsid(a.pid); sid != a.pid {
+		t.Errorf("agent asked to lead a session is in session %d, want %d", sid, a.pid)
+	}
+	if rec, _ := recordOf(h2.File); rec.Sid != a.pid {
+		t.Errorf("record %+v: want its session %d", rec, a.pid)
+	}
+	if err := os.WriteFile(filepath.Join(ws.Dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if _, _, err := a.end(); err != nil {
+		t.Fatal(err)
+	}
+	a.judged()
 }
