@@ -647,7 +647,7 @@ func TestChaosOrphanGrandchild(t *testing.T) {
 // it still lives, once it has started (300 ms at most: a wrapper the killed
 // sidecar launched goes on starting); it reports whether it killed one.
 func killWrapper(dir, out string) bool {
-	st, err := (&StateFile{Path: filepath.Join(dir, "state.json")}).Read()
+	st, err := (&store.StateFile{Path: filepath.Join(dir, "state.json")}).Read()
 	if err != nil || st.CurrentStep >= len(st.StepQueue) {
 		return false
 	}
@@ -669,8 +669,15 @@ func killWrapper(dir, out string) bool {
 	// The pid is the wrapper's while its command line names the wrapper and
 	// its environment the step.
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if !bytes.Contains(cmdline, []byte("wrapper.py")) || !carries(pid, []string{"STEPSEQ_STEP=" + id}) {
+	if !bytes.Contains(cmdline, []byte("wrapper.py")) || !environHolds(pid, "STEPSEQ_STEP="+id) {
 		return false
 	}
 	return syscall.Kill(pid, syscall.SIGKILL) == nil
+}
+
+// environHolds reports whether process pid's environment holds the variable v
+// (NAME=value).
+func environHolds(pid int, v string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err == nil && bytes.Contains(append([]byte{0}, env...), []byte("\x00"+v+"\x00"))
 }

@@ -43,7 +43,7 @@ func pythonPath(t testing.TB) string {
 // try lock's descriptor; setsid starts the worker in a session of its own.
 // The wrapper writes its pid to piddir/<step>.
 func wrapperAgent(t testing.TB, piddir string, setsid bool) string {
-	wrapper, err := filepath.Abs("testdata/popenwrapper/wrapper.py")
+	wrapper, err := filepath.Abs("../testdata/popenwrapper/wrapper.py")
 	if err != nil {
 		t.Fatal(err)
 	}
