@@ -20,6 +20,8 @@ import (
 
 func main() { os.Exit(fakeAgent(os.Args[1:])) }
 
+// fakeAgent is one switch over the directives a test's prompt gives, kept flat so
+// that each directive reads beside its effect; it is a test tool, not the product.
 func fakeAgent(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "fake agent: no prompt")
