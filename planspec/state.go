@@ -100,6 +100,8 @@ type StepSpec struct {
 	// the plan.
 	Exit  string
 	Abort string
+	// Budget bounds what this step may spend, beside the plan's budget.
+	Budget Budget
 
 	raw object
 }
@@ -146,6 +148,11 @@ type AgentRecord struct {
 	Session AgentSession `json:"session,omitzero"`
 	// Limit is the usage limit the step waits out; zero when none holds it.
 	Limit LimitHold `json:"limit,omitzero"`
+	// Spend is what the step's tries spent, every try of the run counted:
+	// a re-run of the step keeps it. Usage is the newest tries' own figures,
+	// at most MaxUsageKept.
+	Spend Spend      `json:"spend,omitzero"`
+	Usage []TryUsage `json:"usage,omitempty"`
 }
 
 // AgentSession is the session an agent CLI said it ran the try in.
@@ -212,6 +219,12 @@ type Settings struct {
 	Loops  map[string]*Loop
 	Source string // plan file the state came from, relative to the workspace
 	Hash   string // content hash of that plan file
+	// Budget bounds what the run may spend; Spend is what it spent so far.
+	// BudgetHeld is the figure of the bound that holds the run, as it was
+	// told: a restart that finds it tells it no more.
+	Budget     Budget
+	Spend      Spend
+	BudgetHeld string
 
 	raw object
 }
@@ -602,6 +615,7 @@ func (sp *StepSpec) object() object {
 	setOrDel(&o, "agentTemplate", sp.AgentTemplate, !sp.AgentTemplate.IsZero())
 	setOrDel(&o, "exit", sp.Exit, sp.Exit != "")
 	setOrDel(&o, "abort", sp.Abort, sp.Abort != "")
+	setOrDel(&o, "budget", sp.Budget, !sp.Budget.IsZero())
 	return o
 }
 
@@ -670,6 +684,9 @@ func (st *Settings) object() object {
 	setOrDel(&o, "loops", st.Loops, len(st.Loops) > 0)
 	setOrDel(&o, "source", st.Source, st.Source != "")
 	setOrDel(&o, "hash", st.Hash, st.Hash != "")
+	setOrDel(&o, "budget", st.Budget, !st.Budget.IsZero())
+	setOrDel(&o, "spend", st.Spend, !st.Spend.IsZero())
+	setOrDel(&o, "budgetHeld", st.BudgetHeld, st.BudgetHeld != "")
 	return o
 }
 

@@ -289,6 +289,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	}
 	sp.ResultFrom = d.optWord(o, p, "resultFrom", CheckResultFrom)
 	sp.OnInvalid = d.oneOf(o, p, "onInvalid", OnInvalidWords)
+	d.optJSON(o, p, "budget", &sp.Budget, "a budget {usd, tokens, tries, wall}")
 	return sp
 }
 
@@ -411,6 +412,9 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	}
 	st.Source, _ = d.optStr(o, p, "source")
 	st.Hash, _ = d.optStr(o, p, "hash")
+	d.optJSON(o, p, "budget", &st.Budget, "a budget {usd, tokens, tries, wall}")
+	d.optJSON(o, p, "spend", &st.Spend, "the run's spend {tries, inputTokens, outputTokens, cacheTokens, costUsd}")
+	st.BudgetHeld, _ = d.optStr(o, p, "budgetHeld")
 	if name, ok := o.vals["name"]; ok && strings.TrimSpace(st.Name) == "" && !isNull(name) {
 		d.fail(p+"name", "want a non-empty name")
 	}

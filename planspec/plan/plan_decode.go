@@ -13,11 +13,11 @@ import (
 // The keys of a plan and of a step, in the order the docs list them.
 var (
 	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params", "summary",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "steps"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "budget", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume",
-		"exit", "abort"}
+		"exit", "abort", "budget"}
 	// groupKeys are the keys of a repeat group.
 	groupKeys = []string{"id", "title", "repeat", "steps"}
 )

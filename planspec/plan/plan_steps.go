@@ -78,6 +78,8 @@ func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
 		p.Resume, _ = d.boolean(v, key)
 	case "notify":
 		p.Notify = d.notify(v, key)
+	case "budget":
+		p.Budget = d.budget(v, key)
 	default:
 		return false
 	}
@@ -243,6 +245,8 @@ func (d *planDecoder) stepRun(sp *planspec.StepSpec, key string, v *yaml.Node, f
 		sp.AwaitOutputs = d.duration(v, f)
 	case "retries":
 		sp.Retries = d.count(v, f)
+	case "budget":
+		sp.Budget = d.budget(v, f)
 	case "resume":
 		if b, ok := d.boolean(v, f); ok {
 			sp.Resume = &b

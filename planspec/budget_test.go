@@ -1,0 +1,117 @@
+package planspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBudget(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "usd=5,tries=30", want: "usd=5,tries=30"},
+		{in: "usd=$1.50, tokens=2000000, wall=4h", want: "usd=1.5,tokens=2000000,wall=4h"},
+		{in: "usd=-1", err: "want a cost in USD ≥ 0"},
+		{in: "dollars=5", err: `unknown budget key "dollars"`},
+		{in: "tries", err: "want KEY=VALUE"},
+		{in: "wall=4", err: "want a number with a unit"},
+		{in: "", err: "empty budget"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			b, err := ParseBudget(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || b.String() != tc.want {
+				t.Fatalf("ParseBudget = %v, %v; want %s", b, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBudget_Apply(t *testing.T) {
+	b := Budget{USD: 1, Tries: 30}
+	cs, err := ParseBudgetChanges([]string{"usd=+2", "tries=40,wall=+1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Apply(cs)
+	if err != nil || got != (Budget{USD: 3, Tries: 40, Wall: Duration(time.Hour)}) {
+		t.Fatalf("Apply = %+v, %v", got, err)
+	}
+	if ChangesText(cs) != "usd=+2, tries=40, wall=+1h" {
+		t.Errorf("ChangesText = %q", ChangesText(cs))
+	}
+	if _, err := ParseBudgetChanges([]string{"usd=+two"}); err == nil {
+		t.Error("a change that does not read was taken")
+	}
+}
+
+func TestSpend_Add(t *testing.T) {
+	var s Spend
+	cost := 0.25
+	s.Add(&Usage{InputTokens: 100, OutputTokens: 20, CacheTokens: 1000, CostUSD: &cost})
+	s.Add(&Usage{InputTokens: 10, OutputTokens: 2})
+	s.Add(nil)
+	s.Tries = 3
+	if s.Tokens() != 1132 || s.CostUSD != 0.25 || s.Unknown != 1 || s.NoCost != 1 {
+		t.Fatalf("spend = %+v", s)
+	}
+	if got := s.Text(); got != "$0.25, 1,132 tokens (110 in, 22 out, 1,000 cache), 3 tries, 1 with usage unknown" {
+		t.Errorf("Text = %q", got)
+	}
+	if got := (Spend{Tries: 2, Unknown: 2}).Text(); got != "usage unknown, 2 tries" {
+		t.Errorf("Text of unknown usage = %q", got)
+	}
+}
+
+func TestParseUsage(t *testing.T) {
+	u, err := ParseUsage(json.RawMessage(`{"inputTokens": 10, "outputTokens": 5, "costUsd": 0.01, "model": "m"}`))
+	if err != nil || u.Tokens() != 15 || *u.CostUSD != 0.01 || u.Model != "m" {
+		t.Fatalf("ParseUsage = %+v, %v", u, err)
+	}
+	for _, bad := range []string{`{"inputTokens": "ten"}`, `{"tokens": 5}`, `{"outputTokens": -1}`, `[1]`} {
+		if _, err := ParseUsage(json.RawMessage(bad)); err == nil {
+			t.Errorf("ParseUsage(%s) took it", bad)
+		}
+	}
+}
+
+// The budget, the spend and the try usage are extra keys: they survive a
+// round trip, and the original's keys beside them are untouched.
+func TestState_BudgetKeys(t *testing.T) {
+	src := `{"plan": {"steps": {"a": {"title": "A", "instruction": "do a", "budget": {"usd": 2, "wall": "1h"}}}},
+ "stepQueue": ["a"], "currentStep": 0, "status": "IN_PROGRESS",
+ "stepRuns": {"a": {"status": "DONE", "tries": 1, "lastRunIso": "2026-01-01T00:00:00Z",
+   "stepseq": {"startedIso": "2026-01-01T00:00:00Z", "spend": {"tries": 1, "inputTokens": 5, "costUsd": 0.5},
+     "usage": [{"try": 1, "agent": "claude", "model": "m", "inputTokens": 5, "outputTokens": 0, "cacheTokens": 0, "costUsd": 0.5}]}}},
+ "stepseq": {"budget": {"usd": 5, "tries": 30}, "spend": {"tries": 1, "costUsd": 0.5}, "budgetHeld": "budget: x"}}`
+	st, err := ParseState(strings.NewReader(src), "state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Settings.Budget != (Budget{USD: 5, Tries: 30}) || st.Steps["a"].Budget != (Budget{USD: 2, Wall: Duration(time.Hour)}) {
+		t.Fatalf("budgets = %+v, %+v", st.Settings.Budget, st.Steps["a"].Budget)
+	}
+	run := st.StepRuns["a"]
+	if run.Agent.Spend.CostUSD != 0.5 || len(run.Agent.Usage) != 1 || run.Agent.Usage[0].Agent != "claude" {
+		t.Fatalf("run record = %+v", run.Agent)
+	}
+	again, err := ParseState(bytes.NewReader(st.Marshal()), "again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Marshal(), st.Marshal()) || again.Settings.BudgetHeld != "budget: x" {
+		t.Fatalf("not stable:\n%s", st.Marshal())
+	}
+	if _, err := ParseState(strings.NewReader(strings.Replace(src, `"usd": 5`, `"usd": "five"`, 1)), "bad"); err == nil ||
+		!strings.Contains(err.Error(), "stepseq.budget") {
+		t.Errorf("a bad budget: %v", err)
+	}
+}
