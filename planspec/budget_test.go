@@ -115,3 +115,27 @@ func TestState_BudgetKeys(t *testing.T) {
 		t.Errorf("a bad budget: %v", err)
 	}
 }
+
+func TestParseReport_Usage(t *testing.T) {
+	for _, src := range []string{
+		"status: done\nsummary: s\nevidence: e\nrisk: low\nnext: none\nusage: {inputTokens: 10, outputTokens: 5, costUsd: 0.02}\n",
+		"status: done\nsummary: s\nevidence: e\nrisk: low\nnext: none\nusage:\n  inputTokens: 10\n  outputTokens: 5\n  costUsd: 0.02\n",
+		`{"status": "done", "summary": "s", "evidence": "e", "risk": "low", "next": "none", "usage": {"inputTokens": 10, "outputTokens": 5, "costUsd": 0.02}}`,
+	} {
+		rep, err := ParseReport(strings.NewReader(src), "r")
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		u, err := rep.StatedUsage()
+		if err != nil || u == nil || u.Tokens() != 15 || *u.CostUSD != 0.02 {
+			t.Errorf("%q: usage = %+v, %v", src, u, err)
+		}
+	}
+	rep, err := ParseReport(strings.NewReader("status: done\nsummary: s\nevidence: e\nrisk: low\nnext: none\nusage: lots\n"), "r")
+	if err != nil {
+		t.Fatalf("a malformed usage refused the report: %v", err)
+	}
+	if u, err := rep.StatedUsage(); u != nil || err == nil {
+		t.Errorf("malformed usage read as %+v, %v", u, err)
+	}
+}
