@@ -104,6 +104,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./executor/engine ./executor/notify ./executor/web ./watcher
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp ./executor/listener ./executor/core
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
+	$(GO) test -run '^$$' -bench 'Usage|OutputResult' -count 1 ./executor/proc
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
 
 # The chaos tests, not part of `make test`: random kill -9 of the built stepseq
