@@ -30,7 +30,7 @@ const (
 	LimitWaiting
 )
 
-var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting"}
+var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting", "budget"}
 
 func (a Action) String() string { return actionNames[a] }
 
@@ -126,6 +126,9 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 		}
 		if d, held := heldBack(id, spec, run, f); held {
 			return d, changed
+		}
+		if b, over := BudgetReached(st, id, f.Now); over && !reoffer {
+			return Decision{Action: OverBudget, Step: id, Reason: b.Text()}, changed
 		}
 		d, started, ch := startTry(st, id, spec, run, f, interrupted, reoffer)
 		changed = changed || ch
@@ -425,11 +428,13 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 	}
 	var session planspec.AgentSession
 	var limit planspec.LimitHold
+	var spend planspec.Spend
+	var usage []planspec.TryUsage
 	if run.Agent != nil {
-		session, limit = run.Agent.Session, run.Agent.Limit
+		session, limit, spend, usage = run.Agent.Session, run.Agent.Limit, run.Agent.Spend, run.Agent.Usage
 	}
 	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs,
-		Session: session, Limit: limit}
+		Session: session, Limit: limit, Spend: spend, Usage: usage}
 	clearBlocker(st, id)
 	return tries
 }
@@ -478,6 +483,9 @@ func runnerDecision(st *planspec.State, now time.Time, render func(string) (*pla
 	run := st.Run(id)
 	if at, ok := readyAt(st, id); ok && now.Before(at) {
 		return Decision{Action: Delayed, Step: id, At: at, Reason: "runner: stepDelayMinutes"}, true, false
+	}
+	if b, over := BudgetReached(st, id, now); over {
+		return Decision{Action: OverBudget, Step: id, Reason: b.Text()}, true, false
 	}
 	before := st.Steps[id]
 	spec, ok := renderTry(st, id, now, render)

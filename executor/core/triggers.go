@@ -18,6 +18,10 @@ type Trigger struct {
 	// Retry asks for a new try of a blocked or failed step (`stepseq retry`),
 	// where Step alone re-runs a step and the ones after it.
 	Retry bool `json:"retry,omitempty"`
+	// Budget changes the run's budget (`stepseq budget usd=+2`), or step
+	// Step's when Step is set: the changes as planspec.ParseBudgetChanges
+	// reads them, joined by commas. It re-runs nothing.
+	Budget string `json:"budget,omitempty"`
 }
 
 // ErrNoStep is matched by a command that names a step the plan does not have.
@@ -82,7 +86,7 @@ func Rerun(st *planspec.State, id string) error {
 		run.Error = nil
 		run.Stdout = nil
 		run.Skipped = false
-		run.Agent = nil
+		run.Agent = keptSpend(run.Agent)
 		run.Phase = planspec.PhasePlanned
 		run.Reports = nil
 		run.Result = nil
@@ -112,7 +116,7 @@ func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
 	earliest := -1
 	for _, t := range ts {
 		switch at := slices.Index(st.StepQueue, t.Step); {
-		case t.Step == "":
+		case t.Step == "" || t.Budget != "":
 		case t.Retry:
 			b.Retries = append(b.Retries, t)
 		case at < 0:
