@@ -56,6 +56,28 @@ type PlanFile struct {
 
 	// Resolved are Params checked against the plan's, defaults filled in.
 	Resolved map[string]any
+	// Budget, when not zero, bounds the run in place of the plan's budget:
+	// each bound it sets replaces the plan's (apply --budget, run_start).
+	Budget planspec.Budget
+}
+
+// RunBudget is the budget a run of pf starts with: the plan's, each bound
+// that pf.Budget sets replaced.
+func (pf PlanFile) RunBudget() planspec.Budget {
+	b := pf.Plan.Budget
+	if pf.Budget.USD > 0 {
+		b.USD = pf.Budget.USD
+	}
+	if pf.Budget.Tokens > 0 {
+		b.Tokens = pf.Budget.Tokens
+	}
+	if pf.Budget.Tries > 0 {
+		b.Tries = pf.Budget.Tries
+	}
+	if pf.Budget.Wall > 0 {
+		b.Wall = pf.Budget.Wall
+	}
+	return b
 }
 
 // PlanRecord is .stepseq/plans/<name>.json: the verdict on a plan file's latest

@@ -238,6 +238,9 @@ func (d *driver) perform(e core.Effect) {
 			seconds, timed := e.Entry.Detail["seconds"].(float64)
 			d.metrics.verdict(ok, seconds, timed)
 		}
+		if e.Entry.Event == "usage" {
+			d.metrics.usage(e.Entry.Detail)
+		}
 		d.rt.record(e.Entry)
 	case core.Log:
 		if e.ConfigErr && d.returnsConfigErr {
@@ -356,6 +359,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 	if st.ResultFromOutput(l.Step) {
 		spec.StdoutTail = planspec.MaxResultOutput
 	}
+	spec.KeepLines = agent.UsageLines()
 	launcher := d.launcher
 	var tl *proc.HeldTry
 	if st.IsPull(l.Step) {
@@ -455,8 +459,9 @@ func (d *driver) finish(exit core.Exit) {
 	if d.lock != nil {
 		d.lock.SetAgent(nil)
 	}
-	d.rt.record(core.Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
 	agent := a.agents[a.idx]
+	usage, usageErr := agent.Usage(exit)
+	d.rt.record(core.Entry{Event: "exit", Step: a.step, Try: a.try, Detail: exitDetail(exit, usage, usageErr)})
 	failed, unavailable := agent.Judge(exit)
 	limit, limited := agent.Limited(exit)
 	if limited {
@@ -481,6 +486,10 @@ func (d *driver) finish(exit core.Exit) {
 		in.Session = planspec.AgentSession{Agent: agent.Name(), ID: id}
 	}
 	in.Result, in.ResultErr = proc.ExitResult(d.m.State(), a.step, agent, exit)
+	in.Usage, in.Agent = usage, agent.Name()
+	if usageErr != nil {
+		in.UsageErr = usageErr.Error()
+	}
 	d.feed(in)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
 	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
@@ -32,6 +33,8 @@ type RunStart struct {
 	Name string
 	// From says who gives the plan, for --allow-agent.
 	From AgentSource
+	// Budget bounds the run in place of the plan's budget, bound by bound.
+	Budget planspec.Budget
 }
 
 // StartRun starts a run of a plan beside the workspace's others: it checks the
@@ -58,6 +61,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 		}
 	}
 	pf.Params = req.Params
+	pf.Budget = req.Budget
 	if pf = r.AdmitPlan(pf, req.From); pf.Plan == nil {
 		return store.RunInfo{}, pf.Err
 	}
@@ -77,6 +81,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	}
 	rw := ws.ForRun(name)
 	st := pf.Plan.State(pf.Source, pf.Hash)
+	st.Settings.Budget = pf.RunBudget()
 	st.Settings.Params = pf.Resolved
 	if size := len(st.Marshal()); size > store.PlanStateCap {
 		_ = os.Remove(rw.RunDir())

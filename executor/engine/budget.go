@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/proc"
+	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
+)
+
+// Budget changes what the run may spend (`stepseq budget usd=+2`, MCP budget):
+// the run's budget, or step's own when step is set; with no step, the budget
+// of the bound that holds the run. Every check is made here once, whichever
+// face asks: a change that does not read, or lowers a bound below zero, is
+// refused (core.ErrBudgetChange), as is a step the plan does not have
+// (core.ErrNoStep). Like a retry, it works with or without a live sidecar: the
+// change is queued for whichever stepseq holds the run, and applied at once
+// when none does, so that the next check launches what the budget held.
+func Budget(rt *Runtime, step string, changes []string) (string, error) {
+	cs, err := planspec.ParseBudgetChanges(changes)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", core.ErrBudgetChange, err)
+	}
+	sf := &store.StateFile{Path: rt.WS.State}
+	st, err := sf.Read()
+	if err != nil {
+		return "", err
+	}
+	if err := core.CheckBudget(st, step, cs); err != nil {
+		return "", fmt.Errorf("%s: %w", rt.WS.State, err)
+	}
+	t := core.Trigger{Step: step, From: "budget", Budget: changesArg(cs)}
+	maxRetries, err := proc.MaxRetriesFromEnv(rt.Getenv)
+	if err != nil {
+		return "", err
+	}
+	if err := WriteTrigger(rt.WS, t); err != nil {
+		return "", err
+	}
+	what := planspec.ChangesText(cs)
+	lock, holder, err := store.TryLock(rt.WS, t.From)
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Sprintf("budget %s queued for the running %s (pid %d): the run goes on when no bound holds it", what, holder.Kind, holder.PID), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer lock.Unlock()
+	ts, _ := DrainTriggers(rt.WS)
+	if err := applyTriggers(rt, sf, ts, maxRetries, t.From); err != nil {
+		return "", err
+	}
+	after, err := sf.Read()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("budget %s: now %s; %s", what, after.Settings.Budget, budgetWord(after, rt)), nil
+}
+
+// budgetWord says whether a bound still holds the run after a change.
+func budgetWord(st *planspec.State, rt *Runtime) string {
+	if st.CurrentStep < len(st.StepQueue) {
+		if b, over := core.BudgetReached(st, st.StepQueue[st.CurrentStep], rt.now()); over {
+			return b.Text() + ": still held"
+		}
+	}
+	return "no sidecar is running, so the next `stepseq check` goes on"
+}
+
+// changesArg is the changes as a trigger carries them.
+func changesArg(cs []planspec.BudgetChange) string {
+	return strings.ReplaceAll(planspec.ChangesText(cs), ", ", ",")
+}
+
+// Budget changes the budget of the sidecar's run (MCP budget), after the
+// checks Budget makes.
+func (s *Sidecar) Budget(ctx context.Context, step string, changes []string) (planspec.Budget, error) {
+	cs, err := planspec.ParseBudgetChanges(changes)
+	if err != nil {
+		return planspec.Budget{}, fmt.Errorf("%w: %w", core.ErrBudgetChange, err)
+	}
+	var b planspec.Budget
+	if cerr := s.do(ctx, func() {
+		st := s.d.m.State()
+		if err = core.CheckBudget(st, step, cs); err != nil {
+			return
+		}
+		s.d.feed(core.TriggersIn{Triggers: []core.Trigger{{Step: step, From: "mcp", Budget: changesArg(cs)}}})
+		if st = s.d.m.State(); st != nil {
+			b = st.Settings.Budget
+			if step != "" && st.Steps[step] != nil {
+				b = st.Steps[step].Budget
+			}
+		}
+	}); cerr != nil {
+		return planspec.Budget{}, cerr
+	}
+	return b, err
+}
