@@ -110,6 +110,7 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 		newStartCmd(g, stdout),
 		newRunsCmd(stdout),
 		newCloseCmd(stdout),
+		newBudgetCmd(g, stdout),
 	)
 	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]cobra.Completion{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))

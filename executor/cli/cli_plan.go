@@ -66,6 +66,7 @@ func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
 		ws         workspaceFlags
 		params     []string
 		paramsFile string
+		budget     string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply PLAN [DIR]",
@@ -81,7 +82,8 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 ` + exitCodesHelp,
 		Example: `  stepseq apply plans/research.yaml
   stepseq apply research.yaml ./workspace --force
-  stepseq apply plans/review.yaml --param max_rounds=3 --params params.yaml`,
+  stepseq apply plans/review.yaml --param max_rounds=3 --params params.yaml
+  stepseq apply plans/research.yaml --budget usd=5,tries=30`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args[1:])
@@ -103,6 +105,9 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan; %s is untouched", args[0], state)}
 			}
 			pf.Params = given
+			if pf.Budget, err = budgetFlag(budget); err != nil {
+				return err
+			}
 			if err := requireFolders(filepath.Dir(state)); err != nil {
 				return err
 			}
@@ -128,6 +133,7 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace a state whose plan is still in progress (it is archived)")
+	cmd.Flags().StringVar(&budget, "budget", "", budgetFlagHelp)
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
 	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")

@@ -27,6 +27,7 @@ func newStartCmd(g *globals, stdout io.Writer) *cobra.Command {
 		name       string
 		params     []string
 		paramsFile string
+		budget     string
 		asJSON     bool
 	)
 	cmd := &cobra.Command{
@@ -72,7 +73,11 @@ of a plan in DIR/plans.
 				return err
 			}
 			defer rt.Close()
-			info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: given, Name: name, From: engine.FromWorkspace})
+			runBudget, err := budgetFlag(budget)
+			if err != nil {
+				return err
+			}
+			info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: given, Name: name, From: engine.FromWorkspace, Budget: runBudget})
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -185,7 +190,7 @@ Exit status: 0, also when there is no run; 2 on a usage error.`,
 // writeRunsTable writes the runs as a table: name, plan, status, progress,
 // params, updated.
 func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
-	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "PARAMS", "UPDATED"}}
+	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "SPENT", "PARAMS", "UPDATED"}}
 	for _, r := range runs {
 		status, at, updated := r.Status, r.Current, "-"
 		if r.Error != "" {
@@ -197,9 +202,10 @@ func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 		if t, err := time.Parse(time.RFC3339, r.Updated); err == nil {
 			updated = t.Local().Format("2006-01-02 15:04:05")
 		}
-		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, paramsText(r.Params), updated})
+		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, spentText(r), paramsText(r.Params), updated})
 	}
 	writeTable(b, rows, -1, false)
+	writeWorkspaceSpend(b, runs)
 }
 
 // paramsText shows a run's params as name=value, values as JSON.

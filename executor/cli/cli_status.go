@@ -439,6 +439,7 @@ func writeText(b *bytes.Buffer, r engine.Report, now time.Time, color bool) {
 	writeValues(b, "params", r.Params)
 	writeValues(b, "summary", r.Summary)
 	writeLoops(b, r.Loops)
+	writeSpend(b, r)
 	b.WriteString("\n")
 
 	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}

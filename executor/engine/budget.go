@@ -101,3 +101,20 @@ func (s *Sidecar) Budget(ctx context.Context, step string, changes []string) (pl
 	}
 	return b, err
 }
+
+// EnqueueBudget queues a budget change for whichever stepseq holds workspace
+// ws, after the checks Budget makes; it applies nothing itself.
+func EnqueueBudget(ws store.Workspace, step string, changes []string) error {
+	cs, err := planspec.ParseBudgetChanges(changes)
+	if err != nil {
+		return fmt.Errorf("%w: %w", core.ErrBudgetChange, err)
+	}
+	st, err := (&store.StateFile{Path: ws.State}).Read()
+	if err != nil {
+		return err
+	}
+	if err := core.CheckBudget(st, step, cs); err != nil {
+		return err
+	}
+	return WriteTrigger(ws, core.Trigger{Step: step, From: "mcp", Budget: changesArg(cs)})
+}

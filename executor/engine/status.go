@@ -38,6 +38,10 @@ type Report struct {
 	// step 1/3"; absent outside a loop. Loops are the plan's repeat groups.
 	Progress string       `json:"progress,omitempty"`
 	Loops    []LoopReport `json:"loops,omitempty"`
+	// Spend is what the run spent and may spend; Workspace what every run of
+	// the workspace spent, absent when this run is its only one.
+	Spend     *SpendReport    `json:"spend,omitempty"`
+	Workspace *planspec.Spend `json:"workspace,omitempty"`
 }
 
 // LoopReport is a repeat group (DESIGN §13) and where its loop stands.
@@ -120,6 +124,12 @@ type StepReport struct {
 	// Result is the step's kept result (steps.ID.result): its done report's,
 	// or the one its resultFrom gave (DESIGN §13).
 	Result any `json:"result,omitempty"`
+	// Spend is what the step's tries spent, every run of the step counted;
+	// Usage the newest tries' own figures ("unknown" when the agent said
+	// none); Budget the step's own.
+	Spend  *planspec.Spend     `json:"spend,omitempty"`
+	Usage  []planspec.TryUsage `json:"usage,omitempty"`
+	Budget *planspec.Budget    `json:"budget,omitempty"`
 }
 
 // TryLogPath is where one try's output is: `stepseq logs STEP --try N` prints it.
@@ -188,6 +198,7 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 			if run.Agent != nil && len(run.Agent.Errors) > 0 {
 				s.Errors = run.Agent.Errors
 			}
+			stepSpend(&s, st, id, run)
 			if run.LastRunIso != "" {
 				last := run.LastRunIso // a copy: the reconcile core may change run
 				s.LastRunIso = &last
@@ -210,6 +221,8 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 		r.Steps = append(r.Steps, s)
 	}
 	r.Runner = liveRunner(rt.WS)
+	r.Spend = spendReport(st, now)
+	r.Workspace = workspaceSpend(rt.WS)
 	var err error
 	r.WaitingFor, err = waitsOn(rt, st, now, maxRetries, scratch)
 	return r, err
@@ -272,6 +285,8 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	switch d.Action {
 	case core.Idle:
 		w.Reason = "plan DONE"
+	case core.OverBudget:
+		w.Reason = d.Reason + ": nothing launches until `stepseq budget` raises it"
 	case core.LimitWaiting:
 		run := clone.Run(d.Step)
 		w.Reason = fmt.Sprintf("waiting for a usage limit to reset until %s, then try %d runs again: %s", ClockTime(d.At, now), run.Tries+1, run.Agent.Limit.Error)

@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -31,4 +35,70 @@ func (m *Metrics) usage(detail map[string]any) {
 	if c, ok := detail["costUsd"].(float64); ok && c > 0 {
 		m.cost.Add(c)
 	}
+}
+
+// SpendReport is what a run spent and may spend, as status shows it.
+type SpendReport struct {
+	planspec.Spend
+	// Text is the spend in words: "$1.20, 45,000 tokens (…), 4 tries".
+	Text   string           `json:"text"`
+	WallMs int64            `json:"wallMs"`
+	Budget *planspec.Budget `json:"budget,omitempty"`
+	// Held is the bound that holds the run, in words, as it was told.
+	Held string `json:"held,omitempty"`
+	// Blind says which bound cannot see some agent's spend: tries whose usage
+	// or cost is unknown are not in the figures it compares.
+	Blind string `json:"blind,omitempty"`
+}
+
+// spendReport is st's spend and budget; nil before its first try with no
+// budget.
+func spendReport(st *planspec.State, now time.Time) *SpendReport {
+	s, b := st.Settings.Spend, st.Settings.Budget
+	if s.IsZero() && b.IsZero() {
+		return nil
+	}
+	r := &SpendReport{Spend: s, Text: s.Text(), WallMs: s.Wall(now).Milliseconds(), Held: st.Settings.BudgetHeld}
+	if !b.IsZero() {
+		r.Budget = &b
+		switch {
+		case b.Tokens > 0 && s.Unknown > 0:
+			r.Blind = fmt.Sprintf("the tokens bound cannot see %d tries whose usage is unknown", s.Unknown)
+		case b.USD > 0 && s.Unknown+s.NoCost > 0:
+			r.Blind = fmt.Sprintf("the usd bound cannot see %d tries whose cost is unknown", s.Unknown+s.NoCost)
+		}
+	}
+	return r
+}
+
+// stepSpend puts step id's spend, its tries' usage and its budget in its line.
+func stepSpend(s *StepReport, st *planspec.State, id string, run *planspec.StepRun) {
+	if run.Agent != nil && !run.Agent.Spend.IsZero() {
+		sp := run.Agent.Spend
+		s.Spend, s.Usage = &sp, run.Agent.Usage
+	}
+	if spec := st.Steps[id]; spec != nil && !spec.Budget.IsZero() {
+		b := spec.Budget
+		s.Budget = &b
+	}
+}
+
+// workspaceSpend is what every live run of the workspace spent; nil when the
+// workspace has one run or none spent.
+func workspaceSpend(ws store.Workspace) *planspec.Spend {
+	names, err := store.RunNames(store.Workspace{Dir: ws.Dir})
+	if err != nil || len(names) < 2 {
+		return nil
+	}
+	var total planspec.Spend
+	for _, name := range names {
+		rw := store.Workspace{Dir: ws.Dir}.ForRun(name)
+		if st, err := (&store.StateFile{Path: rw.State}).Read(); err == nil {
+			total = total.Plus(st.Settings.Spend)
+		}
+	}
+	if total.IsZero() {
+		return nil
+	}
+	return &total
 }

@@ -32,6 +32,8 @@ type Engine interface {
 	Report(ctx context.Context, step string, try int, rep planspec.Report) (accepted bool, reasons []string, err error)
 	Retry(ctx context.Context, step string) error
 	Trigger(ctx context.Context, step string) error
+	// Budget changes the run's budget, or step's (engine.Budget's checks).
+	Budget(ctx context.Context, step string, changes []string) error
 }
 
 // SidecarEngine acts through a sidecar this process runs.
@@ -56,6 +58,11 @@ func (e sidecarEngine) Report(ctx context.Context, step string, try int, rep pla
 func (e sidecarEngine) Retry(ctx context.Context, step string) error { return e.sc.Retry(ctx, step) }
 func (e sidecarEngine) Trigger(ctx context.Context, step string) error {
 	return e.sc.Trigger(ctx, step)
+}
+
+func (e sidecarEngine) Budget(ctx context.Context, step string, changes []string) error {
+	_, err := e.sc.Budget(ctx, step, changes)
+	return err
 }
 
 // FilesEngine acts through the workspace as any agent does: it reads state.json,
@@ -152,6 +159,10 @@ func (e *filesEngine) Retry(_ context.Context, step string) error {
 
 func (e *filesEngine) Trigger(_ context.Context, step string) error {
 	return e.queue(core.Trigger{Step: step, From: "mcp"})
+}
+
+func (e *filesEngine) Budget(_ context.Context, step string, changes []string) error {
+	return engine.EnqueueBudget(e.ws, step, changes)
 }
 
 func (e *filesEngine) queue(t core.Trigger) error {

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
@@ -85,7 +86,7 @@ func refusalOf(err error) *Refusal {
 		code = NotFound
 	case errors.Is(err, store.ErrRunClosed):
 		code = Closed
-	case errors.Is(err, store.ErrRunName), errors.Is(err, store.ErrRunExists):
+	case errors.Is(err, store.ErrRunName), errors.Is(err, store.ErrRunExists), errors.Is(err, core.ErrBudgetChange):
 		code = InvalidParams
 	case errors.Is(err, store.ErrRunBusy), errors.Is(err, engine.ErrPlanActive):
 		code = Busy

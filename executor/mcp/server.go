@@ -93,6 +93,7 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "step_report", Description: "Report on the step step_current gave: status accepted, milestone, blocked or done, with summary, evidence, risk (none|low|medium|high — reason) and next. Accepted, or refused (an error) with its code and every reason."}, t.stepReport)
 	addTool(s, &sdk.Tool{Name: "retry", Description: "A new try of a blocked or failed step."}, t.retry)
 	addTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
+	addTool(s, &sdk.Tool{Name: "budget", Description: "Raise (usd=+2) or set (tries=40) what the run may spend, keys usd, tokens, tries, wall; a run its budget holds goes on. With no step, the bound that holds the run is raised."}, t.budget)
 	addTool(s, &sdk.Tool{Name: "run_start", Description: "Start a run: a plan of plans/ (by name) or given as YAML, with its params, beside the workspace's other runs; answers the run (its name, state file, status, params, progress)."}, t.runStart)
 	addTool(s, &sdk.Tool{Name: "run_list", Description: "The workspace's runs: active, blocked, done, closed and invalid ones, with their params and progress."}, t.runList)
 	addTool(s, &sdk.Tool{Name: "run_close", Description: "Close a run: its agent is stopped as SIGTERM stops it, and its state is archived."}, t.runClose)
