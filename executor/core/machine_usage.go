@@ -183,3 +183,15 @@ func keptSpend(a *planspec.AgentRecord) *planspec.AgentRecord {
 	}
 	return &planspec.AgentRecord{Spend: a.Spend, Usage: a.Usage}
 }
+
+// withCost puts what the run spent in the summary of its last report, as
+// "cost", when an agent said what it spent: the run's summary names it.
+func withCost(n *Notification, s planspec.Spend) {
+	if s.Tokens() == 0 && s.CostUSD == 0 {
+		return
+	}
+	if n.Summary == nil {
+		n.Summary = map[string]any{}
+	}
+	n.Summary["cost"] = s.Text()
+}

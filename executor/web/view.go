@@ -42,6 +42,9 @@ type View struct {
 	// Params are the run's params and Summary what the plan's summary gave
 	// when it ended (DESIGN §13), by name, each value as JSON.
 	Params, Summary []Field
+	// Spend is what the run's agents spent and may spend, in words; empty
+	// before they spent anything and without a budget.
+	Spend string
 	// Reports is whether the plan's workers report (DESIGN §7). Without reports
 	// a step in_progress is shown as "running": nobody said it was accepted.
 	Reports bool
@@ -68,6 +71,7 @@ type RunView struct {
 	Steps      int
 	Current    string // the step at the cursor
 	Error      string // why its state file cannot be read
+	Spent      string // what its agents spent, in words; empty when nothing
 }
 
 // LoopView is a repeat group: its steps, in order, and a label saying where
@@ -95,6 +99,7 @@ type StepView struct {
 	Blocker    string // why the step cannot go on, when it is blocked
 	LastReport *ReportView
 	LogTail    string // the end of the current try's log; the page shows the last Options.LogTailBytes
+	Spend      string // what the step's tries spent, in words; empty when nothing is known
 }
 
 // ReportView is a worker's report (DESIGN §7).
