@@ -162,31 +162,27 @@ func (s Spend) Wall(now time.Time) time.Duration {
 // Text is the spend as one line: "$1.20, 45,000 tokens (30,000 in, 12,000
 // out, 3,000 cache), 4 tries", with the tries whose usage is unknown named.
 func (s Spend) Text() string {
-	if s.IsZero() {
-		return "nothing spent"
-	}
-	var parts []string
-	known := s.Tries - s.Unknown
-	switch {
-	case known <= 0 && s.Tries > 0:
-		parts = append(parts, "usage unknown")
-	case s.NoCost > 0 && s.CostUSD == 0:
-		parts = append(parts, "cost unknown")
-	default:
-		parts = append(parts, USD(s.CostUSD))
-	}
-	if known > 0 || s.Tokens() > 0 {
-		parts = append(parts, fmt.Sprintf("%s tokens (%s in, %s out, %s cache)", Thousands(s.Tokens()),
-			Thousands(s.InputTokens), Thousands(s.OutputTokens), Thousands(s.CacheTokens)))
-	}
 	tries := countWord(s.Tries, "try", "tries")
 	switch {
-	case s.Unknown > 0 && known > 0:
+	case s.IsZero():
+		return "nothing spent"
+	case s.Tokens() == 0 && s.CostUSD == 0 && s.Unknown > 0:
+		return "usage unknown, " + tries
+	case s.Tokens() == 0 && s.CostUSD == 0:
+		return "nothing reported yet, " + tries
+	}
+	cost := USD(s.CostUSD)
+	if s.CostUSD == 0 && s.NoCost > 0 {
+		cost = "cost unknown"
+	}
+	switch {
+	case s.Unknown > 0:
 		tries += fmt.Sprintf(", %d with usage unknown", s.Unknown)
 	case s.NoCost > 0 && s.CostUSD > 0:
 		tries += fmt.Sprintf(", %d with cost unknown", s.NoCost)
 	}
-	return strings.Join(append(parts, tries), ", ")
+	return fmt.Sprintf("%s, %s tokens (%s in, %s out, %s cache), %s", cost, Thousands(s.Tokens()),
+		Thousands(s.InputTokens), Thousands(s.OutputTokens), Thousands(s.CacheTokens), tries)
 }
 
 func countWord(n int, one, many string) string {

@@ -24,8 +24,9 @@ func init() {
 		in := exit(s, t, d).(AgentExited)
 		if v := argOr(d, "usage", ""); v != "" {
 			in.Usage = parseScenarioUsage(t, d, v)
-			in.Agent = argOr(d, "agent", "claude")
+			in.Agent = "claude"
 		}
+		in.Agent = argOr(d, "agent", in.Agent)
 		in.UsageErr = argOr(d, "usage-err", "")
 		return in
 	}

@@ -61,7 +61,7 @@ func (m *Machine) recordUsage(t *tryExit, limited bool) {
 			detail["costUsd"] = *u.CostUSD
 		}
 	}
-	if agent != "" {
+	if agent != "" && detail != nil {
 		detail["agent"] = agent
 	}
 	run.Agent.Usage = append(run.Agent.Usage, rec)
