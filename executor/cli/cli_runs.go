@@ -190,7 +190,7 @@ Exit status: 0, also when there is no run; 2 on a usage error.`,
 // writeRunsTable writes the runs as a table: name, plan, status, progress,
 // params, updated.
 func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
-	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "SPENT", "PARAMS", "UPDATED"}}
+	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "PARAMS", "SPENT", "UPDATED"}}
 	for _, r := range runs {
 		status, at, updated := r.Status, r.Current, "-"
 		if r.Error != "" {
@@ -202,7 +202,7 @@ func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 		if t, err := time.Parse(time.RFC3339, r.Updated); err == nil {
 			updated = t.Local().Format("2006-01-02 15:04:05")
 		}
-		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, spentText(r), paramsText(r.Params), updated})
+		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, paramsText(r.Params), spentText(r), updated})
 	}
 	writeTable(b, rows, -1, false)
 	writeWorkspaceSpend(b, runs)
