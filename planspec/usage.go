@@ -126,7 +126,7 @@ func (s *Spend) Add(u *Usage) {
 	if u.CostUSD != nil {
 		// Kept to a millionth of a dollar: a sum of thousands of tries stays
 		// exact enough to print and to compare with a bound.
-		s.CostUSD = math.Round((s.CostUSD+*u.CostUSD)*1e6) / 1e6
+		s.CostUSD = Round6(s.CostUSD + *u.CostUSD)
 	} else {
 		s.NoCost++
 	}
@@ -139,7 +139,7 @@ func (s Spend) Plus(o Spend) Spend {
 	s.InputTokens += o.InputTokens
 	s.OutputTokens += o.OutputTokens
 	s.CacheTokens += o.CacheTokens
-	s.CostUSD = math.Round((s.CostUSD+o.CostUSD)*1e6) / 1e6
+	s.CostUSD = Round6(s.CostUSD + o.CostUSD)
 	s.Unknown += o.Unknown
 	s.NoCost += o.NoCost
 	s.WaitedSeconds += o.WaitedSeconds
@@ -148,6 +148,9 @@ func (s Spend) Plus(o Spend) Spend {
 	}
 	return s
 }
+
+// Round6 rounds a cost to a millionth of a dollar, as a spend keeps it.
+func Round6(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 
 // Wall is how long the spend has run at now: since its first try, less the
 // usage-limit waits.

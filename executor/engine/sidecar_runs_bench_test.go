@@ -26,12 +26,12 @@ var stepseqBin struct {
 }
 
 // stepseqBinary builds the stepseq command once per run of the benchmarks.
-func stepseqBinary(b *testing.B) string {
+func stepseqBinary(b testing.TB) string {
 	b.Helper()
 	stepseqBin.Do(func() {
 		dir := filepath.Dir(fakeAgentPath)
 		stepseqBin.path = filepath.Join(dir, "stepseq")
-		build := exec.Command("go", "build", "-o", stepseqBin.path, "..")
+		build := exec.Command("go", "build", "-o", stepseqBin.path, "github.com/stepseq/stepseq")
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := build.CombinedOutput()
 		if err != nil {
