@@ -212,7 +212,7 @@ func (v *statusView) once() error {
 
 // blocked reports whether the plan waits on a person: a step out of retries.
 func blocked(r engine.Report) bool {
-	return r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String()
+	return r.Status != planspec.StatusDone && (r.WaitingFor.Action == core.Blocked.String() || r.WaitingFor.Action == core.OverBudget.String())
 }
 
 // running reports whether a step's agent runs, so that its duration grows.
