@@ -43,6 +43,7 @@ of a plan in DIR/plans.
 ` + exitCodesHelp,
 		Example: `  stepseq start plans/review.yaml --param ticket=T-12
   stepseq start review --run review-t12 --params t12.yaml
+  stepseq start review --budget usd=5,tries=30
   stepseq runs`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -91,6 +92,7 @@ of a plan in DIR/plans.
 	cmd.Flags().StringVar(&name, "run", "", "the run's name (default the plan's name, made unique)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
 	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")
+	cmd.Flags().StringVar(&budget, "budget", "", budgetFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run as a JSON object")
 	return cmd
 }
