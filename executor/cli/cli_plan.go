@@ -35,6 +35,9 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 				pf := engine.ReadPlanFile(path, path)
 				if pf.Plan != nil {
 					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
+					for _, n := range engine.BudgetBlind(pf.Plan) {
+						fmt.Fprintf(stdout, "%s: note: %s\n", path, n)
+					}
 					continue
 				}
 				bad++

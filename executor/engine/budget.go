@@ -10,6 +10,7 @@ import (
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
+	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
 // Budget changes what the run may spend (`stepseq budget usd=+2`, MCP budget):
@@ -117,4 +118,74 @@ func EnqueueBudget(ws store.Workspace, step string, changes []string) error {
 		return err
 	}
 	return WriteTrigger(ws, core.Trigger{Step: step, From: "mcp", Budget: changesArg(cs)})
+}
+
+// BudgetBlind says which agents of plan p a usd or tokens bound of its
+// budgets cannot see the spend of, each once: a CLI whose output names no
+// cost (codex, gemini) or no usage at all (a command, aider, goose,
+// openclaw, STEP_AGENT_CMD). Their tries count as unknown unless their
+// worker reports what they spent.
+func BudgetBlind(p *planpkg.Plan) []string {
+	var out []string
+	seen := map[string]bool{}
+	note := func(b planspec.Budget, agents []string, of string) {
+		for _, a := range agents {
+			tokens, cost := proc.UsageReported(a)
+			var kinds []string
+			if b.USD > 0 && !cost {
+				kinds = append(kinds, planspec.BudgetUSD)
+			}
+			if b.Tokens > 0 && !tokens {
+				kinds = append(kinds, planspec.BudgetTokens)
+			}
+			what := "usage"
+			if tokens {
+				what = "cost"
+			}
+			if len(kinds) == 0 || seen[a+of] {
+				continue
+			}
+			seen[a+of] = true
+			out = append(out, fmt.Sprintf("the %s budget%s cannot see what %s spends: its output names no %s; its worker may report it (stepseq report --cost, --tokens-in, --tokens-out)",
+				strings.Join(kinds, " and "), of, agentWord(a), what))
+		}
+	}
+	for _, s := range p.Steps {
+		agents := stepAgents(p, s.Spec)
+		note(p.Budget, agents, "")
+		note(s.Spec.Budget, agents, " of step "+s.ID)
+	}
+	return out
+}
+
+// stepAgents are the presets (or "" for a command) a step's try may run.
+func stepAgents(p *planpkg.Plan, spec planspec.StepSpec) []string {
+	agent, fallback := spec.Agent, spec.Fallback
+	if agent.IsZero() {
+		agent = p.Agent
+	}
+	if fallback == nil {
+		fallback = p.Fallback
+	}
+	return append([]string{agent.Preset}, fallback...)
+}
+
+func agentWord(preset string) string {
+	if preset == "" {
+		return "a command (STEP_AGENT_CMD or an argv)"
+	}
+	return preset
+}
+
+// warnBlind tells the operator, as a plan starts, which of its agents its
+// budget cannot see the spend of.
+func (r *Runtime) warnBlind(pf core.PlanFile) {
+	if r.Logger == nil {
+		return
+	}
+	p := *pf.Plan
+	p.Budget = pf.RunBudget()
+	for _, n := range BudgetBlind(&p) {
+		r.Logger.Warn(n, "plan", pf.Source)
+	}
 }

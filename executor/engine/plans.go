@@ -103,6 +103,7 @@ func (r *Runtime) PreparePlan(sf *store.StateFile, pf core.PlanFile, force bool)
 	}
 	st := pf.Plan.State(pf.Source, pf.Hash)
 	st.Settings.Budget = pf.RunBudget()
+	r.warnBlind(pf)
 	st.Settings.Params = pf.Resolved
 	if size := len(st.Marshal()); size > store.PlanStateCap {
 		return nil, "", fmt.Errorf("%s: %w: its state.json would start at %s, over the %s a plan may take (a quarter of the %s state cap, the rest kept for its runs): split the plan",

@@ -82,6 +82,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	rw := ws.ForRun(name)
 	st := pf.Plan.State(pf.Source, pf.Hash)
 	st.Settings.Budget = pf.RunBudget()
+	r.warnBlind(pf)
 	st.Settings.Params = pf.Resolved
 	if size := len(st.Marshal()); size > store.PlanStateCap {
 		_ = os.Remove(rw.RunDir())

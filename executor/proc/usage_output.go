@@ -327,3 +327,16 @@ func opencodeUsage(exit core.Exit) (*planspec.Usage, error) {
 	}
 	return total, nil
 }
+
+// UsageReported says what a preset's output tells of a try's spend: its
+// tokens, and its cost. An agent given as a command, or a preset not read,
+// tells neither: its worker may report them (stepseq report --cost).
+func UsageReported(preset string) (tokens, cost bool) {
+	switch preset {
+	case "claude", "opencode":
+		return true, true
+	case "codex", "gemini":
+		return true, false
+	}
+	return false, false
+}
