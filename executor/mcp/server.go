@@ -86,7 +86,7 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
 	addTool(s, &sdk.Tool{Name: "plan_list", Description: "The plans in plans/ (what an agent may start): each with its verdict, its steps' titles and the JSON Schema of its params; an invalid one with its errors."}, t.planList)
 	addTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, finished); an invalid or refused plan is an error with its code."}, t.planSubmit)
-	addTool(s, &sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json)."}, t.status)
+	addTool(s, &sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers, what the plan waits for, and what its agents spent and may spend (as status --json)."}, t.status)
 	addTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
 	addTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
 	addTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)

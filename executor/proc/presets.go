@@ -382,7 +382,7 @@ func jsonSession(key string) func(core.Exit) string {
 func scanHead(head string, r *claudeResult) bool {
 	i := strings.Index(head, `{"type":"result"`)
 	if i < 0 {
-		return false
+		return scanHeadTypeLast(head, r)
 	}
 	dec := json.NewDecoder(strings.NewReader(head[i:]))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {

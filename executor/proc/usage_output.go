@@ -340,3 +340,17 @@ func UsageReported(preset string) (tokens, cost bool) {
 	}
 	return false, false
 }
+
+// scanHeadTypeLast reads the head of a claude 2.x result, which writes its
+// type after the answer: is_error and subtype come before it.
+func scanHeadTypeLast(head string, r *claudeResult) bool {
+	if _, ok := claudeHead(head); !ok {
+		return false
+	}
+	m := leadingMembers(head)
+	_ = json.Unmarshal(m["is_error"], &r.IsError)
+	_ = json.Unmarshal(m["subtype"], &r.Subtype)
+	_ = json.Unmarshal(m["result"], &r.Result)
+	r.Type = "result"
+	return true
+}

@@ -177,3 +177,15 @@ func BenchmarkOutputResult_Claude1MB(b *testing.B) {
 		}
 	}
 }
+
+// A claude 2.x error result too long for the tail, its type after the answer:
+// its head says is_error, and the try fails with its subtype.
+func TestPreset_Judge_ClaudeLongErrorTypeLast(t *testing.T) {
+	out := strings.Replace(bigClaude(t, 200<<10), `"is_error":false`, `"is_error":true`, 1)
+	out = strings.Replace(out, `"subtype":"success"`, `"subtype":"error_during_execution"`, 1)
+	p, _ := LookupPreset("claude")
+	failed, _ := p.Judge(exitOf(out, 0, ""))
+	if failed != "claude: error_during_execution" {
+		t.Fatalf("judged %q", failed)
+	}
+}
