@@ -73,3 +73,16 @@ func (t *tools) budget(ctx context.Context, _ *sdk.CallToolRequest, in BudgetCha
 	}
 	return nil, BudgetChanged{Changes: planspec.ChangesText(cs), Queued: true}, nil
 }
+
+// UsageInput is what a try spent, as a worker reports it.
+type UsageInput struct {
+	InputTokens  int64    `json:"inputTokens,omitempty" jsonschema:"input tokens, not read from a cache"`
+	OutputTokens int64    `json:"outputTokens,omitempty" jsonschema:"output tokens"`
+	CacheTokens  int64    `json:"cacheTokens,omitempty" jsonschema:"tokens read from or written to a cache"`
+	CostUSD      *float64 `json:"costUsd,omitempty" jsonschema:"what the try cost, in USD"`
+	Model        string   `json:"model,omitempty" jsonschema:"the model the try ran on"`
+}
+
+func (in *UsageInput) usage() planspec.Usage {
+	return planspec.Usage{Model: in.Model, InputTokens: in.InputTokens, OutputTokens: in.OutputTokens, CacheTokens: in.CacheTokens, CostUSD: in.CostUSD}
+}

@@ -40,3 +40,31 @@ func TestServer_BudgetHoldsAndRaises(t *testing.T) {
 		t.Fatalf("after the raise: spend %v", sp)
 	}
 }
+
+// A pulled step's worker says what its try spent in its done report: the
+// run's spend counts it.
+func TestServer_StepReportUsage(t *testing.T) {
+	w := newWorkspace(t)
+	cs := connect(t, NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}), "worker")
+	if out, errText := call(t, cs, "plan_submit", map[string]any{"name": "pull", "yaml": pullPlan}); errText != "" {
+		t.Fatalf("plan_submit: %v %s", out, errText)
+	}
+	cur := waitTool(t, cs, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	token := cur["step"].(map[string]any)["token"].(string)
+	if _, errText := call(t, cs, "step_report", report(token, "accepted", nil)); errText != "" {
+		t.Fatal(errText)
+	}
+	done := report(token, "done", map[string]any{"url": "https://example.com"})
+	done["usage"] = map[string]any{"inputTokens": 300, "outputTokens": 40, "costUsd": 0.12, "model": "m"}
+	if _, errText := call(t, cs, "step_report", done); errText != "" {
+		t.Fatal(errText)
+	}
+	out := waitTool(t, cs, "status", map[string]any{}, func(o map[string]any) bool {
+		sp, _ := o["spend"].(map[string]any)
+		return sp != nil && sp["costUsd"] == 0.12
+	})
+	step := out["steps"].([]any)[0].(map[string]any)
+	if u := step["usage"].([]any)[0].(map[string]any); u["model"] != "m" || u["inputTokens"] != 300.0 {
+		t.Fatalf("fetch's usage: %v", u)
+	}
+}

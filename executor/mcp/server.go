@@ -602,16 +602,16 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 
 // ReportInput is a worker's report.
 type ReportInput struct {
-	Token     string          `json:"token" jsonschema:"the token step_current gave"`
-	Status    string          `json:"status" jsonschema:"accepted, milestone, blocked or done"`
-	Summary   string          `json:"summary" jsonschema:"one sentence"`
-	Evidence  string          `json:"evidence" jsonschema:"first action / artifact / specific error / final artifact"`
-	Risk      string          `json:"risk" jsonschema:"none, low, medium or high, then — and the reason"`
-	Next      string          `json:"next" jsonschema:"what comes next; none when done"`
-	Artifacts []string        `json:"artifacts,omitempty" jsonschema:"workspace paths the report names"`
-	Result    any             `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes (any JSON value)"`
-	Run       string          `json:"run,omitempty" jsonschema:"the run; the token names it, so it may be left out"`
-	Usage     *planspec.Usage `json:"usage,omitempty" jsonschema:"what the try spent: inputTokens, outputTokens, cacheTokens, costUsd (USD), model; a budget counts it"`
+	Token     string      `json:"token" jsonschema:"the token step_current gave"`
+	Status    string      `json:"status" jsonschema:"accepted, milestone, blocked or done"`
+	Summary   string      `json:"summary" jsonschema:"one sentence"`
+	Evidence  string      `json:"evidence" jsonschema:"first action / artifact / specific error / final artifact"`
+	Risk      string      `json:"risk" jsonschema:"none, low, medium or high, then — and the reason"`
+	Next      string      `json:"next" jsonschema:"what comes next; none when done"`
+	Artifacts []string    `json:"artifacts,omitempty" jsonschema:"workspace paths the report names"`
+	Result    any         `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes (any JSON value)"`
+	Run       string      `json:"run,omitempty" jsonschema:"the run; the token names it, so it may be left out"`
+	Usage     *UsageInput `json:"usage,omitempty" jsonschema:"what the try spent, as your CLI said it; a budget counts it"`
 }
 
 // ReportVerdict is accepted, or refused with every reason.
@@ -646,7 +646,7 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 		}
 	}
 	if in.Usage != nil {
-		if rep.Usage, err = json.Marshal(in.Usage); err != nil {
+		if rep.Usage, err = json.Marshal(in.Usage.usage()); err != nil {
 			return nil, ReportVerdict{}, refuse(InvalidParams, fmt.Sprintf("arguments.usage: %v", err))
 		}
 	}
