@@ -124,11 +124,8 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 			changed = true
 			continue
 		}
-		if d, held := heldBack(id, spec, run, f); held {
+		if d, held := heldBack(st, id, spec, run, f, reoffer); held {
 			return d, changed
-		}
-		if b, over := BudgetReached(st, id, f.Now); over && !reoffer {
-			return Decision{Action: OverBudget, Step: id, Reason: b.Text()}, changed
 		}
 		d, started, ch := startTry(st, id, spec, run, f, interrupted, reoffer)
 		changed = changed || ch
@@ -233,8 +230,10 @@ func skipByCondition(id string, run *planspec.StepRun, f Facts) bool {
 }
 
 // heldBack says whether the step may not start yet: its when is false (or
-// fails), or its agents are out of quota until a time still to come.
-func heldBack(id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts) (Decision, bool) {
+// fails), its agents are out of quota until a time still to come, or a bound
+// of its budget or the run's is reached (a pulled try offered again starts
+// no new work, and is not held).
+func heldBack(st *planspec.State, id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts, reoffer bool) (Decision, bool) {
 	if ok, err := cond(f, id, "when"); err != nil || !ok {
 		reason := fmt.Sprintf("waiting for when: %s", spec.When)
 		if err != nil {
@@ -244,6 +243,9 @@ func heldBack(id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts
 	}
 	if at, ok := limitUntil(run); ok && f.Now.Before(at) {
 		return Decision{Action: LimitWaiting, Step: id, At: at, Reason: "usage limit: " + run.Agent.Limit.Error}, true
+	}
+	if b, over := BudgetReached(st, id, f.Now); over && !reoffer {
+		return Decision{Action: OverBudget, Step: id, Reason: b.Text()}, true
 	}
 	return Decision{}, false
 }

@@ -233,14 +233,7 @@ func (d *driver) perform(e core.Effect) {
 			d.timer.Reset(max(e.At.Sub(d.rt.now()), 0))
 		}
 	case core.JournalEntry:
-		if e.Entry.Event == "verdict" {
-			ok, _ := e.Entry.Detail["ok"].(bool)
-			seconds, timed := e.Entry.Detail["seconds"].(float64)
-			d.metrics.verdict(ok, seconds, timed)
-		}
-		if e.Entry.Event == "usage" {
-			d.metrics.usage(e.Entry.Detail)
-		}
+		d.metrics.journaled(e.Entry)
 		d.rt.record(e.Entry)
 	case core.Log:
 		if e.ConfigErr && d.returnsConfigErr {

@@ -22,6 +22,18 @@ func exitDetail(exit core.Exit, u *planspec.Usage, err error) map[string]any {
 	return d
 }
 
+// journaled counts what a journal entry says: a try's verdict, its usage.
+func (m *Metrics) journaled(e core.Entry) {
+	switch e.Event {
+	case "verdict":
+		ok, _ := e.Detail["ok"].(bool)
+		seconds, timed := e.Detail["seconds"].(float64)
+		m.verdict(ok, seconds, timed)
+	case "usage":
+		m.usage(e.Detail)
+	}
+}
+
 // usage counts a try's usage from its journal entry's detail.
 func (m *Metrics) usage(detail map[string]any) {
 	if m == nil {
