@@ -195,3 +195,24 @@ func withCost(n *Notification, s planspec.Spend) {
 	}
 	n.Summary["cost"] = s.Text()
 }
+
+// keepSpend carries the run's spend through an edit of its plan: the spend
+// and the held figure stand, and so does each bound of the run's budget that
+// is above the edited plan's (a raise, a --budget), or that the edit leaves
+// out.
+func keepSpend(s *planspec.Settings, was planspec.Settings) {
+	s.Spend, s.BudgetHeld = was.Spend, was.BudgetHeld
+	b, old := &s.Budget, was.Budget
+	if old.USD > b.USD || b.USD == 0 {
+		b.USD = old.USD
+	}
+	if old.Tokens > b.Tokens || b.Tokens == 0 {
+		b.Tokens = old.Tokens
+	}
+	if old.Tries > b.Tries || b.Tries == 0 {
+		b.Tries = old.Tries
+	}
+	if old.Wall > b.Wall || b.Wall == 0 {
+		b.Wall = old.Wall
+	}
+}

@@ -32,8 +32,10 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	st.StepQueue = queue
 	st.StepDelayMinutes = fresh.StepDelayMinutes
 	source, params, loops := st.Settings.Source, st.Settings.Params, st.Settings.Loops
+	was := st.Settings
 	st.Settings = fresh.Settings
 	st.Settings.Source, st.Settings.Params, st.Settings.Loops = source, params, loops
+	keepSpend(&st.Settings, was)
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
 	}
