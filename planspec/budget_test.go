@@ -139,3 +139,36 @@ func TestParseReport_Usage(t *testing.T) {
 		t.Errorf("malformed usage read as %+v, %v", u, err)
 	}
 }
+
+// A state encoded once, then its spend, a try's usage and a step's budget
+// changed: the next encoding says so, whatever it remembered.
+func TestState_SpendReencoded(t *testing.T) {
+	src := `{"plan": {"steps": {"a": {"title": "A", "instruction": "do a"}}}, "stepQueue": ["a"], "currentStep": 0,
+ "stepRuns": {"a": {"status": "IN_PROGRESS", "tries": 1, "stepseq": {"startedIso": "2026-01-01T00:00:00Z", "spend": {"tries": 1}}}},
+ "status": "IN_PROGRESS"}`
+	for _, tracked := range []bool{false, true} {
+		st, err := ParseState(strings.NewReader(src), "state.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tracked {
+			st.Track()
+		}
+		_ = st.Marshal()
+		run := st.Run("a")
+		c := 0.5
+		run.Agent.Spend.Add(&Usage{InputTokens: 7, CostUSD: &c})
+		run.Agent.Usage = append(run.Agent.Usage, TryUsage{Try: 1, Usage: Usage{InputTokens: 7, CostUSD: &c}})
+		spec := *st.Steps["a"]
+		spec.Budget = Budget{USD: 2}
+		st.ReplaceSpec("a", &spec)
+		again, err := ParseState(bytes.NewReader(st.Marshal()), "again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := again.StepRuns["a"].Agent
+		if a.Spend.CostUSD != 0.5 || len(a.Usage) != 1 || again.Steps["a"].Budget.USD != 2 {
+			t.Errorf("tracked %v: re-encoded as %+v, budget %+v", tracked, a, again.Steps["a"].Budget)
+		}
+	}
+}

@@ -188,7 +188,7 @@ func (sp *StepSpec) copy() StepSpec {
 }
 
 func (sp *StepSpec) equal(o *StepSpec) bool {
-	return sp.sameText(o) && sp.sameGates(o) && sp.sameAgent(o) && sp.sameReports(o) && sameObject(sp.raw, o.raw)
+	return sp.sameText(o) && sp.sameGates(o) && sp.sameAgent(o) && sp.sameReports(o) && sp.Budget == o.Budget && sameObject(sp.raw, o.raw)
 }
 
 // sameText: what the step says, as given and as templates.
@@ -231,6 +231,7 @@ func (r *StepRun) copy() StepRun {
 	if r.Agent != nil {
 		a := *r.Agent
 		a.Errors = slices.Clone(a.Errors)
+		a.Usage = slices.Clone(a.Usage)
 		c.Agent = &a
 	}
 	c.Reports = slices.Clone(r.Reports)
@@ -269,7 +270,7 @@ func sameMap(a, b map[string]json.RawMessage) bool {
 func (a ReportRecord) equal(b ReportRecord) bool {
 	return a.Time == b.Time && a.Try == b.Try && a.Via == b.Via && a.Status == b.Status &&
 		a.Summary == b.Summary && a.Evidence == b.Evidence && a.Risk == b.Risk && a.Next == b.Next &&
-		slices.Equal(a.Artifacts, b.Artifacts) && bytes.Equal(a.Result, b.Result)
+		slices.Equal(a.Artifacts, b.Artifacts) && bytes.Equal(a.Result, b.Result) && bytes.Equal(a.Usage, b.Usage)
 }
 
 // FreezeSpecs is the caller's word that, from now on, a step's spec in s.Steps is
@@ -284,5 +285,12 @@ func agentEqual(a, b *AgentRecord) bool {
 		return a == b
 	}
 	return a.StartedIso == b.StartedIso && a.FinishedIso == b.FinishedIso && a.Interruptions == b.Interruptions &&
-		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit
+		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit &&
+		a.Spend == b.Spend && slices.EqualFunc(a.Usage, b.Usage, TryUsage.equal)
+}
+
+func (u TryUsage) equal(o TryUsage) bool {
+	return u.Try == o.Try && u.Agent == o.Agent && u.Unknown == o.Unknown && u.Model == o.Model &&
+		u.InputTokens == o.InputTokens && u.OutputTokens == o.OutputTokens && u.CacheTokens == o.CacheTokens &&
+		eqPtr(u.CostUSD, o.CostUSD)
 }

@@ -146,7 +146,7 @@ func ApplyBudget(st *planspec.State, step string, cs []planspec.BudgetChange) (p
 		// remembered by its specs.
 		spec := *st.Steps[step]
 		spec.Budget = b
-		st.Steps[step] = &spec
+		st.ReplaceSpec(step, &spec)
 	}
 	st.Settings.BudgetHeld = ""
 	return b, nil

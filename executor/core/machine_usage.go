@@ -64,10 +64,10 @@ func (m *Machine) recordUsage(t *tryExit, limited bool) {
 	if agent != "" && detail != nil {
 		detail["agent"] = agent
 	}
-	run.Agent.Usage = append(run.Agent.Usage, rec)
-	if n := len(run.Agent.Usage); n > planspec.MaxUsageKept {
-		run.Agent.Usage = slices.Delete(run.Agent.Usage, 0, n-planspec.MaxUsageKept)
-	}
+	// A new list, never the old one changed in place: a copy of the record
+	// may share it.
+	kept := append(slices.Clip(run.Agent.Usage), rec)
+	run.Agent.Usage = kept[max(0, len(kept)-planspec.MaxUsageKept):]
 	if u != nil {
 		// An unknown usage is in the exit's journal entry, which the driver
 		// writes knowing whether the agent could have said it.
