@@ -32,8 +32,8 @@ func (m *Machine) spendTry(id string, newTry bool, waited time.Duration) {
 }
 
 // recordUsage keeps what the finished try spent: its output's figure, else
-// the one its worker reported; unknown when neither says. A limited try that
-// said nothing spent nothing.
+// the one its worker reported; unknown when neither says. A limited try, or
+// one whose agent could not start, that said nothing spent nothing.
 func (m *Machine) recordUsage(t *tryExit, limited bool) {
 	run := m.st.Run(t.step)
 	if run.Agent == nil {
@@ -47,8 +47,8 @@ func (m *Machine) recordUsage(t *tryExit, limited bool) {
 	if u == nil {
 		u = m.reportedUsage(run, t)
 	}
-	if u == nil && limited {
-		return
+	if u == nil && (limited || t.exit.Err != nil) {
+		return // an agent out of quota, or one that never started, spent nothing
 	}
 	run.Agent.Spend.Add(u)
 	m.st.Settings.Spend.Add(u)
