@@ -172,3 +172,29 @@ func TestState_SpendReencoded(t *testing.T) {
 		}
 	}
 }
+
+func TestPriced(t *testing.T) {
+	prices := map[string]Price{"codex": {Input: 1.25, Output: 10, Cache: 0.125}, "gemini-3-pro": {Input: 2, Output: 12}}
+	codex := &Usage{InputTokens: 500, OutputTokens: 120, CacheTokens: 2000}
+	if got := Priced(prices, codex, "codex"); got.CostUSD == nil || *got.CostUSD != 0.002075 || codex.CostUSD != nil {
+		t.Errorf("codex priced %+v (was %+v)", got, codex)
+	}
+	gemini := &Usage{Model: "gemini-3-pro", InputTokens: 5000, OutputTokens: 300, CacheTokens: 3000}
+	if got := Priced(prices, gemini, "gemini"); got.CostUSD == nil || *got.CostUSD != 0.0196 {
+		t.Errorf("gemini priced by its model: %+v", got)
+	}
+	c := 0.5
+	named := &Usage{InputTokens: 5, CostUSD: &c}
+	if got := Priced(prices, named, "codex"); got != named {
+		t.Errorf("a named cost was priced again: %+v", got)
+	}
+	if got := Priced(prices, nil, "codex"); got != nil {
+		t.Errorf("an unknown usage was priced: %+v", got)
+	}
+	if _, err := ParsePrices([]byte(`{"codex": {"input": -1, "output": 2}}`)); err == nil {
+		t.Error("a negative price was taken")
+	}
+	if _, err := ParsePrices([]byte(`{"codex": {"in": 1}}`)); err == nil {
+		t.Error("an unknown key was taken")
+	}
+}

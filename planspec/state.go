@@ -225,6 +225,8 @@ type Settings struct {
 	Budget     Budget
 	Spend      Spend
 	BudgetHeld string
+	// Prices give a cost to the tries of agents that name none.
+	Prices map[string]Price
 
 	raw object
 }
@@ -246,6 +248,7 @@ func (s Settings) Clone() Settings {
 	c.Notify = slices.Clone(s.Notify)
 	c.Groups = cloneGroups(s.Groups)
 	c.Loops = cloneLoops(s.Loops)
+	c.Prices = maps.Clone(s.Prices)
 	return c
 }
 
@@ -687,6 +690,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "budget", st.Budget, !st.Budget.IsZero())
 	setOrDel(&o, "spend", st.Spend, !st.Spend.IsZero())
 	setOrDel(&o, "budgetHeld", st.BudgetHeld, st.BudgetHeld != "")
+	setOrDel(&o, "prices", st.Prices, len(st.Prices) > 0)
 	return o
 }
 

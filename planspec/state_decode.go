@@ -415,6 +415,13 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	d.optJSON(o, p, "budget", &st.Budget, "a budget {usd, tokens, tries, wall}")
 	d.optJSON(o, p, "spend", &st.Spend, "the run's spend {tries, inputTokens, outputTokens, cacheTokens, costUsd}")
 	st.BudgetHeld, _ = d.optStr(o, p, "budgetHeld")
+	if r, ok := o.vals["prices"]; ok && !isNull(r) {
+		prices, err := ParsePrices(r)
+		if err != nil {
+			d.fail(p+"prices", "%v", err)
+		}
+		st.Prices = prices
+	}
 	if name, ok := o.vals["name"]; ok && strings.TrimSpace(st.Name) == "" && !isNull(name) {
 		d.fail(p+"name", "want a non-empty name")
 	}

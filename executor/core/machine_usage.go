@@ -47,6 +47,7 @@ func (m *Machine) recordUsage(t *tryExit, limited bool) {
 	if u == nil {
 		u = m.reportedUsage(run, t)
 	}
+	u = planspec.Priced(m.st.Settings.Prices, u, agent)
 	if u == nil && (limited || t.exit.Err != nil) {
 		return // an agent out of quota, or one that never started, spent nothing
 	}

@@ -131,6 +131,9 @@ func BudgetBlind(p *planpkg.Plan) []string {
 	note := func(b planspec.Budget, agents []string, of string) {
 		for _, a := range agents {
 			tokens, cost := proc.UsageReported(a)
+			if _, priced := p.Prices[a]; priced && tokens {
+				cost = true
+			}
 			var kinds []string
 			if b.USD > 0 && !cost {
 				kinds = append(kinds, planspec.BudgetUSD)

@@ -36,3 +36,18 @@ steps:
 		}
 	}
 }
+
+func TestParsePlan_Prices(t *testing.T) {
+	src := "prices: {codex: {input: 1.25, output: 10, cache: 0.125}}\nsteps:\n  - {id: a, title: A, instruction: do a}\n"
+	p, err := ParsePlan(strings.NewReader(src), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Prices["codex"] != (planspec.Price{Input: 1.25, Output: 10, Cache: 0.125}) {
+		t.Fatalf("prices %+v", p.Prices)
+	}
+	if _, err := ParsePlan(strings.NewReader(strings.Replace(src, "input: 1.25", "input: cheap", 1)), "p.yaml"); err == nil ||
+		!strings.Contains(err.Error(), "p.yaml:1:9: prices: want a model or preset") {
+		t.Errorf("a price that is not a number: %v", err)
+	}
+}

@@ -13,7 +13,7 @@ import (
 // The keys of a plan and of a step, in the order the docs list them.
 var (
 	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params", "summary",
-		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "budget", "steps"}
+		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "notify", "budget", "prices", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume",

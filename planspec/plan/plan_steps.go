@@ -80,6 +80,8 @@ func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
 		p.Notify = d.notify(v, key)
 	case "budget":
 		p.Budget = d.budget(v, key)
+	case "prices":
+		p.Prices = d.prices(v, key)
 	default:
 		return false
 	}

@@ -190,6 +190,9 @@ func Schema() []byte {
 	step.Properties["reports"] = reports("Whether this step's worker must report; default: the plan's reports.")
 	step.Properties["exit"] = condition("Checked once the step is verified: when true, leaves the loop the step is in (the rest of the round is skipped); outside a loop, ends the plan DONE. result is the step's own result.")
 	step.Properties["abort"] = condition("Checked once the step is verified: when true, blocks the plan with this reason. result is the step's own result.")
+	plan.Properties["prices"] = &jsonSchema{Type: "object",
+		Description: "What a model's tokens cost, by model or preset, in USD per million tokens: gives a cost to the tries of agents whose output names none (codex, gemini).",
+		Examples:    []any{map[string]any{"codex": map[string]any{"input": 1.25, "output": 10, "cache": 0.125}}}}
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",
 		Items: &jsonSchema{Type: "object", AdditionalProperties: ptr(false), Description: "A sink: {command: [argv]} gets the report as JSON on stdin; {webhook: URL} gets it POSTed.",

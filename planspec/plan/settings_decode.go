@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -159,4 +160,22 @@ func mergeBudget(b, o planspec.Budget) planspec.Budget {
 	b.Tries = max(b.Tries, o.Tries)
 	b.Wall = max(b.Wall, o.Wall)
 	return b
+}
+
+// prices reads `prices: {codex: {input: 1.25, output: 10, cache: 0.125}}`:
+// USD per million tokens, by model or preset.
+func (d *planDecoder) prices(n *yaml.Node, field string) map[string]planspec.Price {
+	v, ok := d.value(n, field, 0)
+	if !ok {
+		return nil
+	}
+	raw, err := json.Marshal(v)
+	if err == nil {
+		var prices map[string]planspec.Price
+		if prices, err = planspec.ParsePrices(raw); err == nil {
+			return prices
+		}
+	}
+	d.fail(n, field, "prices: %v", err)
+	return nil
 }
