@@ -238,14 +238,17 @@ func BudgetFigure(kind string, spent, bound float64) string {
 	case BudgetTries:
 		return fmt.Sprintf("%d of %d tries", int(spent), int(bound))
 	case BudgetWall:
-		return roundSpan(time.Duration(spent)).String() + " of " + Duration(bound).String()
+		return spanText(time.Duration(spent)) + " of " + spanText(time.Duration(bound))
 	}
 	return fmt.Sprintf("%g of %g", spent, bound)
 }
 
-func roundSpan(d time.Duration) Duration {
-	if d >= time.Minute {
-		return Duration(d.Round(time.Minute))
+// spanText writes a wall time as a person reads it: "1h10m", "4h", "45s".
+func spanText(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(time.Second).String()
 	}
-	return Duration(d.Round(time.Second))
+	s := d.Round(time.Minute).String() // "1h10m0s"
+	s = strings.TrimSuffix(s, "0s")
+	return strings.TrimSuffix(s, "h0m") + map[bool]string{true: "h", false: ""}[strings.HasSuffix(s, "h0m")]
 }

@@ -198,3 +198,23 @@ func TestPriced(t *testing.T) {
 		t.Error("an unknown key was taken")
 	}
 }
+
+func TestBudgetFigure(t *testing.T) {
+	for _, tc := range []struct {
+		kind         string
+		spent, bound float64
+		want         string
+	}{
+		{BudgetUSD, 1.2, 1, "$1.20 of $1.00"},
+		{BudgetUSD, 0.0042, 0.003, "$0.0042 of $0.0030"},
+		{BudgetTokens, 2000100, 2000000, "2,000,100 of 2,000,000 tokens"},
+		{BudgetTries, 30, 30, "30 of 30 tries"},
+		{BudgetWall, float64(70 * time.Minute), float64(time.Hour), "1h10m of 1h"},
+		{BudgetWall, float64(4*time.Hour + 2*time.Minute), float64(4 * time.Hour), "4h2m of 4h"},
+		{BudgetWall, float64(90 * time.Second), float64(30 * time.Minute), "2m of 30m"},
+	} {
+		if got := BudgetFigure(tc.kind, tc.spent, tc.bound); got != tc.want {
+			t.Errorf("BudgetFigure(%s, %v, %v) = %q, want %q", tc.kind, tc.spent, tc.bound, got, tc.want)
+		}
+	}
+}
