@@ -26,7 +26,7 @@ var stepseqBin struct {
 }
 
 // stepseqBinary builds the stepseq command once per run of the benchmarks.
-func stepseqBinary(b *testing.B) string {
+func stepseqBinary(b testing.TB) string {
 	b.Helper()
 	stepseqBin.Do(func() {
 		dir := filepath.Dir(fakeAgentPath)
