@@ -111,6 +111,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/mcp ./executor/listener ./executor/core
 	$(GO) test -run '^$$' -bench . -count 1 ./planspec
 	$(GO) test -run '^$$' -bench . -count 1 ./executor/proc/sandbox
+	$(GO) test -run '^$$' -bench 'Usage|OutputResult' -count 1 ./executor/proc
 	$(GO) test -run '^$$' -bench . -benchtime 3x -count 1 ./executor/cli
 	$(GO) test -run '^$$' -bench 'SubmitToAgentStart|HundredSteps|Failover' -benchtime 1x -count 1 ./executor/fleet
 	$(GO) test -run '^$$' -bench RecordWrite -count 1 ./executor/fleet

@@ -65,6 +65,19 @@ type WorkerReport struct {
 	Next      string          `json:"next"`
 	Artifacts []string        `json:"artifacts,omitempty"`
 	Result    json.RawMessage `json:"result,omitempty"`
+	// Usage is what the worker says the try spent, {inputTokens, outputTokens,
+	// cacheTokens, costUsd, model}, as it wrote it: one that does not read is
+	// ignored with a journal line, never a refused report (StatedUsage).
+	Usage json.RawMessage `json:"usage,omitempty"`
+}
+
+// StatedUsage is the usage the report states; nil and no error when it states
+// none.
+func (rep WorkerReport) StatedUsage() (*Usage, error) {
+	if len(rep.Usage) == 0 || string(rep.Usage) == "null" {
+		return nil, nil
+	}
+	return ParseUsage(rep.Usage)
 }
 
 // ReportRecord is an accepted report as stepRuns[id].reports keeps it.
@@ -177,6 +190,15 @@ func (rep *WorkerReport) setPlain(key, val string) bool {
 		list, ok := plainList(val)
 		rep.Artifacts = append(rep.Artifacts, list...)
 		return ok
+	case "usage":
+		if val == "" {
+			return false // a nested usage: YAML reads it
+		}
+		var v any
+		if yaml.Unmarshal([]byte(val), &v) != nil {
+			v = val
+		}
+		rep.Usage, _ = json.Marshal(v)
 	case "result":
 		if val == "" {
 			return false // a nested result: YAML reads it
@@ -233,8 +255,8 @@ func fromMap(raw map[string]any, name string) (WorkerReport, error) {
 		return ""
 	}
 	for k := range raw {
-		if !slices.Contains(reportFields, k) && k != "artifacts" && k != "result" {
-			errs = append(errs, fmt.Sprintf("unknown field %q: a report has status, summary, evidence, risk, next, and optionally artifacts and result", k))
+		if !slices.Contains(reportFields, k) && k != "artifacts" && k != "result" && k != "usage" {
+			errs = append(errs, fmt.Sprintf("unknown field %q: a report has status, summary, evidence, risk, next, and optionally artifacts, result and usage", k))
 		}
 	}
 	rep.Status, rep.Summary, rep.Evidence = strings.ToLower(str("status")), str("summary"), str("evidence")
@@ -259,6 +281,10 @@ func fromMap(raw map[string]any, name string) (WorkerReport, error) {
 			errs = append(errs, fmt.Sprintf("result: %v", err))
 		}
 		rep.Result = b
+	}
+	if v, ok := raw["usage"]; ok && v != nil {
+		// A usage that does not encode is left out: it never refuses a report.
+		rep.Usage, _ = json.Marshal(v)
 	}
 	if len(errs) > 0 {
 		return WorkerReport{}, fmt.Errorf("%s: %s", name, strings.Join(errs, "; "))

@@ -112,6 +112,8 @@ type StepSpec struct {
 	// AbortReason is the blocker's text when abort holds, a template
 	// (abort: {when, reason}); "" says which abort held.
 	AbortReason string
+	// Budget bounds what this step may spend, beside the plan's budget.
+	Budget Budget
 
 	raw object
 }
@@ -168,6 +170,11 @@ type AgentRecord struct {
 	// Worktree is the step's branch once its verified work is committed on
 	// it (worktree: true).
 	Worktree *WorktreeRecord `json:"worktree,omitempty"`
+	// Spend is what the step's tries spent, every try of the run counted:
+	// a re-run of the step keeps it. Usage is the newest tries' own figures,
+	// at most MaxUsageKept.
+	Spend Spend      `json:"spend,omitzero"`
+	Usage []TryUsage `json:"usage,omitempty"`
 }
 
 // WorktreeRecord is a worktree step's branch: the commit its verified work
@@ -258,6 +265,14 @@ type Settings struct {
 	// first step; Gate is where that yes stands.
 	Approval *Approval
 	Gate     *Gate
+	// Budget bounds what the run may spend; Spend is what it spent so far.
+	// BudgetHeld is the figure of the bound that holds the run, as it was
+	// told: a restart that finds it tells it no more.
+	Budget     Budget
+	Spend      Spend
+	BudgetHeld string
+	// Prices give a cost to the tries of agents that name none.
+	Prices map[string]Price
 
 	raw object
 }
@@ -288,6 +303,7 @@ func (s Settings) Clone() Settings {
 		c.Gate = &g
 	}
 	c.Sandbox = s.Sandbox.Clone()
+	c.Prices = maps.Clone(s.Prices)
 	return c
 }
 
@@ -669,6 +685,7 @@ func (sp *StepSpec) object() object {
 	}
 	sp.Graph.set(&o)
 	setOrDel(&o, "abortReason", sp.AbortReason, sp.AbortReason != "")
+	setOrDel(&o, "budget", sp.Budget, !sp.Budget.IsZero())
 	return o
 }
 
@@ -750,6 +767,10 @@ func (st *Settings) object() object {
 		o.del("approval")
 	}
 	setOrDel(&o, "gate", st.Gate, st.Gate != nil)
+	setOrDel(&o, "budget", st.Budget, !st.Budget.IsZero())
+	setOrDel(&o, "spend", st.Spend, !st.Spend.IsZero())
+	setOrDel(&o, "budgetHeld", st.BudgetHeld, st.BudgetHeld != "")
+	setOrDel(&o, "prices", st.Prices, len(st.Prices) > 0)
 	return o
 }
 

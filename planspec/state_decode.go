@@ -292,6 +292,7 @@ func (d *stateDecoder) stepSpec(key string, raw json.RawMessage) *StepSpec {
 	sp.OnInvalid = d.oneOf(o, p, "onInvalid", OnInvalidWords)
 	sp.Approve = d.approval(o, p, "approve", true)
 	d.graph(o, p, &sp.Graph)
+	d.optJSON(o, p, "budget", &sp.Budget, "a budget {usd, tokens, tries, wall}")
 	return sp
 }
 
@@ -426,6 +427,16 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	st.Face, _ = d.optStr(o, p, "face")
 	st.Approval = d.approval(o, p, "approval", ApprovalRequired)
 	st.Gate = d.gate(o, p, "gate")
+	d.optJSON(o, p, "budget", &st.Budget, "a budget {usd, tokens, tries, wall}")
+	d.optJSON(o, p, "spend", &st.Spend, "the run's spend {tries, inputTokens, outputTokens, cacheTokens, costUsd}")
+	st.BudgetHeld, _ = d.optStr(o, p, "budgetHeld")
+	if r, ok := o.vals["prices"]; ok && !isNull(r) {
+		prices, err := ParsePrices(r)
+		if err != nil {
+			d.fail(p+"prices", "%v", err)
+		}
+		st.Prices = prices
+	}
 	if name, ok := o.vals["name"]; ok && strings.TrimSpace(st.Name) == "" && !isNull(name) {
 		d.fail(p+"name", "want a non-empty name")
 	}

@@ -194,7 +194,7 @@ func (sp *StepSpec) copy() StepSpec {
 }
 
 func (sp *StepSpec) equal(o *StepSpec) bool {
-	return sp.sameText(o) && sp.sameGates(o) && sp.sameAgent(o) && sp.sameReports(o) && sameObject(sp.raw, o.raw)
+	return sp.sameText(o) && sp.sameGates(o) && sp.sameAgent(o) && sp.sameReports(o) && sp.Budget == o.Budget && sameObject(sp.raw, o.raw)
 }
 
 // sameText: what the step says, as given and as templates.
@@ -242,6 +242,7 @@ func (r *StepRun) copy() StepRun {
 			w := *a.Worktree
 			a.Worktree = &w
 		}
+		a.Usage = slices.Clone(a.Usage)
 		c.Agent = &a
 	}
 	c.Reports = slices.Clone(r.Reports)
@@ -286,7 +287,7 @@ func sameMap(a, b map[string]json.RawMessage) bool {
 func (a ReportRecord) equal(b ReportRecord) bool {
 	return a.Time == b.Time && a.Try == b.Try && a.Via == b.Via && a.Status == b.Status &&
 		a.Summary == b.Summary && a.Evidence == b.Evidence && a.Risk == b.Risk && a.Next == b.Next &&
-		slices.Equal(a.Artifacts, b.Artifacts) && bytes.Equal(a.Result, b.Result)
+		slices.Equal(a.Artifacts, b.Artifacts) && bytes.Equal(a.Result, b.Result) && bytes.Equal(a.Usage, b.Usage)
 }
 
 // FreezeSpecs is the caller's word that, from now on, a step's spec in s.Steps is
@@ -302,5 +303,11 @@ func agentEqual(a, b *AgentRecord) bool {
 	}
 	return a.StartedIso == b.StartedIso && a.FinishedIso == b.FinishedIso && a.Interruptions == b.Interruptions &&
 		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit &&
-		eqPtr(a.Worktree, b.Worktree)
+		eqPtr(a.Worktree, b.Worktree) && a.Spend == b.Spend && slices.EqualFunc(a.Usage, b.Usage, TryUsage.equal)
+}
+
+func (u TryUsage) equal(o TryUsage) bool {
+	return u.Try == o.Try && u.Agent == o.Agent && u.Unknown == o.Unknown && u.Model == o.Model &&
+		u.InputTokens == o.InputTokens && u.OutputTokens == o.OutputTokens && u.CacheTokens == o.CacheTokens &&
+		eqPtr(u.CostUSD, o.CostUSD)
 }

@@ -112,6 +112,7 @@ status, logs, list and history show what happened; stepseq init starts a workspa
 		newStartCmd(g, stdout),
 		newRunsCmd(stdout),
 		newCloseCmd(stdout),
+		newBudgetCmd(g, stdout),
 	)
 	addFleet(root, g, stdout)
 	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))

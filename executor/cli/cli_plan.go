@@ -45,6 +45,9 @@ of steps and each loop (repeat group) with its steps and its rounds. It changes 
 					fmt.Fprintf(stdout, "%s: ok (%s)\n", path, planShape(pf.Plan))
 					warnMissingAgents(stderr, path, pf.Plan)
 					writeValidateSandbox(stdout, path, pf.Plan)
+					for _, n := range engine.BudgetBlind(pf.Plan) {
+						fmt.Fprintf(stdout, "%s: note: %s\n", path, n)
+					}
 					continue
 				}
 				bad++
@@ -89,6 +92,7 @@ func newApplyCmd(g *globals, stdout io.Writer) *cobra.Command {
 		ws         workspaceFlags
 		params     []string
 		paramsFile string
+		budget     string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply PLAN [DIR]",
@@ -104,7 +108,8 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 ` + exitCodesHelp,
 		Example: `  stepseq apply plans/research.yaml
   stepseq apply research.yaml ./workspace --force
-  stepseq apply plans/review.yaml --param max_rounds=3 --params params.yaml`,
+  stepseq apply plans/review.yaml --param max_rounds=3 --params params.yaml
+  stepseq apply plans/research.yaml --budget usd=5,tries=30`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
 			dir, state := ws.statePath(args[1:])
@@ -126,6 +131,9 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 				return &exitError{code: 1, err: fmt.Errorf("%s is not a valid plan; %s is untouched", args[0], state)}
 			}
 			pf.Params = given
+			if pf.Budget, err = budgetFlag(budget); err != nil {
+				return err
+			}
 			if err := requireFolders(filepath.Dir(state)); err != nil {
 				return err
 			}
@@ -151,6 +159,7 @@ sidecar's verdict (active, waiting for the plan that runs, or invalid: exit 1).
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace a state whose plan is still in progress (it is archived)")
+	cmd.Flags().StringVar(&budget, "budget", "", budgetFlagHelp)
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
 	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")

@@ -55,6 +55,10 @@ needs its evidence and artifacts).
 	f.StringVar(&r.rep.Next, "next", "", `what comes next ("none" when done)`)
 	f.StringArrayVar(&r.rep.Artifacts, "artifact", nil, "a workspace path the report names (repeat for more); done checks they exist")
 	f.StringVar(&r.result, "result", "", "the step's result as JSON")
+	f.Int64Var(&r.tokensIn, "tokens-in", -1, "the input tokens the try spent, for its usage")
+	f.Int64Var(&r.tokensOut, "tokens-out", -1, "the output tokens the try spent")
+	f.Float64Var(&r.cost, "cost", -1, "what the try cost, in USD")
+	f.StringVar(&r.model, "model", "", "the model the try ran on")
 	f.StringVar(&r.step, "step", "", "the step (default $STEPSEQ_STEP)")
 	f.IntVar(&r.try, "try", 0, "the try (default $STEPSEQ_TRY)")
 	f.StringVar(&r.dir, "dir", "", "the workspace (default $STEPSEQ_WORKSPACE, else .)")
@@ -65,13 +69,17 @@ needs its evidence and artifacts).
 
 // reportCall is one `stepseq report`: the report and where it goes.
 type reportCall struct {
-	rep            planspec.WorkerReport
-	result         string
-	step, dir, run string
-	runGiven       bool // --run was given
-	try            int
-	wait           time.Duration
-	state          string // resolved: the run's state file
+	rep    planspec.WorkerReport
+	result string
+	// tokensIn, tokensOut and cost are the try's usage; -1: not given.
+	tokensIn, tokensOut int64
+	cost                float64
+	model               string
+	step, dir, run      string
+	runGiven            bool // --run was given
+	try                 int
+	wait                time.Duration
+	state               string // resolved: the run's state file
 }
 
 // resolve completes the call from the agent's environment (STEPSEQ_STEP,
@@ -83,6 +91,9 @@ func (r *reportCall) resolve() error {
 			return usageErr("--result: not valid JSON: give a JSON value, like '{\"words\": 1200}'")
 		}
 		r.rep.Result = json.RawMessage(r.result)
+	}
+	if err := r.usage(); err != nil {
+		return err
 	}
 	if r.step == "" {
 		r.step = os.Getenv("STEPSEQ_STEP")
@@ -154,4 +165,25 @@ stepseq check runs it. A step that is neither blocked nor failed is refused.
 		Example: `  stepseq retry research
   stepseq retry deploy ./workspace`,
 	}, engine.Commands.Retry, "retry", 1)
+}
+
+// usage makes the report's usage from --tokens-in, --tokens-out, --cost and
+// --model: what the try spent, in the agent's own word.
+func (r *reportCall) usage() error {
+	if r.tokensIn < 0 && r.tokensOut < 0 && r.cost < 0 && r.model == "" {
+		return nil
+	}
+	if r.tokensIn < -1 || r.tokensOut < -1 || r.cost < -1 {
+		return usageErr("--tokens-in, --tokens-out and --cost must not be negative")
+	}
+	u := planspec.Usage{Model: r.model, InputTokens: max(r.tokensIn, 0), OutputTokens: max(r.tokensOut, 0)}
+	if r.cost >= 0 {
+		u.CostUSD = &r.cost
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	r.rep.Usage = b
+	return nil
 }

@@ -27,6 +27,7 @@ func newStartCmd(g *globals, stdout io.Writer) *cobra.Command {
 		name       string
 		params     []string
 		paramsFile string
+		budget     string
 		asJSON     bool
 		from       string
 	)
@@ -45,6 +46,7 @@ run of its own.
 ` + exitCodesHelp,
 		Example: `  stepseq start plans/review.yaml --param ticket=T-12
   stepseq start review --run review-t12 --params t12.yaml
+  stepseq start review --budget usd=5,tries=30
   stepseq runs`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -81,7 +83,11 @@ run of its own.
 				return err
 			}
 			defer rt.Close()
-			info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: given, Name: name, From: engine.FromWorkspace})
+			runBudget, err := budgetFlag(budget)
+			if err != nil {
+				return err
+			}
+			info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: given, Name: name, From: engine.FromWorkspace, Budget: runBudget})
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -95,6 +101,7 @@ run of its own.
 	cmd.Flags().StringVar(&name, "run", "", "the run's name (default the plan's name, made unique)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "give the plan's param NAME the value VALUE, read as YAML (NAME=VALUE; repeatable)")
 	cmd.Flags().StringVar(&paramsFile, "params", "", "read the plan's params from FILE, a JSON or YAML mapping (--param wins)")
+	cmd.Flags().StringVar(&budget, "budget", "", budgetFlagHelp)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run as a JSON object")
 	cmd.Flags().StringVar(&from, "from", "", "start the copy state.NAME.json (another run's backup) as the run NAME of its own")
 	return cmd
@@ -211,7 +218,7 @@ Exit status: 0, also when there is no run; 2 on a usage error.`,
 // writeRunsTable writes the runs as a table: name, plan, status, progress,
 // params, updated.
 func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
-	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "PARAMS", "UPDATED"}}
+	rows := [][]string{{"RUN", "PLAN", "STATUS", "DONE", "AT", "PARAMS", "SPENT", "UPDATED"}}
 	for _, r := range runs {
 		status, at, updated := r.Status, r.Current, "-"
 		if r.Error != "" {
@@ -236,7 +243,7 @@ func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 		if r.CopyOf != "" {
 			status = "copy of " + r.CopyOf
 		}
-		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, paramsText(r.Params), updated})
+		rows = append(rows, []string{r.Name, orDash(r.Plan), status, fmt.Sprintf("%d/%d", r.Done, r.Steps), at, paramsText(r.Params), spentText(r), updated})
 	}
 	writeTable(b, rows, -1, false)
 	for _, r := range runs {
@@ -244,6 +251,7 @@ func writeRunsTable(b *bytes.Buffer, runs []store.RunInfo) {
 			fmt.Fprintf(b, "\n%s: %s\n", r.State, r.Hint)
 		}
 	}
+	writeWorkspaceSpend(b, runs)
 }
 
 // paramsText shows a run's params as name=value, values as JSON.

@@ -212,7 +212,7 @@ func (v *statusView) once() error {
 
 // blocked reports whether the plan waits on a person: a step out of retries.
 func blocked(r engine.StatusReport) bool {
-	return r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String()
+	return r.Status != planspec.StatusDone && (r.WaitingFor.Action == core.Blocked.String() || r.WaitingFor.Action == core.OverBudget.String())
 }
 
 // running reports whether a step's agent runs, so that its duration grows.
@@ -442,6 +442,7 @@ func writeText(b *bytes.Buffer, r engine.StatusReport, now time.Time, color bool
 	writeValues(b, "params", r.Params)
 	writeValues(b, "summary", r.Summary)
 	writeLoops(b, r.Loops)
+	writeSpend(b, r)
 	b.WriteString("\n")
 
 	header := []string{"STEP", "TITLE", "STATUS", "TRIES", "LAST RUN", "DURATION", "ERROR"}

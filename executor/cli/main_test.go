@@ -107,6 +107,8 @@ func TestScripts(t *testing.T) {
 //	                the answer or the refusal is printed
 //	drop:STATUS     drop the seed's plain block in $STEPSEQ_REPORTS and wait for the
 //	                verdict: the file taken (accepted) or renamed .rejected
+//	spent:IN/OUT/USD  report accepted, then done with --tokens-in IN --tokens-out OUT
+//	                --cost USD: what the try spent
 //
 // With FAKEAGENT_ANSWERS set, it answers from that file instead (answer).
 func fakeAgent() {
@@ -178,6 +180,8 @@ func fakeAgent() {
 			}
 		case "drop":
 			fmt.Println(dropReport(val, try))
+		case "spent":
+			fmt.Println(reportSpent(val))
 		case "blocked-before":
 			if n, _ := strconv.Atoi(val); try < n {
 				out, err := exec.Command("stepseq", "report", "blocked", "--summary", "no credentials", "--evidence", "401 from the API",

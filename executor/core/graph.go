@@ -127,7 +127,7 @@ func (p *graphPass) step(id string) (d Decision, again bool) {
 		}
 		return Decision{}, false
 	}
-	if d, held := heldBack(st, id, spec, run, f); held {
+	if d, held := heldBack(st, id, spec, run, f, reoffer); held {
 		return d, false
 	}
 	if p.g.Slots == 0 {

@@ -205,7 +205,7 @@ func nextRound(st *planspec.State, g *planspec.Group, l *planspec.Loop) {
 		run := st.Run(sid)
 		run.Status, run.Phase = planspec.StatusPending, planspec.PhasePlanned
 		run.Tries, run.Error, run.Stdout, run.Skipped = 0, nil, nil, false
-		run.Agent, run.Reports, run.Result = nil, nil, nil
+		run.Agent, run.Reports, run.Result = keptSpend(run.Agent), nil, nil
 		clearBlocker(st, sid)
 	}
 	l.Round++

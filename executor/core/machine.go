@@ -56,6 +56,12 @@ type AgentExited struct {
 	// try (claude's permission_denials); a failed try's error ends with it,
 	// since the CLI itself reports success.
 	Refused string
+	// Usage is what the try spent, as its agent's output said (nil: it said
+	// nothing); UsageErr says why a usage it printed does not read, and Agent
+	// names the agent for the record.
+	Usage    *planspec.Usage
+	UsageErr string
+	Agent    string
 }
 
 // ReportIn is a worker's report through any channel. Try 0 means the current try.
@@ -230,6 +236,8 @@ type Notification struct {
 	// Summary is what the plan's summary gave, carried by the
 	// plan's last report: its plan_done or plan_blocked.
 	Summary map[string]any `json:"summary,omitempty"`
+	// Spend is what the run spent so far; nil when nothing yet.
+	Spend *planspec.Spend `json:"spend,omitempty"`
 	// Sinks are where the plan says its reports go: its notify: list, from the
 	// state the transition is of, as Plan is. Empty, not nil, when the plan
 	// lists none; nil when the machine holds no state (its file gone or
@@ -450,6 +458,9 @@ type tryExit struct {
 	result      json.RawMessage // from the agent's output (resultFrom: output)
 	resultErr   string
 	kept        json.RawMessage // the result the verdict found, for the run record
+	usage       *planspec.Usage
+	usageErr    string
+	agent       string
 }
 
 // NewMachine returns a machine with no state: feed it a StateRead.
@@ -562,7 +573,7 @@ func (m *Machine) Done() bool {
 
 // Blocked reports whether the plan is held by a blocker with nothing in flight.
 func (m *Machine) Blocked() bool {
-	return m.st != nil && !m.Busy() && m.told.Action == Blocked && m.st.Status != planspec.StatusDone
+	return m.st != nil && !m.Busy() && (m.told.Action == Blocked || m.told.Action == OverBudget) && m.st.Status != planspec.StatusDone
 }
 
 // CannotLaunch is the configuration error that keeps the step due now from
@@ -906,7 +917,8 @@ func (m *Machine) notify(step string, try int, who, status, output, next string)
 		}
 	}
 	m.lastNote = m.now
-	m.emit(Notify{Note: Notification{Time: m.now, Plan: plan, Step: step, Try: try, Who: who, Status: status, Output: output, Next: next, Sinks: sinks}})
+	m.emit(Notify{Note: Notification{Time: m.now, Plan: plan, Step: step, Try: try, Who: who, Status: status, Output: output, Next: next, Sinks: sinks,
+		Spend: spendOf(m.st)}})
 }
 
 // triggersIn queues triggers for the pass between agents. A retry of the step whose

@@ -228,6 +228,8 @@ func (m *Machine) actGraph(d Decision) {
 		m.mergeAt(d)
 	case AwaitingApproval:
 		m.askInGraph(d)
+	case OverBudget:
+		m.overBudget(d)
 	}
 }
 

@@ -190,6 +190,9 @@ func (m *Machine) notifyEvent(step string, try int, status, event, output, next 
 			n.Note.Summary = maps.Clone(sv)
 			n.Note.Output += "; summary: " + SummaryLine(sv)
 		}
+		if event == EventPlanDone || event == EventPlanBlocked || event == EventBudget {
+			withCost(&n.Note, m.st.Settings.Spend)
+		}
 		m.out[len(m.out)-1] = n
 	}
 }

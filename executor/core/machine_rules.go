@@ -236,6 +236,11 @@ func (m *Machine) applyTriggers() {
 		return
 	}
 	b := CoalesceTriggers(m.st, m.triggers)
+	for _, t := range m.triggers {
+		if t.Budget != "" {
+			m.raiseBudget(t)
+		}
+	}
 	m.triggers = nil
 	m.answers(b.Answers)
 	for _, t := range b.Retries {
@@ -390,6 +395,8 @@ func (m *Machine) act(d Decision) {
 		m.blocked(d)
 	case AwaitingApproval:
 		m.ask(d)
+	case OverBudget:
+		m.overBudget(d)
 	case Idle:
 		if !m.planDone {
 			m.planDone = true
@@ -559,12 +566,17 @@ func (m *Machine) dispatch(d Decision) {
 	// number: its output goes on in the same log.
 	resumed := ran && prev.Tries > 0 && (d.Interrupted || d.Reoffer) || ran && prev.Phase == planspec.PhaseWaiting
 	resume := m.resumes(d.Step)
+	var waited time.Duration
+	if ran {
+		waited = pendingWait(prev, m.now)
+	}
 	var try int
 	if d.Reoffer {
 		try = ReofferTry(m.st, d.Step, m.now)
 	} else {
 		try = BeginTry(m.st, d.Step, m.now, d.Interrupted)
 	}
+	m.spendTry(d.Step, !resumed && !d.Interrupted, waited)
 	m.run = &tryRun{step: d.Step, try: try, prompt: d.Prompt, dispatched: m.now, changed: m.startedBy(d.Step), resumed: resumed, resume: resume,
 		sandbox: SandboxOf(m.st, d.Step, m.cfg.Sandbox).Clone()}
 	m.changed = nil
@@ -596,7 +608,8 @@ func (m *Machine) agentExited(in AgentExited) {
 		return
 	}
 	m.pending = &tryExit{step: r.step, try: r.try, exit: in.Exit, stop: r.stopReason, done: r.doneReport, agentFailed: in.AgentFailed,
-		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr, refused: in.Refused}
+		limits: in.Limits, session: in.Session, result: in.Result, resultErr: in.ResultErr, refused: in.Refused,
+		usage: in.Usage, usageErr: in.UsageErr, agent: in.Agent}
 	if r.blockedBy == "report" {
 		m.pending.blocked = workerBlocker(m.st, r.step)
 	}
@@ -618,6 +631,7 @@ func (m *Machine) judge(t *tryExit) {
 	}
 	m.keepSession(t)
 	if m.holdForLimit(t) {
+		m.recordUsage(t, true)
 		return
 	}
 	exit := t.exit
@@ -646,6 +660,7 @@ func (m *Machine) checkAwaiting() {
 // conclude records the verdict of a finished try.
 func (m *Machine) conclude(t *tryExit) {
 	m.liftLimit(t)
+	m.recordUsage(t, false)
 	v := m.verdict(t)
 	Record(m.st, t.step, t.exit, v, m.now)
 	run := m.st.Run(t.step)

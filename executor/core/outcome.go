@@ -23,9 +23,13 @@ type Exit struct {
 	// their verdict: claude's JSON result, codex's turn.failed.
 	StdoutTail string
 	StderrTail string
-	Err        error // the agent could not be started, or waiting failed
-	Started    time.Time
-	Ended      time.Time
+	// Lines are the stdout lines the preset asked to keep wherever they fell
+	// (proc.Spec.KeepLines), for its usage; a first "" says older ones were
+	// dropped.
+	Lines   []string
+	Err     error // the agent could not be started, or waiting failed
+	Started time.Time
+	Ended   time.Time
 }
 
 // Signal is an os.Signal, named here so that the core need not import os: any

@@ -40,8 +40,10 @@ func MergePlan(st *planspec.State, p *plan.Plan, hash string) {
 	// face still drives it and sees which step runs next. Its gate stays where
 	// the person's yes stands.
 	source, params, loops, face, gate, id := st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate, st.Settings.RunID
+	was := st.Settings
 	st.Settings = fresh.Settings
 	st.Settings.Source, st.Settings.Params, st.Settings.Loops, st.Settings.Face, st.Settings.Gate, st.Settings.RunID = source, params, loops, face, gate, id
+	keepSpend(&st.Settings, was)
 	plan.RenderAtStart(st)
 	if st.CurrentStep < len(queue) {
 		st.Status = planspec.StatusInProgress
@@ -68,6 +70,28 @@ type PlanFile struct {
 	// Face is the face the plan arrived through ("mcp"), which its state
 	// keeps (Settings.Face); "" for a plan of the workspace's.
 	Face string
+	// Budget, when not zero, bounds the run in place of the plan's budget:
+	// each bound it sets replaces the plan's (apply --budget, run_start).
+	Budget planspec.Budget
+}
+
+// RunBudget is the budget a run of pf starts with: the plan's, each bound
+// that pf.Budget sets replaced.
+func (pf PlanFile) RunBudget() planspec.Budget {
+	b := pf.Plan.Budget
+	if pf.Budget.USD > 0 {
+		b.USD = pf.Budget.USD
+	}
+	if pf.Budget.Tokens > 0 {
+		b.Tokens = pf.Budget.Tokens
+	}
+	if pf.Budget.Tries > 0 {
+		b.Tries = pf.Budget.Tries
+	}
+	if pf.Budget.Wall > 0 {
+		b.Wall = pf.Budget.Wall
+	}
+	return b
 }
 
 // PlanRecord is .stepseq/plans/<name>.json: the verdict on a plan file's latest

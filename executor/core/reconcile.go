@@ -35,9 +35,12 @@ const (
 	// Merging: the branches of Decision.Merge are merged before Decision.Step,
 	// their join, launches.
 	Merging
+	// OverBudget: a bound of the run's or the step's budget is reached;
+	// nothing launches until it is raised.
+	OverBudget
 )
 
-var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting", "awaiting_approval", "merging"}
+var actionNames = [...]string{"idle", "launch", "gated", "delayed", "blocked", "running", "waiting", "awaiting_approval", "merging", "budget"}
 
 func (a Action) String() string { return actionNames[a] }
 
@@ -139,7 +142,7 @@ func Reconcile(st *planspec.State, f Facts) (Decision, bool) {
 		if d, held, ch := abortsFirst(st, id, spec, run, f); held {
 			return d, changed || ch
 		}
-		if d, held := heldBack(st, id, spec, run, f); held {
+		if d, held := heldBack(st, id, spec, run, f, reoffer); held {
 			return d, changed
 		}
 		d, started, ch := startTry(st, id, spec, run, f, interrupted, reoffer)
@@ -245,9 +248,10 @@ func skipByCondition(id string, run *planspec.StepRun, f Facts) bool {
 }
 
 // heldBack says whether the step may not start yet: its when is false (or
-// fails), its agents are out of quota until a time still to come, or a gate
-// waits for a person's yes.
-func heldBack(st *planspec.State, id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts) (Decision, bool) {
+// fails), its agents are out of quota until a time still to come, a gate
+// waits for a person's yes, or a bound of its budget or the run's is reached
+// (a pulled try offered again starts no new work, and is not held).
+func heldBack(st *planspec.State, id string, spec *planspec.StepSpec, run *planspec.StepRun, f Facts, reoffer bool) (Decision, bool) {
 	if ok, err := cond(f, id, "when"); err != nil || !ok {
 		reason := fmt.Sprintf("waiting for when: %s", spec.When)
 		if err != nil {
@@ -258,7 +262,13 @@ func heldBack(st *planspec.State, id string, spec *planspec.StepSpec, run *plans
 	if at, ok := limitUntil(run); ok && f.Now.Before(at) {
 		return Decision{Action: LimitWaiting, Step: id, At: at, Reason: "usage limit: " + run.Agent.Limit.Error}, true
 	}
-	return approvalGate(st, id, spec, run)
+	if d, held := approvalGate(st, id, spec, run); held {
+		return d, true
+	}
+	if b, over := BudgetReached(st, id, f.Now); over && !reoffer {
+		return Decision{Action: OverBudget, Step: id, Reason: b.Text()}, true
+	}
+	return Decision{}, false
 }
 
 func cond(f Facts, id, kind string) (bool, error) {
@@ -441,8 +451,10 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 	}
 	var session planspec.AgentSession
 	var limit planspec.LimitHold
+	var spend planspec.Spend
+	var usage []planspec.TryUsage
 	if run.Agent != nil {
-		session, limit = run.Agent.Session, run.Agent.Limit
+		session, limit, spend, usage = run.Agent.Session, run.Agent.Limit, run.Agent.Spend, run.Agent.Usage
 	}
 	var wt *planspec.WorktreeRecord
 	if run.Agent != nil && run.Agent.Worktree != nil {
@@ -451,7 +463,7 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 		wt = &w
 	}
 	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs,
-		Session: session, Limit: limit, Worktree: wt}
+		Session: session, Limit: limit, Worktree: wt, Spend: spend, Usage: usage}
 	clearBlocker(st, id)
 	return tries
 }
@@ -503,6 +515,9 @@ func runnerDecision(st *planspec.State, now time.Time, render func(string) (*pla
 	}
 	if at, ok := readyAt(st, id); ok && now.Before(at) {
 		return Decision{Action: Delayed, Step: id, At: at, Reason: "runner: stepDelayMinutes"}, true, false
+	}
+	if b, over := BudgetReached(st, id, now); over {
+		return Decision{Action: OverBudget, Step: id, Reason: b.Text()}, true, false
 	}
 	before := st.Steps[id]
 	spec, ok := renderTry(st, id, now, render)

@@ -261,6 +261,8 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		return "(now " + rel(s.now) + ")\n" + s.feed(TimerFired{}, verbose)
 	case "status":
 		return s.status()
+	case "spend":
+		return spendText(s.m.State())
 	}
 	if f, ok := scriptWorld[d.Cmd]; ok {
 		f(s, t, d)

@@ -20,6 +20,10 @@ type Trigger struct {
 	Retry bool `json:"retry,omitempty"`
 	// Answer, when set, is a person's answer to the gate Step names.
 	Answer *Answer `json:"answer,omitempty"`
+	// Budget changes the run's budget (`stepseq budget usd=+2`), or step
+	// Step's when Step is set: the changes as planspec.ParseBudgetChanges
+	// reads them, joined by commas. It re-runs nothing.
+	Budget string `json:"budget,omitempty"`
 }
 
 // ErrNoStep is matched by a command that names a step the plan does not have.
@@ -88,7 +92,7 @@ func Rerun(st *planspec.State, id string) error {
 		run.Error = nil
 		run.Stdout = nil
 		run.Skipped = false
-		run.Agent = nil
+		run.Agent = keptSpend(run.Agent)
 		run.Phase = planspec.PhasePlanned
 		run.Reports = nil
 		run.Result = nil
@@ -122,7 +126,7 @@ func CoalesceTriggers(st *planspec.State, ts []Trigger) TriggerBurst {
 		switch at := slices.Index(st.StepQueue, t.Step); {
 		case t.Answer != nil:
 			b.Answers = append(b.Answers, t)
-		case t.Step == "":
+		case t.Step == "" || t.Budget != "":
 		case t.Retry:
 			b.Retries = append(b.Retries, t)
 		case at < 0:

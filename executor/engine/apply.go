@@ -71,6 +71,10 @@ func (r *Runtime) handOver(pf core.PlanFile, holder *store.Holder) (Applied, err
 		return Applied{}, fmt.Errorf("%w: stepseq %s %d runs %s; start a run with them instead: stepseq start %s --param …",
 			ErrApplyParams, holder.Kind, holder.PID, r.WS.Dir, pf.Source)
 	}
+	if !pf.Budget.IsZero() {
+		return Applied{}, fmt.Errorf("%w: stepseq %s %d runs %s, and a budget cannot be handed to it with the plan: start a run with it instead: stepseq start %s --budget %s, or set budget: in the plan",
+			ErrApplyParams, holder.Kind, holder.PID, r.WS.Dir, pf.Source, pf.Budget)
+	}
 	data, err := store.ReadFile(pf.Path, store.PlanCap)
 	if err != nil {
 		return Applied{}, err

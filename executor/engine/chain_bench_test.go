@@ -112,6 +112,17 @@ func benchChain(b *testing.B, steps int, outputs bool, drive func(*Runtime) erro
 	if err != nil {
 		b.Fatal("no true on PATH")
 	}
+	benchChainOf(b, steps, outputs, drive, chainAgent{path: truePath})
+}
+
+// chainAgent is the agent a benchmark's chain runs: a command (STEP_AGENT_CMD),
+// or, with preset set, that preset found as path on PATH.
+type chainAgent struct {
+	path, preset string
+}
+
+func benchChainOf(b *testing.B, steps int, outputs bool, drive func(*Runtime) error, agent chainAgent) {
+	truePath := agent.path
 	var floor, chain, floorCPU, chainCPU time.Duration
 	for b.Loop() {
 		dir := b.TempDir()
@@ -145,7 +156,11 @@ func benchChain(b *testing.B, steps int, outputs bool, drive func(*Runtime) erro
 		floor += time.Since(start)
 		floorCPU += selfCPU() - cpu
 
-		if err := os.WriteFile(statePath, chainState(steps, outputs).Marshal(), 0o644); err != nil {
+		initial := chainState(steps, outputs)
+		if agent.preset != "" {
+			initial.Settings.Agent = planspec.AgentSpec{Preset: agent.preset}
+		}
+		if err := os.WriteFile(statePath, initial.Marshal(), 0o644); err != nil {
 			b.Fatal(err)
 		}
 		rt, err := NewRuntime(statePath, nil)
@@ -153,7 +168,7 @@ func benchChain(b *testing.B, steps int, outputs bool, drive func(*Runtime) erro
 			b.Fatal(err)
 		}
 		rt.Getenv = func(k string) string {
-			if k == "STEP_AGENT_CMD" {
+			if k == "STEP_AGENT_CMD" && agent.preset == "" {
 				return truePath
 			}
 			return ""
@@ -169,6 +184,7 @@ func benchChain(b *testing.B, steps int, outputs bool, drive func(*Runtime) erro
 		if err != nil || got.Status != planspec.StatusDone {
 			b.Fatalf("chain did not finish: %v %+v", err, got)
 		}
+		lastChainSpend = got.Settings.Spend
 	}
 	n := float64(b.N) * float64(steps)
 	b.ReportMetric(float64(floor.Microseconds())/n, "floor-µs/step")

@@ -14,7 +14,8 @@ import (
 // DONE step, a step the plan does not have and a run that is closed or
 // missing with one code and one message, whether the command goes through
 // the sidecar's loop, the workspace's files, or applies with no stepseq
-// holding the workspace.
+// holding the workspace. A budget change that does not read, or names no
+// step of the plan, is refused the same way.
 func TestCommands_OneRefusalEachWay(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"write:a.txt"`))
 	if err := w.check(); err != nil {
@@ -46,6 +47,10 @@ func TestCommands_OneRefusalEachWay(t *testing.T) {
 		refused("retry of no step", err, NotFound, `no step "nope" in the plan (steps: s1)`)
 		err = c.Report(ctx, "nope", 0, planspec.WorkerReport{Status: "accepted", Summary: "s", Evidence: "e", Risk: "none", Next: "n"}, "test", 0)
 		refused("report for no step", err, NotFound, `no step "nope" in the plan (steps: s1)`)
+		_, err = c.Budget(ctx, "", []string{"usd+2"}, "test")
+		refused("budget change that does not read", err, InvalidParams, `budget change "usd+2"`)
+		_, err = c.Budget(ctx, "nope", []string{"usd=+2"}, "test")
+		refused("budget of no step", err, NotFound, `no step "nope"`)
 		// Closing a closed run is an answer: the run, closed.
 		if info, err := c.Close(ctx, "side"); err != nil || info.Status != store.RunClosed {
 			t.Errorf("close of a closed run: %+v, %v; want the closed run", info, err)

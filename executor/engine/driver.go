@@ -264,11 +264,7 @@ func (d *driver) notify(e core.Notify) {
 
 // journal records an entry, counting a verdict's figures.
 func (d *driver) journal(e core.JournalEntry) {
-	if e.Entry.Event == "verdict" {
-		ok, _ := e.Entry.Detail["ok"].(bool)
-		seconds, timed := e.Entry.Detail["seconds"].(float64)
-		d.metrics.verdict(ok, seconds, timed)
-	}
+	d.metrics.journaled(e.Entry)
 	d.rt.record(e.Entry)
 }
 
@@ -389,6 +385,7 @@ func (d *driver) launchAgent(l core.StartAgent, agents []proc.Agent, idx int) {
 		spec = proc.InSandbox(spec, l.Sandbox, proc.SandboxTry{WS: d.rt.WS, Step: l.Step, Try: l.Try, Changed: l.Changed,
 			Agent: agent, Outputs: st.Steps[l.Step].RequiredOutputs})
 	}
+	spec.KeepLines = agent.UsageLines()
 	launcher := d.launcher
 	var tl *proc.HeldTry
 	if st.IsPull(l.Step) {
@@ -488,8 +485,9 @@ func (d *driver) finishTry(a *activeTry, exit core.Exit) {
 	if err := a.run.Finish(exit); err != nil {
 		d.rt.Logger.Warn("agent log", "step", a.step, "err", err)
 	}
-	d.rt.record(core.Entry{Event: "exit", Step: a.step, Try: a.try, Detail: map[string]any{"code": exit.Code, "timedOut": exit.TimedOut, "ms": exit.Ended.Sub(exit.Started).Milliseconds()}})
 	agent := a.agents[a.idx]
+	usage, usageErr := agent.Usage(exit)
+	d.rt.record(core.Entry{Event: "exit", Step: a.step, Try: a.try, Detail: exitDetail(exit, usage, usageErr)})
 	failed, unavailable := agent.Judge(exit)
 	limit, limited := agent.Limited(exit)
 	if limited {
@@ -513,6 +511,10 @@ func (d *driver) finishTry(a *activeTry, exit core.Exit) {
 		in.Session = planspec.AgentSession{Agent: agent.Name(), ID: id}
 	}
 	in.Result, in.ResultErr = proc.ExitResult(d.m.State(), a.step, agent, exit)
+	in.Usage, in.Agent = usage, agent.Name()
+	if usageErr != nil {
+		in.UsageErr = usageErr.Error()
+	}
 	d.feed(in)
 }
 

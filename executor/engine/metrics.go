@@ -20,6 +20,8 @@ type Metrics struct {
 	invalidStates *metrics.Counter
 	rejectedPlans *metrics.Counter
 	agents        *metrics.Gauge
+	tokens        *metrics.CounterVec
+	cost          *metrics.Counter
 	// What the step gauges were counted from: the state, its queue's length and
 	// each queued step's status, so that a write recounts only the runs it
 	// changed, not the plan.
@@ -75,8 +77,17 @@ func NewMetrics(reg *metrics.Registry, stats func() (events, overflows uint64, w
 	m.agents = metrics.NewGauge(metrics.Opts{
 		Name: "stepseq_running_agents", Help: "Agent processes running now, across the sidecar's runs (steps side by side count each).",
 	})
+	m.tokens = metrics.NewCounterVec(metrics.Opts{
+		Name: "stepseq_agent_tokens_total", Help: "Tokens the agents' tries spent, as their output or reports said, by kind (input, output, cache).",
+	}, []string{"kind"})
+	m.cost = metrics.NewCounter(metrics.Opts{
+		Name: "stepseq_agent_cost_usd_total", Help: "Cost in USD of the agents' tries, as their output or reports said; tries that named none are not in it.",
+	})
+	for _, kind := range []string{"input", "output", "cache"} {
+		m.tokens.WithLabelValues(kind) // every kind is scraped from the start, at 0
+	}
 	reg.MustRegister(m.steps, m.launches, m.failures, m.retries, m.passes, m.gateLatency,
-		m.plan, m.blocked, m.stepDuration, m.invalidStates, m.rejectedPlans, m.agents)
+		m.plan, m.blocked, m.stepDuration, m.invalidStates, m.rejectedPlans, m.agents, m.tokens, m.cost)
 	if stats != nil {
 		reg.MustRegister(
 			metrics.NewCounterFunc(metrics.Opts{Name: "stepseq_watcher_events_total", Help: "File events received."},

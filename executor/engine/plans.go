@@ -105,6 +105,8 @@ func (r *Runtime) PreparePlan(sf *store.StateFile, pf core.PlanFile, force bool)
 	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
 	st.Settings.RunID = store.NewRunID(r.WS.RunName())
 	planpkg.RenderAtStart(st)
+	st.Settings.Budget = pf.RunBudget()
+	r.warnBlind(pf)
 	if size := len(st.Marshal()); size > store.PlanStateCap {
 		return nil, "", fmt.Errorf("%s: %w: its state.json would start at %s, over the %s a plan may take (a quarter of the %s state cap, the rest kept for its runs): split the plan",
 			pf.Source, store.ErrStateTooBig, store.MiB(size), store.MiB(store.PlanStateCap), store.MiB(store.StateWriteCap))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 	planpkg "github.com/stepseq/stepseq/planspec/plan"
@@ -102,7 +103,7 @@ func codeOf(err error) Code {
 		return Stale
 	case errors.Is(err, ErrNotAllowed), errors.Is(err, ErrNotRetryable), errors.Is(err, ErrNotWaiting), errors.Is(err, ErrLaunchedAgent):
 		return NotAllowed
-	case errors.Is(err, ErrNoNote):
+	case errors.Is(err, ErrNoNote), errors.Is(err, core.ErrBudgetChange):
 		return InvalidParams
 	case errors.Is(err, ErrNoStep), errors.Is(err, store.ErrNoRun):
 		return NotFound

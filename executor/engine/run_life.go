@@ -16,6 +16,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
 	planpkg "github.com/stepseq/stepseq/planspec/plan"
 )
 
@@ -32,6 +33,8 @@ type RunStart struct {
 	Name string
 	// From says who gives the plan, for --allow-agent.
 	From AgentSource
+	// Budget bounds the run in place of the plan's budget, bound by bound.
+	Budget planspec.Budget
 }
 
 // StartRun starts a run of a plan beside the workspace's others: it checks the
@@ -58,6 +61,7 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 		}
 	}
 	pf.Params = req.Params
+	pf.Budget = req.Budget
 	if pf = r.AdmitPlan(pf, req.From); pf.Plan == nil {
 		return store.RunInfo{}, pf.Err
 	}
@@ -80,6 +84,8 @@ func (r *Runtime) StartRun(req RunStart) (store.RunInfo, error) {
 	st.Settings.Params, st.Settings.Face = pf.Resolved, pf.Face
 	st.Settings.RunID = store.NewRunID(name)
 	planpkg.RenderAtStart(st)
+	st.Settings.Budget = pf.RunBudget()
+	r.warnBlind(pf)
 	if size := len(st.Marshal()); size > store.PlanStateCap {
 		_ = os.Remove(rw.RunDir())
 		return store.RunInfo{}, fmt.Errorf("%s: %w: its state would start at %s, over the %s a plan may take: split the plan",

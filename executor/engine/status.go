@@ -45,6 +45,10 @@ type StatusReport struct {
 	// Sandbox says which steps run sandboxed and which edit unattended without
 	// a sandbox; absent when no step does either.
 	Sandbox *SandboxView `json:"sandbox,omitempty"`
+	// Spend is what the run spent and may spend; Workspace what every run of
+	// the workspace spent, absent when this run is its only one.
+	Spend     *SpendReport    `json:"spend,omitempty"`
+	Workspace *planspec.Spend `json:"workspace,omitempty"`
 }
 
 // LoopReport is a repeat group and where its loop stands.
@@ -133,6 +137,12 @@ type StepReport struct {
 	Of    string   `json:"of,omitempty"`
 	// Branch is the git branch of a step that runs in a worktree, once made.
 	Branch string `json:"branch,omitempty"`
+	// Spend is what the step's tries spent, every run of the step counted;
+	// Usage the newest tries' own figures ("unknown" when the agent said
+	// none); Budget the step's own.
+	Spend  *planspec.Spend     `json:"spend,omitempty"`
+	Usage  []planspec.TryUsage `json:"usage,omitempty"`
+	Budget *planspec.Budget    `json:"budget,omitempty"`
 }
 
 // TryLogPath is where one try's output is: `stepseq logs STEP --try N` prints it.
@@ -206,6 +216,7 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 			if run.Agent != nil && len(run.Agent.Errors) > 0 {
 				s.Errors = run.Agent.Errors
 			}
+			stepSpend(&s, st, id, run)
 			if run.LastRunIso != "" {
 				last := run.LastRunIso // a copy: the reconcile core may change run
 				s.LastRunIso = &last
@@ -234,6 +245,8 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 	if v := SandboxNotes(st, rt.Sandbox, rt.getenv()); !v.Empty() {
 		r.Sandbox = &v
 	}
+	r.Spend = spendReport(st, now)
+	r.Workspace = workspaceSpend(rt.WS)
 	var err error
 	r.WaitingFor, err = waitsOn(rt, st, now, maxRetries, scratch)
 	return r, err
@@ -301,6 +314,8 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 		w.Reason = "plan DONE"
 	case core.AwaitingApproval:
 		w.Reason, w.At = gateReason(rt.WS.Run, d, now)
+	case core.OverBudget:
+		w.Reason = d.Reason + ": nothing launches until `stepseq budget` raises it"
 	case core.LimitWaiting:
 		run := clone.Run(d.Step)
 		w.Reason = fmt.Sprintf("waiting for a usage limit to reset until %s, then try %d runs again: %s", ClockTime(d.At, now), run.Tries+1, run.Agent.Limit.Error)

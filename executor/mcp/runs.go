@@ -116,6 +116,7 @@ type RunStartInput struct {
 	Plan   string         `json:"plan" jsonschema:"a plan's name in plans/ (plan_list lists them), or a plan as YAML"`
 	Params map[string]any `json:"params,omitempty" jsonschema:"the run's params, as plan_list's params schema says; the plan's defaults fill in the rest"`
 	Run    string         `json:"run,omitempty" jsonschema:"the run's name: ASCII letters, digits, - and _; default the plan's name, made unique; main starts it in state.json"`
+	Budget *BudgetInput   `json:"budget,omitempty" jsonschema:"what the run may spend, in place of the plan's budget bound by bound; before a try, a bound reached holds the run until budget raises it"`
 }
 
 // RunOutput is one run.
@@ -157,7 +158,11 @@ func (t *tools) runStart(_ context.Context, _ *sdk.CallToolRequest, in RunStartI
 	rt := &engine.Runtime{WS: main.WS, Getenv: main.Getenv, Allow: main.Allow, ExposeEnv: main.ExposeEnv, Logger: main.Logger, Now: main.Now,
 		Journal: &store.Journal{Path: main.WS.JournalPath()}}
 	defer rt.Journal.Close()
-	info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: in.Params, Name: in.Run, From: from})
+	budget, err := in.Budget.budget()
+	if err != nil {
+		return nil, RunOutput{}, err
+	}
+	info, err := rt.StartRun(engine.RunStart{Plan: pf, Params: in.Params, Name: in.Run, From: from, Budget: budget})
 	if err != nil {
 		return nil, RunOutput{}, err
 	}

@@ -96,7 +96,7 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "plan_validate", Description: "Check a YAML plan without running it: every error as line:col: message."}, t.planValidate)
 	addTool(s, &sdk.Tool{Name: "plan_list", Description: "The plans in plans/ (what an agent may start): each with its verdict, its steps' titles and the JSON Schema of its params; an invalid one with its errors."}, t.planList)
 	addTool(s, &sdk.Tool{Name: "plan_submit", Description: "Queue a YAML plan as plans/<name>.yaml and return the sidecar's verdict (active, waiting, finished); an invalid or refused plan is an error with its code."}, t.planSubmit)
-	addTool(s, &sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers and what the plan waits for (as status --json)."}, t.status)
+	addTool(s, &sdk.Tool{Name: "status", Description: "The plan's state: every step's status, tries, duration and error, the blockers, what the plan waits for, and what its agents spent and may spend (as status --json)."}, t.status)
 	addTool(s, &sdk.Tool{Name: "logs", Description: "A try's output: the last lines of .stepseq/logs/<step>/<try>.log."}, t.logs)
 	addTool(s, &sdk.Tool{Name: "notifications", Description: "The transitions the user was told of (.stepseq/notifications.jsonl), oldest first; since: an RFC 3339 time to get only later ones."}, t.notifications)
 	addTool(s, &sdk.Tool{Name: "step_current", Description: "The step to do now, with its prompt, required outputs, result schema and a token for step_report; or why there is nothing to do."}, t.stepCurrent)
@@ -105,6 +105,7 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
 	addTool(s, &sdk.Tool{Name: "approve", Description: "A person's yes to the gate that waits (a plan with approval: required, a step with approve: true): the step starts. Only from an operator's session: never a worker's that pulled a try, and over HTTP only with the listener's token."}, t.approve)
 	addTool(s, &sdk.Tool{Name: "reject", Description: "A person's no to the gate that waits: the step is blocked with the note (required) as its blocker; retry asks again. Only from an operator's session, as approve."}, t.reject)
+	addTool(s, &sdk.Tool{Name: "budget", Description: "Raise (usd=+2) or set (tries=40) what the run may spend, keys usd, tokens, tries, wall; a run its budget holds goes on. With no step, the bound that holds the run is raised."}, t.budget)
 	addTool(s, &sdk.Tool{Name: "run_start", Description: "Start a run: a plan of plans/ (by name) or given as YAML, with its params, beside the workspace's other runs; answers the run (its name, state file, status, params, progress)."}, t.runStart)
 	addTool(s, &sdk.Tool{Name: "run_list", Description: "The workspace's runs: active, blocked, done, closed and invalid ones, with their params and progress."}, t.runList)
 	addTool(s, &sdk.Tool{Name: "run_resume", Description: "Drive what is already in the workspace: a server merely started shows its plans and runs but drives nothing until a client acts (this, plan_submit, run_start, retry or trigger)."}, t.runResume)
@@ -778,15 +779,16 @@ func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in Ru
 
 // ReportInput is a worker's report.
 type ReportInput struct {
-	Token     string   `json:"token" jsonschema:"the token step_current gave"`
-	Status    string   `json:"status" jsonschema:"accepted, milestone, blocked or done"`
-	Summary   string   `json:"summary" jsonschema:"one sentence"`
-	Evidence  string   `json:"evidence" jsonschema:"first action / artifact / specific error / final artifact"`
-	Risk      string   `json:"risk" jsonschema:"none, low, medium or high, then — and the reason"`
-	Next      string   `json:"next" jsonschema:"what comes next; none when done"`
-	Artifacts []string `json:"artifacts,omitempty" jsonschema:"workspace paths the report names"`
-	Result    any      `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes (any JSON value)"`
-	Run       string   `json:"run,omitempty" jsonschema:"the run; the token names it, so it may be left out"`
+	Token     string      `json:"token" jsonschema:"the token step_current gave"`
+	Status    string      `json:"status" jsonschema:"accepted, milestone, blocked or done"`
+	Summary   string      `json:"summary" jsonschema:"one sentence"`
+	Evidence  string      `json:"evidence" jsonschema:"first action / artifact / specific error / final artifact"`
+	Risk      string      `json:"risk" jsonschema:"none, low, medium or high, then — and the reason"`
+	Next      string      `json:"next" jsonschema:"what comes next; none when done"`
+	Artifacts []string    `json:"artifacts,omitempty" jsonschema:"workspace paths the report names"`
+	Result    any         `json:"result,omitempty" jsonschema:"with done: the value the step's result schema describes (any JSON value)"`
+	Run       string      `json:"run,omitempty" jsonschema:"the run; the token names it, so it may be left out"`
+	Usage     *UsageInput `json:"usage,omitempty" jsonschema:"what the try spent, as your CLI said it; a budget counts it"`
 }
 
 // ReportVerdict is accepted, or refused with every reason.
@@ -821,6 +823,11 @@ func (t *tools) stepReport(ctx context.Context, _ *sdk.CallToolRequest, in Repor
 	if in.Result != nil {
 		if rep.Result, err = json.Marshal(in.Result); err != nil {
 			return nil, ReportVerdict{}, refuse(InvalidParams, fmt.Sprintf("arguments.result: %v", err))
+		}
+	}
+	if in.Usage != nil {
+		if rep.Usage, err = json.Marshal(in.Usage.usage()); err != nil {
+			return nil, ReportVerdict{}, refuse(InvalidParams, fmt.Sprintf("arguments.usage: %v", err))
 		}
 	}
 	verdict := ReportVerdict{Step: step, Try: try}

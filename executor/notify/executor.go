@@ -10,7 +10,7 @@ import (
 // FromNote is the report of one of the state machine's notifications.
 func FromNote(n core.Notification) Notice {
 	return Notice{Time: n.Time, Plan: n.Plan, Step: n.Step, Try: n.Try, Who: n.Who,
-		Status: n.Status, Event: n.Event, Output: n.Output, Next: n.Next, Run: n.Run, Summary: n.Summary}
+		Status: n.Status, Event: n.Event, Output: n.Output, Next: n.Next, Run: n.Run, Summary: n.Summary, Spend: n.Spend}
 }
 
 // Notify emits the machine's notification: it makes Notifier an

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // Notice is what the user hears about one transition: the main agent's format
@@ -33,6 +35,8 @@ type Notice struct {
 	// Summary is what the plan's summary gave, on the plan's last
 	// report (event plan_done or plan_blocked).
 	Summary map[string]any `json:"summary,omitempty"`
+	// Spend is what the run's agents spent so far; absent before its first try.
+	Spend *planspec.Spend `json:"spend,omitempty"`
 }
 
 // Caps on a report's fields, in bytes, applied by Emit. A longer value is cut on a

@@ -59,6 +59,10 @@ type Spec struct {
 	// Sandbox, when set, runs the agent under bubblewrap (see InSandbox): Env is
 	// then what stepseq sets, and the sandbox adds what it passes through.
 	Sandbox *sandbox.Spec
+	// KeepLines, when set, keeps every line of stdout that starts with it,
+	// wherever it falls in the output (Exit.Lines): the lines a preset sums
+	// its usage from (opencode's step_finish events).
+	KeepLines string
 }
 
 // Process is a running agent in its own process group.
@@ -103,6 +107,8 @@ func Start(spec Spec) (*Process, error) {
 	}
 	p := &Process{grace: spec.Grace, hold: spec.HoldGroup, boxed: spec.Sandbox != nil, stop: make(chan struct{}), done: make(chan core.Exit, 1)}
 	p.stdout.keep = max(spec.StdoutTail, TailBytes)
+	p.stdout.head = stdoutHead
+	p.stdout.lines.prefix = []byte(spec.KeepLines)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = env
@@ -357,7 +363,7 @@ func GroupAlive(pgid int) bool {
 func (p *Process) exit(end agentEnd, timedOut bool, started time.Time) core.Exit {
 	e := core.Exit{Code: -1, TimedOut: timedOut, Started: started, Ended: time.Now(),
 		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
-		StdoutTail: p.stdout.Tail(), StderrTail: p.stderr.Tail(), Err: end.err}
+		StdoutTail: p.stdout.Tail(), StderrTail: p.stderr.Tail(), Err: end.err, Lines: p.stdout.Lines()}
 	if end.reaped {
 		e.Code = end.status.ExitStatus()
 		if end.status.Signaled() {
@@ -384,19 +390,30 @@ func (t *tee) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// capture keeps the first captureBytes and the last keep bytes (0: TailBytes)
-// Written to it.
+// capture keeps the first head bytes (0: captureBytes) and the last keep bytes
+// (0: TailBytes) written to it, and the lines that lines asks for.
 type capture struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	keep int
-	tail []byte // the last bytes; trimmed to keep when it doubles
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	head  int
+	keep  int
+	tail  []byte // the last bytes; trimmed to keep when it doubles
+	lines lineKeeper
 }
+
+// stdoutHead is what is kept of the head of stdout: claude's JSON result, a
+// single line however long its answer, names its usage in its first members.
+const stdoutHead = 16 << 10
 
 func (c *capture) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if room := captureBytes - c.buf.Len(); room > 0 {
+	c.lines.write(b)
+	head := c.head
+	if head <= 0 {
+		head = captureBytes
+	}
+	if room := head - c.buf.Len(); room > 0 {
 		c.buf.Write(b[:min(room, len(b))])
 	}
 	keep := c.tailBytes()
@@ -423,6 +440,13 @@ func (c *capture) Tail() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return string(c.tail[max(0, len(c.tail)-c.tailBytes()):])
+}
+
+// Lines are the whole lines kept, the last one even without its newline.
+func (c *capture) Lines() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lines.all()
 }
 
 func (c *capture) String() string {

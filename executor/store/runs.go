@@ -171,6 +171,12 @@ type RunInfo struct {
 	// Updated is when the state file was last written (for a closed run: when
 	// it was closed), RFC 3339 in UTC.
 	Updated string `json:"updated"`
+	// Spend is what the run's agents spent so far, Cost the same in words
+	// ("$1.20, 45,000 tokens …, 4 tries"), Budget what the run may spend;
+	// absent before its first try, and for a run without a budget.
+	Spend  *planspec.Spend  `json:"spend,omitempty"`
+	Cost   string           `json:"cost,omitempty"`
+	Budget *planspec.Budget `json:"budget,omitempty"`
 }
 
 // ReadRunInfo describes the run whose state file is path, named name, with status
@@ -209,6 +215,12 @@ func ReadRunInfo(ws Workspace, name, path string, closed bool) RunInfo {
 	}
 	info.Plan = st.Settings.Name
 	info.Params = st.Settings.Params
+	if s := st.Settings.Spend; !s.IsZero() {
+		info.Spend, info.Cost = &s, s.Text()
+	}
+	if b := st.Settings.Budget; !b.IsZero() {
+		info.Budget = &b
+	}
 	info.Steps = len(st.StepQueue)
 	info.Blockers = st.Blockers
 	info.Done, info.InFlight = progress(st)

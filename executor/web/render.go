@@ -20,6 +20,7 @@ type page struct {
 	Sandbox     []string
 	Params      []Field
 	Summary     []Field
+	Spend       string
 	Steps       []stepRow
 	Graph       graph
 	Phases      []phaseKey
@@ -59,6 +60,7 @@ type stepRow struct {
 	Log        string
 	LogCut     bool // the log was cut to its tail
 	LogOpen    bool // shown unfolded: the step is at work or blocked
+	Spend      string
 }
 
 type reportRow struct {
@@ -91,7 +93,7 @@ func newPage(v View, now time.Time, logBytes int) page {
 	p := page{
 		Title: strings.Join(slices.DeleteFunc([]string{v.Status, v.Plan, "stepseq"}, func(s string) bool { return s == "" }), " · "),
 		Plan:  v.Plan, Status: v.Status, StatusClass: token(v.Status), Waiting: v.Waiting,
-		Blockers: v.Blockers, Sandbox: v.Sandbox, Params: v.Params, Summary: v.Summary, Gate: v.Gate,
+		Blockers: v.Blockers, Sandbox: v.Sandbox, Params: v.Params, Summary: v.Summary, Gate: v.Gate, Spend: v.Spend,
 	}
 	for _, r := range v.Runs {
 		p.Runs = append(p.Runs, runRow{RunView: r, Class: runClass(r.Status)})
@@ -101,7 +103,7 @@ func newPage(v View, now time.Time, logBytes int) page {
 	}
 	for i, s := range v.Steps {
 		r := stepRow{
-			N: i + 1, Anchor: fmt.Sprintf("step-%d", i+1), ID: s.ID, Title: s.Title,
+			N: i + 1, Anchor: fmt.Sprintf("step-%d", i+1), ID: s.ID, Title: s.Title, Spend: s.Spend,
 			PhaseClass: phaseClass(s.Phase), PhaseLabel: phaseLabel(s.Phase, v.Reports),
 			Status: s.Status, Tries: s.Tries, Running: s.Running,
 			Error: strings.TrimSpace(s.Error), Blocker: s.Blocker,

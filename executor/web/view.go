@@ -47,7 +47,10 @@ type View struct {
 	// Params are the run's params and Summary what the plan's summary gave
 	// when it ended, by name, each value as JSON.
 	Params, Summary []Field
-	// Reports is whether the plan's workers report. Without reports
+	// Spend is what the run's agents spent and may spend, in words; empty
+	// before they spent anything and without a budget.
+	Spend string
+	// Reports is whether the plan's workers report Without reports
 	// a step in_progress is shown as "running": nobody said it was accepted.
 	Reports bool
 	Steps   []StepView
@@ -88,6 +91,7 @@ type RunView struct {
 	// Awaiting is the gate the run waits on for a person's yes: "plan", or
 	// the step whose gate it is; "" when none waits.
 	Awaiting string
+	Spent    string // what its agents spent, in words; empty when nothing
 }
 
 // LoopView is a repeat group: its steps, in order, and a label saying where
@@ -115,6 +119,7 @@ type StepView struct {
 	Blocker    string // why the step cannot go on, when it is blocked
 	LastReport *ReportView
 	LogTail    string // the end of the current try's log; the page shows the last Options.LogTailBytes
+	Spend      string // what the step's tries spent, in words; empty when nothing is known
 }
 
 // ReportView is a worker's report.

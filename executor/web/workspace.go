@@ -88,7 +88,8 @@ func (w *Workspace) View() View {
 	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
 	v.Sandbox = r.Sandbox.Lines()
 	v.Params, v.Summary = fields(r.Params), fields(r.Summary)
-	if r.Status != planspec.StatusDone && r.WaitingFor.Action == core.Blocked.String() {
+	v.Spend = spendText(r)
+	if r.Status != planspec.StatusDone && (r.WaitingFor.Action == core.Blocked.String() || r.WaitingFor.Action == core.OverBudget.String()) {
 		v.Status = PlanBlocked // the badge says what a person must know: the plan waits on them
 	}
 	v.Waiting = r.WaitingFor.Reason
@@ -144,7 +145,7 @@ func (w *Workspace) notes() []NoteView {
 // the core says, its worker's last report and its current try's log tail.
 func (w *Workspace) stepView(root *os.Root, st *planspec.State, s engine.StepReport) StepView {
 	sv := StepView{ID: s.ID, Title: s.Title, Status: s.Status, Tries: s.Tries,
-		DurationMs: s.DurationMs, Running: s.Running}
+		DurationMs: s.DurationMs, Running: s.Running, Spend: stepSpendText(s)}
 	if s.Error != nil {
 		sv.Error = *s.Error
 	}
@@ -190,7 +191,8 @@ func otherRuns(ws store.Workspace) []RunView {
 	var out []RunView
 	for _, r := range runs {
 		if r.Name != store.MainRun {
-			out = append(out, RunView{Name: r.Name, Plan: r.Plan, Status: r.Status, Done: r.Done, Steps: r.Steps, Current: r.Current, Error: r.Error, Awaiting: r.Awaiting})
+			out = append(out, RunView{Name: r.Name, Plan: r.Plan, Status: r.Status, Done: r.Done, Steps: r.Steps, Current: r.Current, Error: r.Error, Awaiting: r.Awaiting,
+				Spent: r.Cost})
 		}
 	}
 	return out

@@ -15,11 +15,11 @@ import (
 var (
 	planKeys = []string{"name", "agent", "fallback", "stepDelay", "maxRetries", "timeout", "vars", "params", "summary",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "heartbeat", "limitWait", "resume", "sandbox", "notify", "approval",
-		"maxParallel", "worktree", "merge", "steps"}
+		"budget", "prices", "maxParallel", "worktree", "merge", "steps"}
 	stepKeys = []string{"id", "title", "instruction", "requiredOutputs", "when", "skip", "check",
 		"on", "timeout", "retries", "awaitOutputs", "agent", "fallback",
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume", "sandbox",
-		"exit", "abort", "approve", "needs", "foreach", "continueOnFailure", "worktree", "merge"}
+		"exit", "abort", "approve", "budget", "needs", "foreach", "continueOnFailure", "worktree", "merge"}
 	// groupKeys are the keys of a repeat group.
 	groupKeys = []string{"id", "title", "repeat", "needs", "steps"}
 )

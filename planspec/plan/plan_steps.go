@@ -83,6 +83,10 @@ func (d *planDecoder) planDefault(p *Plan, key string, v *yaml.Node) bool {
 		p.Notify = d.notify(v, key)
 	case "approval":
 		p.Approval = d.approval(v, key, planspec.ApprovalRequired)
+	case "budget":
+		p.Budget = d.budget(v, key)
+	case "prices":
+		p.Prices = d.prices(v, key)
 	default:
 		return false
 	}
@@ -262,6 +266,8 @@ func (d *planDecoder) stepRun(sp *planspec.StepSpec, key string, v *yaml.Node, f
 		sp.AwaitOutputs = d.duration(v, f)
 	case "retries":
 		sp.Retries = d.count(v, f)
+	case "budget":
+		sp.Budget = d.budget(v, f)
 	case "resume":
 		if b, ok := d.boolean(v, f); ok {
 			sp.Resume = &b

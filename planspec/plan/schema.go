@@ -206,6 +206,15 @@ func Schema() []byte {
 		},
 	}
 	reportKeys["limitWait"] = duration("Longest wait for an agent's usage limit to reset (every agent of the try out of quota); then the try fails with the limit as its error; default 12h.")
+	reportKeys["budget"] = &jsonSchema{Type: "object", AdditionalProperties: ptr(false),
+		Description: "What the run (at the top) or this step may spend; before a try starts, a bound reached launches nothing and blocks the run with the figure until `stepseq budget usd=+2` raises it. A step's budget holds beside the plan's.",
+		Examples:    []any{map[string]any{"usd": 5, "tokens": 2000000, "tries": 30, "wall": "4h"}},
+		Properties: map[string]*jsonSchema{
+			"usd":    {Type: "number", Description: "Cost in USD, as the agents report it; an agent that reports no cost is not counted (status says so)."},
+			"tokens": {Type: "integer", Minimum: ptr(1), Description: "Tokens: input, output and cache, as the agents report them."},
+			"tries":  {Type: "integer", Minimum: ptr(1), Description: "Tries launched."},
+			"wall":   duration("Time since the first try, usage-limit waits not counted."),
+		}}
 	reportKeys["resume"] = &jsonSchema{Type: "boolean", Description: "A retry continues the agent's own session (claude --resume, codex exec resume, …) with the troubleshoot prompt, when the agent named one; default false: every try starts afresh."}
 	reportKeys["sandbox"] = sandboxSchema(list, path)
 	for k, v := range reportKeys {
@@ -231,6 +240,9 @@ func Schema() []byte {
 	plan.Properties["approval"] = approvalSchema(&jsonSchema{Type: "string", Enum: []string{planspec.ApprovalRequired}},
 		"required: the plan waits for a person's yes before its first step (propose, then confirm). {timeout, onTimeout} bounds the wait.")
 	graphSchemas(step, plan)
+	plan.Properties["prices"] = &jsonSchema{Type: "object",
+		Description: "What a model's tokens cost, by model or preset, in USD per million tokens: gives a cost to the tries of agents whose output names none (codex, gemini).",
+		Examples:    []any{map[string]any{"codex": map[string]any{"input": 1.25, "output": 10, "cache": 0.125}}}}
 	plan.Properties["heartbeat"] = duration("How often the user hears from a step in progress with nothing new; default 5m.")
 	plan.Properties["notify"] = &jsonSchema{Type: "array", Description: "Where every transition is reported, beside .stepseq/notifications.jsonl.",
 		Items: &jsonSchema{Type: "object", AdditionalProperties: ptr(false), Description: "A sink: {command: [argv]} gets the report as JSON on stdin; {webhook: URL} gets it POSTed.",

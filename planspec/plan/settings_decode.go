@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/stepseq/stepseq/planspec"
@@ -149,5 +151,67 @@ func (d *planDecoder) sandbox(n *yaml.Node, field string) *planspec.Sandbox {
 		d.fail(n, field, "%s: want true, false or {network: BOOL, write: [PATHS], read: [PATHS], env: [NAMES]}, got %s%s",
 			lastKey(field), describeNode(n), scalarHint(n))
 	}
+	return nil
+}
+
+// budget reads `budget: {usd: 5, tokens: 2000000, tries: 30, wall: 4h}`: each
+// bound optional, none zero (a bound of nothing would stop the run before its
+// first try).
+func (d *planDecoder) budget(n *yaml.Node, field string) planspec.Budget {
+	var b planspec.Budget
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, field, "%s: want a mapping of bounds, like {usd: 5, tokens: 2000000, tries: 30, wall: 4h}, got %s", lastKey(field), describeNode(n))
+		return b
+	}
+	d.pairs(n, field, func(key string, k, v *yaml.Node) {
+		f := field + "." + key
+		if !slices.Contains(planspec.BudgetKeys, key) {
+			d.unknownKey(k, field, planspec.BudgetKeys, nil, "", "")
+			return
+		}
+		if v.Kind != yaml.ScalarNode || isNullNode(v) {
+			d.fail(v, f, "%s: want a value, like %s", key, budgetExample(key))
+			return
+		}
+		one, err := planspec.ParseBudget(key + "=" + v.Value)
+		switch {
+		case err != nil:
+			d.fail(v, f, "%s: %v", key, err)
+		case one.IsZero():
+			d.fail(v, f, "%s: want a bound above 0, like %s: leave the key out for no bound", key, budgetExample(key))
+		default:
+			b = mergeBudget(b, one)
+		}
+	})
+	return b
+}
+
+func budgetExample(key string) string {
+	return map[string]string{planspec.BudgetUSD: "5", planspec.BudgetTokens: "2000000", planspec.BudgetTries: "30", planspec.BudgetWall: "4h"}[key]
+}
+
+func mergeBudget(b, o planspec.Budget) planspec.Budget {
+	b.USD = max(b.USD, o.USD)
+	b.Tokens = max(b.Tokens, o.Tokens)
+	b.Tries = max(b.Tries, o.Tries)
+	b.Wall = max(b.Wall, o.Wall)
+	return b
+}
+
+// prices reads `prices: {codex: {input: 1.25, output: 10, cache: 0.125}}`:
+// USD per million tokens, by model or preset.
+func (d *planDecoder) prices(n *yaml.Node, field string) map[string]planspec.Price {
+	v, ok := d.value(n, field, 0)
+	if !ok {
+		return nil
+	}
+	raw, err := json.Marshal(v)
+	if err == nil {
+		var prices map[string]planspec.Price
+		if prices, err = planspec.ParsePrices(raw); err == nil {
+			return prices
+		}
+	}
+	d.fail(n, field, "prices: %v", err)
 	return nil
 }
