@@ -92,7 +92,7 @@ func (m *Machine) judgeOrphanOf(probes tryProbes, id string) bool {
 	switch {
 	case ts.Exited && ts.Stopped:
 		return false // stopped by stepseq: an interruption, no verdict of its own
-	case ts.Exited && ts.Signal == "":
+	case ts.Exited && ts.Signal == "" && ts.Code != brokenPipe:
 		t.exit.Code, t.exit.TimedOut = ts.Code, ts.TimedOut
 		if ts.Code != 0 {
 			t.exit.Stderr = fmt.Sprintf("exit status %d while no stepseq watched it (its output: stepseq logs %s --try %d)", ts.Code, id, run.Tries)
@@ -118,6 +118,11 @@ func (m *Machine) judgeOrphanOf(probes tryProbes, id string) bool {
 	m.conclude(t)
 	return true
 }
+
+// brokenPipe is the exit of a shell whose command died of SIGPIPE (128+13): an
+// agent writing to the output pipe of a stepseq that died ends so, which says
+// that stepseq died, not how the agent did; it is judged as a signal's end is.
+const brokenPipe = 141
 
 // freshOutputs reports whether the step names required outputs and every one is
 // a file modified after began.
