@@ -1,5 +1,0 @@
-//go:build race
-
-package planspec
-
-const raceEnabled = true
