@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -92,7 +93,7 @@ func failingWriteSidecar(t *testing.T, w *testWS, breakWrites func() (mend func(
 // the write.
 func TestSidecar_DiskFull(t *testing.T) {
 	w := tmpfsWorkspace(t, "256k")
-	failingWriteSidecar(t, w, func() func() { return fillDisk(t, w.dir) }, nil)
+	failingWriteSidecar(t, w, func() func() { return testfs.FillDisk(t, w.dir) }, nil)
 }
 
 // TestSidecar_ReadOnlyFolder: the workspace folder write-protected while a try
@@ -160,7 +161,7 @@ func TestCheck_DiskFull(t *testing.T) {
 	count := filepath.Join(t.TempDir(), "starts")
 	w.write(plan("", `"instruction":"count:`+count+` write:out","requiredOutputs":["out"]`))
 	before, _ := os.ReadFile(w.state)
-	free := fillDisk(t, w.dir)
+	free := testfs.FillDisk(t, w.dir)
 	c := w.chain()
 	c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	err := c.Check(context.Background())

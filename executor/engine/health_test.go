@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 )
 
 func TestHeartbeat_Healthy(t *testing.T) {
@@ -47,7 +49,7 @@ func TestHeartbeat_Healthy(t *testing.T) {
 // once the turn ends.
 func TestHeartbeat_LoopBlockedOnAFIFO(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "a.yaml")
-	mkfifo(t, fifo)
+	testfs.Mkfifo(t, fifo)
 	var h Heartbeat
 	inputs := make(chan string)
 	turned := make(chan struct{})

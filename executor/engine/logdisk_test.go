@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/planspec"
 )
@@ -23,7 +24,7 @@ func fullDisk(t *testing.T, dir string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := mountTmpfs(t, dir, "size=256k"); err != nil {
+	if err := testfs.MountTmpfs(t, dir, "size=256k"); err != nil {
 		t.Skipf("a full disk needs a tmpfs, and mounting one needs root (CAP_SYS_ADMIN): %v", err)
 	}
 	f, err := os.Create(filepath.Join(dir, "filler"))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 	"github.com/stepseq/stepseq/executor/proc"
 )
 
@@ -48,7 +49,7 @@ func TestWaitGone(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := within(t, "WaitGone with an ended context", func() error { return proc.WaitGone(ctx, pid) }); !errors.Is(err, context.Canceled) {
+	if err := testfs.Within(t, effectWait, "WaitGone with an ended context", func() error { return proc.WaitGone(ctx, pid) }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitGone with an ended context: %v, want context.Canceled", err)
 	}
 
@@ -73,7 +74,7 @@ func TestWaitGone(t *testing.T) {
 	if proc.Alive(pid, ticks) {
 		t.Errorf("Alive(%d, %d) after the process ended", pid, ticks)
 	}
-	if err := within(t, "WaitGone on an ended process", func() error { return proc.WaitGone(context.Background(), pid) }); err != nil {
+	if err := testfs.Within(t, effectWait, "WaitGone on an ended process", func() error { return proc.WaitGone(context.Background(), pid) }); err != nil {
 		t.Errorf("WaitGone on an ended process: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -43,10 +44,10 @@ func TestSidecar_HostileWorkspaceFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "p.yaml"), []byte("steps:\n  - id: x\n    title: X\n    instruction: write:pwned.txt\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mkfifo(t, w.path("plans/a.yaml"))
-	symlink(t, "/etc/passwd", w.path("plans/evil.yaml"))
-	symlink(t, filepath.Join(outside, "p.yaml"), w.path("plans/out.yaml"))
-	mkfifo(t, w.path(".stepseq/triggers/0-fifo.json"))
+	testfs.Mkfifo(t, w.path("plans/a.yaml"))
+	testfs.Symlink(t, "/etc/passwd", w.path("plans/evil.yaml"))
+	testfs.Symlink(t, filepath.Join(outside, "p.yaml"), w.path("plans/out.yaml"))
+	testfs.Mkfifo(t, w.path(".stepseq/triggers/0-fifo.json"))
 
 	var logs syncBuffer
 	c := w.chain()
@@ -88,7 +89,7 @@ func TestSidecar_HostileWorkspaceFiles(t *testing.T) {
 	if w.exists(".stepseq/triggers/0-fifo.json") {
 		t.Error("the FIFO trigger is still queued")
 	}
-	leak := passwdBytes(t)
+	leak := testfs.PasswdBytes(t)
 	records, _ := filepath.Glob(w.path(".stepseq/plans/*.json"))
 	files := append(records, w.path(".stepseq/journal.jsonl"))
 	for _, f := range files {

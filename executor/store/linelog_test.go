@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 )
 
 // halfWriter writes half of what it is given, then fails as a full disk does.
@@ -98,7 +99,7 @@ func TestLineLog_FullDiskMidAppend(t *testing.T) {
 	if err := l.Append(first); err != nil {
 		t.Fatal(err)
 	}
-	free := fillDisk(t, dir)
+	free := testfs.FillDisk(t, dir)
 	line := []byte(`{"n":2,"pad":"` + strings.Repeat("x", 400) + `"}` + "\n")
 	if err := l.Append(line); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("append on a full disk: %v, want ENOSPC", err)

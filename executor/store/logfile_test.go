@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 )
 
 var logT0 = time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
@@ -173,16 +174,16 @@ func TestTryLog_ReRunAppendsUnderANewHeader(t *testing.T) {
 func TestTryLog_NeverBlocksNorFollows(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.log")
-	mkfifo(t, fifo)
+	testfs.Mkfifo(t, fifo)
 	target := filepath.Join(dir, "target")
 	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	link := filepath.Join(dir, "link.log")
-	symlink(t, target, link)
+	testfs.Symlink(t, target, link)
 	for _, path := range []string{fifo, link} {
 		l := OpenTryLog(path, testHeader(), 0)
-		within(t, "Write to "+filepath.Base(path), func() error { _, err := l.Write([]byte("output\n")); return err })
+		testfs.Within(t, effectWait, "Write to "+filepath.Base(path), func() error { _, err := l.Write([]byte("output\n")); return err })
 		if err := l.Finish(core.Exit{}); err == nil {
 			t.Errorf("%s: Finish reported no error", filepath.Base(path))
 		}
@@ -198,7 +199,7 @@ func fullDisk(t *testing.T, dir string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := mountTmpfs(t, dir, "size=256k"); err != nil {
+	if err := testfs.MountTmpfs(t, dir, "size=256k"); err != nil {
 		t.Skipf("a full disk needs a tmpfs, and mounting one needs root (CAP_SYS_ADMIN): %v", err)
 	}
 	f, err := os.Create(filepath.Join(dir, "filler"))

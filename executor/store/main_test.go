@@ -1,14 +1,12 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -54,34 +52,8 @@ func chainState(n int, outputs bool) *planspec.State {
 func tmpfsDir(t *testing.T, size string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := mountTmpfs(t, dir, "size="+size+",mode=0755"); err != nil {
+	if err := testfs.MountTmpfs(t, dir, "size="+size+",mode=0755"); err != nil {
 		t.Skipf("a full disk needs a tmpfs of its own: mount refused (%v); run as root, or where mounts are allowed", err)
 	}
 	return dir
-}
-
-// fillDisk writes a file in dir until the file system is full, and returns a
-// function that frees the space.
-func fillDisk(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
 }

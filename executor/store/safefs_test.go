@@ -7,66 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 )
-
-// within runs fn and fails the test if it has not returned within five seconds:
-// a read that blocks on a FIFO never returns at all.
-func within[T any](t *testing.T, what string, fn func() T) T {
-	t.Helper()
-	got := make(chan T, 1)
-	go func() { got <- fn() }()
-	select {
-	case v := <-got:
-		return v
-	case <-time.After(effectWait):
-		t.Fatalf("%s blocked", what)
-		panic("unreachable")
-	}
-}
-
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func openRoot(t *testing.T, dir string) *os.Root {
-	t.Helper()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
-	return root
-}
-
-// passwdBytes is what a link to /etc/passwd must never leak: its first line.
-func passwdBytes(t *testing.T) string {
-	t.Helper()
-	data, err := os.ReadFile("/etc/passwd")
-	if err != nil || len(data) == 0 {
-		t.Fatalf("the test needs /etc/passwd: %v", err)
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	return line
-}
 
 func TestReadFileIn(t *testing.T) {
 	dir := t.TempDir()
@@ -80,12 +24,12 @@ func TestReadFileIn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "plans", "ok.yaml"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mkfifo(t, filepath.Join(dir, "plans", "fifo.yaml"))
-	symlink(t, "fifo.yaml", filepath.Join(dir, "plans", "to-fifo.yaml"))
-	symlink(t, "ok.yaml", filepath.Join(dir, "plans", "inside.yaml"))
-	symlink(t, "/etc/passwd", filepath.Join(dir, "plans", "evil.yaml"))
-	symlink(t, filepath.Join(outside, "p.yaml"), filepath.Join(dir, "plans", "out.yaml"))
-	symlink(t, "/dev/zero", filepath.Join(dir, "plans", "zero.yaml"))
+	testfs.Mkfifo(t, filepath.Join(dir, "plans", "fifo.yaml"))
+	testfs.Symlink(t, "fifo.yaml", filepath.Join(dir, "plans", "to-fifo.yaml"))
+	testfs.Symlink(t, "ok.yaml", filepath.Join(dir, "plans", "inside.yaml"))
+	testfs.Symlink(t, "/etc/passwd", filepath.Join(dir, "plans", "evil.yaml"))
+	testfs.Symlink(t, filepath.Join(outside, "p.yaml"), filepath.Join(dir, "plans", "out.yaml"))
+	testfs.Symlink(t, "/dev/zero", filepath.Join(dir, "plans", "zero.yaml"))
 	big, err := os.Create(filepath.Join(dir, "plans", "big.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +38,8 @@ func TestReadFileIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	big.Close()
-	root := openRoot(t, dir)
-	leak := passwdBytes(t)
+	root := testfs.OpenRoot(t, dir)
+	leak := testfs.PasswdBytes(t)
 
 	tests := []struct {
 		rel  string
@@ -120,7 +64,7 @@ func TestReadFileIn(t *testing.T) {
 				data []byte
 				err  error
 			}
-			r := within(t, "ReadFileIn "+tt.rel, func() result {
+			r := testfs.Within(t, effectWait, "ReadFileIn "+tt.rel, func() result {
 				data, err := ReadFileIn(root, tt.rel, PlanCap)
 				return result{data, err}
 			})
@@ -171,20 +115,20 @@ func TestReadFile_Caps(t *testing.T) {
 
 func TestStateFile_ReadRefusesWhatIsNotAFile(t *testing.T) {
 	for name, create := range map[string]func(t *testing.T, path string){
-		"a FIFO":      mkfifo,
+		"a FIFO":      testfs.Mkfifo,
 		"a directory": func(t *testing.T, path string) { _ = os.Mkdir(path, 0o755) },
-		"a device":    func(t *testing.T, path string) { symlink(t, "/dev/zero", path) },
+		"a device":    func(t *testing.T, path string) { testfs.Symlink(t, "/dev/zero", path) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			sf := &StateFile{Path: filepath.Join(dir, "state.json")}
 			create(t, sf.Path)
-			err := within(t, "StateFile.Read", func() error { _, err := sf.Read(); return err })
+			err := testfs.Within(t, effectWait, "StateFile.Read", func() error { _, err := sf.Read(); return err })
 			named := strings.Contains(err.Error(), name) || name == "a directory" && strings.Contains(err.Error(), "is a folder, not a state file")
 			if !errors.Is(err, ErrNotRegular) || !named {
 				t.Errorf("err = %v, want ErrNotRegular naming %s", err, name)
 			}
-			err = within(t, "StateFile.ReadIfChanged", func() error { _, _, err := sf.ReadIfChanged(); return err })
+			err = testfs.Within(t, effectWait, "StateFile.ReadIfChanged", func() error { _, _, err := sf.ReadIfChanged(); return err })
 			if !errors.Is(err, ErrNotRegular) {
 				t.Errorf("ReadIfChanged: err = %v, want ErrNotRegular", err)
 			}

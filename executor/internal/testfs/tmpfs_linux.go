@@ -1,12 +1,14 @@
-package store
+//go:build linux
+
+package testfs
 
 import (
 	"syscall"
 	"testing"
 )
 
-// mountTmpfs mounts a tmpfs with options data at dir, unmounted when the test ends.
-func mountTmpfs(t *testing.T, dir, data string) error {
+// MountTmpfs mounts a tmpfs with options data at dir, unmounted when the test ends.
+func MountTmpfs(t *testing.T, dir, data string) error {
 	t.Helper()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, data); err != nil {
 		return err
