@@ -27,20 +27,7 @@ func fullDisk(t *testing.T, dir string) {
 	if err := testfs.MountTmpfs(t, dir, "size=256k"); err != nil {
 		t.Skipf("a full disk needs a tmpfs, and mounting one needs root (CAP_SYS_ADMIN): %v", err)
 	}
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
+	testfs.FillDisk(t, dir)
 }
 
 // failingWriter fails every write, as a log on a full disk would without a TryLog.
