@@ -87,7 +87,7 @@ func TestBudget_SurvivesKillAndRaise(t *testing.T) {
 	}
 	waitFor := func(what string, cond func(st *planspec.State) bool) *planspec.State {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(effectWait)
 		for {
 			if st := state(); st != nil && cond(st) {
 				return st
@@ -108,7 +108,7 @@ func TestBudget_SurvivesKillAndRaise(t *testing.T) {
 	if got := st.Settings.Spend; got.CostUSD != 0.0089 || got.Tokens() != 6580 {
 		t.Fatalf("after a: spend %+v", got)
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(effectWait)
 	for _, err := os.Stat(filepath.Join(work, "held")); err != nil; _, err = os.Stat(filepath.Join(work, "held")) {
 		if time.Now().After(deadline) {
 			t.Fatal("b's agent never started")
