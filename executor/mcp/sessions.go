@@ -91,9 +91,40 @@ func (g *sessionGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("this client holds too many MCP sessions, none idle for %s: close one (DELETE /mcp) or reuse its Mcp-Session-Id", g.yield), code)
 		return
 	}
-	g.next.ServeHTTP(w, r)
-	g.opened(key, w.Header().Get("Mcp-Session-Id"))
+	nw := &namingWriter{ResponseWriter: w, opened: func(id string) { g.opened(key, id) }}
+	g.next.ServeHTTP(nw, r)
+	nw.name()
 }
+
+// namingWriter tells the gate which session an initialize opened as its answer's
+// header goes out: a client may open its event stream as soon as it reads the
+// header, before the handler returns, and that stream must find its session
+// held, or its end would never count as the client leaving.
+type namingWriter struct {
+	http.ResponseWriter
+	opened func(id string)
+	named  bool
+}
+
+func (w *namingWriter) name() {
+	if !w.named {
+		w.named = true
+		w.opened(w.Header().Get("Mcp-Session-Id"))
+	}
+}
+
+func (w *namingWriter) WriteHeader(code int) {
+	w.name()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *namingWriter) Write(b []byte) (int, error) {
+	w.name()
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's Flush.
+func (w *namingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // begin marks a request of session id under way; the func it returns marks
 // its end. A session the gate does not hold (unknown, or gone) is left to the

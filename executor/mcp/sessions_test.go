@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -277,5 +278,46 @@ func TestHandler_TokenSessionsApart(t *testing.T) {
 		if code := owner.ping(t, id); code != http.StatusOK {
 			t.Errorf("a session with the token gave way to one without: %d", code)
 		}
+	}
+}
+
+// A client that opens its event stream as soon as it reads initialize's answer,
+// before the server's handler has returned, is still known to have listened:
+// when that stream ends and the grace passes, the client has left.
+func TestGate_StreamOpenedBeforeInitializeReturns(t *testing.T) {
+	release := make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			return // the event stream, ended at once
+		}
+		w.Header().Set("Mcp-Session-Id", "s1")
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		<-release
+	})
+	clock := &gateClock{now: time.Date(2026, 2, 10, 21, 30, 0, 0, time.UTC)}
+	gate := &sessionGate{next: next, max: 4, per: 4, yield: time.Minute, grace: time.Second,
+		now: clock.Now, log: slog.New(slog.DiscardHandler), held: map[string]*heldSession{}}
+	srv := httptest.NewServer(gate)
+	t.Cleanup(srv.Close)
+
+	res, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("Mcp-Session-Id", res.Header.Get("Mcp-Session-Id"))
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.Body.Close()
+	close(release)
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+
+	clock.Add(2 * time.Second)
+	if !gate.gone("s1") {
+		t.Fatal("the session's stream ended and its grace passed, yet the gate does not see its client gone")
 	}
 }
