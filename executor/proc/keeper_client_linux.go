@@ -17,9 +17,10 @@ import (
 
 // keeperClient is this process's end of its keeper (see keeper_linux.go).
 type keeperClient struct {
-	conn *msgConn
-	pid  int
-	lost chan struct{} // closed once the keeper has ended and been reaped
+	conn  *msgConn
+	pid   int
+	ready chan struct{} // closed once the keeper said it is one
+	lost  chan struct{} // closed once the keeper has ended and been reaped
 
 	mu      sync.Mutex
 	next    uint64
@@ -94,14 +95,15 @@ func startKeeper() (*keeperClient, error) {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "keeper"), os.NewFile(uintptr(fds[1]), "keeper")
-	defer theirs.Close()
 	// Started as the same program under the same name, so that an entry point
 	// that dispatches on its name reaches KeeperMain.
 	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{os.Args[0], "keeper"}, Dir: "/",
 		Env:         append(os.Environ(), keeperEnv+"=3:"+strconv.Itoa(os.Getpid())),
 		ExtraFiles:  []*os.File{theirs},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
-	if err := startChild(cmd); err != nil {
+	err = startChild(cmd)
+	theirs.Close() // the keeper's alone: its end shows as this end's EOF
+	if err != nil {
 		ours.Close()
 		return nil, err
 	}
@@ -113,11 +115,24 @@ func startKeeper() (*keeperClient, error) {
 		forgetChild(cmd.Process.Pid)
 		return nil, fmt.Errorf("keeper socket: %w", err)
 	}
-	c := &keeperClient{conn: newMsgConn(conn.(*net.UnixConn)), pid: cmd.Process.Pid, lost: make(chan struct{}),
-		answers: map[uint64]chan keeperAnswer{}}
+	c := &keeperClient{conn: newMsgConn(conn.(*net.UnixConn)), pid: cmd.Process.Pid, ready: make(chan struct{}),
+		lost: make(chan struct{}), answers: map[uint64]chan keeperAnswer{}}
 	go c.read(cmd)
-	return c, nil
+	select {
+	case <-c.ready:
+		return c, nil
+	case <-c.lost:
+		return nil, errors.New("the keeper ended before it was ready: this program does not run KeeperMain first")
+	case <-time.After(keeperStartLimit):
+		_ = cmd.Process.Kill()
+		<-c.lost
+		return nil, fmt.Errorf("the keeper was not ready within %s", keeperStartLimit)
+	}
 }
+
+// keeperStartLimit bounds the wait for a keeper to start: a program's start,
+// on a machine under load.
+const keeperStartLimit = 30 * time.Second
 
 // read hands each answer to its launch until the keeper is gone; it then
 // reaps the keeper, whose children have been reparented to this process.
@@ -130,6 +145,13 @@ func (c *keeperClient) read(cmd *exec.Cmd) {
 		id := r.uint()
 		a := keeperAnswer{kind: kind}
 		switch kind {
+		case msgReady:
+			select {
+			case <-c.ready:
+			default:
+				close(c.ready)
+			}
+			continue
 		case msgStarted:
 			a.pid, a.ticks = int(r.uint()), r.uint()
 		case msgFailed:

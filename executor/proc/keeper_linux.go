@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -80,6 +81,9 @@ type keeper struct {
 }
 
 func runKeeper(fd int) int {
+	// Its work is a few system calls at a time: on one thread, handing a
+	// message or a signal to the loop wakes no other.
+	runtime.GOMAXPROCS(1)
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	// Caught rather than ignored: an ignored signal would stay ignored in
 	// the agents the keeper starts.
@@ -97,6 +101,9 @@ func runKeeper(fd int) int {
 		return 1
 	}
 	k := &keeper{conn: newMsgConn(c.(*net.UnixConn)), devnull: devnull, strays: map[int]stray{}}
+	if k.conn.send(newMsg(msgReady, 0)) != nil {
+		return 1
+	}
 	requests := make(chan request)
 	go k.read(requests)
 	for {

@@ -147,3 +147,25 @@ func TestKeeper_StartsWithTheAttributesItIsGiven(t *testing.T) {
 	}
 	a.judged()
 }
+
+// A program whose start never becomes a keeper (it does not run KeeperMain
+// first) leaves this process launching its agents itself.
+func TestKeeper_NoneCanStartAgentsRunDirectly(t *testing.T) {
+	keepers.Lock()
+	was := keepers.c
+	keepers.c = nil
+	keepers.Unlock()
+	t.Cleanup(func() {
+		keepers.Lock()
+		keepers.c, keepers.broken = was, false
+		keepers.Unlock()
+	})
+	t.Setenv("STEPSEQ_TEST_NO_KEEPER", "1")
+	p, err := Start(Spec{Argv: []string{fakeAgentPath, "exit:5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit := <-p.Done(); p.kept != nil || exit.Code != 5 {
+		t.Errorf("kept %v, exit %d: want a direct launch, exit 5", p.kept != nil, exit.Code)
+	}
+}

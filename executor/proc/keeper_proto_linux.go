@@ -19,11 +19,12 @@ import (
 // The messages. From the launcher: launch a try's agent, note that stepseq
 // stops it or it timed out (the record says so should stepseq die before it
 // reaps), and the try judged (what the keeper cannot attribute holds it no
-// more). From the keeper: started, failed to start, exited.
+// more). From the keeper: ready (it is one), started, failed to start, exited.
 const (
 	msgLaunch  = 'L'
 	msgNote    = 'N'
 	msgJudged  = 'J'
+	msgReady   = 'R'
 	msgStarted = 'S'
 	msgFailed  = 'F'
 	msgExited  = 'E'

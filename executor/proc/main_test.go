@@ -19,6 +19,10 @@ const effectWait = 5 * time.Minute
 // TestMain builds the fake agent; launched again as its keeper, the test binary
 // is nothing else.
 func TestMain(m *testing.M) {
+	// A keeper that should fail to start ends before it is one.
+	if os.Getenv("STEPSEQ_TEST_NO_KEEPER") != "" && os.Getenv(keeperEnv) != "" {
+		os.Exit(3)
+	}
 	if code, keeper := KeeperMain(); keeper {
 		os.Exit(code)
 	}
