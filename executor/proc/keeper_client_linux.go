@@ -302,9 +302,13 @@ func endKept(a *keptAgent, marks []string, grace time.Duration) {
 		return
 	}
 	for round := 0; round < 8; round++ {
+		// The agent was reaped: a live process with its pid is a new one,
+		// and a group or session of that id is that process's.
+		own, ok := readChild(a.pid)
+		ids := !ok || own.state == "Z" || own.state == "X"
 		var live []int
 		forChildren(parent, func(c child) {
-			if c.state != "Z" && c.state != "X" && (c.pgid == a.pid || c.sid == a.pid || carries(c.pid, marks)) {
+			if c.state != "Z" && c.state != "X" && (ids && (c.pgid == a.pid || c.sid == a.pid) || carries(c.pid, marks)) {
 				live = append(live, c.pid)
 			}
 		})

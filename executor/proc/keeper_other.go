@@ -12,6 +12,9 @@ import (
 // launched by stepseq itself, and what a try started is found after a crash by
 // its process group alone.
 
+// keeperEnv would mark a process started as a keeper.
+const keeperEnv = "STEPSEQ_KEEPER"
+
 // KeeperMain reports false: this process launches its agents itself.
 func KeeperMain() (int, bool) { return 0, false }
 

@@ -15,15 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A step's descendants end with it, in their own session or not: stepseq is
-// the child subreaper of what its agents start (PR_SET_CHILD_SUBREAPER), so a
-// process that leaves the agent's group (setsid, a double fork) and loses its
-// parent is reparented to stepseq rather than to init. When a step's group is
-// swept, what was reparented to stepseq and carries the try's marks in its
-// environment (STEPSEQ_WORKSPACE, STEPSEQ_STEP, STEPSEQ_TRY) is stopped as
-// the group is, and reaped. A descendant that cleared its environment is not
-// found; one that outlived a stepseq that died is found by the next one when it
-// judges the try (tryProcs).
+// A step's descendants end with it, in their own session or not. Where
+// stepseq launches its agents itself (no keeper: see keeper_linux.go, whose
+// adopted processes endKept stops), stepseq is the child subreaper of what its
+// agents start (PR_SET_CHILD_SUBREAPER), so a process that leaves the agent's
+// group (setsid, a double fork) and loses its parent is reparented to stepseq
+// rather than to init. When a step's group is swept, what was reparented to
+// stepseq and carries the try's marks in its environment (see tryMarksOf) is
+// stopped as the group is, and reaped. A descendant that cleared its
+// environment is not found; one that outlived a stepseq that died is found by
+// the next one when it judges the try (tryProcs).
 
 var subreaper sync.Once
 
