@@ -255,6 +255,10 @@ func (a *keptAgent) note(what uint64) {
 // judged tells the keeper that stepseq has judged the try.
 func (a *keptAgent) judged() { _ = a.c.conn.send(newMsg(msgJudged, a.id)) }
 
+// ends are the channels of the agent's end as the keeper reaped it, and of
+// the keeper's loss, after which end says how the agent ended.
+func (a *keptAgent) ends() (<-chan keeperAnswer, <-chan struct{}) { return a.answers, a.c.lost }
+
 // end waits for the agent's end as the keeper reaped it. With the keeper
 // gone, the agent was reparented to this process (the subreaper of what it
 // starts), which reaps it; an agent the keeper reaped and did not report has

@@ -36,7 +36,13 @@ func (*keeperClient) launch(string, []string, []string, string, *syscall.SysProc
 	return nil, syscall.ENOSYS
 }
 
-func (*keptAgent) note(uint64)                            {}
-func (*keptAgent) judged()                                {}
-func (*keptAgent) end() (syscall.WaitStatus, bool, error) { return 0, false, syscall.ENOSYS }
-func endKept(*keptAgent, []string, time.Duration)         {}
+type keeperAnswer struct {
+	status syscall.WaitStatus
+	left   bool
+}
+
+func (*keptAgent) ends() (<-chan keeperAnswer, <-chan struct{}) { return nil, nil }
+func (*keptAgent) note(uint64)                                  {}
+func (*keptAgent) judged()                                      {}
+func (*keptAgent) end() (syscall.WaitStatus, bool, error)       { return 0, false, syscall.ENOSYS }
+func endKept(*keptAgent, []string, time.Duration)               {}

@@ -70,11 +70,11 @@ type Process struct {
 	PID        int
 	StartTicks uint64
 
-	cmd    *exec.Cmd  // the agent, when this process started it
-	kept   *keptAgent // the agent, when a keeper started it
-	pipes  []*os.File // the read ends of a kept agent's output
-	copied sync.WaitGroup
-	left   bool // the keeper reaped the agent with something of its try still running
+	cmd    *exec.Cmd     // the agent, when this process started it
+	kept   *keptAgent    // the agent, when a keeper started it
+	pipes  []*os.File    // the read ends of a kept agent's output
+	copied chan struct{} // one a stream of a kept agent, once read to its end
+	left   bool          // the keeper reaped the agent with something of its try still running
 	grace  time.Duration
 	hold   bool
 	boxed  bool // runs in a sandbox, whose exit status says a signal as 128+N
@@ -189,11 +189,11 @@ func (p *Process) startKept(k *keeperClient, cmd *exec.Cmd, spec Spec, stdout, s
 	}
 	p.kept, p.PID, p.StartTicks = a, a.pid, a.ticks
 	p.pipes = []*os.File{outR, errR}
-	p.copied.Add(2)
+	p.copied = make(chan struct{}, 2)
 	for i, w := range []io.Writer{stdout, stderr} {
 		go func() {
-			defer p.copied.Done()
 			_, _ = io.Copy(w, p.pipes[i])
+			p.copied <- struct{}{}
 		}()
 	}
 	go p.wait(spec.Timeout, started, spec.PipeGrace)
@@ -238,29 +238,42 @@ func (p *Process) awaitEnd(pipeGrace time.Duration) agentEnd {
 	}
 	ws, left, err := p.kept.end()
 	p.left = left
-	copied := make(chan struct{})
-	go func() {
-		p.copied.Wait()
-		close(copied)
-	}()
-	select {
-	case <-copied:
-	case <-time.After(pipeGrace):
-		// A process the agent left holds its output open: stop reading it.
-		for _, f := range p.pipes {
-			_ = f.SetReadDeadline(time.Now())
+	p.drainOutput(pipeGrace)
+	return agentEnd{status: ws, reaped: err == nil, err: err}
+}
+
+// drainOutput waits for a kept agent's output to be read to its end, pipeGrace
+// at most, then closes the pipes.
+func (p *Process) drainOutput(pipeGrace time.Duration) {
+	timer := time.NewTimer(pipeGrace)
+	defer timer.Stop()
+	for range 2 {
+		select {
+		case <-p.copied:
+		case <-timer.C:
+			// A process the agent left holds its output open: stop reading it.
+			for _, f := range p.pipes {
+				_ = f.SetReadDeadline(time.Now())
+			}
+			<-p.copied
 		}
-		<-copied
 	}
 	for _, f := range p.pipes {
 		f.Close()
 	}
-	return agentEnd{status: ws, reaped: err == nil, err: err}
 }
 
 func (p *Process) wait(timeout time.Duration, started time.Time, pipeGrace time.Duration) {
 	exited := make(chan agentEnd, 1)
-	go func() { exited <- p.awaitEnd(pipeGrace) }()
+	// A kept agent's end is the keeper's answer, taken here as it comes; only
+	// once the keeper is lost does a goroutine wait for it otherwise.
+	var answers <-chan keeperAnswer
+	var lost <-chan struct{}
+	if p.kept == nil {
+		go func() { exited <- p.awaitEnd(pipeGrace) }()
+	} else {
+		answers, lost = p.kept.ends()
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var kill <-chan time.Time
@@ -268,6 +281,15 @@ func (p *Process) wait(timeout time.Duration, started time.Time, pipeGrace time.
 	timedOut := false
 	for {
 		select {
+		case <-lost:
+			answers, lost = nil, nil
+			go func() { exited <- p.awaitEnd(pipeGrace) }()
+		case ans := <-answers:
+			forgetChild(p.PID)
+			p.left = ans.left
+			p.drainOutput(pipeGrace)
+			exited <- agentEnd{status: ans.status, reaped: true}
+			answers, lost = nil, nil
 		case end := <-exited:
 			e := p.exit(end, timedOut, started)
 			// A held group outlives an agent that exited 0 by itself; one that
