@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -227,6 +228,30 @@ func TestWatch_AgentEndedWithNoSidecarIsJudgedByItsExit(t *testing.T) {
 			}
 			w.waitJournal(fmt.Sprintf(`"reason":"judged by its exit, recorded by what reaped it","detail":{"code":%d}`, code))
 			second.stop(t)
+		})
+	}
+}
+
+// Closing a run with no sidecar stops what its try started that outlived the
+// sidecar and the agent, both killed: the wrapper's worker, in its group or
+// in a session of its own.
+func TestCloseRun_StopsTheWorkerOfAKilledWrapper(t *testing.T) {
+	for _, setsid := range []bool{false, true} {
+		t.Run(fmt.Sprintf("setsid=%v", setsid), func(t *testing.T) {
+			out := t.TempDir()
+			w := newTestWS(t, plan("", `"instruction":"pidfile:worker.pid waitfor:release"`))
+			first := w.startWatchProcess(wrapperAgent(t, out, setsid))
+			worker := w.waitPID("worker.pid")
+			t.Cleanup(func() { _ = syscall.Kill(worker, syscall.SIGKILL) })
+			wrapper := waitFilePID(t, filepath.Join(out, "s1"))
+			first.kill()
+			killPID(t, wrapper)
+			if _, err := closeRunFiles(w.chain().WS, store.MainRun, 300*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if processExists(worker) {
+				t.Error("the worker outlived the close of its run")
+			}
 		})
 	}
 }

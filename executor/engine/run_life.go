@@ -164,8 +164,9 @@ func askSidecarToClose(rw store.Workspace) (store.RunInfo, error) {
 }
 
 // stopRunAgents stops every live agent that the run's try locks record, as a
-// sidecar's shutdown does: SIGTERM to the group, SIGKILL after grace. Without a
-// live sidecar such an agent is one a stepseq that died left behind.
+// sidecar's shutdown does: SIGTERM to the group, SIGKILL after grace, and what
+// the try started that still lives though the agent is gone. Without a live
+// sidecar such an agent is one a stepseq that died left behind.
 func stopRunAgents(rw store.Workspace, grace time.Duration) {
 	dir := filepath.Dir(rw.TryLockPath(0))
 	entries, _ := os.ReadDir(dir)
@@ -176,6 +177,9 @@ func stopRunAgents(rw store.Workspace, grace time.Duration) {
 		rec, ok := readTryRecord(filepath.Join(dir, e.Name()))
 		if ok && !rec.Exited && rec.PID > 0 && proc.Alive(rec.PID, rec.StartTicks) {
 			stopGroup(rec.PID, rec.StartTicks, grace)
+		}
+		if ok {
+			proc.StopTry(rw, rec, grace)
 		}
 	}
 }

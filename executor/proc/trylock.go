@@ -384,6 +384,14 @@ func TryLockOf(ws store.Workspace, id string) string {
 	}
 }
 
+// StopTry ends what the try rec started that still lives though its agent is
+// gone (the worker a killed wrapper left): SIGTERM, SIGKILL after grace.
+func StopTry(ws store.Workspace, rec TryRecord, grace time.Duration) {
+	if rec.Step != "" {
+		stopTryProcs(rec, tryMarksOf(ws, rec.Step, rec.Try), grace)
+	}
+}
+
 // WaitTry blocks until the try lock at path is free, its recorded agent is
 // gone, and so is every process the try started that /proc finds. The flock
 // sleeps in the kernel; it cannot be cancelled, so a ctx that ends leaves it

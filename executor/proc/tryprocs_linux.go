@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"syscall"
+	"time"
 )
 
 // tryProcs lists the live processes, this one aside, that a try started, as
@@ -59,4 +61,20 @@ func waitTryGone(ctx context.Context, rec TryRecord, marks []string) {
 			return
 		}
 	}
+}
+
+// stopTryProcs ends what the try started that still lives: SIGTERM (to the
+// group each leads, too), SIGKILL to what is left after grace.
+func stopTryProcs(rec TryRecord, marks []string, grace time.Duration) {
+	pids := tryProcs(rec, marks)
+	if len(pids) == 0 {
+		return
+	}
+	signalAll(pids, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	for _, pid := range pids {
+		_ = WaitGone(ctx, pid)
+	}
+	signalAll(tryProcs(rec, marks), syscall.SIGKILL)
 }

@@ -32,3 +32,17 @@ func waitTryGone(ctx context.Context, rec TryRecord, marks []string) {
 		}
 	}
 }
+
+// stopTryProcs ends the try's group: SIGTERM, SIGKILL after grace.
+func stopTryProcs(rec TryRecord, marks []string, grace time.Duration) {
+	if !tryRunning(rec, marks) {
+		return
+	}
+	_ = syscall.Kill(-rec.group(), syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	waitTryGone(ctx, rec, marks)
+	if tryRunning(rec, marks) {
+		_ = syscall.Kill(-rec.group(), syscall.SIGKILL)
+	}
+}
