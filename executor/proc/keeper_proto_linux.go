@@ -173,7 +173,11 @@ func (c *msgConn) next() (byte, *msgReader, error) {
 		if oobn > 0 {
 			c.fds = append(c.fds, rights(c.oob[:oobn])...)
 		}
-		c.buf = append(c.buf, c.rbuf[:n]...)
+		// A failed read may count -1 bytes: a launcher that died with a
+		// message of the keeper's unread resets the connection.
+		if n > 0 {
+			c.buf = append(c.buf, c.rbuf[:n]...)
+		}
 		if err != nil {
 			return 0, nil, err
 		}
