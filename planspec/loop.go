@@ -22,6 +22,9 @@ type Group struct {
 	// OnMax is what reaching Max does: OnMaxBlock (the default) or OnMaxDone.
 	OnMax string   `json:"onMax,omitempty"`
 	Steps []string `json:"steps"`
+	// Totals are the group's running totals by name: what each finished
+	// round adds, kept in its loop's Totals.
+	Totals map[string]Total `json:"totals,omitempty"`
 }
 
 // What reaching a loop's max rounds does.
@@ -48,6 +51,9 @@ type Loop struct {
 	// MaxRoundsKept; Dropped counts the older ones no longer kept.
 	Rounds  []RoundRecord `json:"rounds,omitempty"`
 	Dropped int           `json:"roundsDropped,omitempty"`
+	// Totals are the group's running totals over every finished round, by
+	// name: a number, a count, a list, or the "error: …" that stopped one.
+	Totals map[string]any `json:"totals,omitempty"`
 	// Ended says how the loop ended: LoopExit, LoopMax or LoopAbort; "" while
 	// it runs. Reason says why, for status and the journal.
 	Ended  string `json:"ended,omitempty"`
@@ -114,6 +120,7 @@ func cloneLoops(ls map[string]*Loop) map[string]*Loop {
 		for i, rec := range c.Rounds {
 			c.Rounds[i] = maps.Clone(rec)
 		}
+		c.Totals = cloneTotals(l.Totals)
 		out[id] = &c
 	}
 	return out
@@ -220,7 +227,7 @@ func (d *stateDecoder) groups(key string, raw json.RawMessage) []Group {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&gs); err != nil {
-		d.fail(key, "want a list of groups, each {id, title, max, onMax, steps}: %v", err)
+		d.fail(key, "want a list of groups, each {id, title, max, onMax, steps, totals}: %v", err)
 		return nil
 	}
 	return gs
@@ -246,9 +253,10 @@ func (d *stateDecoder) loops(key string, raw json.RawMessage) map[string]*Loop {
 // checkGroups refuses groups the machine could not run: each names consecutive
 // ids of stepQueue, a step is in one group at most, and max and onMax are known.
 func (d *stateDecoder) checkGroups(st *State) {
-	in := map[string]string{}
+	in, totals := map[string]string{}, map[string]string{}
 	for i, g := range st.Settings.Groups {
 		key := fmt.Sprintf("stepseq.groups[%d]", i)
+		d.checkTotals(key, &g, totals)
 		if g.ID == "" {
 			d.fail(key+".id", "want the group's id")
 		}
@@ -292,6 +300,7 @@ func cloneGroups(gs []Group) []Group {
 	out := slices.Clone(gs)
 	for i := range out {
 		out[i].Steps = slices.Clone(out[i].Steps)
+		out[i].Totals = maps.Clone(out[i].Totals)
 	}
 	return out
 }
