@@ -86,8 +86,10 @@ type RoundRun struct {
 }
 
 // KeepRound records the finished round of g: its steps' run records are added to
-// the loop's rounds, the oldest dropped past MaxRoundsKept.
-func (s *State) KeepRound(g *Group, l *Loop) {
+// the loop's rounds, the oldest dropped past MaxRoundsKept. A round kept
+// already, which a re-run from inside the loop ran again, replaces its
+// record; the record replaced is returned (nil when the round is new).
+func (s *State) KeepRound(g *Group, l *Loop) (replaced RoundRecord) {
 	rec := make(RoundRecord, len(g.Steps))
 	for _, id := range g.Steps {
 		r := s.StepRuns[id]
@@ -101,12 +103,17 @@ func (s *State) KeepRound(g *Group, l *Loop) {
 		}
 		rec[id] = rr
 	}
-	l.Rounds = append(l.Rounds, rec)
+	if last := len(l.Rounds) - 1; last >= 0 && l.Dropped+len(l.Rounds) >= l.Round {
+		replaced, l.Rounds[last] = l.Rounds[last], rec
+	} else {
+		l.Rounds = append(l.Rounds, rec)
+	}
 	if over := len(l.Rounds) - MaxRoundsKept; over > 0 {
 		l.Rounds = slices.Delete(l.Rounds, 0, over)
 		l.Dropped += over
 	}
 	l.views = decodeRounds(l.Rounds) // a new slice: a clone may share the old one
+	return replaced
 }
 
 func cloneLoops(ls map[string]*Loop) map[string]*Loop {

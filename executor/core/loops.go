@@ -200,10 +200,10 @@ func leave(st *planspec.State, id string, g *planspec.Group, at int, l *planspec
 
 // keepRound records the round g's loop just finished, and adds it to the
 // group's running totals: both in the state write that moves the cursor past
-// the round, so that a restart neither loses the round nor counts it twice.
+// the round, so that a restart neither loses the round nor counts it twice. A
+// round a re-run ran again replaces its earlier run, in both.
 func keepRound(st *planspec.State, g *planspec.Group, l *planspec.Loop) {
-	st.KeepRound(g, l)
-	plan.KeepTotals(g, l)
+	plan.KeepTotals(g, l, st.KeepRound(g, l))
 }
 
 // nextRound sets the group's steps back to PENDING, as a new run of them, and

@@ -264,10 +264,12 @@ func (nilSafe) Visit(node *ast.Node) {
 }
 
 // KeepTotals adds the round g's loop l just finished (its last kept round)
-// to the group's running totals. A total whose expression fails, or gives
-// what its kind cannot keep, becomes the "error: round N: …" that says why,
-// and stays so: a total that missed a round is no longer exact.
-func KeepTotals(g *planspec.Group, l *planspec.Loop) {
+// to the group's running totals, after taking back replaced: the record of
+// an earlier run of the same round, which a re-run ran again (nil when the
+// round is new). A total whose expression fails, or gives what its kind
+// cannot keep, becomes the "error: round N: …" that says why, and stays so:
+// a total that missed a round is no longer exact.
+func KeepTotals(g *planspec.Group, l *planspec.Loop, replaced planspec.RoundRecord) {
 	if len(g.Totals) == 0 || len(l.Rounds) == 0 {
 		return
 	}
@@ -275,6 +277,10 @@ func KeepTotals(g *planspec.Group, l *planspec.Loop) {
 	// typed the check, when the plan was read; a JSON number is a float.
 	env := roundTypes(g.Steps, func(string) json.RawMessage { return nil })
 	round := roundEnv(l.Rounds[len(l.Rounds)-1])
+	var earlier map[string]any
+	if replaced != nil {
+		earlier = roundEnv(replaced)
+	}
 	if l.Totals == nil {
 		l.Totals = map[string]any{}
 	}
@@ -287,7 +293,7 @@ func KeepTotals(g *planspec.Group, l *planspec.Loop) {
 		if s, failed := cur.(string); failed && strings.HasPrefix(s, "error: ") {
 			continue
 		}
-		next, err := addRound(t, cur, env, round)
+		next, err := addRound(t, cur, env, round, earlier)
 		if err != nil {
 			next = fmt.Sprintf("error: round %d: %v", l.Round, err)
 		}
@@ -309,39 +315,95 @@ func roundEnv(rec planspec.RoundRecord) map[string]any {
 	return out
 }
 
-// addRound is total t, cur so far, with round added.
-func addRound(t planspec.Total, cur any, env types.Map, round map[string]any) (any, error) {
+// addRound is total t, cur so far, with round added and earlier (the same
+// round's earlier run; nil when none) taken back.
+func addRound(t planspec.Total, cur any, env types.Map, round, earlier map[string]any) (any, error) {
 	kind, src := t.Kind()
 	prog, err := compileTotal(kind, src, env)
 	if err != nil {
 		return nil, err
 	}
+	if earlier != nil {
+		old, err := roundValue(prog, kind, src, earlier)
+		if err == nil {
+			cur, err = combine(kind, cur, old, -1)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	v, err := roundValue(prog, kind, src, round)
+	if err != nil {
+		return nil, err
+	}
+	return combine(kind, cur, v, 1)
+}
+
+// roundValue is what a round gives a total of kind: for a sum a number, or
+// nil, which adds nothing; for a count 1 or 0; for a list one plain value.
+func roundValue(prog *vm.Program, kind, src string, round map[string]any) (any, error) {
 	var m vm.VM
 	m.MemoryBudget = conditionMemoryBudget
 	v, err := m.Run(prog, round)
 	if err != nil {
 		return nil, runtimeError(src, err)
 	}
+	what := planspec.Clip(src, 60)
 	switch kind {
 	case planspec.TotalCount:
-		n, ok := number(cur)
-		b, isBool := v.(bool)
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("the count kept is %s, not a number", describeValue(cur))
-		case v != nil && !isBool:
-			return nil, fmt.Errorf("%s gave %s, want true or false", planspec.Clip(src, 60), describeValue(v))
-		case b:
-			n++
+		if b, ok := v.(bool); ok && b {
+			return 1, nil
+		} else if !ok && v != nil {
+			return nil, fmt.Errorf("%s gave %s, want true or false", what, describeValue(v))
 		}
-		return int(n), nil
+		return 0, nil
 	case planspec.TotalList:
-		return appendTotal(cur, v, src)
+		switch x := v.(type) {
+		case nil, bool:
+			return v, nil
+		case string:
+			if len(x) > planspec.MaxTotalText {
+				return nil, fmt.Errorf("%s gave a string of %d bytes: a list keeps values of at most %d, one field a round", what, len(x), planspec.MaxTotalText)
+			}
+			return v, nil
+		}
+		if n, ok := number(v); ok {
+			return n, nil
+		}
+		return nil, fmt.Errorf("%s gave %s, want one plain value (a string, a number, true or false)", what, describeValue(v))
 	}
-	return addNumber(cur, v, src)
+	if v == nil {
+		return nil, nil
+	}
+	if n, ok := number(v); ok {
+		return n, nil
+	}
+	return nil, fmt.Errorf("%s gave %s, want a number to add up", what, describeValue(v))
 }
 
-func addNumber(cur, v any, src string) (any, error) {
+// combine is cur with v added, or with sign -1 taken back.
+func combine(kind string, cur, v any, sign int) (any, error) {
+	switch kind {
+	case planspec.TotalList:
+		list, ok := cur.([]any)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("the list kept is %s, not a list", describeValue(cur))
+		case sign < 0 && len(list) > 0:
+			return slices.Clone(list[:len(list)-1]), nil // the latest round's is the last value
+		case sign < 0:
+			return list, nil
+		case len(list) >= planspec.MaxTotalList:
+			return nil, fmt.Errorf("a list total keeps at most %d values, one a round: count or sum them instead", planspec.MaxTotalList)
+		}
+		return append(list, v), nil
+	case planspec.TotalCount:
+		n, ok := number(cur)
+		if !ok {
+			return nil, fmt.Errorf("the count kept is %s, not a number", describeValue(cur))
+		}
+		return int(n) + sign*v.(int), nil
+	}
 	sum, ok := number(cur)
 	if !ok {
 		return nil, fmt.Errorf("the sum kept is %s, not a number", describeValue(cur))
@@ -349,35 +411,7 @@ func addNumber(cur, v any, src string) (any, error) {
 	if v == nil {
 		return sum, nil
 	}
-	n, ok := number(v)
-	if !ok {
-		return nil, fmt.Errorf("%s gave %s, want a number to add up", planspec.Clip(src, 60), describeValue(v))
-	}
-	return sum + n, nil
-}
-
-func appendTotal(cur, v any, src string) (any, error) {
-	list, ok := cur.([]any)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("the list kept is %s, not a list", describeValue(cur))
-	case len(list) >= planspec.MaxTotalList:
-		return nil, fmt.Errorf("a list total keeps at most %d values, one a round: count or sum them instead", planspec.MaxTotalList)
-	}
-	switch x := v.(type) {
-	case nil, bool:
-	case string:
-		if len(x) > planspec.MaxTotalText {
-			return nil, fmt.Errorf("%s gave a string of %d bytes: a list keeps values of at most %d, one field a round", planspec.Clip(src, 60), len(x), planspec.MaxTotalText)
-		}
-	default:
-		n, ok := number(v)
-		if !ok {
-			return nil, fmt.Errorf("%s gave %s, want one plain value (a string, a number, true or false)", planspec.Clip(src, 60), describeValue(v))
-		}
-		v = n
-	}
-	return append(list, v), nil
+	return sum + float64(sign)*v.(float64), nil
 }
 
 // number is v as a float, when it is a number.

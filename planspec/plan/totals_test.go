@@ -141,8 +141,7 @@ func totalsLoop(t *testing.T, totals string) (*planspec.State, func(review, fix 
 				run.Result, _ = json.Marshal(res)
 			}
 		}
-		st.KeepRound(g, l)
-		KeepTotals(g, l)
+		KeepTotals(g, l, st.KeepRound(g, l))
 		l.Round++
 	}
 }
