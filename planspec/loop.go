@@ -22,6 +22,9 @@ type Group struct {
 	// OnMax is what reaching Max does: OnMaxBlock (the default) or OnMaxDone.
 	OnMax string   `json:"onMax,omitempty"`
 	Steps []string `json:"steps"`
+	// Totals are the group's running totals by name: what each finished
+	// round adds, kept in its loop's Totals.
+	Totals map[string]Total `json:"totals,omitempty"`
 }
 
 // What reaching a loop's max rounds does.
@@ -48,6 +51,9 @@ type Loop struct {
 	// MaxRoundsKept; Dropped counts the older ones no longer kept.
 	Rounds  []RoundRecord `json:"rounds,omitempty"`
 	Dropped int           `json:"roundsDropped,omitempty"`
+	// Totals are the group's running totals over every finished round, by
+	// name: a number, a count, a list, or the "error: …" that stopped one.
+	Totals map[string]any `json:"totals,omitempty"`
 	// Ended says how the loop ended: LoopExit, LoopMax or LoopAbort; "" while
 	// it runs. Reason says why, for status and the journal.
 	Ended  string `json:"ended,omitempty"`
@@ -80,8 +86,10 @@ type RoundRun struct {
 }
 
 // KeepRound records the finished round of g: its steps' run records are added to
-// the loop's rounds, the oldest dropped past MaxRoundsKept.
-func (s *State) KeepRound(g *Group, l *Loop) {
+// the loop's rounds, the oldest dropped past MaxRoundsKept. A round kept
+// already, which a re-run from inside the loop ran again, replaces its
+// record; the record replaced is returned (nil when the round is new).
+func (s *State) KeepRound(g *Group, l *Loop) (replaced RoundRecord) {
 	rec := make(RoundRecord, len(g.Steps))
 	for _, id := range g.Steps {
 		r := s.StepRuns[id]
@@ -95,12 +103,17 @@ func (s *State) KeepRound(g *Group, l *Loop) {
 		}
 		rec[id] = rr
 	}
-	l.Rounds = append(l.Rounds, rec)
+	if last := len(l.Rounds) - 1; last >= 0 && l.Dropped+len(l.Rounds) >= l.Round {
+		replaced, l.Rounds[last] = l.Rounds[last], rec
+	} else {
+		l.Rounds = append(l.Rounds, rec)
+	}
 	if over := len(l.Rounds) - MaxRoundsKept; over > 0 {
 		l.Rounds = slices.Delete(l.Rounds, 0, over)
 		l.Dropped += over
 	}
 	l.views = decodeRounds(l.Rounds) // a new slice: a clone may share the old one
+	return replaced
 }
 
 func cloneLoops(ls map[string]*Loop) map[string]*Loop {
@@ -114,6 +127,7 @@ func cloneLoops(ls map[string]*Loop) map[string]*Loop {
 		for i, rec := range c.Rounds {
 			c.Rounds[i] = maps.Clone(rec)
 		}
+		c.Totals = cloneTotals(l.Totals)
 		out[id] = &c
 	}
 	return out
@@ -220,7 +234,7 @@ func (d *stateDecoder) groups(key string, raw json.RawMessage) []Group {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&gs); err != nil {
-		d.fail(key, "want a list of groups, each {id, title, max, onMax, steps}: %v", err)
+		d.fail(key, "want a list of groups, each {id, title, max, onMax, steps, totals}: %v", err)
 		return nil
 	}
 	return gs
@@ -246,9 +260,10 @@ func (d *stateDecoder) loops(key string, raw json.RawMessage) map[string]*Loop {
 // checkGroups refuses groups the machine could not run: each names consecutive
 // ids of stepQueue, a step is in one group at most, and max and onMax are known.
 func (d *stateDecoder) checkGroups(st *State) {
-	in := map[string]string{}
+	in, totals := map[string]string{}, map[string]string{}
 	for i, g := range st.Settings.Groups {
 		key := fmt.Sprintf("stepseq.groups[%d]", i)
+		d.checkTotals(key, &g, totals)
 		if g.ID == "" {
 			d.fail(key+".id", "want the group's id")
 		}
@@ -292,6 +307,7 @@ func cloneGroups(gs []Group) []Group {
 	out := slices.Clone(gs)
 	for i := range out {
 		out[i].Steps = slices.Clone(out[i].Steps)
+		out[i].Totals = maps.Clone(out[i].Totals)
 	}
 	return out
 }

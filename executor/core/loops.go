@@ -147,7 +147,7 @@ func abortHolds(st *planspec.State, id string, g *planspec.Group, l *planspec.Lo
 // round is kept, and the next one starts, or max ends the loop, which blocks
 // the plan unless onMax says done.
 func endRound(st *planspec.State, id string, g *planspec.Group, l *planspec.Loop, f Facts) (Decision, loopMove, bool) {
-	st.KeepRound(g, l)
+	keepRound(st, g, l)
 	if l.Round < l.Max {
 		nextRound(st, g, l)
 		tell(f, LoopEvent{Kind: LoopRound, Group: g.ID, Step: g.Steps[0], Round: l.Round, Max: l.Max,
@@ -192,10 +192,18 @@ func leave(st *planspec.State, id string, g *planspec.Group, at int, l *planspec
 	skip(g.Steps[at+1:])
 	l.Ended = planspec.LoopExit
 	l.Reason = fmt.Sprintf("exit: %s held after %s in round %d", spec.Exit, id, l.Round)
-	st.KeepRound(g, l)
+	keepRound(st, g, l)
 	st.CurrentStep = slices.Index(st.StepQueue, g.Steps[len(g.Steps)-1]) + 1
 	tell(f, LoopEvent{Kind: LoopLeft, Group: g.ID, Step: id, Round: l.Round, Max: l.Max, How: planspec.LoopExit,
 		Reason: g.ID + ": " + l.Reason})
+}
+
+// keepRound records the round g's loop just finished, and adds it to the
+// group's running totals: both in the state write that moves the cursor past
+// the round, so that a restart neither loses the round nor counts it twice. A
+// round a re-run ran again replaces its earlier run, in both.
+func keepRound(st *planspec.State, g *planspec.Group, l *planspec.Loop) {
+	plan.KeepTotals(g, l, st.KeepRound(g, l))
 }
 
 // nextRound sets the group's steps back to PENDING, as a new run of them, and
@@ -301,7 +309,7 @@ func abortText(st *planspec.State, id string, f Facts) string {
 		reason := spec.AbortReason
 		if t, err := plan.CompileTemplate(reason); err == nil {
 			if text, err := t.Render(&plan.Env{Now: f.Now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
-				Params: st.Settings.Params, Loop: st.LoopAround(id)}); err == nil {
+				Params: st.Settings.Params, Loop: st.LoopAround(id), Totals: st.Totals()}); err == nil {
 				reason = text
 			}
 		}

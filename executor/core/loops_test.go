@@ -392,3 +392,50 @@ func TestRetry_GrantsARound(t *testing.T) {
 		t.Fatalf("done %v, loop %+v, blockers %q", r.m.Done(), l, st.Blockers)
 	}
 }
+
+// TestRerun_InAFinishedLoopCountsTheRoundOnce: re-running a step after the
+// first of a loop that ended runs its last round again from there; the
+// round's record and its totals are the new run's, not a second round beside
+// the first.
+func TestRerun_InAFinishedLoopCountsTheRoundOnce(t *testing.T) {
+	r := loopRig(t, `
+name: again
+steps:
+  - id: loop
+    repeat: {max: 3, onMax: done}
+    totals: {n: fix.result.n, seen: {list: fix.result.n}}
+    steps:
+      - {id: look, title: Look, instruction: look}
+      - {id: fix, title: Fix, instruction: fix}
+  - {id: after, title: After, instruction: go on}
+`, nil)
+	n := 0
+	answer := func(step string, round int) any {
+		if step != "fix" {
+			return nil
+		}
+		n++
+		return map[string]any{"n": n}
+	}
+	drive(t, r, answer)
+	st := r.m.State()
+	if err := Rerun(st, "fix"); err != nil {
+		t.Fatal(err)
+	}
+	r.feed(StateRead{State: parse(t, string(st.Marshal()))})
+	if got := stepsOf(drive(t, r, answer)); got != "fix@3 after" {
+		t.Fatalf("after the re-run: launched %q", got)
+	}
+	st = r.m.State()
+	l := st.Loop("loop")
+	if !r.m.Done() || len(l.Rounds) != 3 || l.Round != 3 {
+		t.Fatalf("done %v, round %d, %d rounds kept, want 3", r.m.Done(), l.Round, len(l.Rounds))
+	}
+	// Rounds 1 and 2 gave 1 and 2; round 3 gave 3, then 4 when re-run.
+	if got := fmt.Sprint(st.Totals()); got != "map[n:7 seen:[1 2 4]]" {
+		t.Errorf("totals %s, want round 3 counted once, as re-run", got)
+	}
+	if got := string(l.Rounds[2]["fix"].Result); got != `{"n":4}` {
+		t.Errorf("round 3's record %s, want the re-run's", got)
+	}
+}

@@ -457,7 +457,7 @@ func StateCond(st *planspec.State, now time.Time, id, kind string) (bool, error)
 		return false, err
 	}
 	return c.Eval(&plan.Env{Now: now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
-		Params: st.Settings.Params, Loop: st.LoopAround(id)})
+		Params: st.Settings.Params, Loop: st.LoopAround(id), Totals: st.Totals()})
 }
 
 // loopEvent journals a round's start or a loop's end, and tells the user.
@@ -515,7 +515,7 @@ func (m *Machine) summarize(d Decision) bool {
 		st.Settings.SummaryValues = s.Summary(m.now, st.Settings.Summary)
 	} else {
 		st.Settings.SummaryValues = plan.EvalSummary(st.Settings.Summary, &plan.Env{Now: m.now, Runs: st.StepRuns,
-			Vars: st.Settings.Vars, Params: st.Settings.Params, Loop: st.LoopAround("")})
+			Vars: st.Settings.Vars, Params: st.Settings.Params, Loop: st.LoopAround(""), Totals: st.Totals()})
 	}
 	return true
 }
@@ -529,7 +529,7 @@ func (m *Machine) render(id string) (*planspec.StepSpec, error) {
 		return r.Render(m.now, id)
 	}
 	return plan.RenderSpec(m.st.Steps[id], m.st.Settings.Agent, &plan.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
-		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params, Loop: m.st.LoopAround(id)})
+		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params, Loop: m.st.LoopAround(id), Totals: m.st.Totals()})
 }
 
 // launchRefusal says why step id's agent cannot start (a configuration error):

@@ -58,6 +58,11 @@ import (
 //	merge-fails [off]            merges at a join fail (the input is why) until off
 //	shutdown | inherited-gone
 //	status                       what the machine holds
+//	rounds STEP... n=N           N rounds of a loop's steps: each exits in turn with the result
+//	                             its line of the input gives ("STEP JSON", ${round} its round);
+//	                             only the last exit's effects are shown
+//	loops                        each loop's round, kept rounds, totals, and the summary
+//	crash [persistent]           a new machine on what the last write put on disk
 //
 // A command's output lists its effects, one a line. Journal entries of the routine
 // events (write, state-read, decide) and log lines show only with `verbose`.
@@ -195,6 +200,7 @@ type scenario struct {
 	running   map[string]int       // step → the try started
 	last      map[string]string    // what the last write said of each run
 	lastBlk   []string
+	disk      []byte // what the last successful write put on disk
 }
 
 func newScenario() *scenario {
@@ -263,6 +269,9 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 		return s.status()
 	case "spend":
 		return spendText(s.m.State())
+	}
+	if f, ok := scenarioLoops[d.Cmd]; ok {
+		return f(s, t, d, verbose)
 	}
 	if f, ok := scriptWorld[d.Cmd]; ok {
 		f(s, t, d)
@@ -540,6 +549,9 @@ func (s *scenario) feed(in Input, verbose bool) string {
 		s.print(&b, e, verbose)
 		switch e := e.(type) {
 		case WriteState:
+			if s.failWrite == nil {
+				s.disk = e.State.Marshal()
+			}
 			queue = append(queue, s.m.Handle(s.now, Written{Err: s.failWrite})...)
 		case ReadState:
 			queue = append(queue, s.m.Handle(s.now, StateRead{Unchanged: true})...)

@@ -137,6 +137,7 @@ func (c *Conditions) env(now time.Time, id string) *planpkg.Env {
 		Vars:       c.st.Settings.Vars,
 		Params:     c.st.Settings.Params,
 		Loop:       c.st.LoopAround(id),
+		Totals:     c.st.Totals(),
 		Getenv:     c.getenv,
 	}, c.st.Steps[id])
 }

@@ -64,6 +64,8 @@ type LoopReport struct {
 	// Ended is exit, max or abort once the loop is over, Reason why.
 	Ended  string `json:"ended,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Totals are the group's running totals over the finished rounds.
+	Totals map[string]any `json:"totals,omitempty"`
 }
 
 // loopReports are st's groups and their loops.
@@ -73,6 +75,7 @@ func loopReports(st *planspec.State) []LoopReport {
 		lr := LoopReport{Group: g.ID, Title: g.Title, Steps: g.Steps}
 		if l := st.Loop(g.ID); l != nil {
 			lr.Round, lr.Max, lr.Rounds, lr.Ended, lr.Reason = l.Round, l.Max, len(l.Rounds)+l.Dropped, l.Ended, l.Reason
+			lr.Totals = l.Totals
 		}
 		out = append(out, lr)
 	}

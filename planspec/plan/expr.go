@@ -54,13 +54,14 @@ type Condition struct {
 	steps      []string // step ids named as steps.ID or steps["ID"]
 	vars       []string // var names named as vars.NAME or vars["NAME"]
 	params     []string // param names named as params.NAME or params["NAME"]
+	totals     []string // running totals named as totals.NAME or totals["NAME"]
 	value      bool     // a template's expression: any value, not a boolean
 
 	usesFS     bool // calls a function that reads the workspace
 	usesSteps  bool
 	usesStep   bool
 	usesRounds bool
-	usesRun    bool // reads round or now: known only while the run goes
+	usesRun    bool // reads round, now or totals: known only while the run goes
 	// readsEnv: the expression names env or $env, so its evaluation errors
 	// show nothing it evaluated (envTaintedError). envNames are the names
 	// given to env() as literals; envBuilt: it may read others, named at run
@@ -95,6 +96,8 @@ type Env struct {
 	// Loop is the loop the step is in, or the latest one before it (State.LoopAround):
 	// round and rounds read it. Nil: round 0, no rounds.
 	Loop *planspec.Loop
+	// Totals are the running totals of every loop (State.Totals): totals.NAME.
+	Totals map[string]any
 	// Getenv reads the environment for env(name).
 	Getenv func(string) string
 	// Item and Index are a foreach instance's element of the list and its
@@ -148,6 +151,12 @@ func checkCondition(src string) (*Condition, error) {
 	}
 	compiledCache.put(src, c)
 	return c, nil
+}
+
+// namesAny reports whether the expression names a step, var, param or total,
+// which the plan's decoder checks once every name is known.
+func (c *Condition) namesAny() bool {
+	return len(c.steps)+len(c.vars)+len(c.params)+len(c.totals) > 0
 }
 
 // Source returns the expression as written.

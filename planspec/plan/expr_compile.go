@@ -29,7 +29,7 @@ var pathFuncs = map[string]bool{
 // for "did you mean" hints.
 var conditionNames = []string{
 	"exists", "glob", "globCount", "size", "lines", "mtime", "age", "fresh", "read", "json",
-	"env", "now", "steps", "step", "vars", "params", "round", "rounds", "result", "item", "index",
+	"env", "now", "steps", "step", "vars", "params", "round", "rounds", "totals", "result", "item", "index",
 }
 
 // newConditionConfig is expr.Compile's configuration for conditions: the typed
@@ -231,7 +231,7 @@ func (v *inspector) identifier(n *ast.IdentifierNode) {
 		c.usesRounds = true
 	case n.Value == "item" || n.Value == "index":
 		c.usesItem = true
-	case n.Value == "round" || n.Value == "now":
+	case n.Value == "round" || n.Value == "now" || n.Value == "totals":
 		c.usesRun = true
 	case n.Value == "$env":
 		c.usesSteps, c.usesStep, c.usesFS, c.usesRounds = true, true, true, true
@@ -244,8 +244,8 @@ func (v *inspector) identifier(n *ast.IdentifierNode) {
 	}
 }
 
-// member notes the steps, vars and params named as steps.ID, vars.NAME and
-// params.NAME.
+// member notes the steps, vars, params and totals named as steps.ID,
+// vars.NAME, params.NAME and totals.NAME.
 func (v *inspector) member(n *ast.MemberNode) {
 	c := v.c
 	id, ok := n.Node.(*ast.IdentifierNode)
@@ -261,6 +261,8 @@ func (v *inspector) member(n *ast.MemberNode) {
 		c.vars = append(c.vars, prop.Value)
 	case id.Value == "params" && !slices.Contains(c.params, prop.Value):
 		c.params = append(c.params, prop.Value)
+	case id.Value == "totals" && !slices.Contains(c.totals, prop.Value):
+		c.totals = append(c.totals, prop.Value)
 	}
 }
 

@@ -46,6 +46,8 @@ type evaluation struct {
 	Round  int                           `expr:"round"`
 	Rounds []map[string]planspec.RunView `expr:"rounds"`
 	Result any                           `expr:"result"`
+	// Totals are the loops' running totals by name.
+	Totals map[string]any `expr:"totals"`
 	// Item and Index are a foreach instance's element and its place.
 	Item  any `expr:"item"`
 	Index int `expr:"index"`
@@ -112,7 +114,7 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 		ev.Step = viewOf(env.Runs[env.Step])
 		ev.Result = ev.Step.Result
 	}
-	ev.Item, ev.Index = env.Item, env.Index
+	ev.Item, ev.Index, ev.Totals = env.Item, env.Index, env.Totals
 	if env.Loop != nil {
 		ev.Round = env.Loop.Round
 		if c.usesRounds {
@@ -124,7 +126,7 @@ func getEvaluation(c *Condition, env *Env) *evaluation {
 
 func putEvaluation(ev *evaluation) {
 	ev.env, ev.Vars, ev.Params, ev.Step = nil, nil, nil, planspec.RunView{}
-	ev.Round, ev.Rounds, ev.Result = 0, nil, nil
+	ev.Round, ev.Rounds, ev.Result, ev.Totals = 0, nil, nil, nil
 	ev.Item, ev.Index = nil, 0
 	clear(ev.Steps)
 	clear(ev.stats)

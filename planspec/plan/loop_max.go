@@ -20,7 +20,7 @@ func LoopMax(s *planspec.State, g *planspec.Group) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("max %q: %w", planspec.Clip(src, 60), err)
 	}
-	v, err := c.evalValue(&Env{Runs: s.StepRuns, Vars: s.Settings.Vars, Params: s.Settings.Params})
+	v, err := c.evalValue(&Env{Runs: s.StepRuns, Vars: s.Settings.Vars, Params: s.Settings.Params, Totals: s.Totals()})
 	if err != nil {
 		return 0, fmt.Errorf("max %q: %w", planspec.Clip(src, 60), err)
 	}

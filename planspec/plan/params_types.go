@@ -101,8 +101,21 @@ type paramTypeChecker struct {
 	checked map[[2]string]error
 }
 
-func newParamTypeChecker(params []Param) *paramTypeChecker {
-	return newTypeChecker(params, nil)
+// totalsTyped is also with totals typed as the plan's groups declare them.
+// A name no group declares reads as any: checkRefs reports it, once.
+func (d *planDecoder) totalsTyped(also types.Map) types.Map {
+	if len(d.totalTypes) == 0 {
+		return also
+	}
+	ts := types.Map{types.Extra: types.Any}
+	for k, v := range d.totalTypes {
+		ts[k] = v
+	}
+	out := types.Map{"totals": ts}
+	for k, v := range also {
+		out[k] = v
+	}
+	return out
 }
 
 // newTypeChecker checks expressions with the params typed from their schemas
@@ -168,24 +181,29 @@ func (pc *paramTypeChecker) check(src string, value bool) (err error) {
 	return nil
 }
 
-// checkParamTypes checks, against the params' types, each expression of the
-// plan that names only params the plan declares (an undeclared one is an
-// error of its own).
+// checkParamTypes checks, against the types of the params and the running
+// totals, each expression of the plan that names only params and totals the
+// plan declares (an undeclared one is an error of its own).
 func (d *planDecoder) checkParamTypes(params []Param) {
-	if len(params) == 0 {
+	if len(params) == 0 && len(d.totalTypes) == 0 {
 		return
 	}
 	declared := make([]string, len(params))
 	for i, p := range params {
 		declared[i] = p.Name
 	}
+	typed := func(c *Condition) bool {
+		return len(c.params)+len(c.totals) > 0 &&
+			!slices.ContainsFunc(c.params, func(n string) bool { return !slices.Contains(declared, n) }) &&
+			!slices.ContainsFunc(c.totals, func(n string) bool { _, ok := d.totalDecls[n]; return !ok })
+	}
 	var pc *paramTypeChecker
 	for _, r := range d.refs {
-		if len(r.cond.params) == 0 || slices.ContainsFunc(r.cond.params, func(n string) bool { return !slices.Contains(declared, n) }) {
+		if !typed(r.cond) {
 			continue
 		}
 		if pc == nil {
-			pc = newParamTypeChecker(params)
+			pc = newTypeChecker(params, d.totalsTyped(nil))
 		}
 		if r.tpl == nil {
 			if err := pc.check(r.cond.src, r.cond.value); err != nil {
@@ -194,7 +212,7 @@ func (d *planDecoder) checkParamTypes(params []Param) {
 			continue
 		}
 		for _, p := range r.tpl.parts {
-			if p.expr == nil || len(p.expr.params) == 0 {
+			if p.expr == nil || len(p.expr.params)+len(p.expr.totals) == 0 {
 				continue
 			}
 			if err := pc.check(p.expr.src, true); err != nil {
@@ -232,7 +250,7 @@ func (d *planDecoder) checkResultTypes(params []Param) {
 		}
 		tc := checkers[step]
 		if tc == nil {
-			tc = newTypeChecker(params, types.Map{"result": ParamType(schema)})
+			tc = newTypeChecker(params, d.totalsTyped(types.Map{"result": ParamType(schema)}))
 			checkers[step] = tc
 		}
 		if err := tc.check(pc.src, false); err != nil {

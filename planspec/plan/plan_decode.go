@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/expr-lang/expr/types"
 	"github.com/stepseq/stepseq/planspec"
 	"gopkg.in/yaml.v3"
 )
@@ -21,7 +22,7 @@ var (
 		"reports", "launchTimeout", "milestoneTimeout", "idleTimeout", "result", "onInvalid", "resultFrom", "limitWait", "resume", "sandbox",
 		"exit", "abort", "approve", "budget", "needs", "foreach", "continueOnFailure", "worktree", "merge"}
 	// groupKeys are the keys of a repeat group.
-	groupKeys = []string{"id", "title", "repeat", "needs", "steps"}
+	groupKeys = []string{"id", "title", "repeat", "totals", "needs", "steps"}
 )
 
 // planDecoder walks a plan's YAML nodes, collecting a located error for every
@@ -34,6 +35,10 @@ type planDecoder struct {
 	// results are the steps' result schemas by the step's field (steps[2]),
 	// which exit and abort are type-checked against.
 	results map[string]json.RawMessage
+	// totalDecls are the totals the plan's groups declare, totalTypes what
+	// totals.NAME gives, by name.
+	totalDecls map[string]totalDecl
+	totalTypes types.Map
 
 	aliases map[string]*aliasUse // by anchor name
 

@@ -79,7 +79,7 @@ func (d *planDecoder) stepGraph(st *PlanStep, key string, v *yaml.Node, f string
 		if src, ok := d.str(v, f); ok {
 			if c, err := compileTemplateExpr(src); err != nil {
 				d.exprError(v, f, err, "expression")
-			} else if len(c.steps)+len(c.vars)+len(c.params) > 0 {
+			} else if c.namesAny() {
 				d.refs = append(d.refs, stepRef{node: v, field: f, key: "foreach", cond: c})
 			}
 			g.Foreach = src

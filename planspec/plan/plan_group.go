@@ -20,7 +20,7 @@ func isGroupNode(n *yaml.Node) bool {
 // group's id node when the id is valid.
 func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, idNode *yaml.Node, field string)) (planspec.Group, []PlanStep, *yaml.Node) {
 	var g planspec.Group
-	var idNode, stepsNode *yaml.Node
+	var idNode, stepsNode, totalsNode *yaml.Node
 	hasRepeat, hasID := false, false
 	d.fields(n, field, func(key, f string, k, v *yaml.Node) {
 		switch key {
@@ -43,6 +43,8 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 			d.repeat(v, f, &g)
 		case "steps":
 			stepsNode = v
+		case "totals":
+			totalsNode = v
 		case "needs":
 			ids, _ := d.strList(v, f, nil)
 			d.gk.needs = append(d.gk.needs, needsRef{node: v, field: f, ids: ids, owner: groupMark})
@@ -92,6 +94,9 @@ func (d *planDecoder) group(n *yaml.Node, field string, unique func(id string, i
 		g.Steps = append(g.Steps, st.ID)
 	}
 	d.ownGroupNeeds(g.ID)
+	if totalsNode != nil {
+		g.Totals = d.totals(totalsNode, field+".totals", &g, out)
+	}
 	return g, out, idNode
 }
 
@@ -160,7 +165,7 @@ func (d *planDecoder) maxRounds(n *yaml.Node, field string) string {
 		d.exprError(n, field, err, "expression")
 		return ""
 	}
-	if len(c.steps)+len(c.vars)+len(c.params) > 0 {
+	if c.namesAny() {
 		d.refs = append(d.refs, stepRef{node: n, field: field, key: "max", cond: c})
 	}
 	return src

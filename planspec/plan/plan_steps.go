@@ -359,7 +359,7 @@ func (d *planDecoder) compileConditions(p *Plan) {
 		}
 		c := results[i]
 		d.noteItemUse(pc.node, pc.field, c)
-		if len(c.steps) > 0 || len(c.vars) > 0 || len(c.params) > 0 {
+		if c.namesAny() {
 			d.refs = append(d.refs, stepRef{node: pc.node, field: pc.field, key: lastKey(pc.field), cond: c})
 		}
 		if c.readsEnv {
@@ -413,15 +413,13 @@ func (d *planDecoder) template(n *yaml.Node, field, src string) {
 	for _, part := range t.parts {
 		d.noteItemUse(n, field, part.expr)
 	}
-	steps, vars, params := t.names()
-	if len(steps)+len(vars)+len(params) > 0 {
-		c := &Condition{src: src, steps: steps, vars: vars, params: params}
+	if c := t.names(); c.namesAny() {
 		d.refs = append(d.refs, stepRef{node: n, field: field, key: lastKey(field), cond: c, tpl: t})
 	}
 }
 
-// checkRefs reports conditions and templates that name steps, vars or params the
-// plan does not have.
+// checkRefs reports conditions and templates that name steps, vars, params or
+// totals the plan does not have.
 func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any, params []string) {
 	known := make([]string, 0, len(ids))
 	for id := range ids {
@@ -454,6 +452,7 @@ func (d *planDecoder) checkRefs(ids map[string]int, vars map[string]any, params 
 			}
 			d.fail(r.node, r.field, "%s", msg)
 		}
+		d.checkTotalRefs(r)
 	}
 }
 

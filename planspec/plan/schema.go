@@ -63,6 +63,10 @@ func group(step *jsonSchema) *jsonSchema {
 					"onMax": {Type: "string", Enum: planspec.Texts(planspec.OnMaxWords),
 						Description: "What reaching max does: block (default) blocks the plan, did not converge in N rounds; done goes on with the step after the group."},
 				}},
+			"totals": {Type: "object", Examples: []any{map[string]any{"fixed": "respond.result.fixed_count", "clean": map[string]any{"count": "review.result.findings_total == 0"}}},
+				Description: "Running totals over every round, read as totals.NAME by conditions, templates and the summary (rounds keeps only the latest 10): " +
+					"name → an expression over the finished round, its steps by id (respond.result.fixed_count), whose numbers are added up; " +
+					"{count: EXPR} counts the rounds where it holds; {list: EXPR} keeps its value, one a round (at most 100)."},
 			"steps": {Type: "array", MinItems: ptr(1), Items: step, Description: "The steps each round runs, in order."},
 			"needs": needsSchema("The steps the group waits for; the group is one node of the graph, its steps a line inside it."),
 		},

@@ -26,7 +26,7 @@ func (d *planDecoder) summary(n *yaml.Node, field string) map[string]string {
 			d.exprError(v, f, err, "expression")
 			return
 		}
-		if len(c.steps)+len(c.vars)+len(c.params) > 0 {
+		if c.namesAny() {
 			d.refs = append(d.refs, stepRef{node: v, field: f, key: name, cond: c})
 		}
 		out[name] = src

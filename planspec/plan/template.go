@@ -143,16 +143,19 @@ func locateIn(src string, off int, err error) error {
 // Source returns the template as written.
 func (t *Template) Source() string { return t.src }
 
-// params are the params the template's expressions name.
-func (t *Template) names() (steps, vars, params []string) {
+// names are the steps, vars, params and totals the template's expressions
+// name, as one Condition for the plan's decoder to check.
+func (t *Template) names() *Condition {
+	c := &Condition{src: t.src}
 	for _, p := range t.parts {
 		if p.expr != nil {
-			steps = append(steps, p.expr.steps...)
-			vars = append(vars, p.expr.vars...)
-			params = append(params, p.expr.params...)
+			c.steps = append(c.steps, p.expr.steps...)
+			c.vars = append(c.vars, p.expr.vars...)
+			c.params = append(c.params, p.expr.params...)
+			c.totals = append(c.totals, p.expr.totals...)
 		}
 	}
-	return steps, vars, params
+	return c
 }
 
 // Render evaluates the template's expressions against env. A string is written
