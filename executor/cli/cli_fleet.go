@@ -393,6 +393,9 @@ func fleetAnswer(stdout io.Writer, approve bool) func(*cobra.Command, string, []
 		if !approve && strings.TrimSpace(note) == "" {
 			return usageErr("reject --nats: %v", engine.ErrNoNote)
 		}
+		if err := engine.LaunchedAgent(os.Getenv); err != nil {
+			return &exitError{code: 1, err: err}
+		}
 		a := fleet.GateAnswer{Approve: approve, Note: note}
 		if len(args) > 0 {
 			a.Step = args[0]

@@ -12,8 +12,8 @@ import (
 // TestFleetCLI_Budget: a run its budget blocks on a worker shows the hold in
 // runs --nats; budget --nats refuses what stepseq budget refuses, with the
 // same exit codes, then raises it, and the run goes on to DONE on a worker.
-// A run that is done, and a budget command from an agent's environment, are
-// refused.
+// A run that is done is refused, and so are budget and approve from an
+// agent's environment.
 func TestFleetCLI_Budget(t *testing.T) {
 	t.Setenv("STEP_AGENT_CMD", "true")
 	url, bare := fleetServer(t), fleetRepo(t)
@@ -71,7 +71,10 @@ func TestFleetCLI_Budget(t *testing.T) {
 	}
 	t.Setenv("STEPSEQ_STEP", "b")
 	t.Setenv("STEPSEQ_TRY", "1")
-	if code, _, errs := stepseq("budget", "--nats", url, "--run", "capped", "tries=+1"); code != 1 || !strings.Contains(errs, "environment of the agent of step b, try 1") {
-		t.Fatalf("budget --nats from an agent's environment: exit %d, %s", code, errs)
+	for _, args := range [][]string{{"budget", "tries=+1"}, {"approve"}} {
+		code, _, errs := stepseq(append([]string{args[0], "--nats", url, "--run", "capped"}, args[1:]...)...)
+		if code != 1 || !strings.Contains(errs, "environment of the agent of step b, try 1") {
+			t.Errorf("%s --nats from an agent's environment: exit %d, %s", args[0], code, errs)
+		}
 	}
 }
