@@ -34,10 +34,12 @@ func Budget(ctx context.Context, c *Conn, run string, o BudgetOrder, by string) 
 			msg, err := budgetRunning(ctx, c, rec, o, cs)
 			return rec, msg, err
 		}
-		msg, requeue, err := keepBudget(&rec, o, time.Now())
+		now := time.Now()
+		msg, requeue, err := keepBudget(&rec, o, now)
 		if err != nil {
 			return rec, "", err
 		}
+		rec.Updated = now.UTC()
 		data, _ := json.Marshal(rec)
 		newRev, err := c.KV.Update(ctx, RunKey(run), data, rev)
 		if isMismatch(err) {
@@ -82,8 +84,9 @@ func keepBudget(rec *Record, o BudgetOrder, now time.Time) (msg string, requeue 
 	cs, _ := planspec.ParseBudgetChanges(o.Changes)
 	what := fmt.Sprintf("budget %s of run %s", planspec.ChangesText(cs), rec.Run)
 	if len(rec.State) == 0 && rec.Attempt > 0 {
-		// Its state was too big for the bucket: its branch holds it, and the
-		// engine of the worker that takes it checks the change there.
+		// A worker took it, yet its record holds no state: the state was too
+		// big for the bucket (the branch holds it), or the run ended before
+		// it had one. The engine of the next worker checks the change.
 		rec.Budget = append(rec.Budget, o)
 		if rec.Status == StatusQueued {
 			return what + ": kept for the worker that takes it, which makes it before anything launches", false, nil
@@ -104,7 +107,6 @@ func keepBudget(rec *Record, o BudgetOrder, now time.Time) (msg string, requeue 
 		return "", false, fmt.Errorf("run %s: %w", rec.Run, err)
 	}
 	rec.Budget = append(rec.Budget, o)
-	rec.Updated = now.UTC()
 	what += ": now " + b.String()
 	bound, held := core.BudgetReached(st, step, now)
 	switch {
