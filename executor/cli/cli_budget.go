@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -43,6 +44,14 @@ raised: the step's own budget when it is a step's, else the run's.
 
 A live sidecar takes the change at once; without one, the state is changed now
 and the next stepseq check goes on. stepseq status shows the spend and the budget.
+
+What a run may spend is a person's to raise: run from the environment of an agent
+stepseq launched (STEPSEQ_STEP and STEPSEQ_TRY set), budget is refused (exit 1).
+
+With --nats URL --run RUN it changes a fleet's run: a running run's worker gives
+the change to its engine; a queued or blocked run keeps it in its record for the
+worker that takes it next, and a run its budget blocked goes back on the queue
+once no bound holds it. A run that is done or closed is refused (exit 1).
 ` + exitCodesHelp,
 		Example: `  stepseq budget usd=+2
   stepseq budget --run review-t12 tries=+10,wall=+1h
@@ -66,11 +75,11 @@ and the next stepseq check goes on. stepseq status shows the spend and the budge
 				return err
 			}
 			defer rt.Close()
-			msg, err := engine.Commands{WS: rt.WS, RT: rt}.Budget(context.Background(), step, changes, "budget")
+			msg, err := engine.Commands{WS: rt.WS, RT: rt, Env: os.Getenv}.Budget(context.Background(), step, changes, "budget")
 			switch {
 			case errors.Is(err, core.ErrBudgetChange):
 				return usageErr("%v", err)
-			case errors.Is(err, core.ErrNoStep):
+			case errors.Is(err, core.ErrNoStep), errors.Is(err, engine.ErrAgentBudget):
 				return &exitError{code: 1, err: err}
 			case err != nil:
 				return err

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,18 +15,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 	"github.com/stepseq/stepseq/executor/fleet"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // The fleet's commands: submit and worker, and --nats on runs, close, retry,
-// approve and reject. Without --nats nothing here connects anywhere. A
-// command for a held run is a fleet.Control the worker watches.
+// approve, reject and budget. Without --nats nothing here connects anywhere.
+// A command for a held run is a fleet.Control the worker watches.
 
 // addFleet adds submit and worker to root and --nats to runs, close, retry,
-// approve and reject.
+// approve, reject and budget.
 func addFleet(root *cobra.Command, g *globals, stdout io.Writer) {
 	root.AddCommand(newSubmitCmd(g, stdout), newWorkerCmd(g))
 	for _, c := range root.Commands() {
@@ -36,9 +40,9 @@ func addFleet(root *cobra.Command, g *globals, stdout io.Writer) {
 		case "retry":
 			withNats(c, "[STEP] --run RUN", cobra.MaximumNArgs(1), fleetRetry(stdout))
 		case "approve", "reject":
-			// budget joins here when it exists: withNats, and a field of
-			// fleet.Control that the run's worker hands to its engine.
 			withNats(c, "[STEP] --run RUN", cobra.MaximumNArgs(1), fleetAnswer(stdout, c.Name() == "approve"))
+		case "budget":
+			withNats(c, "--run RUN usd=+2", cobra.MinimumNArgs(1), fleetBudget(stdout))
 		}
 	}
 }
@@ -100,7 +104,8 @@ bucket STEPSEQ_STATE. A worker (stepseq worker) takes it, clones the branch, run
 the plan as stepseq watch does, and pushes each verified step to the branch
 stepseq/RUN. NAME is --run, else the plan's name and a short id.
 
-stepseq runs --nats URL lists the fleet's runs; close and retry take --nats too.
+stepseq runs --nats URL lists the fleet's runs; close, retry, approve, reject and
+budget take --nats too.
 ` + exitCodesHelp,
 		Example: `  stepseq submit --nats nats://127.0.0.1:4222 plans/review.yaml --repo git@github.com:me/app.git
   stepseq submit --nats nats://nats:4222 review.yaml --repo https://git.example/app.git --branch dev --param ticket=T-12 --run t12`,
@@ -299,8 +304,9 @@ func writeFleetTable(b *bytes.Buffer, runs []fleet.Record) {
 			status += ": " + clip(r.Reason, 60)
 		}
 		spend := "-"
-		if len(r.Spend) > 0 {
-			spend = clip(string(r.Spend), 30)
+		var sp planspec.Spend
+		if len(r.Spend) > 0 && json.Unmarshal(r.Spend, &sp) == nil {
+			spend = clip(sp.Text(), 40)
 		}
 		rows = append(rows, []string{r.Run, orDash(r.Plan), status, orDash(r.Worker), orDash(r.Step), orDash(r.Phase),
 			fmt.Sprintf("%d/%d", r.Done, r.Steps), spend, r.Updated.Local().Format("2006-01-02 15:04:05")})
@@ -387,6 +393,9 @@ func fleetAnswer(stdout io.Writer, approve bool) func(*cobra.Command, string, []
 		if !approve && strings.TrimSpace(note) == "" {
 			return usageErr("reject --nats: %v", engine.ErrNoNote)
 		}
+		if err := engine.LaunchedAgent(os.Getenv); err != nil {
+			return &exitError{code: 1, err: err}
+		}
 		a := fleet.GateAnswer{Approve: approve, Note: note}
 		if len(args) > 0 {
 			a.Step = args[0]
@@ -402,6 +411,41 @@ func fleetAnswer(stdout io.Writer, approve bool) func(*cobra.Command, string, []
 			return &exitError{code: 1, err: err}
 		}
 		_, err = fmt.Fprintf(stdout, "asked worker %s to %s the gate of run %s\n", rec.Worker, cmd.Name(), run)
+		return err
+	}
+}
+
+// fleetBudget changes what a fleet's run may spend: through its worker when
+// one runs it, else in its record, for the worker that takes it next.
+func fleetBudget(stdout io.Writer) func(*cobra.Command, string, []string) error {
+	return func(cmd *cobra.Command, url string, args []string) error {
+		run, _ := cmd.Flags().GetString("run")
+		if run == "" {
+			return usageErr("budget --nats: name the run with --run")
+		}
+		for _, a := range args {
+			if !strings.Contains(a, "=") {
+				return usageErr("budget --nats: want changes like usd=+2, got %q (a fleet's run is named by --run, never a DIR)", a)
+			}
+		}
+		if err := engine.AgentBudget(os.Getenv); err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		step, _ := cmd.Flags().GetString("step")
+		ctx := cmd.Context()
+		c, err := dialFleet(ctx, url, "stepseq budget", 1)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, said, err := fleet.Budget(ctx, c, run, fleet.BudgetOrder{Step: step, Changes: args}, "stepseq budget "+whoAmI())
+		switch {
+		case errors.Is(err, core.ErrBudgetChange):
+			return usageErr("%v", err)
+		case err != nil:
+			return &exitError{code: 1, err: err}
+		}
+		_, err = fmt.Fprintln(stdout, strings.ReplaceAll(said, "--nats URL", "--nats "+url))
 		return err
 	}
 }

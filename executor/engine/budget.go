@@ -21,7 +21,12 @@ import (
 // (core.ErrNoStep). Like a retry, it works with or without a live sidecar: the
 // change is queued for whichever stepseq holds the run, and, with c.RT, applied
 // at once when none does, so that the next check launches what the budget held.
+// A change given from the environment of an agent stepseq launched (c.Env) is
+// refused (ErrAgentBudget): an agent may not raise what it may spend.
 func (c Commands) Budget(ctx context.Context, step string, changes []string, from string) (string, error) {
+	if err := AgentBudget(c.Env); err != nil {
+		return "", refusal(err)
+	}
 	cs, err := planspec.ParseBudgetChanges(changes)
 	if err != nil {
 		return "", refusal(fmt.Errorf("%w: %w", core.ErrBudgetChange, err))
@@ -37,6 +42,22 @@ func (c Commands) Budget(ctx context.Context, step string, changes []string, fro
 		msg, err = "budget "+planspec.ChangesText(cs)+" queued", enqueueBudget(c.WS, t, cs)
 	}
 	return msg, refusal(err)
+}
+
+// ErrAgentBudget is matched by a budget change given from the environment of
+// an agent stepseq launched: what a run may spend is a person's to raise.
+var ErrAgentBudget = errors.New("an agent stepseq launched may not change a run's budget")
+
+// AgentBudget refuses env (nil: none to judge) when it is the environment of
+// an agent stepseq launched, whose marks it holds (STEPSEQ_STEP and
+// STEPSEQ_TRY): an agent may not raise what it may spend by running stepseq.
+func AgentBudget(env func(string) string) error {
+	step, try, ok := agentMarks(env)
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w: this process runs in the environment of the agent of step %s, try %s (STEPSEQ_STEP and STEPSEQ_TRY are set): "+
+		"a person changes it, from their own shell (stepseq budget) or an operator's MCP session", ErrAgentBudget, step, try)
 }
 
 // budgetNow queues t, a budget change, for whichever stepseq holds the run,

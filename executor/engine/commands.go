@@ -24,6 +24,11 @@ type Commands struct {
 	SC *Sidecar
 	// Grace is how long a close waits after SIGTERM before SIGKILL; 0: RT's.
 	Grace time.Duration
+	// Env is the environment of the process that gives the command when it
+	// is this one's (the command line, the stdio MCP server); nil when the
+	// command comes from elsewhere. A budget change from the environment of
+	// an agent stepseq launched is refused (ErrAgentBudget).
+	Env func(string) string
 }
 
 // Retry asks for a new try of a blocked or failed step. It says what comes

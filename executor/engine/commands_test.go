@@ -14,8 +14,9 @@ import (
 // DONE step, a step the plan does not have and a run that is closed or
 // missing with one code and one message, whether the command goes through
 // the sidecar's loop, the workspace's files, or applies with no stepseq
-// holding the workspace. A budget change that does not read, or names no
-// step of the plan, is refused the same way.
+// holding the workspace. A budget change that does not read, names no step
+// of the plan, or comes from a launched agent's environment is refused the
+// same way.
 func TestCommands_OneRefusalEachWay(t *testing.T) {
 	w := newTestWS(t, plan("", `"instruction":"write:a.txt"`))
 	if err := w.check(); err != nil {
@@ -51,6 +52,10 @@ func TestCommands_OneRefusalEachWay(t *testing.T) {
 		refused("budget change that does not read", err, InvalidParams, `budget change "usd+2"`)
 		_, err = c.Budget(ctx, "nope", []string{"usd=+2"}, "test")
 		refused("budget of no step", err, NotFound, `no step "nope"`)
+		agent := c
+		agent.Env = func(k string) string { return map[string]string{"STEPSEQ_STEP": "s1", "STEPSEQ_TRY": "2"}[k] }
+		_, err = agent.Budget(ctx, "", []string{"usd=+2"}, "test")
+		refused("budget from an agent's environment", err, NotAllowed, "environment of the agent of step s1, try 2")
 		// Closing a closed run is an answer: the run, closed.
 		if info, err := c.Close(ctx, "side"); err != nil || info.Status != store.RunClosed {
 			t.Errorf("close of a closed run: %+v, %v; want the closed run", info, err)

@@ -101,7 +101,8 @@ func codeOf(err error) Code {
 	switch {
 	case errors.Is(err, ErrStaleToken):
 		return Stale
-	case errors.Is(err, ErrNotAllowed), errors.Is(err, ErrNotRetryable), errors.Is(err, ErrNotWaiting), errors.Is(err, ErrLaunchedAgent):
+	case errors.Is(err, ErrNotAllowed), errors.Is(err, ErrNotRetryable), errors.Is(err, ErrNotWaiting), errors.Is(err, ErrLaunchedAgent),
+		errors.Is(err, ErrAgentBudget):
 		return NotAllowed
 	case errors.Is(err, ErrNoNote), errors.Is(err, core.ErrBudgetChange):
 		return InvalidParams

@@ -298,6 +298,9 @@ func (s *Sidecar) ended() (bool, error) {
 	// Each end below is returned, and main prints it: it is not logged too.
 	case m.Blocked():
 		why := strings.Join(m.State().Blockers, "; ")
+		if why == "" {
+			why = m.State().Settings.BudgetHeld // held by its budget, no step blocked
+		}
 		return true, fmt.Errorf("%w: %s", ErrPlanBlocked, why)
 	case s.refused != nil && m.State() == nil:
 		if errors.Is(s.refused, planspec.ErrAgentRunsCode) {

@@ -111,6 +111,37 @@ func (e *workspace) answer(a GateAnswer, by string) (string, error) {
 	return got.Message, err
 }
 
+// budget makes a change to the run's budget, as stepseq budget does: at once
+// when the sidecar does not run yet, else in its loop. It acts through a
+// runtime of its own.
+func (e *workspace) budget(o BudgetOrder) (string, error) {
+	rt, err := engine.NewRuntime(e.state, e.rt.Logger)
+	if err != nil {
+		return "", err
+	}
+	defer rt.Close()
+	return engine.Commands{WS: rt.WS, RT: rt}.Budget(context.Background(), o.Step, o.Changes, "fleet")
+}
+
+// startState is the state rec's run goes on from: the newest its record
+// holds or, for a run no worker has started, the one its plan starts with,
+// as far as budgets go (the plan's and its steps').
+func startState(rec Record) (*planspec.State, error) {
+	if len(rec.State) > 0 {
+		return planspec.ParseStateBytes(rec.State, "run "+rec.Run+"'s state")
+	}
+	if rec.Job == nil {
+		return nil, fmt.Errorf("%s's record holds neither a state nor a plan (made by hand?): submit it again", rec.Run)
+	}
+	p, err := plan.ParsePlan(bytes.NewReader(rec.Job.Plan), rec.Job.File)
+	if err != nil {
+		return nil, err
+	}
+	st := p.State(rec.Job.File, "")
+	st.Settings.Budget = p.Budget
+	return st, nil
+}
+
 // hasState reports whether the workspace holds a state file: a resumed run's
 // branch carries the one of its last verified step.
 func (e *workspace) hasState() bool {
@@ -208,11 +239,8 @@ func summarize(data []byte) (summary, error) {
 		s.step = st.StepQueue[st.CurrentStep]
 		s.phase = core.DisplayPhase(st, s.step)
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(data, &top) == nil {
-		if sp, ok := top["spend"]; ok && !bytes.Equal(sp, []byte("null")) {
-			s.spend = sp
-		}
+	if !st.Settings.Spend.IsZero() {
+		s.spend, _ = json.Marshal(st.Settings.Spend)
 	}
 	return s, nil
 }

@@ -61,6 +61,10 @@ type Record struct {
 	State json.RawMessage `json:"state,omitempty"`
 	// Job is the run as submitted, for a retry to queue it again.
 	Job *Job `json:"job,omitempty"`
+	// Budget are the changes to the run's budget given while no worker held
+	// it: the next holder makes them through its engine and drops them with
+	// the first write of its state, which holds them.
+	Budget []BudgetOrder `json:"budget,omitempty"`
 }
 
 func decodeRecord(data []byte) (Record, error) {
@@ -73,11 +77,20 @@ func decodeRecord(data []byte) (Record, error) {
 
 // Control is a command for a run's worker, in the bucket under ControlKey.
 type Control struct {
-	Close  bool        `json:"close,omitempty"`
-	Retry  string      `json:"retry,omitempty"` // the step to give a new try
-	Answer *GateAnswer `json:"answer,omitempty"`
-	By     string      `json:"by,omitempty"`
-	At     time.Time   `json:"at"`
+	Close  bool         `json:"close,omitempty"`
+	Retry  string       `json:"retry,omitempty"` // the step to give a new try
+	Answer *GateAnswer  `json:"answer,omitempty"`
+	Budget *BudgetOrder `json:"budget,omitempty"`
+	By     string       `json:"by,omitempty"`
+	At     time.Time    `json:"at"`
+}
+
+// BudgetOrder is a change to what a run may spend, as stepseq budget gives
+// it, which a worker gives its engine as stepseq budget does.
+type BudgetOrder struct {
+	Step    string   `json:"step,omitempty"` // "": the bound that holds the run, else the run's
+	Changes []string `json:"changes"`        // like usd=+2, tries=40
+	By      string   `json:"by,omitempty"`
 }
 
 // GateAnswer is a person's yes or no to a gate of a running run, which its

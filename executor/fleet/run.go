@@ -54,6 +54,10 @@ type runner struct {
 	mirrored  []byte                   // the state last written to the bucket
 	closedBy  string
 	mirrorEnd chan struct{}
+
+	// budgetMade: the engine has made the budget changes the record kept,
+	// so the record's next state holds them and drops them.
+	budgetMade bool
 }
 
 // handle runs one message's run to its end, or until the worker stops or
@@ -185,6 +189,7 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 	if err != nil {
 		return fmt.Errorf("start the plan: %w", err)
 	}
+	r.makeBudget(prev.Budget)
 	if r.job.Retry != "" {
 		if said, err := e.retry(r.job.Retry); err != nil {
 			r.log.Warn("retry refused", "step", r.job.Retry, "err", err)
@@ -323,6 +328,9 @@ func (r *runner) mirror(ctx context.Context) error {
 		state = nil // the branch's state.json stands in for it
 	}
 	err = r.l.update(ctx, func(rec *Record) {
+		if r.budgetMade {
+			rec.Budget = nil
+		}
 		rec.State, rec.Spend, rec.Commit = state, snap.sum.spend, sha
 		rec.Step, rec.Phase, rec.Done, rec.Steps = snap.sum.step, snap.sum.phase, snap.sum.done, snap.sum.steps
 	})
@@ -460,8 +468,8 @@ func (r *runner) handBack(ctx context.Context) {
 	r.log.Info("run handed back to the queue")
 }
 
-// watchControl delivers the commands stepseq close and retry leave for the
-// run, the one waiting first.
+// watchControl delivers the commands stepseq close, retry, approve, reject
+// and budget leave for the run, the one waiting first.
 func (r *runner) watchControl(ctx context.Context) <-chan controlEntry {
 	out := make(chan controlEntry)
 	kw, err := r.w.c.KV.Watch(ctx, ControlKey(r.job.Run))
@@ -504,7 +512,7 @@ type controlEntry struct {
 }
 
 // control acts on a command: close stops the run; retry queues a new try;
-// an answer goes to a gate.
+// an answer goes to a gate; a budget change to the engine.
 func (r *runner) control(ctx context.Context, c controlEntry) {
 	if c.Close {
 		r.closedBy = orWord(c.By, "stepseq close")
@@ -526,7 +534,29 @@ func (r *runner) control(ctx context.Context, c controlEntry) {
 			r.log.Info(said, "by", c.By)
 		}
 	}
+	if c.Budget != nil {
+		r.budget(*c.Budget)
+	}
 	_ = r.w.c.KV.Delete(ctx, ControlKey(r.job.Run), jetstream.LastRevision(c.rev))
+}
+
+// makeBudget gives the engine, before the run goes on, the budget changes
+// its record kept while no worker held it.
+func (r *runner) makeBudget(orders []BudgetOrder) {
+	for _, o := range orders {
+		r.budget(o)
+	}
+	r.budgetMade = len(orders) > 0
+}
+
+// budget gives the engine a change to the run's budget; one it refuses is
+// said in the log.
+func (r *runner) budget(o BudgetOrder) {
+	if said, err := r.e.budget(o); err != nil {
+		r.log.Warn("budget change refused", "step", o.Step, "changes", strings.Join(o.Changes, ","), "err", err)
+	} else {
+		r.log.Info(said, "by", o.By)
+	}
 }
 
 func orWord(s, dflt string) string {

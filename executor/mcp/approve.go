@@ -13,7 +13,8 @@ import (
 // The answers to a gate over MCP: an operator's session may approve or
 // reject; a session that pulled a step's try (a worker's) may not, nor one
 // over HTTP without the listener's token, nor a stdio server that runs in
-// the environment of an agent stepseq launched.
+// the environment of an agent stepseq launched. A change to a run's budget
+// is an operator's act too (budget.go).
 
 // AnswerInput is a person's answer to a gate.
 type AnswerInput struct {
@@ -24,7 +25,8 @@ type AnswerInput struct {
 }
 
 // workers are the sessions that asked for a try to pull (step_current): a
-// worker's session may not answer a gate, its own or another.
+// worker's session may not answer a gate, its own or another, nor change a
+// run's budget.
 type workers struct{ sync.Map }
 
 // mark records client as a worker's session and forgets those that are gone.
@@ -54,7 +56,7 @@ func (t *tools) reject(ctx context.Context, req *sdk.CallToolRequest, in AnswerI
 // answer hands the answer to the engine's one method for it, as the
 // operator whose session this is.
 func (t *tools) answer(ctx context.Context, req *sdk.CallToolRequest, in AnswerInput, approve bool) (*sdk.CallToolResult, engine.Answered, error) {
-	if r := t.operator(req); r != nil {
+	if r := t.operator(req, gateAct); r != nil {
 		return nil, engine.Answered{}, r
 	}
 	v, err := t.runOf(in.Run)
@@ -85,16 +87,36 @@ func (t *tools) answer(ctx context.Context, req *sdk.CallToolRequest, in AnswerI
 	return nil, got, err
 }
 
-// operator refuses a session that may not answer a gate: over HTTP without
-// the listener's token, or one that pulled a try.
-func (t *tools) operator(req *sdk.CallToolRequest) *Refusal {
+// operatorAct is an act only an operator's session may do, in the words of
+// its refusals.
+type operatorAct struct {
+	doing    string // "answering a gate"
+	may      string // "answer a gate"
+	why      string // why a worker's session may not, when it needs saying
+	instead  string // who does it, and how
+	insteadH string // what to do instead of it over an HTTP face with no token
+}
+
+var (
+	gateAct = operatorAct{doing: "answering a gate", may: "answer a gate",
+		instead:  "a person answers from an operator's session, the live page or stepseq approve",
+		insteadH: "answer with stepseq approve or reject instead"}
+	budgetAct = operatorAct{doing: "changing a run's budget", may: "change a run's budget",
+		why:      ": an agent may not raise what it may spend",
+		instead:  "a person changes it, from an operator's session (one that pulled no try) or with stepseq budget",
+		insteadH: "change it with stepseq budget instead"}
+)
+
+// operator refuses a session that may not do act: over HTTP without the
+// listener's token, or one that pulled a try.
+func (t *tools) operator(req *sdk.CallToolRequest, act operatorAct) *Refusal {
 	if t.opt.Remote && !t.opt.TokenGuarded {
-		return refuse(NotAllowed, "answering a gate over HTTP needs the listener's token (watch --listen with --token-file or STEPSEQ_TOKEN): "+
-			"without it, any program that reaches the port could answer, an agent included; answer with stepseq approve or reject instead")
+		return refuse(NotAllowed, act.doing+" over HTTP needs the listener's token (watch --listen with --token-file or STEPSEQ_TOKEN): "+
+			"without it, any program that reaches the port could "+act.may+", an agent included; "+act.insteadH)
 	}
 	if client := clientID(req); client != "" && t.pulled.has(client) {
-		return refuse(NotAllowed, fmt.Sprintf("this session (%s) called step_current, as a worker pulling steps does: a worker's session may not answer a gate; "+
-			"a person answers from an operator's session, the live page or stepseq approve", client))
+		return refuse(NotAllowed, fmt.Sprintf("this session (%s) called step_current, as a worker pulling steps does: a worker's session may not %s%s; %s",
+			client, act.may, act.why, act.instead))
 	}
 	return nil
 }

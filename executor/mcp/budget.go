@@ -58,7 +58,12 @@ type BudgetChanged struct {
 	Queued  bool   `json:"queued"`
 }
 
-func (t *tools) budget(ctx context.Context, _ *sdk.CallToolRequest, in BudgetChangeInput) (*sdk.CallToolResult, BudgetChanged, error) {
+// budget hands the change to the engine's one method for it, from an
+// operator's session only: an agent may not raise its own run's budget.
+func (t *tools) budget(ctx context.Context, req *sdk.CallToolRequest, in BudgetChangeInput) (*sdk.CallToolResult, BudgetChanged, error) {
+	if r := t.operator(req, budgetAct); r != nil {
+		return nil, BudgetChanged{}, r
+	}
 	cs, err := planspec.ParseBudgetChanges(in.Changes)
 	if err != nil {
 		return nil, BudgetChanged{}, refuse(InvalidParams, "arguments.changes: "+err.Error())
@@ -68,7 +73,11 @@ func (t *tools) budget(ctx context.Context, _ *sdk.CallToolRequest, in BudgetCha
 		return nil, BudgetChanged{}, err
 	}
 	defer v.close()
-	if _, err := v.eng.Commands().Budget(ctx, in.Step, in.Changes, "mcp"); err != nil {
+	cmds := v.eng.Commands()
+	if !t.opt.Remote {
+		cmds.Env = t.opt.Runtime.Getenv // this server's environment is its client's
+	}
+	if _, err := cmds.Budget(ctx, in.Step, in.Changes, "mcp"); err != nil {
 		return nil, BudgetChanged{}, err
 	}
 	return nil, BudgetChanged{Changes: planspec.ChangesText(cs), Queued: true}, nil

@@ -1,10 +1,17 @@
 package mcp
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -66,5 +73,113 @@ func TestServer_StepReportUsage(t *testing.T) {
 	step := out["steps"].([]any)[0].(map[string]any)
 	if u := step["usage"].([]any)[0].(map[string]any); u["model"] != "m" || u["inputTokens"] != 300.0 {
 		t.Fatalf("fetch's usage: %v", u)
+	}
+}
+
+// cappedPullPlan is a pulled plan whose budget lets one try run.
+const cappedPullPlan = `agent: mcp
+budget: {tries: 1}
+steps:
+  - id: draft
+    title: Draft
+    instruction: Write the draft
+  - id: publish
+    title: Publish
+    instruction: Publish it
+`
+
+// TestServer_BudgetIsAnOperators: a worker's session that pulled a try, held
+// by the run's budget after it, may not raise it: refused, naming who may.
+// An operator's session may: a change that does not read or names no step
+// is refused with its code, and a raise lets the worker pull the next try.
+func TestServer_BudgetIsAnOperators(t *testing.T) {
+	w := newWorkspace(t)
+	srv := NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)})
+	op, worker := connect(t, srv, "operator"), connect(t, srv, "worker")
+	if _, errText := call(t, op, "plan_submit", map[string]any{"name": "capped", "yaml": cappedPullPlan}); errText != "" {
+		t.Fatal(errText)
+	}
+	cur := waitTool(t, worker, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	token := cur["step"].(map[string]any)["token"].(string)
+	for _, status := range []string{"accepted", "done"} {
+		if _, errText := call(t, worker, "step_report", report(token, status, nil)); errText != "" {
+			t.Fatal(errText)
+		}
+	}
+	waitTool(t, op, "status", map[string]any{}, func(o map[string]any) bool {
+		sp, _ := o["spend"].(map[string]any)
+		return sp != nil && sp["held"] == "budget: 1 of 1 tries spent (tries)"
+	})
+	code, why := callRawCode(t, worker, "budget", map[string]any{"changes": []string{"tries=+5"}})
+	if code != string(NotAllowed) || !strings.Contains(why, "a worker's session may not change a run's budget: an agent may not raise what it may spend") ||
+		!strings.Contains(why, "a person changes it, from an operator's session") || !strings.Contains(why, "stepseq budget") {
+		t.Fatalf("a worker's budget: %s %s", code, why)
+	}
+	for _, tc := range []struct {
+		args map[string]any
+		code Code
+		want string
+	}{
+		{map[string]any{"changes": []string{"tries+1"}}, InvalidParams, `arguments.changes: budget change "tries+1": want KEY=+AMOUNT`},
+		{map[string]any{"changes": []string{"dollars=+2"}}, InvalidParams, `unknown budget key "dollars"`},
+		{map[string]any{"changes": []string{"tries=+1"}, "step": "nope"}, NotFound, `no step "nope" in the plan (steps: draft, publish)`},
+	} {
+		if code, why := callRawCode(t, op, "budget", tc.args); code != string(tc.code) || !strings.Contains(why, tc.want) {
+			t.Errorf("budget %v: %s %s, want %s saying %q", tc.args, code, why, tc.code, tc.want)
+		}
+	}
+	if got, errText := call(t, op, "budget", map[string]any{"changes": []string{"tries=+1"}}); errText != "" || got["changes"] != "tries=+1" {
+		t.Fatalf("the operator's budget: %v %s", got, errText)
+	}
+	cur = waitTool(t, worker, "step_current", map[string]any{}, func(o map[string]any) bool { return o["step"] != nil })
+	if id := cur["step"].(map[string]any)["id"]; id != "publish" {
+		t.Fatalf("after the raise the worker got %v, want publish", id)
+	}
+	out, _ := call(t, op, "status", map[string]any{})
+	if sp := out["spend"].(map[string]any); sp["budget"].(map[string]any)["tries"] != 2.0 {
+		t.Errorf("budget after the raise: %v, want tries 2 and no more", sp["budget"])
+	}
+}
+
+// TestServer_BudgetFromAnAgentsServer: `stepseq mcp` run by an agent stepseq
+// launched (its environment holds the try's marks) changes no budget.
+func TestServer_BudgetFromAnAgentsServer(t *testing.T) {
+	w := newWorkspace(t)
+	rt, eng := filesRuntime(t, w.rt.WS.State)
+	rt.Getenv = func(k string) string { return map[string]string{"STEPSEQ_STEP": "draft", "STEPSEQ_TRY": "1"}[k] }
+	cs := connect(t, NewServer(Options{Runtime: rt, Engine: eng}), "agent")
+	code, why := callRawCode(t, cs, "budget", map[string]any{"changes": []string{"usd=+2"}})
+	if code != string(NotAllowed) || !strings.Contains(why, "environment of the agent of step draft, try 1") {
+		t.Fatalf("budget from an agent's server: %s %s", code, why)
+	}
+}
+
+// TestHandler_BudgetNeedsTheToken: over HTTP, a session changes a run's
+// budget only behind the listener's token.
+func TestHandler_BudgetNeedsTheToken(t *testing.T) {
+	w := newWorkspace(t)
+	local := connect(t, NewServer(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}), "operator")
+	if _, errText := call(t, local, "plan_submit", map[string]any{"name": "capped", "yaml": cappedPullPlan}); errText != "" {
+		t.Fatal(errText)
+	}
+	open := httptest.NewServer(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc)}))
+	t.Cleanup(open.Close)
+	code, why := callRawCode(t, httpSession(t, open.URL), "budget", map[string]any{"changes": []string{"usd=+2"}})
+	if code != string(NotAllowed) || !strings.Contains(why, "changing a run's budget over HTTP needs the listener's token") ||
+		!strings.Contains(why, "change it with stepseq budget instead") {
+		t.Fatalf("budget over HTTP without a token: %s %s", code, why)
+	}
+	const token = "0123456789abcdef0123456789abcdef"
+	guarded := httptest.NewServer(listener.NewGuard(token, nil).MCP(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc),
+		Authenticated: listener.Authenticated, TokenGuarded: true})))
+	t.Cleanup(guarded.Close)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "operator-http", Version: "1"}, nil).Connect(context.Background(),
+		&sdk.StreamableClientTransport{Endpoint: guarded.URL, HTTPClient: &http.Client{Transport: bearerTransport{token}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if got, errText := call(t, cs, "budget", map[string]any{"changes": []string{"usd=+2"}}); errText != "" || got["changes"] != "usd=+2" {
+		t.Fatalf("budget with the token: %v %s", got, errText)
 	}
 }

@@ -54,7 +54,8 @@ type Options struct {
 	SessionYield         time.Duration
 	// TokenGuarded says the HTTP face is behind the listener's token: a
 	// session over it holds the token and, unless it pulled a try, may
-	// answer a gate. Without a token no HTTP session may.
+	// answer a gate or change a run's budget. Without a token no HTTP
+	// session may.
 	TokenGuarded bool
 	// StreamGrace: a session whose event stream ended and that has made no
 	// request for this long has left; the tries it claimed are offered again.
@@ -105,7 +106,7 @@ func NewServer(opt Options) *sdk.Server {
 	addTool(s, &sdk.Tool{Name: "trigger", Description: "Re-run a finished step and the steps after it."}, t.trigger)
 	addTool(s, &sdk.Tool{Name: "approve", Description: "A person's yes to the gate that waits (a plan with approval: required, a step with approve: true): the step starts. Only from an operator's session: never a worker's that pulled a try, and over HTTP only with the listener's token."}, t.approve)
 	addTool(s, &sdk.Tool{Name: "reject", Description: "A person's no to the gate that waits: the step is blocked with the note (required) as its blocker; retry asks again. Only from an operator's session, as approve."}, t.reject)
-	addTool(s, &sdk.Tool{Name: "budget", Description: "Raise (usd=+2) or set (tries=40) what the run may spend, keys usd, tokens, tries, wall; a run its budget holds goes on. With no step, the bound that holds the run is raised."}, t.budget)
+	addTool(s, &sdk.Tool{Name: "budget", Description: "Raise (usd=+2) or set (tries=40) what the run may spend, keys usd, tokens, tries, wall; a run its budget holds goes on. With no step, the bound that holds the run is raised. Only from an operator's session, as approve: never a worker's that pulled a try, and over HTTP only with the listener's token."}, t.budget)
 	addTool(s, &sdk.Tool{Name: "run_start", Description: "Start a run: a plan of plans/ (by name) or given as YAML, with its params, beside the workspace's other runs; answers the run (its name, state file, status, params, progress)."}, t.runStart)
 	addTool(s, &sdk.Tool{Name: "run_list", Description: "The workspace's runs: active, blocked, done, closed and invalid ones, with their params and progress."}, t.runList)
 	addTool(s, &sdk.Tool{Name: "run_resume", Description: "Drive what is already in the workspace: a server merely started shows its plans and runs but drives nothing until a client acts (this, plan_submit, run_start, retry or trigger)."}, t.runResume)
@@ -163,7 +164,7 @@ type tools struct {
 	runsMu sync.Mutex
 	runs   map[string]Engine // run name → its files engine (runOf)
 
-	pulled workers // the sessions that took a try: no answer to a gate from them
+	pulled workers // the sessions that took a try: no answer to a gate nor budget change from them
 }
 
 // PlanInput is a plan to check.
@@ -747,7 +748,7 @@ func (t *tools) live(client string) bool {
 }
 
 func (t *tools) stepCurrent(ctx context.Context, req *sdk.CallToolRequest, in RunInput) (*sdk.CallToolResult, CurrentOutput, error) {
-	t.pulled.mark(clientID(req), t.live) // a worker's session from now on: it answers no gate
+	t.pulled.mark(clientID(req), t.live) // a worker's session from now on: it answers no gate, changes no budget
 	v, err := t.runOf(in.Run)
 	if err != nil {
 		return nil, CurrentOutput{}, err
