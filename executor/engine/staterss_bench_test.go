@@ -16,15 +16,15 @@ import (
 )
 
 // BenchmarkSidecarStateRSS: the peak resident size of a sidecar process
-// (`stepseq watch --exit-when-done`, its ru_maxrss) on states of 5, 50 and 100
-// MB, every step DONE but the last, whose agent is `true`: the sidecar reads
-// and parses the state, writes it twice (the launch, the verdict) and exits.
-// A state over the size cap is refused unread (refused = 1), and the sidecar
-// stopped once it said so. The sidecar is started by testdata/peakrss, whose
-// figure is the sidecar's own: one this process forked would count this
-// process's peak too.
+// (`stepseq watch --exit-when-done`, its ru_maxrss) on states of 5, 50, 60
+// (about the largest the size cap lets through) and 100 MB, every step DONE
+// but the last, whose agent is `true`: the sidecar reads and parses the state,
+// writes it twice (the launch, the verdict) and exits. A state over the size
+// cap is refused unread (refused = 1), and the sidecar stopped once it said so.
+// The sidecar is started by testdata/peakrss, whose figure is the sidecar's
+// own: one this process forked would count this process's peak too.
 func BenchmarkSidecarStateRSS(b *testing.B) {
-	for _, mb := range []int{5, 50, 100} {
+	for _, mb := range []int{5, 50, 60, 100} {
 		b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) { benchStateRSS(b, mb) })
 	}
 }
