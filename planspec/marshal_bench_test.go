@@ -2,6 +2,7 @@ package planspec
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -63,4 +64,41 @@ func benchTrackedWrite(b *testing.B, n int, joined bool) {
 		}
 	}
 	b.ReportMetric(float64(size)/1e6, "MB/state")
+}
+
+// BenchmarkReadThenWrite: what a sidecar does first with a large state it
+// finds: parse the file, then write it once with the cursor's run started.
+// The state is of 1,000 and 12,000 steps of 4 KB instructions (about 4 and
+// 50 MB), every run but the last DONE, as stepseq writes it. B/op is what the
+// read and the write allocate, beside the file's size (state-MB).
+func BenchmarkReadThenWrite(b *testing.B) {
+	for _, n := range []int{1000, 12000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchReadThenWrite(b, n) })
+	}
+}
+
+func benchReadThenWrite(b *testing.B, n int) {
+	s := trackedChain(n)
+	note := strings.Repeat(" Read the notes and cite them.", 4096/30)
+	for i, id := range s.StepQueue {
+		s.Steps[id].Instruction += note
+		if i < n-1 {
+			r := s.Run(id)
+			r.Status, r.Tries, r.LastRunIso = StatusDone, 1, "2026-02-10T21:30:31.123456+00:00"
+		}
+	}
+	s.CurrentStep = n - 1
+	data := s.Marshal()
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := ParseStateBytes(data, "state.json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		st.Track()
+		r := st.Run(st.StepQueue[n-1])
+		r.Status, r.Tries = StatusInProgress, 1
+		st.MarshalPieces()
+	}
+	b.ReportMetric(float64(len(data))/1e6, "state-MB")
 }

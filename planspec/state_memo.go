@@ -78,12 +78,17 @@ type memoRun struct {
 }
 
 func (m *encodeMemo) rememberPlan(s *State, raw json.RawMessage) {
-	m.planSteps = make(map[string]*StepSpec, len(s.Steps))
+	m.planSteps = nil
+	if !m.frozen { // a frozen state's specs are told apart by identity alone
+		m.planSteps = make(map[string]*StepSpec, len(s.Steps))
+	}
 	m.planPtrs = make(map[string]*StepSpec, len(s.Steps))
 	for id, sp := range s.Steps {
 		if sp != nil {
-			c := sp.copy()
-			m.planSteps[id] = &c
+			if m.planSteps != nil {
+				c := sp.copy()
+				m.planSteps[id] = &c
+			}
 			m.planPtrs[id] = sp
 		}
 	}
@@ -100,7 +105,10 @@ func (m *encodeMemo) indentedPlan(lines bool) []byte {
 		if lines {
 			flat = 2 // plan, steps, a step
 		}
-		m.planIndented, m.planLines = appendIndented(nil, m.planRaw, 1, flat), lines
+		m.planIndented, m.planLines = indented(m.planRaw, 1, flat), lines
+		// The indented plan is the plan as well: a plan encoded anew is then
+		// held once, not also in the compact form it was encoded in.
+		m.planRaw = m.planIndented
 	}
 	return m.planIndented
 }
@@ -114,7 +122,7 @@ func (m *encodeMemo) indentedRun(id string, r *StepRun, lines bool) []byte {
 		if lines {
 			flat = 0
 		}
-		e.indented, e.lines = appendIndented(nil, e.raw, 2, flat), lines
+		e.indented, e.lines = indented(e.raw, 2, flat), lines
 	}
 	return e.indented
 }
@@ -128,7 +136,7 @@ func indentAt(raw json.RawMessage, depth int) []byte {
 const maxDepth = 1 << 30
 
 func (m *encodeMemo) planUnchanged(s *State) bool {
-	if m.planRaw == nil || len(m.planSteps) != len(s.Steps) {
+	if m.planRaw == nil || len(m.planPtrs) != len(s.Steps) {
 		return false
 	}
 	if m.track.on && !m.track.all && !m.track.specs {
@@ -295,7 +303,14 @@ func (a ReportRecord) equal(b ReportRecord) bool {
 // unchanged plan by the specs' identity, not by comparing every field of every
 // step on every write. The reconcile core keeps that word; a caller that edits
 // specs in place does not call it.
-func (s *State) FreezeSpecs() { s.memo.frozen = true }
+func (s *State) FreezeSpecs() { s.memo.freeze() }
+
+// freeze drops the copies of the specs taken for comparing them, which a frozen
+// state no longer needs: at 10,000 steps they are megabytes.
+func (m *encodeMemo) freeze() {
+	m.frozen = true
+	m.planSteps = nil
+}
 
 func agentEqual(a, b *AgentRecord) bool {
 	if a == nil || b == nil {

@@ -41,7 +41,7 @@ type runTracker struct {
 // Track is the caller's word described on runTracker: the encoder then re-encodes
 // only what the caller touched. It implies FreezeSpecs.
 func (s *State) Track() {
-	s.memo.frozen = true
+	s.memo.freeze()
 	s.memo.track.on = true
 	s.memo.track.all = true
 }
@@ -115,10 +115,15 @@ func (s *State) trackedRuns() (head, tail []byte) {
 		// An earlier run changed: a new head, the old one left as it was.
 		t.head, t.starts = slices.Clone(t.head[:t.starts[keep]]), t.starts[:keep]
 	}
+	// Sized first: grown run by run, a head of 10,000 runs would be allocated
+	// over and over, five times its size in all.
+	t.starts = slices.Grow(t.starts, keep-len(t.starts))
+	t.head = slices.Grow(t.head, s.runsLen(t.order[len(t.starts):keep]))
 	for i := len(t.starts); i < keep; i++ {
 		t.starts = append(t.starts, len(t.head))
 		t.head = s.appendRun(t.head, i, t.order[i])
 	}
+	tail = make([]byte, 0, s.runsLen(t.order[keep:])+len(runsClose))
 	for i := keep; i < len(t.order); i++ {
 		tail = s.appendRun(tail, i, t.order[i])
 	}
@@ -137,6 +142,16 @@ func (s *State) appendRun(b []byte, i int, id string) []byte {
 	b = appendString(b, id)
 	b = append(b, ": "...)
 	return append(b, s.memo.indentedRun(id, s.StepRuns[id], s.oneLine())...)
+}
+
+// runsLen is about the length appendRun gives the runs ids, enough for all but
+// ids that need escaping.
+func (s *State) runsLen(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		n += len(`,\n    "": `) + len(id) + len(s.memo.indentedRun(id, s.StepRuns[id], s.oneLine()))
+	}
+	return n
 }
 
 // unchangedPrefix returns how many runs of the last encoding stand unchanged, in

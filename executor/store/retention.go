@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -123,6 +122,15 @@ func (pr *pruner) expired(fi fs.FileInfo, keep time.Duration) bool {
 	return keep > 0 && pr.now.Sub(fi.ModTime()) > keep
 }
 
+// shortest is the shorter retention that removes anything (0: none does). A
+// file younger than it is kept whatever its status, which need not be read.
+func (p RetentionPolicy) shortest() time.Duration {
+	if p.Finished > 0 && (p.Failed <= 0 || p.Finished < p.Failed) {
+		return p.Finished
+	}
+	return p.Failed
+}
+
 func (pr *pruner) remove(path string) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		pr.errs = append(pr.errs, err)
@@ -144,6 +152,9 @@ func (pr *pruner) history() {
 		if err != nil || !fi.Mode().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
+		if !pr.expired(fi, pr.p.shortest()) {
+			continue
+		}
 		path := filepath.Join(pr.ws.HistoryDir(), e.Name())
 		keep := pr.p.Failed
 		if archivedDone(path) {
@@ -156,20 +167,22 @@ func (pr *pruner) history() {
 }
 
 // logs prunes try logs by their step's status in the current state; a folder
-// left empty goes too. The state is read only when there are logs to judge: a
-// thousand runs without logs cost a thousand directory reads, not state reads.
+// left empty goes too. The state's statuses are read only when there are logs
+// old enough to judge: a thousand runs without logs cost a thousand directory
+// reads, not state reads, and a sidecar that starts beside a large state does
+// not read it a second time.
 func (pr *pruner) logs() {
 	logs := pr.ws.RunMeta("logs")
 	dirs, err := os.ReadDir(logs)
-	if err != nil || len(dirs) == 0 {
+	if err != nil || len(dirs) == 0 || !pr.anyExpired(logs, dirs) {
 		return
 	}
-	st, _ := (&StateFile{Path: pr.ws.State}).Read()
+	st, _ := ReadStatuses(pr.ws.State)
 	for _, d := range dirs {
 		if !d.IsDir() {
 			continue
 		}
-		keep, running := pr.logKeep(st, d.Name())
+		keep, running := pr.logKeep(st.Runs, d.Name())
 		if running {
 			continue
 		}
@@ -189,18 +202,33 @@ func (pr *pruner) logs() {
 	}
 }
 
-// logKeep is how long the logs in folder name are kept: a DONE step's as
-// finished, any other's as failed; running is true while its step runs.
-func (pr *pruner) logKeep(st *planspec.State, name string) (keep time.Duration, running bool) {
-	keep = pr.p.Failed
-	if st == nil {
-		return keep, false
-	}
-	for id, run := range st.StepRuns {
-		if safeName(id) != name || run == nil {
+// anyExpired reports whether a file in one of the folders dirs of logs is
+// older than the shorter retention.
+func (pr *pruner) anyExpired(logs string, dirs []fs.DirEntry) bool {
+	for _, d := range dirs {
+		if !d.IsDir() {
 			continue
 		}
-		switch run.Status {
+		files, _ := os.ReadDir(filepath.Join(logs, d.Name()))
+		for _, f := range files {
+			if fi, err := f.Info(); err == nil && fi.Mode().IsRegular() && pr.expired(fi, pr.p.shortest()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// logKeep is how long the logs in folder name are kept: a DONE step's as
+// finished, any other's as failed; running is true while its step runs. runs
+// are the steps' run statuses, nil when the state could not be read.
+func (pr *pruner) logKeep(runs map[string]string, name string) (keep time.Duration, running bool) {
+	keep = pr.p.Failed
+	for id, status := range runs {
+		if safeName(id) != name {
+			continue
+		}
+		switch status {
 		case planspec.StatusDone:
 			keep = pr.p.Finished
 		case planspec.StatusInProgress:
@@ -278,8 +306,8 @@ func pruneRuns(ws Workspace, now time.Time, p RetentionPolicy, expired func(fs.F
 			continue
 		}
 		fi, err := os.Stat(rw.ClosedPath())
-		if err != nil {
-			continue // a folder without a run: a start under way, or its logs alone
+		if err != nil || !expired(fi, p.shortest()) {
+			continue // a folder without a run (a start under way, or its logs alone), or kept whatever its end
 		}
 		keep := p.Failed
 		if archivedDone(rw.ClosedPath()) {
@@ -293,13 +321,11 @@ func pruneRuns(ws Workspace, now time.Time, p RetentionPolicy, expired func(fs.F
 }
 
 // archivedDone reports whether an archived state's plan was DONE. It reads the
-// status member only: an archive that does not parse is kept the longer time.
+// statuses only, as they stream by, and refuses what ReadFile refuses (a FIFO, a
+// file over the state cap) unread: an archive that does not read is kept the
+// longer time.
 func archivedDone(path string) bool {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) > planspec.MaxStateSize {
-		return false
-	}
-	st, err := planspec.ParseState(bytes.NewReader(data), filepath.Base(path))
+	st, err := ReadStatuses(path)
 	return err == nil && st.Status == planspec.StatusDone
 }
 

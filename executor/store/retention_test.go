@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/executor/internal/testfs"
 )
 
 func TestPrune(t *testing.T) {
@@ -160,5 +163,41 @@ func TestPrune_Runs(t *testing.T) {
 	}
 	if w := []string{"new-done=done", "open=active", "new-closed=closed"}; !slices.Equal(names, w) {
 		t.Errorf("runs after pruning %v, want %v", names, w)
+	}
+}
+
+// An archive old enough to judge that is a FIFO, or over the state cap, is
+// kept the longer time without being read: a FIFO would block retention for
+// good, and a huge file be read whole only to be refused.
+func TestPrune_ArchivesReadSafely(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws, err := NewWorkspace(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	old := now.Add(-31 * 24 * time.Hour) // past the finished runs' retention, not the failed ones'
+	fifo := filepath.Join(dir, ".stepseq/runs/piped/closed.json")
+	testfs.Mkfifo(t, fifo)
+	huge := filepath.Join(dir, ".stepseq/runs/huge/closed.json")
+	if err := os.MkdirAll(filepath.Dir(huge), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := `{"plan":{"steps":{}},"stepQueue":[],"currentStep":0,"stepRuns":{},"status":"DONE"}`
+	if err := os.WriteFile(huge, []byte(done+strings.Repeat(" ", int(StateCap.Bytes))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, huge} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := testfs.Within(t, 10*time.Second, "Prune", func() Pruned {
+		got, _ := Prune(ws, now, DefaultRetention)
+		return got
+	})
+	if len(got.Removed) > 0 {
+		t.Errorf("removed %q: an archive that does not read is kept the longer time", got.Removed)
 	}
 }

@@ -139,15 +139,9 @@ func readOpenInto(path string, c Cap, buf []byte) ([]byte, error) {
 // readCapped checks the open file again (it may have been swapped since the
 // Stat) and reads at most c.Bytes+1 of it.
 func readCapped(f *os.File, name string, c Cap, into []byte) ([]byte, error) {
-	fi, err := f.Stat()
+	fi, err := checkOpen(f, name, c)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if err := regular(name, fi); err != nil {
 		return nil, err
-	}
-	if fi.Size() > c.Bytes {
-		return nil, &CapError{Name: name, Size: fi.Size(), Cap: c}
 	}
 	// The size is a hint: the file may grow while it is read.
 	if int64(cap(into)) < fi.Size()+bytes.MinRead {
@@ -161,6 +155,43 @@ func readCapped(f *os.File, name string, c Cap, into []byte) ([]byte, error) {
 		return nil, &CapError{Name: name, Cap: c}
 	}
 	return buf.Bytes(), nil
+}
+
+// checkOpen checks an open file as readCapped does before reading it: a
+// regular file, not over c.
+func checkOpen(f *os.File, name string, c Cap) (fs.FileInfo, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := regular(name, fi); err != nil {
+		return nil, err
+	}
+	if fi.Size() > c.Bytes {
+		return nil, &CapError{Name: name, Size: fi.Size(), Cap: c}
+	}
+	return fi, nil
+}
+
+// ReadStatuses reads the statuses of the state file at path as it streams by
+// (planspec.ReadStatuses), refusing what ReadFile refuses.
+func ReadStatuses(path string) (planspec.Statuses, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return planspec.Statuses{}, err
+	}
+	if err := regular(path, fi); err != nil {
+		return planspec.Statuses{}, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return planspec.Statuses{}, err
+	}
+	defer f.Close()
+	if _, err := checkOpen(f, path, StateCap); err != nil {
+		return planspec.Statuses{}, err
+	}
+	return planspec.ReadStatuses(f, path)
 }
 
 func regular(name string, fi fs.FileInfo) error {
