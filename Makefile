@@ -158,7 +158,9 @@ presets-check:
 # the user's cache folder): claude plugin validate --strict on the marketplace and
 # on examples/claude-plugin, then the plugin installed with the README's two
 # commands and stepseq init --claude, each asked through claude mcp list whether
-# stepseq mcp connects. Needs Node.js and npm for the first run.
+# stepseq mcp connects. A validate that passes but reports something (a warning,
+# such as a missing icon, or parts whose network hosts are not declared) fails.
+# Needs Node.js and npm for the first run.
 plugin-check: build
 	$(GO) run ./executor/internal/plugincheck -stepseq $(BIN)/stepseq
 
