@@ -147,9 +147,11 @@ chaos:
 	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor/engine
 
 # The agent presets against the real CLIs that the npm registry serves (claude,
-# codex, gemini, opencode), installed into a temporary prefix: every flag a preset
-# passes must appear in its CLI's own --help. Needs Node.js and npm. A CLI that
-# cannot be installed or run here is named and skipped (its fake still tests it).
+# codex, gemini, opencode, openclaw), installed into a temporary prefix: every flag
+# a preset passes must appear in its CLI's own --help. Needs Node.js and npm; a CLI
+# whose package asks for a newer Node than the system's (openclaw: 24 or later)
+# gets one from npm's node package, in the same prefix. A CLI that cannot be
+# installed or run here is named and skipped (its fake still tests it).
 presets-check:
 	$(GO) run ./executor/internal/presetcheck
 
