@@ -29,16 +29,25 @@ cross:
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) vet ./...; \
 	done
 
-# The demo: a copy of examples/demo in a temporary workspace, run by the sidecar
-# with the demo agent. The gate of the second step opens two seconds in, as a
-# person approving would; the sidecar exits once the plan is DONE.
+# The demo: examples/demo copied into $(DEMO), run by the sidecar with the demo
+# agent. The workspace stays for a look afterwards (examples/demo/README.md says
+# what to read) in that one place: each run replaces it, make clean removes it.
+# The gate of the second step opens $(DEMO_APPROVE) seconds in, as a person
+# approving would; the sidecar exits once the plan is DONE. Ctrl-C stops the
+# sidecar (timeout runs it in the foreground, where the terminal's signal
+# reaches it) and the approval that has not come yet (the traps).
+DEMO         ?= $(BIN)/demo
+DEMO_APPROVE ?= 2
 run: build
-	@ws=$$(mktemp -d -t stepseq-demo-XXXXXX); \
-	cp -R examples/demo/. "$$ws"; \
-	echo "demo workspace: $$ws"; \
-	( sleep 2; echo ">>> approving: touch approved.txt"; touch "$$ws/approved.txt" ) & \
-	STEP_AGENT_CMD="$(CURDIR)/$(BIN)/demoagent" timeout 120 $(BIN)/stepseq watch --exit-when-done "$$ws" && \
-	$(BIN)/stepseq status "$$ws"
+	@rm -rf "$(DEMO)" && mkdir -p "$(DEMO)" && cp -R examples/demo/. "$(DEMO)" || exit 2; \
+	ws="$(abspath $(DEMO))"; \
+	echo "demo workspace: $$ws (make run replaces it)"; \
+	( trap 'kill $$s 2>/dev/null; exit 0' TERM; sleep $(DEMO_APPROVE) & s=$$!; wait $$s && \
+		echo ">>> approving: touch approved.txt" && touch "$$ws/approved.txt" ) & approver=$$!; \
+	trap 'kill $$approver 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
+	STEP_AGENT_CMD="$(abspath $(BIN)/demoagent)" timeout --foreground 120 $(BIN)/stepseq watch --exit-when-done "$$ws" && \
+	$(BIN)/stepseq status "$$ws" && \
+	echo "the workspace stays in $$ws: examples/demo/README.md says what to look at"
 
 # go test's whole output, as JSON, is kept in test-artifacts/test.json, so that
 # a failure in CI can be read afterwards; testreport prints each package's
@@ -138,9 +147,11 @@ chaos:
 	$(GO) test -tags chaos -run TestChaos -count=1 -timeout 30m -v ./executor/engine
 
 # The agent presets against the real CLIs that the npm registry serves (claude,
-# codex, gemini, opencode), installed into a temporary prefix: every flag a preset
-# passes must appear in its CLI's own --help. Needs Node.js and npm. A CLI that
-# cannot be installed or run here is named and skipped (its fake still tests it).
+# codex, gemini, opencode, openclaw), installed into a temporary prefix: every flag
+# a preset passes must appear in its CLI's own --help. Needs Node.js and npm; a CLI
+# whose package asks for a newer Node than the system's (openclaw: 24 or later)
+# gets one from npm's node package, in the same prefix. A CLI that cannot be
+# installed or run here is named and skipped (its fake still tests it).
 presets-check:
 	$(GO) run ./executor/internal/presetcheck
 
@@ -149,7 +160,9 @@ presets-check:
 # the user's cache folder): claude plugin validate --strict on the marketplace and
 # on examples/claude-plugin, then the plugin installed with the README's two
 # commands and stepseq init --claude, each asked through claude mcp list whether
-# stepseq mcp connects. Needs Node.js and npm for the first run.
+# stepseq mcp connects. A validate that passes but reports something (a warning,
+# such as a missing icon, or parts whose network hosts are not declared) fails.
+# Needs Node.js and npm for the first run.
 plugin-check: build
 	$(GO) run ./executor/internal/plugincheck -stepseq $(BIN)/stepseq
 

@@ -121,8 +121,12 @@ type StepReport struct {
 	Error      *string `json:"error"`
 	Skipped    bool    `json:"skipped"`
 	// Phase is where the step stands in the workflow protocol, as a
-	// person reads it: a dispatched step of a plan without reports is "running".
+	// person reads it: a dispatched step of a plan without reports is "running",
+	// a step the plan reached that may not start yet "waiting".
 	Phase string `json:"phase"`
+	// Waits is what a waiting step waits for: its `when:`, the plan's
+	// stepDelayMinutes, a usage limit's reset.
+	Waits string `json:"waits,omitempty"`
 	// Errors are the failed tries' errors, oldest first: error is only the last.
 	Errors []planspec.TryError `json:"errors"`
 	// LastReport is the worker's newest accepted report, if any.
@@ -250,8 +254,12 @@ func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, sc
 	}
 	r.Spend = spendReport(st, now)
 	r.Workspace = workspaceSpend(rt.WS)
-	var err error
-	r.WaitingFor, err = waitsOn(rt, st, now, maxRetries, scratch)
+	var (
+		held map[string]string
+		err  error
+	)
+	r.WaitingFor, held, err = waitsHeld(rt, st, now, maxRetries, scratch)
+	markWaiting(r.Steps, held)
 	return r, err
 }
 
@@ -286,6 +294,13 @@ func waitsFor(rt *Runtime, st *planspec.State, now time.Time, maxRetries int) (W
 
 // waitsOn is waitsFor with the reconcile core run on scratch(st).
 func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Waiting, error) {
+	w, _, err := waitsHeld(rt, st, now, maxRetries, scratch)
+	return w, err
+}
+
+// waitsHeld is waitsOn, and what each step held back before its start waits
+// for (heldWords), by step id.
+func waitsHeld(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Waiting, map[string]string, error) {
 	if st.IsGraph() {
 		return graphWaits(rt, st, now, maxRetries, scratch)
 	}
@@ -293,7 +308,7 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 		id := st.StepQueue[st.CurrentStep]
 		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusInProgress && stillRunning(rt.WS, id, run) {
 			return withMissing(rt, st, Waiting{Action: core.Running.String(), Step: id,
-				Reason: fmt.Sprintf("running (try %d)", run.Tries)}), nil
+				Reason: fmt.Sprintf("running (try %d)", run.Tries)}), nil, nil
 		}
 	}
 	clone := scratch(st)
@@ -302,14 +317,14 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 	// state, compiling them all would be most of the cost of a report.
 	conds, err := rt.lazyConditions(clone)
 	if err != nil {
-		return invalid, err
+		return invalid, nil, err
 	}
 	d, _ := core.Reconcile(clone, core.Facts{Now: now, MaxRetries: maxRetries, Cond: func(id, kind string) (bool, error) { return conds.Cond(now, id, kind) }})
 	if d.Step != "" {
 		conds.compileStep(d.Step) // its check too: a pass would judge the try with it
 	}
 	if err := conds.Err(); err != nil {
-		return invalid, err
+		return invalid, nil, err
 	}
 	w := Waiting{Action: d.Action.String(), Step: d.Step, Reason: d.Reason}
 	switch d.Action {
@@ -319,15 +334,8 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 		w.Reason, w.At = gateReason(rt.WS.Run, d, now)
 	case core.OverBudget:
 		w.Reason = d.Reason + ": nothing launches until `stepseq budget` raises it"
-	case core.LimitWaiting:
-		run := clone.Run(d.Step)
-		w.Reason = fmt.Sprintf("waiting for a usage limit to reset until %s, then try %d runs again: %s", ClockTime(d.At, now), run.Tries+1, run.Agent.Limit.Error)
-		w.At = planspec.FormatISO(d.At)
-	case core.Delayed:
-		w.Reason = "waiting for stepDelayMinutes until " + ClockTime(d.At, now)
-		if _, clamped := clone.StepDelay(); clamped {
-			w.Reason = "waiting for " + clone.StepDelayReason() + " until " + ClockTime(d.At, now)
-		}
+	case core.LimitWaiting, core.Delayed:
+		w.Reason, _ = heldWords(clone, d, now)
 		w.At = planspec.FormatISO(d.At)
 	case core.Launch:
 		run := clone.Run(d.Step)
@@ -347,7 +355,11 @@ func waitsOn(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scr
 			w.Reason = fmt.Sprintf("unable to launch try %d: %v", try, err)
 		}
 	}
-	return withMissing(rt, clone, w), nil
+	var held map[string]string
+	if words, ok := heldWords(clone, d, now); ok {
+		held = map[string]string{d.Step: words}
+	}
+	return withMissing(rt, clone, w), held, nil
 }
 
 func fileExists(path string) bool {

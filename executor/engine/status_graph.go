@@ -12,7 +12,7 @@ import (
 // graphWaits is what a plan whose steps run side by side waits for: the
 // steps whose agents run now, else what the next pass would decide, on a
 // copy of the state.
-func graphWaits(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Waiting, error) {
+func graphWaits(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (Waiting, map[string]string, error) {
 	var running []string
 	if st.Status != planspec.StatusDone {
 		for _, id := range st.StepQueue {
@@ -32,7 +32,7 @@ func graphWaits(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, 
 	clone := scratch(st)
 	conds, err := rt.lazyConditions(clone)
 	if err != nil {
-		return Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}, err
+		return Waiting{Action: "invalid", Reason: "the state's conditions or paths are not valid; nothing runs until they are fixed"}, nil, err
 	}
 	pass := core.ReconcileGraph(clone, core.Facts{Now: now, MaxRetries: maxRetries,
 		Cond: func(id, kind string) (bool, error) { return conds.Cond(now, id, kind) }},
@@ -40,9 +40,13 @@ func graphWaits(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, 
 	d := pass.Told
 	w := Waiting{Action: d.Action.String(), Step: d.Step, Reason: d.Reason}
 	var due []string
+	held := map[string]string{}
 	for _, dd := range pass.Decisions {
 		if dd.Action == core.Launch {
 			due = append(due, dd.Step)
+		}
+		if words, ok := heldWords(clone, dd, now); ok {
+			held[dd.Step] = words
 		}
 	}
 	switch {
@@ -58,7 +62,7 @@ func graphWaits(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, 
 	case d.Action == core.Launch:
 		w.Reason = "due: the next check or sidecar pass starts it"
 	}
-	return w, nil
+	return w, held, nil
 }
 
 // graphStep fills in what a step of a graph shows: what it needs, the

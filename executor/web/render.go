@@ -56,6 +56,7 @@ type stepRow struct {
 	Running    bool
 	Error      string
 	Blocker    string
+	Waits      string // what a waiting step waits for
 	Report     *reportRow
 	Log        string
 	LogCut     bool // the log was cut to its tail
@@ -106,7 +107,7 @@ func newPage(v View, now time.Time, logBytes int) page {
 			N: i + 1, Anchor: fmt.Sprintf("step-%d", i+1), ID: s.ID, Title: s.Title, Spend: s.Spend,
 			PhaseClass: phaseClass(s.Phase), PhaseLabel: phaseLabel(s.Phase, v.Reports),
 			Status: s.Status, Tries: s.Tries, Running: s.Running,
-			Error: strings.TrimSpace(s.Error), Blocker: s.Blocker,
+			Error: strings.TrimSpace(s.Error), Blocker: s.Blocker, Waits: s.Waits,
 			LogOpen: s.Running || s.Phase == PhaseDispatching || s.Phase == PhaseInProgress || s.Phase == PhaseBlocked,
 		}
 		if s.DurationMs != nil {

@@ -27,7 +27,9 @@ const (
 	PhaseBlocked     = "blocked"
 	PhaseReviewing   = "reviewing"
 	PhaseDone        = "done"
-	// PhaseWaiting: the step's agents are out of quota until a reset.
+	// PhaseWaiting: the plan reached the step but it may not start yet: its
+	// when: is false, the plan's step delay has not passed, or its agents
+	// are out of quota until a reset. StepView.Waits says which.
 	PhaseWaiting = "waiting"
 	// PhaseAwaitingApproval: the step waits for a person's yes before it starts.
 	PhaseAwaitingApproval = "awaiting_approval"
@@ -117,6 +119,7 @@ type StepView struct {
 	Running    bool   // the duration grows: the page ticks it between updates
 	Error      string // the last failed try's error
 	Blocker    string // why the step cannot go on, when it is blocked
+	Waits      string // what a waiting step waits for, as status says it
 	LastReport *ReportView
 	LogTail    string // the end of the current try's log; the page shows the last Options.LogTailBytes
 	Spend      string // what the step's tries spent, in words; empty when nothing is known

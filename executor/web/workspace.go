@@ -150,6 +150,9 @@ func (w *Workspace) stepView(root *os.Root, st *planspec.State, s engine.StepRep
 		sv.Error = *s.Error
 	}
 	sv.Phase = phaseOf(st, s.ID)
+	if s.Phase == planspec.PhaseWaiting {
+		sv.Phase, sv.Waits = PhaseWaiting, s.Waits // held before its start, as status says
+	}
 	switch b, own := core.StepBlocker(st, s.ID); {
 	case own && (sv.Phase == PhaseBlocked || s.Status == planspec.StatusFailed && st.Status != planspec.StatusDone):
 		sv.Blocker = b

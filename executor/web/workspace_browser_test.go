@@ -20,7 +20,8 @@ import (
 // TestWorkspace_BrowserSidecar is the whole system: a sidecar runs a gated plan
 // with an agent that succeeds at once (`true`), with a notifier, and its live
 // page is open in Chromium. Creating the gate file turns the step done on the
-// page, and its notification appears, without a reload.
+// page, and its notification appears, without a reload. Before, the step
+// shows as waiting: the plan reached it, and its when: holds it.
 func TestWorkspace_BrowserSidecar(t *testing.T) {
 	browserSidecar(t, func(h http.Handler) http.Handler { return h }, "/")
 }
@@ -103,8 +104,8 @@ func browserSidecar(t *testing.T, guard func(http.Handler) http.Handler, path st
 	if at != "/" {
 		t.Errorf("the page is at %q, want / (the token out of the address)", at)
 	}
-	if got := page.Phase("wait"); got != "planned" {
-		t.Fatalf("before the gate the step shows %q, want planned", got)
+	if got := page.Phase("wait"); got != "waiting" {
+		t.Fatalf("before the gate the step shows %q, want waiting (its when: is false)", got)
 	}
 	page.Eval(`() => { window.loadedOnce = true; }`, nil, nil)
 	if err := os.WriteFile(filepath.Join(dir, "go.txt"), nil, 0o644); err != nil {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -200,5 +201,38 @@ func TestWorkspace_ViewLoop(t *testing.T) {
 	}
 	if !slices.Contains(v.Edges, [2]string{"b", "a"}) {
 		t.Errorf("edges %v: no back edge from b to a", v.Edges)
+	}
+}
+
+// TestWorkspace_GatedStepWaits: a step the plan reached whose when: is false
+// shows as waiting, with what it waits for, in the words status uses; the page
+// says so in the step's row. The step after it is still planned.
+func TestWorkspace_GatedStepWaits(t *testing.T) {
+	dir := t.TempDir()
+	state := `{"plan": {"steps": {"a": {"title": "A", "instruction": "do a"},
+    "b": {"title": "B", "instruction": "do b", "when": "exists(\"go.txt\")"}, "c": {"title": "C", "instruction": "do c"}}},
+  "stepQueue": ["a", "b", "c"], "currentStep": 1, "stepRuns": {"a": {"status": "DONE", "tries": 1}},
+  "stepDelayMinutes": 0, "blockers": [], "artifacts": [], "status": "IN_PROGRESS", "stepseq": {"name": "gated"}}`
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(state), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := engine.NewRuntime(filepath.Join(dir, "state.json"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	const waits = `waiting for when: exists("go.txt")`
+	v := NewWorkspace(rt, 3, 13).View()
+	if b := v.Steps[1]; b.Phase != PhaseWaiting || b.Waits != waits {
+		t.Errorf("step b: phase %q, waits %q; want waiting, %q", b.Phase, b.Waits, waits)
+	}
+	if c := v.Steps[2]; c.Phase != PhasePlanned || c.Waits != "" {
+		t.Errorf("step c: phase %q, waits %q; want planned, nothing", c.Phase, c.Waits)
+	}
+	body := get(t, New(newFakeSource(v), Options{}), http.MethodGet, "/").Body.String()
+	for _, w := range []string{`data-step="b" data-phase="waiting"`, `<div class="waits" data-waits>waiting for when: exists(&#34;go.txt&#34;)</div>`} {
+		if !strings.Contains(body, w) {
+			t.Errorf("the page lacks %q", w)
+		}
 	}
 }

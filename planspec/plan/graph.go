@@ -49,9 +49,13 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 	var inGroup *planspec.Group
 	var groupFirst string
 	var exits, toDone [][2]string // node, label
+	// Mermaid puts a node into the subgraph of the first link that names it,
+	// wherever the node was declared: an edge from outside a group (start, the
+	// step before it, the exit of an earlier loop) is held until the group ends.
+	edges := groupEdges{b: &b}
 	flushExits := func(to string) {
 		for _, e := range exits {
-			fmt.Fprintf(&b, "    %s -.->|\"%s\"| %s\n", e[0], mermaidText(e[1]), to)
+			edges.add(e[0], to, fmt.Sprintf("    %s -.->|\"%s\"| %s\n", e[0], mermaidText(e[1]), to))
 		}
 		exits = nil
 	}
@@ -65,12 +69,14 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 			g := &p.Groups[gi]
 			inGroup, groupFirst = g, node
 			fmt.Fprintf(&b, "    subgraph g%d[\"%s\"]\n", gi+1, mermaidText(mermaidGroupTitle(g)))
+			edges.open()
 		}
 		fmt.Fprintf(&b, "    %s[\"%s\"]\n", node, mermaidText(mermaidStepLabel(s)))
+		edges.declare(node)
 		if gates := mermaidGates(s); gates != "" {
-			fmt.Fprintf(&b, "    %s -->|\"%s\"| %s\n", prev, mermaidText(gates), node)
+			edges.add(prev, node, fmt.Sprintf("    %s -->|\"%s\"| %s\n", prev, mermaidText(gates), node))
 		} else {
-			fmt.Fprintf(&b, "    %s --> %s\n", prev, node)
+			edges.add(prev, node, fmt.Sprintf("    %s --> %s\n", prev, node))
 		}
 		prev = node
 		if flushTo != "" {
@@ -86,6 +92,7 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 		}
 		if inGroup != nil && inGroup.Steps[len(inGroup.Steps)-1] == s.ID {
 			b.WriteString("    end\n")
+			edges.close()
 			fmt.Fprintf(&b, "    %s -->|\"next round\"| %s\n", node, groupFirst)
 			inGroup = nil
 		}
@@ -98,6 +105,40 @@ func (p *Plan) MermaidPhases(phase func(id string) string) string {
 		p.mermaidClasses(&b, phase)
 	}
 	return b.String()
+}
+
+// groupEdges writes a straight plan's edges: at once outside a group, and
+// inside one only an edge between two of its own nodes; any other is held
+// and written after the group's end, so that no node outside a group is drawn
+// inside it.
+type groupEdges struct {
+	b       *strings.Builder
+	inside  map[string]bool // the open group's nodes; nil outside a group
+	pending []string
+}
+
+func (e *groupEdges) open() { e.inside = map[string]bool{} }
+
+func (e *groupEdges) declare(node string) {
+	if e.inside != nil {
+		e.inside[node] = true
+	}
+}
+
+func (e *groupEdges) add(from, to, line string) {
+	if e.inside != nil && !(e.inside[from] && e.inside[to]) {
+		e.pending = append(e.pending, line)
+		return
+	}
+	e.b.WriteString(line)
+}
+
+// close writes the edges held while the group was open, after its end.
+func (e *groupEdges) close() {
+	for _, l := range e.pending {
+		e.b.WriteString(l)
+	}
+	e.inside, e.pending = nil, nil
 }
 
 // mermaidGroupTitle is a repeat group's subgraph title: its id and title, and

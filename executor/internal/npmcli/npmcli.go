@@ -15,7 +15,14 @@ import (
 // read as a folder of the working directory) under prefix, and returns npm's
 // output.
 func Install(prefix, spec string) (string, error) {
-	return Run(prefix, 10*time.Minute, nil, "npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", spec)
+	return InstallEnv(prefix, spec, nil)
+}
+
+// InstallEnv is Install in the environment env (nil: this process's), which
+// the package's install scripts run in: a PATH whose first node is the one
+// the package needs.
+func InstallEnv(prefix, spec string, env []string) (string, error) {
+	return Run(prefix, 10*time.Minute, env, "npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", spec)
 }
 
 // Run runs name with args in dir, stdin from /dev/null, and returns its output,

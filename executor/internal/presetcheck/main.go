@@ -1,9 +1,11 @@
 // Command presetcheck holds the agent presets to the real CLIs: it installs with
 // npm, into a temporary prefix, each CLI the npm registry serves, and checks that
 // every flag a preset passes (and every value it gives one) appears in that CLI's
-// own --help. A preset that drifts from its CLI fails the check. A CLI that cannot
-// be installed or cannot run here is named and skipped: its preset stays tested
-// by its fake. Run by `make presets-check`.
+// own --help. A preset that drifts from its CLI fails the check. A CLI whose
+// package asks for a newer Node than this system's (openclaw's engines range) is
+// installed and run with a Node from npm's own `node` package, installed into the
+// same prefix. A CLI that cannot be installed or cannot run here is named and
+// skipped: its preset stays tested by its fake. Run by `make presets-check`.
 package main
 
 import (
@@ -31,6 +33,7 @@ var npmPackages = map[string]string{
 	"codex":    "@openai/codex",
 	"gemini":   "@google/gemini-cli",
 	"opencode": "opencode-ai",
+	"openclaw": "openclaw",
 }
 
 func main() {
@@ -107,14 +110,22 @@ func check(p proc.Preset, pkg, prefix string) result {
 		r.skipped = err.Error()
 		return r
 	}
-	if msg, err := npmcli.Install(prefix, pkg+"@latest"); err != nil {
+	env, node, err := nodeEnv(prefix, pkg, os.Environ())
+	if err != nil {
+		r.skipped = err.Error()
+		return r
+	}
+	if msg, err := npmcli.InstallEnv(prefix, pkg+"@latest", env); err != nil {
 		r.skipped = fmt.Sprintf("cannot install %s: %v: %s", pkg, err, npmcli.LastLine(msg))
 		return r
 	}
 	r.version = pkg + " " + version(prefix, pkg)
+	if node != "" {
+		r.version += " on " + node
+	}
 	bin := filepath.Join(prefix, "node_modules", ".bin", p.Argv[0])
 	// A home of its own: a CLI may write its settings on first run.
-	env := append(os.Environ(), "HOME="+filepath.Join(prefix, "home"), "NO_COLOR=1", "CI=1")
+	env = append(env, "HOME="+filepath.Join(prefix, "home"), "NO_COLOR=1", "CI=1")
 	help, err := npmcli.Run(prefix, 2*time.Minute, env, bin, p.Help[1:]...)
 	if err != nil {
 		r.skipped = fmt.Sprintf("%s: cannot run %s: %v: %s", r.version, strings.Join(p.Help, " "), err, npmcli.LastLine(help))
