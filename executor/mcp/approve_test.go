@@ -120,6 +120,16 @@ func TestHandler_ApproveNeedsTheToken(t *testing.T) {
 	if code, why := callRawCode(t, httpSession(t, open.URL), "approve", map[string]any{}); code != string(NotAllowed) || !strings.Contains(why, "needs the listener's token") {
 		t.Fatalf("approve over HTTP without a token: %s %s", code, why)
 	}
+	cs := tokenSession(t, w)
+	if out, errText := call(t, cs, "approve", map[string]any{"by": "alice"}); errText != "" || out["answer"] != "approved" {
+		t.Fatalf("approve with the token: %v %s", out, errText)
+	}
+}
+
+// tokenSession is an operator's session over HTTP: the workspace's handler
+// behind the listener's token guard, the client presenting the token.
+func tokenSession(t *testing.T, w *workspace) *sdk.ClientSession {
+	t.Helper()
 	const token = "0123456789abcdef0123456789abcdef"
 	guarded := httptest.NewServer(listener.NewGuard(token, nil).MCP(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc),
 		Authenticated: listener.Authenticated, TokenGuarded: true})))
@@ -130,7 +140,5 @@ func TestHandler_ApproveNeedsTheToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	if out, errText := call(t, cs, "approve", map[string]any{"by": "alice"}); errText != "" || out["answer"] != "approved" {
-		t.Fatalf("approve with the token: %v %s", out, errText)
-	}
+	return cs
 }

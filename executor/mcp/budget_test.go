@@ -1,17 +1,12 @@
 package mcp
 
 import (
-	"context"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/stepseq/stepseq/executor/listener"
 	"github.com/stepseq/stepseq/planspec"
 )
 
@@ -169,16 +164,7 @@ func TestHandler_BudgetNeedsTheToken(t *testing.T) {
 		!strings.Contains(why, "change it with stepseq budget instead") {
 		t.Fatalf("budget over HTTP without a token: %s %s", code, why)
 	}
-	const token = "0123456789abcdef0123456789abcdef"
-	guarded := httptest.NewServer(listener.NewGuard(token, nil).MCP(Handler(Options{Runtime: w.rt, Engine: SidecarEngine(w.sc),
-		Authenticated: listener.Authenticated, TokenGuarded: true})))
-	t.Cleanup(guarded.Close)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "operator-http", Version: "1"}, nil).Connect(context.Background(),
-		&sdk.StreamableClientTransport{Endpoint: guarded.URL, HTTPClient: &http.Client{Transport: bearerTransport{token}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := tokenSession(t, w)
 	if got, errText := call(t, cs, "budget", map[string]any{"changes": []string{"usd=+2"}}); errText != "" || got["changes"] != "usd=+2" {
 		t.Fatalf("budget with the token: %v %s", got, errText)
 	}
