@@ -12,12 +12,16 @@ func unclosedQuoteMsg(msg string) bool {
 	return strings.HasSuffix(msg, "found unexpected end of stream") || strings.HasSuffix(msg, "found unexpected document indicator")
 }
 
-// unclosedQuote finds the quote that opens the value yaml.v3 says is never
-// closed, as a byte offset in data; -1 when it cannot be told. yaml.v3 names
+// unclosedQuote finds the quote that opens the value yaml.v3 says, in msg, is
+// never closed, as a byte offset in data; -1 when it cannot be told, or msg says
+// something else. yaml.v3 names
 // the line the quote opened on, but no column, and for a quote on the first
 // line the line where the file ends: parsed again one line down, every quote
 // is past the first line, and the line it names is the quote's.
-func unclosedQuote(data []byte) int {
+func unclosedQuote(data []byte, msg string) int {
+	if !unclosedQuoteMsg(msg) {
+		return -1
+	}
 	_, err := readDocument(append([]byte{'\n'}, data...))
 	if err == nil {
 		return -1
