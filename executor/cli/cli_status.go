@@ -212,10 +212,9 @@ func (v *statusView) once() error {
 	return nil
 }
 
-// blocked reports whether the plan waits on a person: a step out of retries.
-func blocked(r engine.StatusReport) bool {
-	return r.Status != planspec.StatusDone && (r.WaitingFor.Action == core.Blocked.String() || r.WaitingFor.Action == core.OverBudget.String())
-}
+// blocked reports whether the plan waits on a person (a step out of retries,
+// a budget reached): the run is blocked, as runs and the page say.
+func blocked(r engine.StatusReport) bool { return r.Run == core.RunBlocked }
 
 // running reports whether a step's agent runs, so that its duration grows.
 func running(r engine.StatusReport) bool {
@@ -481,7 +480,7 @@ func writeHeadline(b *bytes.Buffer, r engine.StatusReport, color bool) {
 	if name == "" {
 		name = "(unnamed)"
 	}
-	fmt.Fprintf(b, "plan %s: %s", name, paint(r.Status, color))
+	fmt.Fprintf(b, "plan %s: %s", name, paint(r.Run, color))
 	switch n := len(r.Steps); {
 	case r.Status == planspec.StatusDone:
 		fmt.Fprintf(b, ", %s\n", plural(n, "step"))
@@ -646,6 +645,9 @@ func paint(s string, color bool) string {
 		planspec.StatusDone:       "32",
 		planspec.StatusFailed:     "31",
 		planspec.StatusInProgress: "33",
+		core.RunDone:              "32",
+		core.RunBlocked:           "31",
+		core.RunActive:            "33",
 	}[word]
 	if code == "" {
 		return s
