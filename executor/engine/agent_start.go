@@ -68,16 +68,8 @@ func (r *Runtime) needsEnvAgent(plansDir string) string {
 		if name == store.MainRun {
 			main = st
 		}
-		if st.CopyOf(name) != "" || st.Status == planspec.StatusDone || len(st.Blockers) > 0 {
-			continue
-		}
-		for _, id := range st.StepQueue {
-			if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusDone {
-				continue
-			}
-			if spec := st.Steps[id]; spec != nil && spec.Agent.IsZero() && st.Settings.Agent.IsZero() {
-				return fmt.Sprintf("step %s of %s", id, filepath.Base(rw.State))
-			}
+		if id := runNeedsEnvAgent(st, name); id != "" {
+			return fmt.Sprintf("step %s of %s", id, filepath.Base(rw.State))
 		}
 	}
 	plans, _ := ListPlans(r.WS, plansDir, main)
@@ -93,6 +85,24 @@ func (r *Runtime) needsEnvAgent(plansDir string) string {
 			if s.Spec.Agent.IsZero() {
 				return fmt.Sprintf("step %s of %s", s.ID, l.File)
 			}
+		}
+	}
+	return ""
+}
+
+// runNeedsEnvAgent is the first step of run name's state that would run
+// STEP_AGENT_CMD: not done, with no agent of its own nor its plan's, in a run
+// that can go on (active, not a copy of another run); "" when none would.
+func runNeedsEnvAgent(st *planspec.State, name string) string {
+	if st.CopyOf(name) != "" || core.RunWord(st) != core.RunActive || !st.Settings.Agent.IsZero() {
+		return ""
+	}
+	for _, id := range st.StepQueue {
+		if run := st.StepRuns[id]; run != nil && run.Status == planspec.StatusDone {
+			continue
+		}
+		if spec := st.Steps[id]; spec != nil && spec.Agent.IsZero() {
+			return id
 		}
 	}
 	return ""
