@@ -544,7 +544,7 @@ func TestStatus_Color(t *testing.T) {
 	t.Run("terminal", func(t *testing.T) {
 		t.Setenv("NO_COLOR", "")
 		got := onTerminal(t)
-		for _, want := range []string{"\x1b[32mDONE\x1b[0m", "\x1b[31mFAILED\x1b[0m", "\x1b[33mIN_PROGRESS\x1b[0m"} {
+		for _, want := range []string{"\x1b[32mDONE\x1b[0m", "\x1b[31mFAILED\x1b[0m", "\x1b[33mactive\x1b[0m"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("no %q in:\n%q", want, got)
 			}
