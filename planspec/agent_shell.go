@@ -28,6 +28,9 @@ type AgentCodeError struct {
 	// Script is the script a shell was given (bash agent.sh): the fix is to
 	// run it itself.
 	Script string
+	// Env is the environment variable the argv came from (STEP_AGENT_CMD):
+	// the fix is written as its value, not as a plan's list.
+	Env string
 }
 
 func (e *AgentCodeError) Error() string {
@@ -38,6 +41,9 @@ func (e *AgentCodeError) Error() string {
 		}
 		return fmt.Sprintf("%s; stepseq never runs the prompt through a shell or as code: give %s a #! line (#!/bin/sh), make it executable (chmod +x %s) and name it alone: %s",
 			e.Reason, e.Script, e.Script, name)
+	}
+	if e.Env != "" {
+		return e.Reason + "; stepseq never runs the prompt through a shell or as code: name your agent's binary instead, like " + e.Env + "='openclaw agent --message'"
 	}
 	return e.Reason + "; stepseq never runs the prompt through a shell or as code: name your agent's binary instead, like [openclaw, agent, --message]"
 }

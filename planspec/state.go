@@ -175,6 +175,10 @@ type AgentRecord struct {
 	// at most MaxUsageKept.
 	Spend Spend      `json:"spend,omitzero"`
 	Usage []TryUsage `json:"usage,omitempty"`
+	// EarlierTries are the tries of the step's run before this one (a re-run,
+	// a loop's next round), whose logs this run's first try sets aside as a
+	// run: its tries count even when they printed nothing and left no log.
+	EarlierTries int `json:"earlierTries,omitempty"`
 }
 
 // WorktreeRecord is a worktree step's branch: the commit its verified work

@@ -318,7 +318,8 @@ func agentEqual(a, b *AgentRecord) bool {
 	}
 	return a.StartedIso == b.StartedIso && a.FinishedIso == b.FinishedIso && a.Interruptions == b.Interruptions &&
 		a.Granted == b.Granted && slices.Equal(a.Errors, b.Errors) && a.Session == b.Session && a.Limit == b.Limit &&
-		eqPtr(a.Worktree, b.Worktree) && a.Spend == b.Spend && slices.EqualFunc(a.Usage, b.Usage, TryUsage.equal)
+		eqPtr(a.Worktree, b.Worktree) && a.Spend == b.Spend && slices.EqualFunc(a.Usage, b.Usage, TryUsage.equal) &&
+		a.EarlierTries == b.EarlierTries
 }
 
 func (u TryUsage) equal(o TryUsage) bool {

@@ -221,10 +221,9 @@ func newChainCmd(g *globals, cmd *cobra.Command, drive func(*engine.Chain, conte
 			return err
 		}
 		state := statePathArg(args)
-		if _, err := os.Stat(state); errors.Is(err, fs.ErrNotExist) && isTerminal(g.stderr) {
-			// Exit 0 and nothing on a pipe, as the original; a person is told.
-			fmt.Fprintf(g.stderr, "stepseq: no %s: nothing to do (apply a plan with stepseq apply, or drop one in %s)\n",
-				state, filepath.Join(filepath.Dir(state), "plans"))
+		if _, err := os.Stat(state); errors.Is(err, fs.ErrNotExist) && g.says(slog.LevelInfo) {
+			// Exit 0 and nothing written, as the original; what to do is said.
+			fmt.Fprintln(g.stderr, noStateHint(state))
 		}
 		c, err := newChain(state, g)
 		if err != nil {
@@ -289,7 +288,8 @@ a second sidecar on a workspace).
 const checkExitHelp = `
 Exit status: 0 once the state was read, as step-sequencer-check.py: a failed step and a
 blocked plan exit 0 too (they are in the state: stepseq status tells them, and exits 1
-on a blocked plan); no state file exits 0. 1 a state that cannot be read; 2 a usage or
+on a blocked plan); no state file exits 0, writes nothing and says what makes one
+(--log-level warn keeps quiet). 1 a state that cannot be read; 2 a usage or
 configuration error (a bad flag, a missing folder, STEP_AGENT_CMD unset or unsafe).
 `
 

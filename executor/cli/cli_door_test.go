@@ -215,6 +215,7 @@ func TestWatch_AllowAgentMCP(t *testing.T) {
 // not one variable's name is a usage error, on watch and mcp alike.
 func TestWatch_ExposeEnvJournaled(t *testing.T) {
 	dir := workspaceWith(t, twoSteps)
+	t.Setenv("STEP_AGENT_CMD", "true") // a sidecar starts only with an agent its plan can launch
 	t.Setenv("STEPSEQ_TEST_DEPLOY", "value-of-deploy")
 	addr := freeAddr(t)
 	listenWatch(t, addr, "--listen", addr, "--expose-env", "STEPSEQ_TEST_DEPLOY", "--expose-env", "HOME", dir)

@@ -39,7 +39,9 @@ DIR/.stepseq/logs/<step>/<try>.log (default DIR .): the latest try unless --try.
 Tries are those of the step's latest run: a re-run (an on: change, a trigger)
 counts from 1 again, and the earlier run's logs are kept beside as
 earlier-<UTC time>-<try>.log. --earlier N prints a try of the Nth run before the
-latest (1: the one just before), its latest try unless --try.
+latest (1: the one just before), its latest try unless --try. Runs count by their
+tries: a try that printed nothing left no log, and is said to have printed nothing.
+A retry is no new run: its try goes on counting, and --try shows the ones before.
 
 -f follows a try that is running: it prints what the agent writes as it writes it,
 and ends when the try ends. A try that has not started yet is waited for.
@@ -131,7 +133,9 @@ func (l *logReader) earlierRuns() []earlierRun {
 		if n := len(runs); n == 0 || runs[n-1].stamp != stamp {
 			runs = append(runs, earlierRun{stamp: stamp, tries: map[int]string{}})
 		}
-		runs[len(runs)-1].tries[try] = filepath.Join(filepath.Dir(l.ws.LogPath(l.step, 1)), e.Name())
+		r := &runs[len(runs)-1]
+		r.tries[try] = filepath.Join(filepath.Dir(l.ws.LogPath(l.step, 1)), e.Name())
+		r.last = max(r.last, try)
 	}
 	slices.Reverse(runs) // ReadDir sorts by name: the stamps sort by time
 	return runs
@@ -140,6 +144,7 @@ func (l *logReader) earlierRuns() []earlierRun {
 type earlierRun struct {
 	stamp string
 	tries map[int]string // try → its log
+	last  int            // its last try: tries 1 to last ran, those without a log printed nothing
 }
 
 // printEarlier prints a try of the nth run before the latest: its latest try
@@ -148,19 +153,22 @@ func (l *logReader) printEarlier(n int) error {
 	runs := l.earlierRuns()
 	if n > len(runs) {
 		if len(runs) == 0 {
-			return &exitError{code: 1, err: fmt.Errorf("step %s has no earlier run: a run is set aside when the step runs again from try 1 (an on: change, a trigger)", l.step)}
+			return &exitError{code: 1, err: fmt.Errorf("step %s has no earlier run%s: a run is set aside when the step runs again from try 1 (an on: change, a trigger)", l.step, l.earlierTriesHint())}
 		}
 		return &exitError{code: 1, err: fmt.Errorf("step %s has %s: there is no earlier run %d", l.step, plural(len(runs), "earlier run"), n)}
 	}
 	r := runs[n-1]
 	if l.try == 0 {
-		for t := range r.tries {
-			l.try = max(l.try, t)
-		}
+		l.try = r.last
 	}
 	path, ok := r.tries[l.try]
-	if !ok {
-		return &exitError{code: 1, err: fmt.Errorf("step %s's earlier run %d (set aside %s) has no try %d", l.step, n, r.stamp, l.try)}
+	switch {
+	case !ok && l.try <= r.last:
+		// The try ran and printed nothing: it left no log.
+		fmt.Fprintf(l.stderr, "step %s earlier run %d try %d printed nothing\n", l.step, n, l.try)
+		return nil
+	case !ok:
+		return &exitError{code: 1, err: fmt.Errorf("step %s's earlier run %d (set aside %s) ran tries 1 to %d: there is no try %d", l.step, n, r.stamp, r.last, l.try)}
 	}
 	l.path = path
 	m, err := l.copyNew()
@@ -168,6 +176,21 @@ func (l *logReader) printEarlier(n int) error {
 		fmt.Fprintf(l.stderr, "step %s earlier run %d try %d printed nothing\n", l.step, n, l.try)
 	}
 	return err
+}
+
+// earlierTriesHint points a user who meant an earlier try of the latest run,
+// when it has more than one, at --try: "" otherwise.
+func (l *logReader) earlierTriesHint() string {
+	st := l.readState()
+	if st == nil || st.StepRuns[l.step] == nil || st.StepRuns[l.step].Tries < 2 {
+		return ""
+	}
+	tries := st.StepRuns[l.step].Tries
+	run := ""
+	if name := l.ws.RunName(); name != store.MainRun {
+		run = " --run " + name
+	}
+	return fmt.Sprintf(" (its tries 1 to %d are all its latest run's: stepseq logs %s%s --try %d prints the one before the last)", tries, l.step, run, tries-1)
 }
 
 // readState reads the workspace's state; nil when there is none or it does not parse.

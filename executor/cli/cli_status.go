@@ -56,7 +56,9 @@ program that is not on PATH) is shown as unable to launch, with the cause.
 --follow keeps the report on screen: on a terminal it is redrawn in place, with the
 running step's duration ticking once a second; on a pipe each change appends a new
 report. It waits for a state file that does not exist yet, and ends when the plan is
-DONE (exit 0) or blocked (exit 1).
+DONE (exit 0) or when interrupted (exit 1 if the plan is blocked then, else 0). A
+blocked plan is followed on: stepseq retry, approve or budget, from another terminal,
+moves it again, and the report shows the step running again.
 
 Exit status: 0 when the plan runs or is DONE; 1 when it is blocked (a step out of
 retries), when there is no state file or it is not valid; 2 on a usage error.
@@ -65,7 +67,7 @@ Environment: STEP_AGENT_CMD and STEP_MAX_RETRIES, as the sidecar reads them, dec
 what status says the next pass would do. NO_COLOR turns colour off.`,
 		Example: `  stepseq status
   stepseq status ./workspace --json | jq .waitingFor
-  stepseq status -f                  # live, until DONE or blocked
+  stepseq status -f                  # live until DONE, through retries
   stepseq status --state other/state.json`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: dirCompletion,
@@ -87,7 +89,7 @@ what status says the next pass would do. NO_COLOR turns colour off.`,
 	}
 	cmd.Flags().StringVar(&ws.state, "state", "", "state file (default DIR/state.json)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (with --follow: one per line)")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep showing the report as the state changes; exit 0 once DONE, 1 once blocked")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep showing the report as the state changes, a blocked plan's retry too; exit 0 once DONE, 1 when interrupted while blocked")
 	ws.addRunFlag(cmd, false)
 	return cmd
 }
@@ -210,10 +212,9 @@ func (v *statusView) once() error {
 	return nil
 }
 
-// blocked reports whether the plan waits on a person: a step out of retries.
-func blocked(r engine.StatusReport) bool {
-	return r.Status != planspec.StatusDone && (r.WaitingFor.Action == core.Blocked.String() || r.WaitingFor.Action == core.OverBudget.String())
-}
+// blocked reports whether the plan waits on a person (a step out of retries,
+// a budget reached): the run is blocked, as runs and the page say.
+func blocked(r engine.StatusReport) bool { return r.Run == core.RunBlocked }
 
 // running reports whether a step's agent runs, so that its duration grows.
 func running(r engine.StatusReport) bool {
@@ -479,7 +480,7 @@ func writeHeadline(b *bytes.Buffer, r engine.StatusReport, color bool) {
 	if name == "" {
 		name = "(unnamed)"
 	}
-	fmt.Fprintf(b, "plan %s: %s", name, paint(r.Status, color))
+	fmt.Fprintf(b, "plan %s: %s", name, paint(r.Run, color))
 	switch n := len(r.Steps); {
 	case r.Status == planspec.StatusDone:
 		fmt.Fprintf(b, ", %s\n", plural(n, "step"))
@@ -644,6 +645,9 @@ func paint(s string, color bool) string {
 		planspec.StatusDone:       "32",
 		planspec.StatusFailed:     "31",
 		planspec.StatusInProgress: "33",
+		core.RunDone:              "32",
+		core.RunBlocked:           "31",
+		core.RunActive:            "33",
 	}[word]
 	if code == "" {
 		return s

@@ -26,6 +26,7 @@ type statusFollow struct {
 	stateRel, plansRel, feedRel string
 
 	started  bool // the first read is done
+	blocked  bool // the last report shown was of a blocked plan
 	last     []byte
 	lastSt   *planspec.State
 	pending  error     // the last read did not parse
@@ -35,7 +36,9 @@ type statusFollow struct {
 }
 
 // followChanges prints the report, then again on every change of the state file,
-// until the plan is DONE or blocked, or ctx ends. The state file is followed in
+// until the plan is DONE or ctx ends. A blocked plan is followed on: a retry, an
+// answer or a budget raised moves it again, from another terminal, and an
+// interrupt then ends with status's exit 1. The state file is followed in
 // its folder (it is replaced by rename, and may not exist yet), with the plan
 // records (a plan rejected or fixed changes the report's list of rejected plans)
 // and the notifications feed. A state that does not parse may be a write in
@@ -50,6 +53,9 @@ func (v *statusView) followChanges(ctx context.Context, settle time.Duration) er
 	err := watcher.Follow(ctx, cfg, f.changed)
 	if errors.Is(err, fs.ErrNotExist) && !f.started { // no folder to watch
 		return &exitError{code: 2, err: store.NoFolder(ws.Dir)}
+	}
+	if err == nil && f.blocked {
+		return errBlocked // interrupted while blocked: status's answer for it
 	}
 	return err
 }
@@ -176,13 +182,12 @@ func (f *statusFollow) show(data []byte, st *planspec.State) (bool, error) {
 		v.log.Warn("the state file has invalid conditions", "err", err)
 		err = nil // shown; a later edit may fix it
 	}
+	f.blocked = blocked(r)
 	switch {
 	case err != nil:
 		return true, err
 	case r.Status == planspec.StatusDone:
 		return true, nil
-	case blocked(r):
-		return true, errBlocked
 	}
 	f.nextTick = time.Time{}
 	if running(r) && v.tty && !v.json {

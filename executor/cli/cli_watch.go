@@ -107,6 +107,13 @@ it (stepseq start, or written by hand), side by side, with at most --max-agents
 agents running at once; a run's broken file, failure or block
 stays its own. stepseq runs lists them; stepseq close RUN closes one.
 
+It exits 2 at its start when it could never launch the agent its workspace waits
+for, with the message check gives: STEP_AGENT_CMD a shell (whatever the plans), or
+STEP_AGENT_CMD unset or not found while a step of a run that can go on, or of a plan
+in DIR/plans, names no agent of its own (agent: in the plan or the step). Plans that
+all name their agent need no STEP_AGENT_CMD; an empty workspace waits for its first
+plan, as check with no state has nothing to do.
+
 SIGINT or SIGTERM stops it gracefully (the agent gets SIGTERM, then SIGKILL after
 --grace); a second signal once the stop is under way exits at once.
 

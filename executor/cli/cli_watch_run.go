@@ -82,6 +82,12 @@ func (f *watchFlags) run(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Once the flags are checked, an agent that can never launch here is
+	// said at once, with exit 2, as check says it: not logged at each step
+	// while the sidecar waits for ever.
+	if err := rt.AgentAtStart(filepath.Join(rt.WS.Dir, "plans")); err != nil {
+		return err
+	}
 	// The page reads the workspace through a runtime of its own, from
 	// the requests' goroutines; the loop only tells it when to look.
 	pageRT, err := engine.NewRuntime(state, log)

@@ -544,7 +544,7 @@ func TestStatus_Color(t *testing.T) {
 	t.Run("terminal", func(t *testing.T) {
 		t.Setenv("NO_COLOR", "")
 		got := onTerminal(t)
-		for _, want := range []string{"\x1b[32mDONE\x1b[0m", "\x1b[31mFAILED\x1b[0m", "\x1b[33mIN_PROGRESS\x1b[0m"} {
+		for _, want := range []string{"\x1b[32mDONE\x1b[0m", "\x1b[31mFAILED\x1b[0m", "\x1b[33mactive\x1b[0m"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("no %q in:\n%q", want, got)
 			}
@@ -603,35 +603,43 @@ func TestInit_WithoutGit(t *testing.T) {
 	}
 }
 
-// TestCheck_NoStateSaysSoOnATerminal: check without a state file exits 0, as the
-// original; on a terminal it says so in one line, in a pipe nothing.
-func TestCheck_NoStateSaysSoOnATerminal(t *testing.T) {
+// TestCheck_NoStateSaysWhatToDo: check without a state file exits 0 and writes
+// nothing, as the original, and says in one line, on a pipe as on a terminal,
+// that there is no state.json in the folder and what makes one; a plan waiting
+// in plans/, which check does not read, is named. --log-level warn keeps quiet.
+func TestCheck_NoStateSaysWhatToDo(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state.json")
 	var pipe bytes.Buffer
 	if err := run(t.Context(), []string{"check", state}, io.Discard, &pipe); err != nil {
 		t.Fatalf("check: %v", err)
 	}
-	if pipe.Len() != 0 {
-		t.Errorf("check wrote to a pipe: %q", pipe.String())
+	want := "stepseq: no state.json in " + dir + ": nothing to do. To start one: stepseq init " + dir
+	if got := pipe.String(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 || !strings.Contains(got, "stepseq apply ") {
+		t.Errorf("check on a pipe said %q, want one line starting %q and naming stepseq apply", got, want)
 	}
-	master, pts := openPTY(t)
-	if err := run(t.Context(), []string{"check", state}, io.Discard, pts); err != nil {
-		t.Fatalf("check on a terminal: %v", err)
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("check with no state made %d files, want none", len(entries))
 	}
-	if err := master.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
-		t.Skipf("pty read deadline: %v", err)
+
+	if err := os.MkdirAll(filepath.Join(dir, "plans"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	var got []byte
-	buf := make([]byte, 4096)
-	for !bytes.Contains(got, []byte("\n")) {
-		n, err := master.Read(buf)
-		got = append(got, buf[:n]...)
-		if err != nil {
-			t.Fatalf("read terminal: %v; got %q", err, got)
-		}
+	if err := os.WriteFile(filepath.Join(dir, "plans", "p.yaml"), []byte("steps:\n  - id: a\n    title: A\n    instruction: x\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if want := "stepseq: no " + state + ": nothing to do"; !strings.HasPrefix(string(got), want) || bytes.Count(got, []byte("\n")) != 1 {
-		t.Errorf("terminal got %q, want one line starting %q", got, want)
+	var named bytes.Buffer
+	if err := run(t.Context(), []string{"check", state}, io.Discard, &named); err != nil {
+		t.Fatalf("check beside a plan: %v", err)
+	}
+	got := named.String()
+	apply := "stepseq apply " + filepath.Join(dir, "plans", "p.yaml") + " " + dir
+	if !strings.Contains(got, "not the plans in "+filepath.Join(dir, "plans")+" (p.yaml)") || !strings.Contains(got, apply) {
+		t.Errorf("check beside a plan said %q, want the plan in plans/ named with %q", got, apply)
+	}
+
+	var quiet bytes.Buffer
+	if err := run(t.Context(), []string{"check", "--log-level", "warn", state}, io.Discard, &quiet); err != nil || quiet.Len() != 0 {
+		t.Errorf("check --log-level warn: %v, said %q; want nothing", err, quiet.String())
 	}
 }

@@ -212,8 +212,8 @@ func nextRound(st *planspec.State, g *planspec.Group, l *planspec.Loop) {
 	for _, sid := range g.Steps {
 		run := st.Run(sid)
 		run.Status, run.Phase = planspec.StatusPending, planspec.PhasePlanned
+		run.Agent, run.Reports, run.Result = runAnew(run.Agent, run.Tries), nil, nil
 		run.Tries, run.Error, run.Stdout, run.Skipped = 0, nil, nil, false
-		run.Agent, run.Reports, run.Result = keptSpend(run.Agent), nil, nil
 		clearBlocker(st, sid)
 	}
 	l.Round++

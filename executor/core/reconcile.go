@@ -453,8 +453,10 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 	var limit planspec.LimitHold
 	var spend planspec.Spend
 	var usage []planspec.TryUsage
+	earlier := 0
 	if run.Agent != nil {
 		session, limit, spend, usage = run.Agent.Session, run.Agent.Limit, run.Agent.Spend, run.Agent.Usage
+		earlier = run.Agent.EarlierTries
 	}
 	var wt *planspec.WorktreeRecord
 	if run.Agent != nil && run.Agent.Worktree != nil {
@@ -463,7 +465,7 @@ func beginTry(st *planspec.State, id string, now time.Time, same, interrupted bo
 		wt = &w
 	}
 	run.Agent = &planspec.AgentRecord{StartedIso: run.LastRunIso, Interruptions: interruptions, Granted: granted, Errors: errs,
-		Session: session, Limit: limit, Worktree: wt, Spend: spend, Usage: usage}
+		Session: session, Limit: limit, Worktree: wt, Spend: spend, Usage: usage, EarlierTries: earlier}
 	clearBlocker(st, id)
 	return tries
 }

@@ -87,12 +87,12 @@ func Rerun(st *planspec.State, id string) error {
 	}
 	for _, later := range st.StepQueue[at:] {
 		run := st.Run(later)
+		run.Agent = runAnew(run.Agent, run.Tries)
 		run.Status = planspec.StatusPending
 		run.Tries = 0
 		run.Error = nil
 		run.Stdout = nil
 		run.Skipped = false
-		run.Agent = keptSpend(run.Agent)
 		run.Phase = planspec.PhasePlanned
 		run.Reports = nil
 		run.Result = nil

@@ -75,12 +75,12 @@ func (c Commands) Close(_ context.Context, name string) (store.RunInfo, error) {
 func (c Commands) queue(ctx context.Context, t core.Trigger) (string, error) {
 	switch {
 	case c.SC != nil:
-		return "queued " + t.Step, refusal(c.SC.trigger(ctx, t))
+		return "queued " + t.Step, refusalForRun(c.SC.trigger(ctx, t), c.WS.Run)
 	case c.RT != nil:
 		msg, err := queue(c.RT, t)
-		return msg, refusal(err)
+		return msg, refusalForRun(err, c.WS.Run)
 	}
-	return "queued " + t.Step, refusal(enqueue(c.WS, t))
+	return "queued " + t.Step, refusalForRun(enqueue(c.WS, t), c.WS.Run)
 }
 
 // refusal is err as a *Refusal; nil stays nil.

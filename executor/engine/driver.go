@@ -305,6 +305,18 @@ func (d *driver) readState() {
 	d.feed(core.StateRead{State: st, Err: err, Unchanged: !changed && err == nil})
 }
 
+// setAsideEarlierRun sets the logs of the step's earlier run aside as a new
+// try starts, counting that run's tries as the state recorded them.
+func (d *driver) setAsideEarlierRun(st *planspec.State, l core.StartAgent) {
+	earlier := 0
+	if run := st.StepRuns[l.Step]; run != nil && run.Agent != nil {
+		earlier = run.Agent.EarlierTries
+	}
+	if err := d.rt.WS.SetAsideEarlierRun(l.Step, l.Try, earlier); err != nil {
+		d.rt.Logger.Warn("the earlier run's logs stay where they are: this try's output follows theirs", "step", l.Step, "err", err)
+	}
+}
+
 // start launches a try the state file on disk already records, with the first of
 // the step's agents that can run.
 func (d *driver) start(l core.StartAgent) {
@@ -317,9 +329,7 @@ func (d *driver) start(l core.StartAgent) {
 		return
 	}
 	if !l.Resumed {
-		if err := d.rt.WS.SetAsideEarlierRun(l.Step, l.Try); err != nil {
-			d.rt.Logger.Warn("the earlier run's logs stay where they are: this try's output follows theirs", "step", l.Step, "err", err)
-		}
+		d.setAsideEarlierRun(st, l)
 	}
 	if st.IsPull(l.Step) {
 		// Offered to the MCP worker that asks for it: no process, no fallback.

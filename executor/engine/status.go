@@ -19,9 +19,13 @@ import (
 // and duration, the blockers, and what the plan waits for. `stepseq status --json`
 // prints it as it is, so its JSON names are part of the command's output.
 type StatusReport struct {
-	Plan       string       `json:"plan"`
-	State      string       `json:"state"`
-	Status     string       `json:"status"`
+	Plan   string `json:"plan"`
+	State  string `json:"state"`
+	Status string `json:"status"`
+	// Run is where the run stands in the word every face says it, stepseq
+	// runs too: active, blocked or done (core.RunWord). Status is
+	// state.json's own word, IN_PROGRESS for a blocked run as for an active one.
+	Run        string       `json:"run"`
 	Cursor     int          `json:"cursor"`
 	Steps      []StepReport `json:"steps"`
 	Blockers   []string     `json:"blockers"`
@@ -194,7 +198,7 @@ func DescribeOwned(rt *Runtime, st *planspec.State, now time.Time, maxRetries in
 // describe is Describe with the reconcile core run on scratch(st).
 func describe(rt *Runtime, st *planspec.State, now time.Time, maxRetries int, scratch func(*planspec.State) *planspec.State) (StatusReport, error) {
 	r := StatusReport{
-		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Cursor: st.CurrentStep, Params: st.Settings.Params, Summary: st.Settings.SummaryValues,
+		Plan: st.Settings.Name, State: rt.WS.State, Status: st.Status, Run: core.RunWord(st), Cursor: st.CurrentStep, Params: st.Settings.Params, Summary: st.Settings.SummaryValues,
 		Steps: make([]StepReport, 0, len(st.StepQueue)), Blockers: append([]string{}, st.Blockers...),
 		Loops: loopReports(st),
 	}

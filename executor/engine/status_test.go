@@ -355,7 +355,7 @@ func TestDescribe(t *testing.T) {
 	str := func(s string) *string { return &s }
 	ms := func(n int64) *int64 { return &n }
 	want := StatusReport{
-		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Cursor: 1, Blockers: []string{"x"},
+		Plan: "p", State: rt.WS.State, Status: "IN_PROGRESS", Run: "blocked", Cursor: 1, Blockers: []string{"x"},
 		Steps: []StepReport{
 			{ID: "a", Title: "A", Status: "DONE", Tries: 2, MaxTries: 3, LastRunIso: str("2026-02-10T11:58:00.000000+00:00"),
 				DurationMs: ms(90500), Error: str("first try failed"), Logs: []TryLogPath{}, Phase: "done", Errors: []planspec.TryError{}},

@@ -542,7 +542,7 @@ func statusText(r engine.StatusReport) string {
 			done++
 		}
 	}
-	fmt.Fprintf(&b, "plan %s: %s, %d of %d steps done\n", r.Plan, r.Status, done, len(r.Steps))
+	fmt.Fprintf(&b, "plan %s: %s, %d of %d steps done\n", r.Plan, r.Run, done, len(r.Steps))
 	if r.Progress != "" {
 		fmt.Fprintf(&b, "%s\n", r.Progress)
 	}

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -180,6 +181,10 @@ func resolveOne(s planspec.AgentSpec, source, dir string) (Agent, error) {
 // that points at /bin/sh is a shell.
 func checkArgv(a Agent, dir string) error {
 	if err := planspec.CheckAgentArgv(a.Argv, func(w string) string { return ResolveProgram(w, dir) }); err != nil {
+		var code *planspec.AgentCodeError
+		if errors.As(err, &code) && a.Source == "STEP_AGENT_CMD" {
+			code.Env = a.Source
+		}
 		return &core.ConfigError{Msg: a.Source + ": " + err.Error()}
 	}
 	return nil

@@ -50,11 +50,12 @@ var (
 // ClosedRun is the one refusal of a run that was closed.
 func ClosedRun(name string) error { return fmt.Errorf("%w: %s", ErrRunClosed, name) }
 
-// The words ListRuns says of a run's status.
+// The words ListRuns says of a run's status: a run with a state file is
+// where core.RunWord says it stands, the word every face says.
 const (
-	RunActive  = "active"
-	RunBlocked = "blocked"
-	RunDone    = "done"
+	RunActive  = core.RunActive
+	RunBlocked = core.RunBlocked
+	RunDone    = core.RunDone
 	RunClosed  = "closed"
 	RunInvalid = "invalid" // its state file cannot be read as a state: Error says why
 	// RunCopy is a state file that carries another run's id (a backup copy,
@@ -200,12 +201,8 @@ func ReadRunInfo(ws Workspace, name, path string, closed bool) RunInfo {
 	case st.CopyOf(name) != "":
 		info.Status, info.CopyOf = RunCopy, st.CopyOf(name)
 		info.Hint = fmt.Sprintf("a copy of run %s: it launches nothing; to run it as a run of its own: stepseq start --from %s", info.CopyOf, info.State)
-	case st.Status == planspec.StatusDone:
-		info.Status = RunDone
-	case len(st.Blockers) > 0:
-		info.Status = RunBlocked
 	default:
-		info.Status = RunActive
+		info.Status = core.RunWord(st)
 	}
 	if closed && err != nil {
 		info.Status = RunClosed

@@ -71,31 +71,52 @@ func (w Workspace) LogPath(step string, try int) string {
 	return w.RunMeta("logs", safeName(step), strconv.Itoa(try)+".log")
 }
 
-// SetAsideEarlierRun keeps the logs of an earlier run of step beside the new run's:
-// when try's log exists though the try is new, the step was run again from try 1
-// (an on: change, a trigger), and each of that run's N.log becomes
+// SetAsideEarlierRun keeps the logs of an earlier run of step beside the new run's,
+// as try starts: when the step was run again from try 1 (an on: change, a
+// trigger, a loop's next round) after earlierTries tries, or when try's log
+// exists though the try is new, each of that run's N.log becomes
 // earlier-<UTC time>-N.log, so that N.log and `stepseq logs` are the new run's.
-// Retention prunes them as the step's other logs.
-func (w Workspace) SetAsideEarlierRun(step string, try int) error {
-	if _, err := os.Lstat(w.LogPath(step, try)); err != nil {
+// A try that printed nothing left no log: when the earlier run's last try has
+// none, an empty earlier-<UTC time>-<earlierTries>.log stands for it, so that
+// the run and its tries are counted all the same. Retention prunes them as
+// the step's other logs.
+func (w Workspace) SetAsideEarlierRun(step string, try, earlierTries int) error {
+	if try != 1 {
+		earlierTries = 0 // only a run's first try starts a new run
+	}
+	if _, err := os.Lstat(w.LogPath(step, try)); err != nil && earlierTries == 0 {
 		return nil // the usual case: the try's log is new
 	}
 	dir := filepath.Dir(w.LogPath(step, try))
 	entries, err := os.ReadDir(dir)
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("set aside earlier logs: %w", err)
 	}
 	stamp := time.Now().UTC().Format(ArchiveStamp)
+	logged := 0
 	for _, e := range entries {
 		n := strings.TrimSuffix(e.Name(), ".log")
-		if _, err := strconv.Atoi(n); err != nil || !e.Type().IsRegular() || n == e.Name() {
+		t, err := strconv.Atoi(n)
+		if err != nil || !e.Type().IsRegular() || n == e.Name() {
 			continue
 		}
 		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, "earlier-"+stamp+"-"+e.Name())); err != nil {
 			return fmt.Errorf("set aside earlier logs: %w", err)
 		}
+		logged = max(logged, t)
 	}
-	return nil
+	if earlierTries <= logged {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("set aside earlier logs: %w", err)
+	}
+	silent := filepath.Join(dir, "earlier-"+stamp+"-"+strconv.Itoa(earlierTries)+".log")
+	f, err := os.OpenFile(silent, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return fmt.Errorf("set aside earlier logs: %w", err)
+	}
+	return f.Close()
 }
 
 // safeName makes a step id usable as one path element: separators and other

@@ -12,7 +12,7 @@ import (
 // bigView is a plan of 50 steps, each with a 4 KiB log and a report, and 200
 // notifications: more than a plan usually has.
 func bigView() View {
-	v := View{Plan: "big", Status: "RUNNING", Reports: true}
+	v := View{Plan: "big", Status: "active", Reports: true}
 	phases := append([]string(nil), knownPhases...)
 	log := strings.Repeat("\x1b[32mok\x1b[0m a line of agent output, as long as many are\n", 4<<10/50)
 	for i := range 50 {

@@ -68,7 +68,7 @@ func TestPage_Browser(t *testing.T) {
 	}
 
 	src.Set(func(v *View) {
-		v.Status, v.Waiting = "DONE", "plan DONE"
+		v.Status, v.Waiting = "done", "plan DONE"
 		v.Steps[2].Phase, v.Steps[2].Status, v.Steps[2].Running = PhaseDone, "DONE", false
 		v.Steps[2].DurationMs = ms(3*time.Minute + 12*time.Second)
 		v.Steps[2].LastReport = &ReportView{Status: "done", Summary: "draft written", Evidence: "paper/draft.md",

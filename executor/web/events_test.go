@@ -146,7 +146,7 @@ func TestHandler_EventsFollowTheSource(t *testing.T) {
 	s.view(`data-step="paper" data-phase="in progress"`)
 
 	src.Set(func(v *View) {
-		v.Steps[2].Phase, v.Steps[2].Status, v.Status = PhaseDone, "DONE", "DONE"
+		v.Steps[2].Phase, v.Steps[2].Status, v.Status = PhaseDone, "DONE", "done"
 		v.Notifications = append(v.Notifications, NoteView{Time: at, Step: "paper", Try: 1, Status: "done", Output: "draft written"})
 	})
 	html := s.view(`data-step="paper" data-phase="done"`)

@@ -40,5 +40,5 @@ func ExampleNew() {
 	srv := &http.Server{Handler: mux}
 	srv.RegisterOnShutdown(page.Close)
 
-	ws.Update(web.View{Plan: "demo", Status: "RUNNING", Steps: []web.StepView{{ID: "research", Phase: web.PhaseDispatching}}})
+	ws.Update(web.View{Plan: "demo", Status: "active", Steps: []web.StepView{{ID: "research", Phase: web.PhaseDispatching}}})
 }

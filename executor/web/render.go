@@ -160,10 +160,6 @@ func phaseLabel(phase string, reports bool) string {
 
 // token makes a status usable in a class name: lowercase letters, digits and
 // dashes; anything else becomes a dash.
-// PlanBlocked is the page's word for a plan held by a blocker: state.json still
-// says IN_PROGRESS, but nothing moves until a person acts.
-const PlanBlocked = "BLOCKED"
-
 func token(s string) string {
 	b := []byte(strings.ToLower(s))
 	for i, c := range b {

@@ -48,7 +48,7 @@ var at = time.Date(2026, 3, 14, 9, 26, 53, 0, time.Local)
 // notifications.
 func sampleView() View {
 	return View{
-		Plan: "research-paper", Status: "RUNNING", Waiting: "running (try 1)", Reports: true,
+		Plan: "research-paper", Status: "active", Waiting: "running (try 1)", Reports: true,
 		Steps: []StepView{
 			{ID: "research", Title: "Research topic X", Phase: PhaseDone, Status: "DONE", Tries: 1,
 				DurationMs: ms(94 * time.Second), LogTail: "searching…\nwrote study/summary.md\n",

@@ -40,7 +40,7 @@ const (
 // agent or a log, and is shown escaped.
 type View struct {
 	Plan     string // the plan's name
-	Status   string // the plan's status: RUNNING, DONE, BLOCKED, …
+	Status   string // where the run stands: active, blocked or done (core.RunWord); "no state" without one
 	Waiting  string // what the plan waits for, in words; may be empty
 	Blockers []string
 	// Sandbox says which steps run sandboxed and which edit unattended without

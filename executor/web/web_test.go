@@ -35,7 +35,7 @@ func TestHandler_PageWithoutScript(t *testing.T) {
 	}
 	body := rec.Body.String()
 	want := []string{
-		"research-paper", "RUNNING", "running (try 1)", "paper: launch timeout",
+		"research-paper", `class="plan-status st-active" data-plan-status>active<`, "running (try 1)", "paper: launch timeout",
 		// every step, in the graph and the table, with its phase
 		`data-step="research" data-phase="done"`, `data-step="outline" data-phase="reviewing"`,
 		`data-step="paper" data-phase="dispatching"`, `data-step="review" data-phase="planned"`,

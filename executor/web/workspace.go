@@ -19,6 +19,11 @@ import (
 	"github.com/stepseq/stepseq/watcher"
 )
 
+// PlanBlocked is the badge of a plan that waits on a person: state.json still
+// says IN_PROGRESS, but nothing moves until a person acts. The badge says the
+// run's word (core.RunWord), as status and runs do.
+const PlanBlocked = core.RunBlocked
+
 // NotesShown is how many of the newest notifications a workspace's page shows.
 const NotesShown = 50
 
@@ -79,19 +84,16 @@ func (w *Workspace) View() View {
 	v.Runs = otherRuns(w.rt.WS)
 	st, err := (&store.StateFile{Path: w.rt.WS.State}).Read()
 	if err != nil {
-		v.Status, v.Waiting = "NO STATE", err.Error()
+		v.Status, v.Waiting = "no state", err.Error()
 		return v
 	}
 	w.mu.Lock()
 	r, err := engine.Describe(w.rt, st, time.Now(), w.maxRetries)
 	w.mu.Unlock()
-	v.Plan, v.Status, v.Blockers = r.Plan, r.Status, r.Blockers
+	v.Plan, v.Status, v.Blockers = r.Plan, r.Run, r.Blockers
 	v.Sandbox = r.Sandbox.Lines()
 	v.Params, v.Summary = fields(r.Params), fields(r.Summary)
 	v.Spend = spendText(r)
-	if r.Status != planspec.StatusDone && (r.WaitingFor.Action == core.Blocked.String() || r.WaitingFor.Action == core.OverBudget.String()) {
-		v.Status = PlanBlocked // the badge says what a person must know: the plan waits on them
-	}
 	v.Waiting = r.WaitingFor.Reason
 	if err != nil {
 		v.Waiting = err.Error()

@@ -120,6 +120,10 @@ func (d *planDecoder) decode(data []byte) *Plan {
 			// yaml.v3 locates an unclosed [ or { at the document's start.
 			line, col = planspec.LineCol(data, at)
 			msg += fmt.Sprintf(": the %q here is never closed", data[at])
+		} else if at := unclosedQuote(data, msg); at >= 0 {
+			// yaml.v3 names no column, and for a quote on the first line the last line.
+			line, col = planspec.LineCol(data, at)
+			msg = fmt.Sprintf("invalid YAML: a quoted value opens here and is never closed: close the quote (%c) where the value ends", data[at])
 		}
 		d.failAt(line, col, "", msg)
 		return nil
