@@ -36,7 +36,8 @@ func (s *Sidecar) sandboxedTry() (run, step string, ok bool) {
 
 // hold says whether the file at rel (new or changed since it was last judged:
 // fresh) is held now. A held file stays held until its modification time
-// changes with no sandboxed agent running.
+// changes with no sandboxed agent running; it is told once, however often it
+// is written while held.
 func (s *Sidecar) hold(rel string, fresh bool) bool {
 	fi, err := os.Stat(filepath.Join(s.WS.Dir, rel))
 	if err != nil {
@@ -53,6 +54,9 @@ func (s *Sidecar) hold(rel string, fresh bool) bool {
 		return false
 	case !held && !fresh:
 		return false
+	case held:
+		s.held[rel] = fi.ModTime() // written again while still held: told once
+		return true
 	}
 	if s.held == nil {
 		s.held = heldFiles{}

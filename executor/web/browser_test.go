@@ -99,7 +99,7 @@ func TestPage_Browser(t *testing.T) {
 	if after.Pwned != nil {
 		t.Errorf("hostile text ran script: window.pwned = %v", after.Pwned)
 	}
-	if after.Title != "DONE · research-paper · stepseq" {
+	if after.Title != "done · research-paper · stepseq" {
 		t.Errorf("the title is %q", after.Title)
 	}
 	if got, want := page.Phase("review"), "dispatching"; got != want {
