@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os/user"
 	"strings"
 	"time"
@@ -97,10 +96,7 @@ func (rt *Runtime) answerGate(a GateAnswer, approve bool) (Answered, error) {
 	if !approve && strings.TrimSpace(a.Note) == "" {
 		return Answered{}, fmt.Errorf("%w: it is the step's blocker, what whoever retries it reads (--note TEXT)", ErrNoNote)
 	}
-	st, err := (&store.StateFile{Path: rt.WS.State}).Read()
-	if errors.Is(err, fs.ErrNotExist) {
-		return Answered{}, fmt.Errorf("%w: %s (no %s: nothing to answer)", store.ErrNoRun, rt.WS.RunName(), rt.WS.State)
-	}
+	st, err := readCommanded(rt.WS, "nothing to answer")
 	if err != nil {
 		return Answered{}, err
 	}

@@ -64,7 +64,7 @@ func AgentBudget(env func(string) string) error {
 // after the checks it needs; when none does, it applies it now.
 func budgetNow(rt *Runtime, t core.Trigger, cs []planspec.BudgetChange) (string, error) {
 	sf := &store.StateFile{Path: rt.WS.State}
-	st, err := sf.Read()
+	st, err := readCommanded(rt.WS, "no budget to change")
 	if err != nil {
 		return "", err
 	}
@@ -143,7 +143,7 @@ func (s *Sidecar) budget(ctx context.Context, t core.Trigger, cs []planspec.Budg
 // enqueueBudget queues t, a budget change, for whichever stepseq holds
 // workspace ws, after the checks it needs; it applies nothing itself.
 func enqueueBudget(ws store.Workspace, t core.Trigger, cs []planspec.BudgetChange) error {
-	st, err := (&store.StateFile{Path: ws.State}).Read()
+	st, err := readCommanded(ws, "no budget to change")
 	if err != nil {
 		return err
 	}

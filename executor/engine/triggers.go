@@ -12,6 +12,7 @@ import (
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
+	"github.com/stepseq/stepseq/planspec"
 )
 
 // DrainTriggers reads and removes the queued triggers, oldest first. A file that
@@ -77,7 +78,11 @@ func queue(rt *Runtime, t core.Trigger) (string, error) {
 		verb = "get a new try"
 	}
 	sf := &store.StateFile{Path: rt.WS.State}
-	st, err := sf.Read()
+	nothing := "nothing to re-run"
+	if t.Retry {
+		nothing = "nothing to retry"
+	}
+	st, err := readCommanded(rt.WS, nothing)
 	if err != nil {
 		return "", err
 	}
@@ -135,4 +140,15 @@ func applyTriggers(rt *Runtime, sf *store.StateFile, ts []core.Trigger, maxRetri
 		}
 	}
 	return nil
+}
+
+// readCommanded reads the state that a command acts on. A missing one is no
+// run, said with what the command cannot do and what makes a run.
+func readCommanded(ws store.Workspace, nothing string) (*planspec.State, error) {
+	st, err := (&store.StateFile{Path: ws.State}).Read()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s (no %s: %s; apply a plan with stepseq apply, or drop one in plans/ for a sidecar to start)",
+			store.ErrNoRun, ws.RunName(), ws.State, nothing)
+	}
+	return st, err
 }
