@@ -105,7 +105,7 @@ func TestWatch_ListenBeyondLoopbackNeedsToken(t *testing.T) {
 func TestWatch_ListenLocalhost(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("STEPSEQ_TOKEN", "")
-	addr := freeAddr(t)
+	addr := freeAddrOn(t, "127.0.0.1") // where localhost resolves
 	port := addr[strings.LastIndexByte(addr, ':'):]
 	listenWatch(t, addr, "--listen", "localhost"+port, dir)
 	if code, _, hdr := request(t, http.MethodPost, "http://"+addr+"/mcp", mcpHeaders, initializeBody); code != 200 || hdr.Get("Mcp-Session-Id") == "" {

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +17,15 @@ import (
 // freeAddr finds a loopback port nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// On an address of 127.0.0.0/8 of its own, not 127.0.0.1: a port freed
+	// on 127.0.0.1 is soon another test's, whose listener takes port 0 there.
+	return freeAddrOn(t, fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254)))
+}
+
+// freeAddrOn finds a port of ip nothing listens on.
+func freeAddrOn(t *testing.T, ip string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
