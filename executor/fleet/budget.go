@@ -40,12 +40,11 @@ func Budget(ctx context.Context, c *Conn, run string, o BudgetOrder, by string) 
 			return rec, "", err
 		}
 		rec.Updated = now.UTC()
-		data, _ := json.Marshal(rec)
-		newRev, err := c.KV.Update(ctx, RunKey(run), data, rev)
-		if isMismatch(err) {
+		newRev, lost, err := putRecord(ctx, c, run, rec, rev, "change the budget of run "+run)
+		if lost {
 			continue // a worker took it meanwhile
 		} else if err != nil {
-			return Record{}, "", jsErr("change the budget of run "+run, err)
+			return Record{}, "", err
 		}
 		if requeue {
 			if err := requeueAfterBudget(ctx, c, rec, newRev); err != nil {
@@ -54,7 +53,7 @@ func Budget(ctx context.Context, c *Conn, run string, o BudgetOrder, by string) 
 		}
 		return rec, msg, nil
 	}
-	return Record{}, "", fmt.Errorf("change the budget of run %s: its record kept changing under five reads", run)
+	return Record{}, "", keptChanging("change the budget of run", run)
 }
 
 // budgetRunning leaves the change for the worker that holds rec's run, once

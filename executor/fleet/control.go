@@ -79,18 +79,17 @@ func Close(ctx context.Context, c *Conn, run, by string) (Record, error) {
 			// No worker holds it: the record is closed here, and a worker
 			// that takes its message finds it closed.
 			rec.Status, rec.Reason, rec.Updated = StatusClosed, "closed by "+by, time.Now().UTC()
-			data, _ := json.Marshal(rec)
-			if _, err := c.KV.Update(ctx, RunKey(run), data, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			if _, lost, err := putRecord(ctx, c, run, rec, rev, "close run "+run); lost {
 				continue // a worker took it meanwhile
 			} else if err != nil {
-				return Record{}, jsErr("close run "+run, err)
+				return Record{}, err
 			}
 			return rec, nil
 		default:
 			return rec, command(ctx, c, run, Control{Close: true, By: by})
 		}
 	}
-	return Record{}, fmt.Errorf("close run %s: its record kept changing under five reads", run)
+	return Record{}, keptChanging("close run", run)
 }
 
 // Retry gives step of run a new try. A running run's worker queues it as
@@ -123,18 +122,17 @@ func Retry(ctx context.Context, c *Conn, run, step, by string) (Record, error) {
 		job := *rec.Job
 		job.Retry = step
 		rec.Status, rec.Reason, rec.Worker, rec.Updated = StatusQueued, "", "", time.Now().UTC()
-		data, _ := json.Marshal(rec)
-		if _, err := c.KV.Update(ctx, RunKey(run), data, rev); errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		if _, lost, err := putRecord(ctx, c, run, rec, rev, "requeue run "+run); lost {
 			continue
 		} else if err != nil {
-			return Record{}, jsErr("requeue run "+run, err)
+			return Record{}, err
 		}
 		if err := publish(ctx, c, job); err != nil {
 			return rec, fmt.Errorf("requeue run %s: %w (its record says queued: retry again once the server answers)", run, err)
 		}
 		return rec, nil
 	}
-	return Record{}, fmt.Errorf("retry run %s: its record kept changing under five reads", run)
+	return Record{}, keptChanging("retry run", run)
 }
 
 // Answer answers a gate of run, a running one: its worker gives the answer to
@@ -199,4 +197,25 @@ func WaitEnded(ctx context.Context, c *Conn, run string) (Record, error) {
 			}
 		}
 	}
+}
+
+// putRecord writes rec as run's record over revision rev, which it was read
+// at. lost: another write came first (a worker took the run meanwhile), and
+// the caller reads the record again.
+func putRecord(ctx context.Context, c *Conn, run string, rec Record, rev uint64, what string) (newRev uint64, lost bool, err error) {
+	data, _ := json.Marshal(rec)
+	newRev, err = c.KV.Update(ctx, RunKey(run), data, rev)
+	switch {
+	case isMismatch(err):
+		return 0, true, nil
+	case err != nil:
+		return 0, false, jsErr(what, err)
+	}
+	return newRev, false, nil
+}
+
+// keptChanging is a command given up after five reads of a record that
+// another write changed each time.
+func keptChanging(what, run string) error {
+	return fmt.Errorf("%s %s: its record kept changing under five reads", what, run)
 }
