@@ -32,7 +32,7 @@ func listenWatch(t *testing.T, addr string, args ...string) *syncBuffer {
 			t.Errorf("watch: %v", err)
 		}
 	})
-	waitUntil(t, "/readyz 200", func() bool {
+	waitFor(t, "/readyz 200", func() bool {
 		select {
 		case err := <-done:
 			done <- err
@@ -191,7 +191,7 @@ func TestWatch_AllowAgentMCP(t *testing.T) {
 	addr := freeAddr(t)
 	listenWatch(t, addr, "--listen", addr, "--allow-agent", "mcp", dir)
 	var rec core.PlanRecord
-	waitUntil(t, "the plan's record", func() bool {
+	waitFor(t, "the plan's record", func() bool {
 		data, err := os.ReadFile(filepath.Join(dir, store.MetaDir, "plans", "p.json"))
 		return err == nil && json.Unmarshal(data, &rec) == nil
 	})
@@ -220,7 +220,7 @@ func TestWatch_ExposeEnvJournaled(t *testing.T) {
 	addr := freeAddr(t)
 	listenWatch(t, addr, "--listen", addr, "--expose-env", "STEPSEQ_TEST_DEPLOY", "--expose-env", "HOME", dir)
 	var names []any
-	waitUntil(t, "the expose-env record", func() bool {
+	waitFor(t, "the expose-env record", func() bool {
 		data, _ := os.ReadFile(filepath.Join(dir, store.MetaDir, "journal.jsonl"))
 		if strings.Contains(string(data), "value-of-deploy") {
 			t.Fatalf("the journal holds a value:\n%s", data)

@@ -109,18 +109,6 @@ func feedIDs(t *testing.T, dir string) []string {
 	return out
 }
 
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(effectWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, effectWait)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestWatch_WebhookRecovers: a webhook that fails for a while, then recovers,
 // receives every transition of a plan the sidecar ran, in order.
 func TestWatch_WebhookRecovers(t *testing.T) {
@@ -132,7 +120,7 @@ func TestWatch_WebhookRecovers(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"watch", "--log-level", "error", "--notify-webhook", h.srv.URL + "/hook", dir}, io.Discard, io.Discard)
 	}()
-	waitUntil(t, "the plan's end at the webhook", func() bool { return h.has("plan_done") })
+	waitFor(t, "the plan's end at the webhook", func() bool { return h.has("plan_done") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("watch: %v", err)
@@ -249,7 +237,7 @@ func TestWatch_HealthzStuckLoop(t *testing.T) {
 		}
 		return code
 	}
-	waitUntil(t, "/healthz 503 while the loop is stuck", func() bool { return healthz() == http.StatusServiceUnavailable })
+	waitFor(t, "/healthz 503 while the loop is stuck", func() bool { return healthz() == http.StatusServiceUnavailable })
 	close(b.release)
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
@@ -275,11 +263,11 @@ func TestStatusView_FollowNotes(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- v.followChanges(ctx, time.Second) }()
-	waitUntil(t, "the first report", func() bool { return strings.Contains(out.String(), "running 1m0s") })
+	waitFor(t, "the first report", func() bool { return strings.Contains(out.String(), "running 1m0s") })
 	for _, s := range []string{"accepted", "milestone"} {
 		n.Notify(core.Notification{Time: time.Now(), Plan: "p", Step: "build", Try: 1, Who: "worker", Status: s, Output: "said " + s, Next: "more"})
 	}
-	waitUntil(t, "both notifications", func() bool {
+	waitFor(t, "both notifications", func() bool {
 		return strings.Contains(out.String(), "build try 1  milestone: said milestone — next: more")
 	})
 	replaceFile(t, filepath.Join(dir, "state.json"), doneState)

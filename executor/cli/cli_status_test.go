@@ -13,6 +13,7 @@ import (
 
 	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
+	"github.com/stepseq/stepseq/executor/internal/testwait"
 	"github.com/stepseq/stepseq/executor/notify"
 	"github.com/stepseq/stepseq/executor/store"
 )
@@ -38,13 +39,7 @@ func (s *syncBuffer) String() string {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(effectWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, effectWait, what, cond)
 }
 
 // replaceFile writes path by rename, as stepseq writes a state.

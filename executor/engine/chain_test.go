@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/internal/testwait"
 	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
@@ -488,13 +489,7 @@ const effectWait = 5 * time.Minute
 // waitFor polls cond until it holds or effectWait passes.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(effectWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", effectWait)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, effectWait, "the condition", cond)
 }
 
 func TestCheck_AwaitOutputs(t *testing.T) {

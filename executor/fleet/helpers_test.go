@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stepseq/stepseq/executor/internal/testwait"
 )
 
 // fakeAgentPath is testdata/fakeagent, built once by TestMain.
@@ -148,13 +149,7 @@ func freePort(t testing.TB) int {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for pause := time.Millisecond; !cond(); pause = min(2*pause, 50*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, within)
-		}
-		time.Sleep(pause)
-	}
+	testwait.For(t, within, what, cond)
 }
 
 func runGit(t testing.TB, dir string, args ...string) string {

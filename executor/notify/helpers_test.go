@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/internal/testwait"
 	"github.com/stepseq/stepseq/executor/metrics"
 )
 
@@ -25,13 +26,7 @@ const effectWait = 5 * time.Minute
 // the conditions are effects in files and servers, which send no signal.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(effectWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, effectWait, what, cond)
 }
 
 // quickRetry retries within milliseconds, so that tests of recovery are short.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stepseq/stepseq/executor/internal/testwait"
 )
 
 // fakeAgentPath is testdata/fakeagent, built once by TestMain: a real process
@@ -47,13 +49,7 @@ func TestMain(m *testing.M) {
 // waitFor polls cond until it holds or effectWait passes.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(effectWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", effectWait)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, effectWait, "the condition", cond)
 }
 
 // waitPID waits for a pid file an agent writes, and reads it.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/internal/testwait"
 	"go.uber.org/goleak"
 )
 
@@ -108,13 +109,7 @@ func (s *stream) viewWhere(want string, quick func(data string) bool) string {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, deadline, what, cond)
 }
 
 func (h *Handler) open() int {
