@@ -75,21 +75,13 @@ func budgetNow(rt *Runtime, t core.Trigger, cs []planspec.BudgetChange) (string,
 	if err != nil {
 		return "", err
 	}
-	if err := WriteTrigger(rt.WS, t); err != nil {
-		return "", err
-	}
 	what := planspec.ChangesText(cs)
-	lock, holder, err := store.TryLock(rt.WS, t.From)
-	if errors.Is(err, store.ErrLocked) {
-		return fmt.Sprintf("budget %s queued for the running %s (pid %d): the run goes on when no bound holds it", what, holder.Kind, holder.PID), nil
-	}
+	holder, err := triggerNow(rt, sf, t, maxRetries)
 	if err != nil {
 		return "", err
 	}
-	defer lock.Unlock()
-	ts, _ := DrainTriggers(rt.WS)
-	if err := applyTriggers(rt, sf, ts, maxRetries, t.From); err != nil {
-		return "", err
+	if holder != nil {
+		return fmt.Sprintf("budget %s queued for the running %s (pid %d): the run goes on when no bound holds it", what, holder.Kind, holder.PID), nil
 	}
 	after, err := sf.Read()
 	if err != nil {

@@ -93,25 +93,35 @@ func queue(rt *Runtime, t core.Trigger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := WriteTrigger(rt.WS, t); err != nil {
+	holder, err := triggerNow(rt, sf, t, maxRetries)
+	switch {
+	case err != nil:
 		return "", err
+	case holder != nil && holder.Kind == "watch":
+		return fmt.Sprintf("queued %s for the sidecar (pid %d): it will %s", id, holder.PID, verb), nil
+	case holder != nil:
+		return fmt.Sprintf("queued %s; a running %s (pid %d) holds the workspace: the next check runs it", id, holder.Kind, holder.PID), nil
+	}
+	return fmt.Sprintf("%s will %s: no sidecar is running, so the next `stepseq check` runs it", id, verb), nil
+}
+
+// triggerNow queues t for whichever stepseq holds the workspace, and returns
+// that holder; when none does, it applies every queued trigger now, as the
+// sidecar would between two agents, and returns nil.
+func triggerNow(rt *Runtime, sf *store.StateFile, t core.Trigger, maxRetries int) (*store.Holder, error) {
+	if err := WriteTrigger(rt.WS, t); err != nil {
+		return nil, err
 	}
 	lock, holder, err := store.TryLock(rt.WS, t.From)
 	if errors.Is(err, store.ErrLocked) {
-		if holder.Kind == "watch" {
-			return fmt.Sprintf("queued %s for the sidecar (pid %d): it will %s", id, holder.PID, verb), nil
-		}
-		return fmt.Sprintf("queued %s; a running %s (pid %d) holds the workspace: the next check runs it", id, holder.Kind, holder.PID), nil
+		return holder, nil
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer lock.Unlock()
 	ts, _ := DrainTriggers(rt.WS)
-	if err := applyTriggers(rt, sf, ts, maxRetries, t.From); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s will %s: no sidecar is running, so the next `stepseq check` runs it", id, verb), nil
+	return nil, applyTriggers(rt, sf, ts, maxRetries, t.From)
 }
 
 // applyTriggers applies queued triggers with no sidecar running: through a
