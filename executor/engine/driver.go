@@ -132,6 +132,10 @@ type runHooks struct {
 	// sharedWatcher, when set, is the watcher that sees the driver's files
 	// (the sidecar's, shared by every run): told of the driver's own changes.
 	sharedWatcher func() *watcher.Watcher
+	// agentsChanged, when set, is told as soon as one of the driver's agents
+	// starts or ends: a try's end is counted before its verdict is written,
+	// so no scrape shows the state without it.
+	agentsChanged func()
 }
 
 // recordNeeded says whether a try lock's record is of a try that st has in

@@ -45,6 +45,7 @@ func (d *driver) parallel() bool {
 // keepActive holds a try just launched: in its lane, its exit forwarded, when
 // the plan runs side by side; else as the one active try.
 func (d *driver) keepActive(a *activeTry) {
+	defer d.agentsMoved()
 	if !d.parallel() {
 		d.active = a
 		return
@@ -117,6 +118,7 @@ func (d *driver) finishRun(run proc.Started, exit core.Exit) bool {
 // dropActive forgets a try whose agent exited, and names in the workspace
 // lock another that still runs.
 func (d *driver) dropActive(a *activeTry) {
+	defer d.agentsMoved()
 	if d.active == a {
 		d.active = nil
 	}
@@ -206,6 +208,13 @@ func (d *driver) stopTries() int {
 		stop(a)
 	}
 	return n
+}
+
+// agentsMoved tells the sidecar that an agent of the driver started or ended.
+func (d *driver) agentsMoved() {
+	if d.agentsChanged != nil {
+		d.agentsChanged()
+	}
 }
 
 // liveLanes counts the lanes' agent processes (a pulled try is none).

@@ -98,6 +98,7 @@ func (s *Sidecar) runHooks(r *Run, d *driver) {
 		return s.watchFor(r.name, append(slices.Clone(without(w.Paths, foreign...)), closeReq), w.Trees)
 	}
 	d.admit = s.admit
+	d.agentsChanged = s.countAgents
 	d.sharedWatcher = func() *watcher.Watcher { return s.w }
 	d.launched = func(run proc.Started) {
 		go func() {

@@ -234,7 +234,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		}
 		s.startWaiting()
 		s.opt.Metrics.observe(s.main.d.m.State())
-		s.opt.Metrics.runningAgents(s.liveAgents())
+		s.countAgents()
 		s.turned(began)
 	}
 }

@@ -140,6 +140,14 @@ func (s *Sidecar) liveAgents() int {
 	return n
 }
 
+// countAgents sets the running-agents gauge: at each try's start and end, and
+// after each turn for what ends a run's agents otherwise (a run dropped).
+func (s *Sidecar) countAgents() {
+	if s.opt.Metrics != nil {
+		s.opt.Metrics.runningAgents(s.liveAgents())
+	}
+}
+
 // startWaiting starts the tries held back, oldest first, while agents may.
 func (s *Sidecar) startWaiting() {
 	for len(s.waiting) > 0 && (s.opt.MaxAgents < 0 || s.liveAgents() < s.opt.MaxAgents) {

@@ -26,8 +26,18 @@ type sidecarRun struct {
 	done   chan error
 }
 
-// startSidecar runs a sidecar on the test workspace until the test ends.
+// startSidecar runs a sidecar on the test workspace until the test ends, once
+// it is ready.
 func (w *testWS) startSidecar(opt SidecarOptions) *sidecarRun {
+	w.t.Helper()
+	r := w.runSidecar(opt)
+	waitFor(w.t, r.Ready)
+	return r
+}
+
+// runSidecar runs a sidecar on the test workspace until the test ends, not
+// waiting for it to be ready: for a test that holds the loop, maybe before.
+func (w *testWS) runSidecar(opt SidecarOptions) *sidecarRun {
 	w.t.Helper()
 	c := w.chain()
 	sc, err := NewSidecar(c.Runtime, opt)
@@ -38,7 +48,6 @@ func (w *testWS) startSidecar(opt SidecarOptions) *sidecarRun {
 	r := &sidecarRun{Sidecar: sc, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- sc.Run(ctx) }()
 	w.t.Cleanup(func() { r.stop(w.t) })
-	waitFor(w.t, sc.Ready)
 	return r
 }
 
