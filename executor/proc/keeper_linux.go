@@ -2,7 +2,6 @@ package proc
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,6 +58,7 @@ func KeeperMain() (int, bool) {
 type keptTry struct {
 	id       uint64
 	pid      int      // the agent: it leads its own session and group
+	pidfd    int      // readable once the agent ended; -1 once reaped, or none
 	marks    []string // the try's variables, which what it starts carries
 	lock     *HeldTry // the try's lock and record; nil when it has none
 	exited   bool     // the agent was reaped
@@ -81,18 +82,14 @@ type keeper struct {
 }
 
 func runKeeper(fd int) int {
-	// Its work is a few system calls at a time: on one thread, handing a
-	// message or a signal to the loop wakes no other.
-	runtime.GOMAXPROCS(1)
+	// Its loop holds one P in its poll (rawPoll); the other runs the
+	// goroutine that hands SIGCHLD on, at once.
+	runtime.GOMAXPROCS(2)
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	// Caught rather than ignored: an ignored signal would stay ignored in
 	// the agents the keeper starts.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	children := make(chan os.Signal, 1)
-	signal.Notify(children, syscall.SIGCHLD)
-	f := os.NewFile(uintptr(fd), "keeper")
-	c, err := net.FileConn(f)
-	f.Close()
+	wake, err := childEnds()
 	if err != nil {
 		return 1
 	}
@@ -100,26 +97,129 @@ func runKeeper(fd int) int {
 	if err != nil {
 		return 1
 	}
-	k := &keeper{conn: newMsgConn(c.(*net.UnixConn)), devnull: devnull, strays: map[int]stray{}}
+	// Its end of the socket pair is the keeper's alone: no agent inherits it,
+	// and its loop reads it only once poll says it may.
+	unix.CloseOnExec(fd)
+	if unix.SetNonblock(fd, false) != nil {
+		return 1
+	}
+	k := &keeper{conn: newRawMsgConn(fd), devnull: devnull, strays: map[int]stray{}}
 	if k.conn.send(newMsg(msgReady, 0)) != nil {
 		return 1
 	}
-	requests := make(chan request)
-	go k.read(requests)
+	open := true
 	for {
-		select {
-		case r, ok := <-requests:
-			if !ok {
-				requests = nil
-				break
+		set := k.pollSet(open, wake)
+		if err := rawPoll(set); errors.Is(err, unix.EINTR) {
+			runtime.Gosched() // the runtime may want this goroutine stopped (a GC)
+			continue
+		} else if err != nil {
+			return 1
+		}
+		ended := false
+		for _, p := range set {
+			switch {
+			case p.Revents == 0:
+			case open && p.Fd == int32(fd):
+				open = k.serve()
+			case p.Fd == int32(wake):
+				drain(wake)
+				ended = true
+			default:
+				ended = true // an agent's pidfd: it ended
 			}
-			k.handle(r)
-		case <-children:
+		}
+		if ended {
 			k.reap()
 		}
-		if requests == nil && len(k.tries) == 0 && !haveChildren() {
+		if !open && len(k.tries) == 0 && !haveChildren() {
 			return 0 // the launcher is gone, and nothing of its tries is left
 		}
+	}
+}
+
+// pollSet is what the loop waits on: the launcher's requests while it is
+// there, any child's end (SIGCHLD, through wake), and each running agent's
+// pidfd, which wakes this thread alone as the agent ends.
+func (k *keeper) pollSet(open bool, wake int) []unix.PollFd {
+	set := make([]unix.PollFd, 0, 2+len(k.tries))
+	if open {
+		set = append(set, unix.PollFd{Fd: int32(k.conn.fd), Events: unix.POLLIN})
+	}
+	set = append(set, unix.PollFd{Fd: int32(wake), Events: unix.POLLIN})
+	for _, t := range k.tries {
+		if t.pidfd >= 0 {
+			set = append(set, unix.PollFd{Fd: int32(t.pidfd), Events: unix.POLLIN})
+		}
+	}
+	return set
+}
+
+// rawPoll waits in ppoll(2) without telling the scheduler it does: the
+// loop's goroutine keeps its P, so no thread is woken to take the P over
+// when the wait ends, and the runtime's monitor, never seeing every P idle,
+// backs off rather than waking at each step's first system call; a signal
+// (the monitor's preemption, SIGCHLD) ends the wait with EINTR.
+func rawPoll(set []unix.PollFd) error {
+	_, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&set[0])), uintptr(len(set)), 0, 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// childEnds is a descriptor readable once a child of the keeper ended: a
+// stray's end is known by SIGCHLD alone.
+func childEnds() (int, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return -1, err
+	}
+	children := make(chan os.Signal, 1)
+	signal.Notify(children, syscall.SIGCHLD)
+	go func() {
+		for range children {
+			_, _ = unix.Write(p[1], []byte{0}) // a full pipe wakes the loop already
+		}
+	}()
+	return p[0], nil
+}
+
+func drain(fd int) {
+	var b [64]byte
+	for {
+		if n, err := unix.Read(fd, b[:]); n <= 0 || err != nil {
+			return
+		}
+	}
+}
+
+// serve handles what the launcher sent, and reports whether it is still there.
+func (k *keeper) serve() bool {
+	err := k.conn.fill(unix.MSG_DONTWAIT)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		return true
+	}
+	for {
+		kind, r, ok, perr := k.conn.pop()
+		if perr != nil {
+			return false
+		}
+		if !ok {
+			return err == nil
+		}
+		q := request{kind: kind, id: r.uint(), r: r}
+		if kind == msgLaunch {
+			var terr error
+			if q.fds, terr = k.conn.take(int(r.uint())); terr != nil {
+				return false
+			}
+		}
+		if r.err != nil {
+			closeAll(q.fds)
+			return false
+		}
+		k.handle(q)
 	}
 }
 
@@ -129,30 +229,6 @@ type request struct {
 	id   uint64
 	r    *msgReader
 	fds  []int
-}
-
-// read hands the launcher's messages to the keeper's loop, and closes
-// requests when the launcher is gone.
-func (k *keeper) read(requests chan<- request) {
-	defer close(requests)
-	for {
-		kind, r, err := k.conn.next()
-		if err != nil {
-			return
-		}
-		q := request{kind: kind, id: r.uint(), r: r}
-		if kind == msgLaunch {
-			n := int(r.uint())
-			if q.fds, err = k.conn.take(n); err != nil {
-				return
-			}
-		}
-		if r.err != nil {
-			closeAll(q.fds)
-			return
-		}
-		requests <- q
-	}
 }
 
 func (k *keeper) handle(q request) {
@@ -197,6 +273,8 @@ func (k *keeper) launch(q request) {
 		return
 	}
 	files := append([]uintptr{uintptr(k.devnull)}, uintptrs(fds)...)
+	pidfd := -1
+	attr.PidFD = &pidfd
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: dir, Env: env, Files: files,
 		Sys: attr})
 	var lockFD int
@@ -213,7 +291,7 @@ func (k *keeper) launch(q request) {
 		k.answerFailed(q.id, errno, err.Error())
 		return
 	}
-	t := &keptTry{id: q.id, pid: pid, marks: tryMarks(env)}
+	t := &keptTry{id: q.id, pid: pid, pidfd: pidfd, marks: tryMarks(env)}
 	ticks, _ := StartTicks(pid)
 	if lock >= 0 {
 		t.lock = keptRecord(os.NewFile(uintptr(lockFD), "try lock"), pid, ticks, attr.Setsid)
@@ -266,6 +344,10 @@ func (k *keeper) reap() {
 		for _, t := range k.tries {
 			if t.pid == pid && !t.exited {
 				t.exited = true
+				if t.pidfd >= 0 {
+					unix.Close(t.pidfd)
+					t.pidfd = -1
+				}
 				t.recordExit(ws)
 				ended, status = append(ended, t), append(status, ws)
 			}

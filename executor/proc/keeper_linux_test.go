@@ -56,6 +56,26 @@ func TestKeeper_StrayHoldsTheLockUntilTheTryIsJudged(t *testing.T) {
 	}
 }
 
+// A stray's own end lets the try's lock go, judged or not: the keeper hears
+// of it by SIGCHLD while its loop waits in its poll.
+func TestKeeper_StrayEndLetsTheLockGo(t *testing.T) {
+	ws := keeperWS(t)
+	p, h := startKept(t, ws, "stray:"+filepath.Join(ws.Dir, "stray.pid")+" exit:0")
+	exit := <-p.Done()
+	stray := waitPID(t, filepath.Join(ws.Dir, "stray.pid"))
+	h.Ended(exit, false)
+	if !ProbeTry(ws, "s1", 1, "t1").Alive {
+		t.Fatal("the lock was let go while a process that may be the try's lived")
+	}
+	if err := syscall.Kill(stray, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !ProbeTry(ws, "s1", 1, "t1").Alive })
+	if s := ProbeTry(ws, "s1", 1, "t1"); !s.Exited || s.Code != 0 {
+		t.Fatalf("record %+v: want the agent's own end, exit 0", s)
+	}
+}
+
 // A keeper killed while its agent runs: the agent, reparented to stepseq, is
 // reaped by it, and its end is still its own; the next launch has a new keeper.
 func TestKeeper_LostWhileItsAgentRuns(t *testing.T) {

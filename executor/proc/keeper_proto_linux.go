@@ -122,9 +122,13 @@ func (r *msgReader) strs() []string {
 	return ss
 }
 
-// msgConn is one end of the socket pair.
+// msgConn is one end of the socket pair: the launcher's, read through Go's
+// poller by a goroutine of its own, or the keeper's (c nil), a blocking
+// descriptor its loop polls with the agents' pidfds, so that a request or an
+// agent's end wakes the one thread that acts on it and no other.
 type msgConn struct {
 	c   *net.UnixConn
+	fd  int        // the keeper's end, when c is nil
 	wmu sync.Mutex // one message at a time
 
 	// Read by one goroutine only.
@@ -135,7 +139,14 @@ type msgConn struct {
 }
 
 func newMsgConn(c *net.UnixConn) *msgConn {
-	return &msgConn{c: c, rbuf: make([]byte, 64<<10), oob: make([]byte, unix.CmsgSpace(4*maxKeptFiles))}
+	return &msgConn{c: c, fd: -1, rbuf: make([]byte, 64<<10), oob: make([]byte, unix.CmsgSpace(4*maxKeptFiles))}
+}
+
+// newRawMsgConn is the keeper's end over its blocking descriptor fd.
+func newRawMsgConn(fd int) *msgConn {
+	c := newMsgConn(nil)
+	c.fd = fd
+	return c
 }
 
 // send writes m, with files' descriptors passed along.
@@ -147,44 +158,82 @@ func (c *msgConn) send(m *msg, fds ...int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	n, _, err := c.c.WriteMsgUnix(b, oob, nil)
-	if err == nil && n < len(b) {
-		_, err = c.c.Write(b[n:]) // a stream may take a long message in parts
+	if c.c != nil {
+		n, _, err := c.c.WriteMsgUnix(b, oob, nil)
+		if err == nil && n < len(b) {
+			_, err = c.c.Write(b[n:]) // a stream may take a long message in parts
+		}
+		return err
 	}
-	return err
+	for len(b) > 0 {
+		n, err := unix.SendmsgN(c.fd, b, oob, nil, unix.MSG_NOSIGNAL)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b, oob = b[n:], nil
+	}
+	return nil
 }
 
 // next returns the next message: its kind, its fields, and the descriptors
 // that came with it when it says how many (take).
 func (c *msgConn) next() (byte, *msgReader, error) {
 	for {
-		if len(c.buf) >= 4 {
-			n := int(binary.LittleEndian.Uint32(c.buf))
-			if n < 1 || n > maxFrame {
-				return 0, nil, fmt.Errorf("keeper: frame of %d bytes", n)
-			}
-			if len(c.buf) >= 4+n {
-				body := append([]byte(nil), c.buf[4:4+n]...)
-				c.buf = append(c.buf[:0], c.buf[4+n:]...)
-				return body[0], &msgReader{b: body[1:]}, nil
-			}
+		kind, r, ok, err := c.pop()
+		if ok || err != nil {
+			return kind, r, err
 		}
-		n, oobn, _, _, err := c.c.ReadMsgUnix(c.rbuf, c.oob)
-		if oobn > 0 {
-			c.fds = append(c.fds, rights(c.oob[:oobn])...)
-		}
-		// A failed read may count -1 bytes: a launcher that died with a
-		// message of the keeper's unread resets the connection.
-		if n > 0 {
-			c.buf = append(c.buf, c.rbuf[:n]...)
-		}
-		if err != nil {
+		if err := c.fill(0); err != nil {
 			return 0, nil, err
 		}
-		if n == 0 {
-			return 0, nil, errors.New("keeper: connection closed")
-		}
 	}
+}
+
+// pop takes the next whole message read so far; ok is false when none is.
+func (c *msgConn) pop() (kind byte, r *msgReader, ok bool, err error) {
+	if len(c.buf) < 4 {
+		return 0, nil, false, nil
+	}
+	n := int(binary.LittleEndian.Uint32(c.buf))
+	if n < 1 || n > maxFrame {
+		return 0, nil, false, fmt.Errorf("keeper: frame of %d bytes", n)
+	}
+	if len(c.buf) < 4+n {
+		return 0, nil, false, nil
+	}
+	body := append([]byte(nil), c.buf[4:4+n]...)
+	c.buf = append(c.buf[:0], c.buf[4+n:]...)
+	return body[0], &msgReader{b: body[1:]}, true, nil
+}
+
+// fill reads what the other end sent, once (flags: MSG_DONTWAIT on the
+// keeper's blocking descriptor, for a read its poll said is ready).
+func (c *msgConn) fill(flags int) error {
+	var n, oobn int
+	var err error
+	if c.c != nil {
+		n, oobn, _, _, err = c.c.ReadMsgUnix(c.rbuf, c.oob)
+	} else {
+		n, oobn, _, _, err = unix.Recvmsg(c.fd, c.rbuf, c.oob, flags|unix.MSG_CMSG_CLOEXEC)
+	}
+	if oobn > 0 {
+		c.fds = append(c.fds, rights(c.oob[:oobn])...)
+	}
+	// A failed read may count -1 bytes: a launcher that died with a message
+	// of the keeper's unread resets the connection.
+	if n > 0 {
+		c.buf = append(c.buf, c.rbuf[:n]...)
+	}
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("keeper: connection closed")
+	}
+	return nil
 }
 
 // take hands over the first n descriptors received.
@@ -212,4 +261,9 @@ func rights(oob []byte) []int {
 	return fds
 }
 
-func (c *msgConn) close() error { return c.c.Close() }
+func (c *msgConn) close() error {
+	if c.c != nil {
+		return c.c.Close()
+	}
+	return unix.Close(c.fd)
+}

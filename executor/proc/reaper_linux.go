@@ -110,7 +110,7 @@ func carries(pid int, marks []string) bool {
 	if len(marks) == 0 {
 		return false
 	}
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	env, err := readProc("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
 		return false
 	}
@@ -152,7 +152,7 @@ func forChildren(ppid int, f func(c child)) {
 	tasks, _ := os.ReadDir(task)
 	read := 0
 	for _, t := range tasks {
-		b, err := os.ReadFile(task + t.Name() + "/children")
+		b, err := readProc(task + t.Name() + "/children")
 		if err != nil {
 			continue // a thread that ended, or a kernel without the file
 		}
@@ -185,7 +185,7 @@ func forChildren(ppid int, f func(c child)) {
 
 // readChild reads a process's parent, state, group and session from /proc.
 func readChild(pid int) (child, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProc("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return child{}, false
 	}
