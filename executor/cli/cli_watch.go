@@ -104,8 +104,9 @@ idle. One sidecar per workspace: a second one on the same DIR exits 2. DIR must 
 
 It drives every run of the workspace: state.json, and each state.NAME.json beside
 it (stepseq start, or written by hand), side by side, with at most --max-agents
-agents running at once; a run's broken file, failure or block
-stays its own. stepseq runs lists them; stepseq close RUN closes one.
+agents running at once, an agent a stepseq before it left running among them; a
+run's broken file, failure or block stays its own. stepseq runs lists them;
+stepseq close RUN closes one.
 
 It exits 2 at its start when it could never launch the agent its workspace waits
 for, with the message check gives: STEP_AGENT_CMD a shell (whatever the plans), or
@@ -142,7 +143,7 @@ every plan in the folder is invalid.
 	cmd.Flags().DurationVar(&f.settle, "settle", engine.DefaultSettle, "coalescing window for bursts of file events")
 	cmd.Flags().StringVar(&f.listen, "listen", "", "serve the live page at /, the MCP tools at /mcp, and /healthz, /readyz and /metrics, on this address, e.g. 127.0.0.1:8080 (beyond loopback it needs a token)")
 	f.door.register(cmd)
-	cmd.Flags().IntVar(&f.maxAgents, "max-agents", engine.DefaultMaxAgents, "at most this many agents running at once across the workspace's runs (state.json and each state.NAME.json); pulled steps (agent: mcp) do not count; -1: no bound")
+	cmd.Flags().IntVar(&f.maxAgents, "max-agents", engine.DefaultMaxAgents, "at most this many agents running at once across the workspace's runs (state.json and each state.NAME.json), those a stepseq before it left running among them; pulled steps (agent: mcp) do not count; -1: no bound")
 	cmd.Flags().BoolVar(&f.exitWhenDone, "exit-when-done", false, "exit 0 once the plan is DONE, 1 once it is blocked, 2 when its agent can never launch")
 	cmd.Flags().StringArrayVar(&f.notifyCmds, "notify-command", nil, "run this command for each notification, the JSON on stdin (split on white space, no shell; repeatable)")
 	cmd.Flags().StringArrayVar(&f.notifyHooks, "notify-webhook", nil, "POST each notification's JSON to this http(s) URL (repeatable)")

@@ -119,9 +119,10 @@ type runHooks struct {
 	// watchTo, when set, takes the driver's watch set instead of a watcher of
 	// its own: the whole set, or with Delta what it gained and lost.
 	watchTo func(core.SetWatch) error
-	// admit, when set, says whether an agent may start now (--max-agents); a
-	// try it refuses waits in waiting until the sidecar starts it.
-	admit   func(*driver) bool
+	// admit, when set, says whether an agent may start now (--max-agents),
+	// and if not why, for the journal ("" journals nothing); a try it refuses
+	// waits in waiting until the sidecar starts it.
+	admit   func(*driver) (ok bool, why string)
 	waiting *core.StartAgent
 	// launched, when set, is told of each agent started, whose exit the
 	// sidecar waits on.
@@ -326,11 +327,15 @@ func (d *driver) setAsideEarlierRun(st *planspec.State, l core.StartAgent) {
 func (d *driver) start(l core.StartAgent) {
 	d.fellBack = nil
 	st := d.m.State()
-	if d.admit != nil && !st.IsPull(l.Step) && !d.admit(d) {
-		// Over --max-agents: the try, recorded, waits for its turn.
-		d.queueWaiting(l)
-		d.rt.record(core.Entry{Event: "launch-queued", Step: l.Step, Try: l.Try, Reason: "max agents running"})
-		return
+	if d.admit != nil && !st.IsPull(l.Step) {
+		if ok, why := d.admit(d); !ok {
+			// Over --max-agents: the try, recorded, waits for its turn.
+			d.queueWaiting(l)
+			if why != "" {
+				d.rt.record(core.Entry{Event: "launch-queued", Step: l.Step, Try: l.Try, Reason: why})
+			}
+			return
+		}
 	}
 	if !l.Resumed {
 		d.setAsideEarlierRun(st, l)
@@ -711,14 +716,15 @@ func (d *driver) waitInherited(step string) {
 	}
 	ch := make(chan struct{})
 	d.inherited = ch
+	d.agentsMoved() // it runs for the step: counted until the loop hears it is gone
 	path := proc.TryLockOf(d.rt.WS, step)
 	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
-	ctx := d.ctx
+	ctx, ws, hook := d.ctx, d.rt.WS, d.inheritedGone
 	go func() {
-		proc.WaitTry(ctx, d.rt.WS, path)
+		proc.WaitTry(ctx, ws, path)
 		close(ch)
-		if d.inheritedGone != nil {
-			d.inheritedGone()
+		if hook != nil {
+			hook()
 		}
 	}()
 }

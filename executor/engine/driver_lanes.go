@@ -217,6 +217,17 @@ func (d *driver) agentsMoved() {
 	}
 }
 
+// inheritedAgents counts the agents an earlier stepseq left that the driver
+// waits for: they run for its steps as its own would, and count as its own do
+// against --max-agents and in the running-agents gauge.
+func (d *driver) inheritedAgents() int {
+	n := len(d.laneInherit)
+	if d.inherited != nil {
+		n++
+	}
+	return n
+}
+
 // liveLanes counts the lanes' agent processes (a pulled try is none).
 func (d *driver) liveLanes() int {
 	n := 0
@@ -235,6 +246,17 @@ func (d *driver) queueWaiting(l core.StartAgent) {
 		return
 	}
 	d.laneWait = append(d.laneWait, l)
+}
+
+// journalWaiting journals each try held back, with why.
+func (d *driver) journalWaiting(why string) {
+	held := d.laneWait
+	if d.waiting != nil {
+		held = append([]core.StartAgent{*d.waiting}, held...)
+	}
+	for _, l := range held {
+		d.rt.record(core.Entry{Event: "launch-queued", Step: l.Step, Try: l.Try, Reason: why})
+	}
 }
 
 // takeWaiting is the next try held back, nil when none is.
@@ -281,11 +303,12 @@ func (d *driver) waitInheritedLane(step string) {
 		d.laneInherit = map[string]bool{}
 	}
 	d.laneInherit[step] = true
+	d.agentsMoved() // it runs for the step: counted until the loop hears it is gone
 	path := proc.TryLockOf(d.rt.WS, step)
 	d.rt.Logger.Info("an agent from before the restart is still running; waiting for it", "step", step, "lock", path)
-	ctx, hook, toLoop := d.ctx, d.inheritedGone, d.toLoop
+	ctx, ws, hook, toLoop := d.ctx, d.rt.WS, d.inheritedGone, d.toLoop
 	go func() {
-		proc.WaitTry(ctx, d.rt.WS, path)
+		proc.WaitTry(ctx, ws, path)
 		switch {
 		case toLoop != nil:
 			toLoop(func() { d.inheritedLaneGone(step) })
@@ -298,6 +321,7 @@ func (d *driver) waitInheritedLane(step string) {
 // inheritedLaneGone takes the end of an inherited agent's wait.
 func (d *driver) inheritedLaneGone(step string) {
 	delete(d.laneInherit, step)
+	d.agentsMoved()
 	d.feed(core.InheritedGone{})
 }
 

@@ -75,7 +75,7 @@ func NewMetrics(reg *metrics.Registry, stats func() (events, overflows uint64, w
 		Name: "stepseq_rejected_plans_total", Help: "Plan files judged invalid.",
 	})
 	m.agents = metrics.NewGauge(metrics.Opts{
-		Name: "stepseq_running_agents", Help: "Agent processes running now, across the sidecar's runs (steps side by side count each).",
+		Name: "stepseq_running_agents", Help: "Agent processes running now, across the sidecar's runs (steps side by side count each, and so does an agent a stepseq before it left running, while the sidecar waits for it).",
 	})
 	m.tokens = metrics.NewCounterVec(metrics.Opts{
 		Name: "stepseq_agent_tokens_total", Help: "Tokens the agents' tries spent, as their output or reports said, by kind (input, output, cache).",

@@ -339,6 +339,7 @@ func (s *Sidecar) timerFired(r *Run) {
 func (s *Sidecar) inheritedGone(r *Run) {
 	if s.runs[r.name] == r {
 		r.d.inherited = nil
+		r.d.agentsMoved() // counted gone before its verdict is written
 		r.d.feed(core.InheritedGone{})
 	}
 }

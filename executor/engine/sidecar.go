@@ -221,8 +221,10 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	// ready is never taken by the start's drain, which would split a burst that
 	// began after the start into the start's part and the rest.
 	s.starting = true
+	s.holdLaunches = true
 	s.pass(watcher.Batch{Rescan: true})
 	s.main.d.feed(core.TriggersQueued{Now: true})
+	s.releaseLaunches()
 	for {
 		if end, err := s.ended(); end {
 			return err

@@ -15,10 +15,15 @@ import (
 )
 
 // sidecarProcess runs a sidecar on statePath until killed: the test binary as a
-// separate process, so that tests can kill -9 it.
+// separate process, so that tests can kill -9 it. STEPSEQ_TEST_MAX_AGENTS, when
+// set, is its --max-agents.
 func sidecarProcess(statePath string) int {
 	return helperProcess(statePath, func(rt *Runtime) error {
-		sc, err := NewSidecar(rt, SidecarOptions{})
+		opt := SidecarOptions{}
+		if n := os.Getenv("STEPSEQ_TEST_MAX_AGENTS"); n != "" {
+			opt.MaxAgents = atoi(n)
+		}
+		sc, err := NewSidecar(rt, opt)
 		if err != nil {
 			return err
 		}
@@ -41,14 +46,17 @@ func helperProcess(statePath string, run func(rt *Runtime) error) int {
 	return 0
 }
 
-func (w *testWS) startSidecarProcess() *exec.Cmd { return w.startProcess("STEPSEQ_TEST_SIDECAR") }
+func (w *testWS) startSidecarProcess(extraEnv ...string) *exec.Cmd {
+	return w.startProcess("STEPSEQ_TEST_SIDECAR", extraEnv...)
+}
 
 // startProcess starts the test binary as the helper that env names, on the
-// workspace.
-func (w *testWS) startProcess(env string) *exec.Cmd {
+// workspace, with extraEnv (NAME=VALUE) beside.
+func (w *testWS) startProcess(env string, extraEnv ...string) *exec.Cmd {
 	w.t.Helper()
 	cmd := exec.Command(testBinary(w.t))
 	cmd.Env = append(os.Environ(), env+"="+w.state, "STEP_AGENT_CMD="+w.env["STEP_AGENT_CMD"])
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)

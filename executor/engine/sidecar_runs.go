@@ -33,7 +33,12 @@ type sidecarRuns struct {
 	draining   int           // drains in flight, across the runs
 	loopDone   chan struct{} // closed when the loop has ended: forwarders give up
 	waiting    []*driver     // tries held back by --max-agents, in the order they came
-	union      watchUnion
+	// holdLaunches holds every launch back while the runs found at the start
+	// are first read: an agent an earlier stepseq left in a run read later
+	// counts against --max-agents before a new one starts in a run read
+	// earlier.
+	holdLaunches bool
+	union        watchUnion
 	// holdWatch: the union changes without the watcher until flushWatch, so
 	// that taking up a thousand runs is one update of the watcher.
 	holdWatch  bool
@@ -115,24 +120,54 @@ func (s *Sidecar) armUnion(added, removed []string, treesChanged bool) error {
 }
 
 // admit says whether an agent may start now: fewer than --max-agents run
-// across the runs (pulled steps launch no process and do not count). A try
-// refused waits its turn, in the order the tries came.
-func (s *Sidecar) admit(d *driver) bool {
-	if s.opt.MaxAgents < 0 || s.liveAgents() < s.opt.MaxAgents && len(s.waiting) == 0 {
-		return true
+// across the runs (pulled steps launch no process and do not count), and if
+// not why, for the journal. A try refused waits its turn, in the order the
+// tries came.
+func (s *Sidecar) admit(d *driver) (ok bool, why string) {
+	if s.opt.MaxAgents < 0 {
+		return true, ""
+	}
+	if s.holdLaunches {
+		// Let go within the start's turn, before any wait: nothing to journal.
+		s.waiting = append(s.waiting, d)
+		return false, ""
+	}
+	if s.liveAgents() < s.opt.MaxAgents && len(s.waiting) == 0 {
+		return true, ""
 	}
 	s.waiting = append(s.waiting, d)
-	return false
+	return false, overMaxAgents
 }
 
-// liveAgents counts the agent processes running for every run.
+// overMaxAgents is why a try held back by --max-agents waits, in the journal.
+const overMaxAgents = "max agents running"
+
+// releaseLaunches lets the tries held back while the runs found at the start
+// were first read go, as far as --max-agents allows: by then every agent an
+// earlier stepseq left running in any of those runs is counted. Those that
+// still wait are journaled as waiting then.
+func (s *Sidecar) releaseLaunches() {
+	s.holdLaunches = false
+	s.startWaiting()
+	s.countAgents()
+	journaled := map[*driver]bool{}
+	for _, d := range s.waiting {
+		if !journaled[d] {
+			journaled[d] = true
+			d.journalWaiting(overMaxAgents)
+		}
+	}
+}
+
+// liveAgents counts the agent processes running for every run, those an
+// earlier stepseq left and the run's driver waits for among them.
 func (s *Sidecar) liveAgents() int {
 	n := 0
 	count := func(d *driver) {
 		if d.active != nil && d.active.tryLock != nil {
 			n++
 		}
-		n += d.liveLanes()
+		n += d.liveLanes() + d.inheritedAgents()
 	}
 	for _, r := range s.runs {
 		count(r.d)
