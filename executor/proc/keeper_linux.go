@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -108,13 +109,17 @@ func runKeeper(fd int) int {
 		return 1
 	}
 	open := true
+	busy := time.Now()
 	for {
 		set := k.pollSet(open, wake)
-		if err := rawPoll(set); errors.Is(err, unix.EINTR) {
+		if err := k.poll(set, busy); errors.Is(err, unix.EINTR) {
 			runtime.Gosched() // the runtime may want this goroutine stopped (a GC)
 			continue
 		} else if err != nil {
 			return 1
+		}
+		if anyReady(set) {
+			busy = time.Now()
 		}
 		ended := false
 		for _, p := range set {
@@ -155,17 +160,45 @@ func (k *keeper) pollSet(open bool, wake int) []unix.PollFd {
 	return set
 }
 
-// rawPoll waits in ppoll(2) without telling the scheduler it does: the
-// loop's goroutine keeps its P, so no thread is woken to take the P over
-// when the wait ends, and the runtime's monitor, never seeing every P idle,
-// backs off rather than waking at each step's first system call; a signal
-// (the monitor's preemption, SIGCHLD) ends the wait with EINTR.
-func rawPoll(set []unix.PollFd) error {
-	_, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&set[0])), uintptr(len(set)), 0, 0, 0, 0)
+// keeperLinger is how long the keeper waits the fast way (rawPoll) after
+// its last request or end, with no agent running: a chain's next launch
+// comes within it, and an idle keeper then sleeps as any process does.
+const keeperLinger = time.Second
+
+// poll waits for what set names: while agents run, or within keeperLinger
+// of the last thing done, in rawPoll; otherwise as a system call the
+// scheduler knows of, which lets every thread of the keeper sleep.
+func (k *keeper) poll(set []unix.PollFd, busy time.Time) error {
+	if len(k.tries) == 0 && time.Since(busy) >= keeperLinger {
+		_, err := unix.Poll(set, -1)
+		return err
+	}
+	return rawPoll(set, keeperLinger)
+}
+
+// rawPoll waits in ppoll(2), at most limit, without telling the scheduler it
+// does: the loop's goroutine keeps its P, so no thread is woken to take the
+// P over when the wait ends, and the runtime's monitor, never seeing every P
+// idle, backs off rather than waking each 20 µs after each step's first
+// system call. A signal (the monitor's preemption every 10 ms, SIGCHLD) ends
+// the wait with EINTR.
+func rawPoll(set []unix.PollFd, limit time.Duration) error {
+	ts := unix.NsecToTimespec(limit.Nanoseconds())
+	_, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&set[0])), uintptr(len(set)),
+		uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 	if e != 0 {
 		return e
 	}
 	return nil
+}
+
+func anyReady(set []unix.PollFd) bool {
+	for _, p := range set {
+		if p.Revents != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // childEnds is a descriptor readable once a child of the keeper ended: a
