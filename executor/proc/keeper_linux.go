@@ -161,19 +161,21 @@ func (k *keeper) pollSet(open bool, wake int) []unix.PollFd {
 }
 
 // keeperLinger is how long the keeper waits the fast way (rawPoll) after
-// its last request or end, with no agent running: a chain's next launch
-// comes within it, and an idle keeper then sleeps as any process does.
+// its last request or end: a chain's next launch or a short agent's end
+// comes within it; a keeper with nothing to do for longer (idle, or its
+// agents at work) sleeps as any process does.
 const keeperLinger = time.Second
 
-// poll waits for what set names: while agents run, or within keeperLinger
-// of the last thing done, in rawPoll; otherwise as a system call the
-// scheduler knows of, which lets every thread of the keeper sleep.
+// poll waits for what set names: within keeperLinger of the last thing done
+// in rawPoll, then as a system call the scheduler knows of, which lets every
+// thread of the keeper sleep.
 func (k *keeper) poll(set []unix.PollFd, busy time.Time) error {
-	if len(k.tries) == 0 && time.Since(busy) >= keeperLinger {
+	left := keeperLinger - time.Since(busy)
+	if left <= 0 {
 		_, err := unix.Poll(set, -1)
 		return err
 	}
-	return rawPoll(set, keeperLinger)
+	return rawPoll(set, left)
 }
 
 // rawPoll waits in ppoll(2), at most limit, without telling the scheduler it
