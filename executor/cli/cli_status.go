@@ -421,7 +421,8 @@ func writeValues(b *bytes.Buffer, what string, values map[string]any) {
 	b.WriteString("\n")
 }
 
-// writeLoops writes a line per repeat group: where its loop stands.
+// writeLoops writes a line per repeat group: where its loop stands, and its
+// running totals under it when it keeps any.
 func writeLoops(b *bytes.Buffer, loops []engine.LoopReport) {
 	for _, l := range loops {
 		fmt.Fprintf(b, "loop %s (%s): ", l.Group, strings.Join(l.Steps, " → "))
@@ -433,6 +434,7 @@ func writeLoops(b *bytes.Buffer, loops []engine.LoopReport) {
 		default:
 			fmt.Fprintf(b, "round %d/%d\n", l.Round, l.Max)
 		}
+		writeValues(b, "  totals", l.Totals)
 	}
 }
 
