@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -284,4 +285,62 @@ func TestStatusView_FollowNotes(t *testing.T) {
 	if i, j := strings.Index(text, "said accepted"), strings.Index(text, "said milestone"); i < 0 || j < i {
 		t.Errorf("the notifications are not in order: %q", text)
 	}
+}
+
+// TestWatch_ReportComesAfterTheStateItTells: each report reaches a sink only
+// once state.json holds what it says, so that whoever acts on it finds the
+// state agreeing: a step said dispatched is in progress, and one said out of
+// tries is blocked, so that the stepseq retry the report names is taken.
+func TestWatch_ReportComesAfterTheStateItTells(t *testing.T) {
+	dir := workspaceWith(t, "name: told\nsteps:\n  - id: one\n    title: One\n    instruction: first\n")
+	var mu sync.Mutex
+	var seen []string // event/status of the report: what state.json said as it came
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var rep notify.Notice
+		if err := json.Unmarshal(body, &rep); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		st, err := (&store.StateFile{Path: filepath.Join(dir, "state.json")}).Read()
+		said := "no state"
+		if err == nil {
+			run := st.Run("one")
+			said = fmt.Sprintf("%s %s tries=%d blockers=%d", run.Status, run.Phase, run.Tries, len(st.Blockers))
+		}
+		mu.Lock()
+		seen = append(seen, rep.Status+"/"+rep.Event+": "+said)
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv("STEP_AGENT_CMD", "false")
+	t.Setenv("STEP_MAX_RETRIES", "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"watch", "--log-level", "error", "--notify-webhook", srv.URL, dir}, io.Discard, io.Discard)
+	}()
+	waitFor(t, "the plan blocked at the webhook", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(seen, func(s string) bool { return strings.Contains(s, "/plan_blocked:") })
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		event, said, _ := strings.Cut(s, ": ")
+		switch {
+		case strings.HasPrefix(event, "dispatching/") && !strings.HasPrefix(said, "IN_PROGRESS"):
+			t.Errorf("%s came while state.json said %s: want the step in progress", event, said)
+		case strings.Contains(event, "retries_exhausted") || strings.Contains(event, "plan_blocked"):
+			if !strings.HasPrefix(said, "FAILED blocked") || strings.HasSuffix(said, "blockers=0") {
+				t.Errorf("%s came while state.json said %s: want the step blocked, so that stepseq retry takes it", event, said)
+			}
+		}
+	}
+	t.Logf("reports as they came: %q", seen)
 }

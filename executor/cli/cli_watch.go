@@ -199,6 +199,9 @@ func notifyConfig(rt *engine.Runtime, sinks []notify.SinkConfig, reg *metrics.Re
 	}
 	return notify.Config{
 		Dir: rt.WS.Dir, Sinks: sinks, Logger: log, Registerer: reg, AllowPlanCommand: allowCommand,
+		// Every notifier the commands open is a driver's, which publishes
+		// once an input's state writes are done.
+		HoldUntilPublished: true,
 		OnGiveUp: func(sink string, r notify.Notice, err error) {
 			e := core.Entry{Event: "notify-give-up", Step: r.Step, Try: r.Try, Reason: err.Error(),
 				Detail: map[string]any{"sink": sink}}

@@ -25,6 +25,14 @@ type Notifier interface {
 	Notify(core.Notification)
 }
 
+// Publisher is a Notifier that holds its notifications from its sinks until
+// Publish: the driver publishes once an input's state writes are done, so
+// that a notification never reaches anyone before the state that holds what
+// it says.
+type Publisher interface {
+	Publish()
+}
+
 // Syncer is a Notifier whose notifications are on disk only once Sync returns.
 // The driver syncs it once an input's effects are done, beside the state's
 // folder, so that the notifications of an input cost one fsync.
@@ -176,6 +184,9 @@ func (d *driver) feed(in core.Input) {
 		d.perform(e)
 	}
 	d.draining = false
+	if p, ok := d.notifier.(Publisher); ok {
+		p.Publish()
+	}
 	d.releaseHeld()
 	d.syncInput()
 }

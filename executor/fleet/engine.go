@@ -186,6 +186,14 @@ func (l *lateNotifier) Sync() error {
 	return nil
 }
 
+// Publish keeps the notifier's other promise: its notifications reach its
+// sinks once the driver has written the state that holds what they say.
+func (l *lateNotifier) Publish() {
+	if p, ok := l.n.(engine.Publisher); ok {
+		p.Publish()
+	}
+}
+
 // run drives the workspace until its plan is done (nil), blocked (errBlocked),
 // cannot go on here (the engine's error), or ctx ends (nil). onChange is
 // called from the engine's loop after each state write: it must not block.

@@ -235,6 +235,15 @@ func (f *Follower) Notify(note core.Notification) {
 	}
 }
 
+// Publish lets the sinks deliver the reports emitted so far.
+func (f *Follower) Publish() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n != nil {
+		f.n.Publish()
+	}
+}
+
 // follow takes run's new list: the sinks it lists hear its reports from the
 // next one on, those it no longer lists stop there. The notifier is re-opened
 // when that changes which sinks there are.

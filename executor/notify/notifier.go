@@ -94,9 +94,15 @@ type Config struct {
 	// (a sink PlanSinks made) may run (--allow-agent); one it refuses is left
 	// out, and logged.
 	AllowPlanCommand func(argv []string) bool
-	SegmentBytes     int64 // DefaultSegmentBytes
-	MaxOutboxBytes   int64 // DefaultMaxOutboxBytes
-	FeedBytes        int64 // DefaultFeedBytes
+	// HoldUntilPublished keeps each report from the sinks until Publish: a
+	// report is recorded before the state write that holds what it says (so
+	// that a crash between them loses neither), and delivered after it (so that
+	// whoever acts on it, stepseq retry for a step it says is blocked, finds
+	// the state saying so).
+	HoldUntilPublished bool
+	SegmentBytes       int64 // DefaultSegmentBytes
+	MaxOutboxBytes     int64 // DefaultMaxOutboxBytes
+	FeedBytes          int64 // DefaultFeedBytes
 }
 
 // Notifier delivers reports from its outbox to its sinks. Its methods are safe
@@ -201,6 +207,7 @@ func New(cfg Config) (*Notifier, error) {
 		n.closeSinks()
 		return nil, err
 	}
+	ob.held = cfg.HoldUntilPublished
 	n.ob = ob
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for _, s := range n.sinks {
@@ -254,6 +261,19 @@ func (n *Notifier) Emit(r Notice) (Notice, error) {
 	return r, nil
 }
 
+// Publish lets the sinks deliver the reports emitted so far (see
+// Config.HoldUntilPublished); the driver calls it once the state writes of an
+// input are done.
+func (n *Notifier) Publish() {
+	n.ob.publish()
+	for _, s := range n.sinks {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Sync makes the reports emitted so far durable: one fsync for all of them. The
 // driver calls it once an input's effects are done, beside the state folder's
 // sync, so that a step's reports cost one fsync, not one each; a machine crash
@@ -293,6 +313,7 @@ func (n *Notifier) closeSinks() {
 // far, or ctx ends. A short-lived driver (check, step) calls it before Close so
 // that its reports go out now rather than with the next notifier.
 func (n *Notifier) Flush(ctx context.Context) error {
+	n.Publish()
 	for {
 		left, changed := n.ob.behind()
 		if left == 0 {

@@ -51,10 +51,14 @@ type outbox struct {
 	active   *os.File
 	unsynced bool   // records appended to active since its last fsync
 	next     uint64 // sequence number of the next record
-	total    int64
-	cursors  map[string]*cursor
-	ids      idSource
-	changed  chan struct{} // closed and replaced whenever a cursor moves
+	// visible is the first record no sink may deliver yet: held, a record
+	// waits for publish (the state write that holds what it says).
+	visible uint64
+	held    bool
+	total   int64
+	cursors map[string]*cursor
+	ids     idSource
+	changed chan struct{} // closed and replaced whenever a cursor moves
 }
 
 const (
@@ -124,7 +128,15 @@ func openOutbox(dir string, segBytes, maxBytes int64, sinks []string, keep bool)
 		_ = os.Remove(p)
 	}
 	o.compact()
+	o.visible = o.next // what an earlier notifier recorded is past its write
 	return o, nil
+}
+
+// publish lets the sinks deliver every record appended so far.
+func (o *outbox) publish() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.visible = o.next
 }
 
 func cmpUint(a, b uint64) int {
@@ -300,6 +312,9 @@ func (o *outbox) append(r Notice, now time.Time) (Notice, error) {
 	last.size += int64(n)
 	o.total += int64(n)
 	o.next++
+	if !o.held {
+		o.visible = o.next
+	}
 	o.unsynced = true
 	o.enforceCap()
 	return r, nil
@@ -524,7 +539,7 @@ func (o *outbox) locate(sink string, dropped *uint64) (c *cursor, want uint64, s
 	*dropped += c.dropped
 	c.dropped = 0
 	want = c.next
-	if want >= o.next || len(o.segs) == 0 {
+	if want >= o.visible || len(o.segs) == 0 {
 		return c, want, segment{}, 0, false, nil
 	}
 	i := len(o.segs) - 1

@@ -181,3 +181,33 @@ func TestOutbox_SyncsOnSync(t *testing.T) {
 		t.Fatal("Sync left the new segment's record unsynced")
 	}
 }
+
+// A notifier that holds its reports gives its sinks none until Publish, and
+// then every one emitted so far, in order; its outbox has them all before.
+func TestOutbox_HeldUntilPublished(t *testing.T) {
+	ws := t.TempDir()
+	n, err := New(Config{Dir: ws, Logger: testLogger(t), HoldUntilPublished: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNotifier(t, n)
+	ids := emitN(t, n, 3, "s")
+	for _, s := range n.sinks {
+		_, _, _, _, due, err := n.ob.locate(s.id, new(uint64))
+		if err != nil || due {
+			t.Fatalf("sink %s: a report is due before Publish (err %v)", s.id, err)
+		}
+	}
+	if got := n.ob.nextSeq(); got != 4 {
+		t.Fatalf("the outbox's next record is %d, want 4: the three are recorded", got)
+	}
+	n.Publish()
+	eventually(t, "the three in the feed", func() bool {
+		got, _ := Recent(ws, 10)
+		var gotIDs []string
+		for _, r := range got {
+			gotIDs = append(gotIDs, r.ID)
+		}
+		return slices.Equal(gotIDs, ids)
+	})
+}
