@@ -128,7 +128,7 @@ func BenchmarkFleet_HundredSteps(b *testing.B) {
 		if err := e.applyPlan(Job{Run: "hundred", Plan: plan, File: "hundred.yaml"}); err != nil {
 			b.Fatal(err)
 		}
-		if err := e.run(context.Background(), "hundred", func() {}, nil); err != nil {
+		if err := e.run(context.Background(), "hundred", func() {}, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 		e.close()

@@ -13,11 +13,14 @@ import (
 )
 
 // The fleet's view and its commands act through the bucket. A command for a
-// run a worker holds is a key of its own (ControlKey) that the worker
+// run a worker holds is a key of its own (ControlKeys) that the worker
 // watches, never a field of the run's record: the record is the lease, and a
 // write to it by anyone but the holder would read to the holder as its lease
-// lost. A command is kept in the bucket until the worker has acted on it, so
-// a worker that dies first leaves it to the next holder.
+// lost. Each command is a new key, never a write over one waiting, so that
+// commands given before the worker acts, or while no worker holds the run,
+// wait side by side, in the order given. A command is kept in the bucket
+// until the worker has acted on it, so a worker that dies first leaves it to
+// the next holder.
 
 // List returns every run's record, by name, without its state and plan.
 func List(ctx context.Context, c *Conn) ([]Record, error) {
@@ -84,6 +87,9 @@ func Close(ctx context.Context, c *Conn, run, by string) (Record, error) {
 			} else if err != nil {
 				return Record{}, err
 			}
+			// Commands its last holder left unacted end with it; one left
+			// behind is never acted on, the run being closed.
+			_, _ = dropCommands(ctx, c, run)
 			return rec, nil
 		default:
 			return rec, command(ctx, c, run, Control{Close: true, By: by})
@@ -160,14 +166,76 @@ func stateBlocked(state json.RawMessage) bool {
 	return err == nil && len(sum.blockers) > 0
 }
 
-// command leaves c for run's worker.
+// command leaves cmd for run's worker, behind the commands waiting already.
 func command(ctx context.Context, c *Conn, run string, cmd Control) error {
+	if err := CheckRunName(run); err != nil {
+		// A '.' or a wildcard in the name would file the command among
+		// another run's.
+		return fmt.Errorf("command run: %w", err)
+	}
 	cmd.At = time.Now().UTC()
 	data, _ := json.Marshal(cmd)
-	if _, err := c.KV.Put(ctx, ControlKey(run), data); err != nil {
+	if _, err := c.KV.Create(ctx, controlKey(run, commandID(cmd.At)), data); err != nil {
 		return jsErr("command run "+run, err)
 	}
 	return nil
+}
+
+// commandID names a command given at: the time, zero-padded to sort as
+// text does, and a random part, so that two given at one instant are two.
+func commandID(at time.Time) string {
+	return fmt.Sprintf("%020d-%s", at.UnixNano(), newID()[:8])
+}
+
+// waitingCommands are the keys of the commands waiting for run's worker:
+// the one of older versions first, when the bucket holds one, then the
+// others in the order given.
+func waitingCommands(ctx context.Context, c *Conn, run string) ([]string, error) {
+	var keys []string
+	switch _, err := c.KV.Get(ctx, legacyControlKey(run)); {
+	case err == nil:
+		keys = append(keys, legacyControlKey(run))
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, jsErr("read the commands of run "+run, err)
+	}
+	lister, err := c.KV.ListKeysFiltered(ctx, ControlKeys(run))
+	if err != nil {
+		return nil, jsErr("list the commands of run "+run, err)
+	}
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// dropCommands removes the commands waiting for run, an ended run no
+// worker will act for, and returns them.
+func dropCommands(ctx context.Context, c *Conn, run string) ([]Control, error) {
+	keys, err := waitingCommands(ctx, c, run)
+	if err != nil {
+		return nil, err
+	}
+	var dropped []Control
+	for _, k := range keys {
+		en, err := c.KV.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // acted on, or dropped, since it was listed
+		}
+		if err != nil {
+			return dropped, jsErr("read command "+k, err)
+		}
+		err = c.KV.Delete(ctx, k, jetstream.LastRevision(en.Revision()))
+		if isMismatch(err) {
+			continue // written again since it was read: not this one
+		}
+		if err != nil {
+			return dropped, jsErr("remove command "+k, err)
+		}
+		var cmd Control
+		_ = json.Unmarshal(en.Value(), &cmd)
+		dropped = append(dropped, cmd)
+	}
+	return dropped, nil
 }
 
 // WaitEnded waits until run's record says it has ended, or ctx ends.

@@ -52,8 +52,7 @@ func TestClose_Running(t *testing.T) {
 	waitFor(t, 10*time.Second, "the agent stopped", func() bool { return gone(agent) })
 	queueEmpty(t, c)
 	waitFor(t, 10*time.Second, "the close command taken from the bucket", func() bool {
-		_, err := c.KV.Get(context.Background(), ControlKey("long"))
-		return err != nil
+		return len(commandsWaiting(t, c, "long")) == 0
 	})
 	if _, err := Close(context.Background(), c, "long", "a test"); !errors.Is(err, ErrRunEnded) {
 		t.Errorf("closing it again: %v, want ErrRunEnded", err)

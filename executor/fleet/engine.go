@@ -196,12 +196,13 @@ func (l *lateNotifier) Publish() {
 
 // run drives the workspace until its plan is done (nil), blocked (errBlocked),
 // cannot go on here (the engine's error), or ctx ends (nil). onChange is
-// called from the engine's loop after each state write: it must not block.
-// notifier, when not nil, tells the run's transitions as watch does.
-func (e *workspace) run(ctx context.Context, run string, onChange func(), notifier Notifier) error {
+// called from the engine's loop after each state write, onReady once its
+// start is over (the workspace its own): neither may block. notifier, when
+// not nil, tells the run's transitions as watch does.
+func (e *workspace) run(ctx context.Context, run string, onChange, onReady func(), notifier Notifier) error {
 	notes := &lateNotifier{run: run}
 	sc, err := engine.NewSidecar(e.rt, engine.SidecarOptions{
-		PlansDir: e.plansDir, ExitWhenDone: true, OnChange: onChange, Notifier: notes,
+		PlansDir: e.plansDir, ExitWhenDone: true, OnChange: onChange, OnReady: onReady, Notifier: notes,
 	})
 	if err != nil {
 		return err

@@ -11,7 +11,8 @@ import (
 const (
 	// Stream is the work queue of runs: one message a run to take.
 	Stream = "STEPSEQ_RUNS"
-	// Bucket holds each run's record (RunKey) and its pending command (ControlKey).
+	// Bucket holds each run's record (RunKey) and the commands waiting for
+	// its worker (ControlKeys), one key each.
 	Bucket = "STEPSEQ_STATE"
 	// Consumer is the durable pull consumer every worker takes runs from.
 	Consumer = "stepseq-workers"
@@ -30,8 +31,19 @@ const maxAckPending = 10000
 // RunKey is the bucket key of run's record.
 func RunKey(run string) string { return "run." + run }
 
-// ControlKey is the bucket key of the command waiting for run's worker.
-func ControlKey(run string) string { return "ctl." + run }
+// ControlKeys matches the bucket keys of the commands waiting for run's
+// worker, "ctl.RUN.ID" each. A run's name holds no '.' (CheckRunName), so
+// the wildcard matches that run's commands and no other's.
+func ControlKeys(run string) string { return "ctl." + run + ".>" }
+
+// controlKey is the key of one command for run: id sorts in the order the
+// commands were given, from one clock.
+func controlKey(run, id string) string { return "ctl." + run + "." + id }
+
+// legacyControlKey is the one key older versions kept run's command under,
+// each command replacing the one before. A holder reads it once, at its
+// start, so that a bucket written by them loses nothing.
+func legacyControlKey(run string) string { return "ctl." + run }
 
 func subject(run string) string { return subjectPrefix + run }
 

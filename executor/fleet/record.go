@@ -75,7 +75,8 @@ func decodeRecord(data []byte) (Record, error) {
 	return r, nil
 }
 
-// Control is a command for a run's worker, in the bucket under ControlKey.
+// Control is a command for a run's worker, in the bucket under a key of its
+// own (ControlKeys).
 type Control struct {
 	Close  bool         `json:"close,omitempty"`
 	Retry  string       `json:"retry,omitempty"` // the step to give a new try

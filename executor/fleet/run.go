@@ -58,6 +58,12 @@ type runner struct {
 	// budgetMade: the engine has made the budget changes the record kept,
 	// so the record's next state holds them and drops them.
 	budgetMade bool
+
+	// Whoever acts on the run's commands owns these (drive at the start,
+	// then the mirror's goroutine): the commands acted on, by key, and those
+	// whose key the bucket still holds.
+	acted     map[string]bool
+	unremoved []controlEntry
 }
 
 // handle runs one message's run to its end, or until the worker stops or
@@ -81,7 +87,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	r := &runner{w: w, job: job, msg: msg, log: log.With("attempt", l.rec.Attempt), l: l, pokes: make(chan struct{}, 1)}
+	r := &runner{w: w, job: job, msg: msg, log: log.With("attempt", l.rec.Attempt), l: l, pokes: make(chan struct{}, 1), acted: map[string]bool{}}
 	r.run(ctx, prev)
 }
 
@@ -197,14 +203,20 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 			r.log.Info(said)
 		}
 	}
+	// The commands that wait are made before anything launches, and leave
+	// the bucket once the state that holds them is there.
+	controls := r.watchControl(ctx)
+	acted := r.actOnWaiting(ctx, controls)
 	// The branch exists from the start, so that a push the remote refuses
 	// blocks the run before any agent works for nothing.
 	if err := r.settle(ctx, ""); err != nil {
 		return err
 	}
+	r.removeCommands(ctx, acted)
 	r.mirrorEnd = make(chan struct{})
-	mirrorDone := r.mirrorLoop(ctx)
-	err = e.run(ctx, r.job.Run, func() { r.changed(ctx) }, r.w.opt.Notifier)
+	ready := make(chan struct{})
+	mirrorDone := r.mirrorLoop(ctx, controls, ready)
+	err = e.run(ctx, r.job.Run, func() { r.changed(ctx) }, func() { close(ready) }, r.w.opt.Notifier)
 	close(r.mirrorEnd)
 	<-mirrorDone
 	return err
@@ -282,15 +294,20 @@ func (r *runner) commitVerified(ctx context.Context, sum summary, final string) 
 }
 
 // mirrorLoop pushes the commits and writes each new state to the bucket, and
-// hands the run's commands to the engine, until the engine ends. A write
-// that loses the lease, or a push refused, ends the run.
-func (r *runner) mirrorLoop(ctx context.Context) <-chan struct{} {
+// hands the run's commands to the engine once its sidecar is ready, until
+// the engine ends. A write that loses the lease, or a push refused, ends the
+// run.
+func (r *runner) mirrorLoop(ctx context.Context, controls <-chan controlEntry, ready <-chan struct{}) <-chan struct{} {
 	done := make(chan struct{})
-	controls := r.watchControl(ctx)
 	go func() {
 		defer close(done)
+		// nil until the sidecar holds the workspace: a command made while it
+		// starts would take the workspace from it.
+		var live <-chan controlEntry
 		for {
 			select {
+			case <-ready:
+				live, ready = controls, nil
 			case <-r.mirrorEnd:
 				return
 			case <-r.pokes:
@@ -301,8 +318,14 @@ func (r *runner) mirrorLoop(ctx context.Context) <-chan struct{} {
 					}
 					r.log.Warn("state not mirrored: written again at the next change or renewal", "err", err)
 				}
-			case c := <-controls:
-				r.control(ctx, c)
+			case c, ok := <-live:
+				if !ok {
+					live, controls = nil, nil
+					continue
+				}
+				if r.control(ctx, c) {
+					r.removeCommand(ctx, c)
+				}
 			}
 		}
 	}()
@@ -312,6 +335,7 @@ func (r *runner) mirrorLoop(ctx context.Context) <-chan struct{} {
 // mirror pushes what is committed, then writes the newest state the engine
 // wrote to the run's record.
 func (r *runner) mirror(ctx context.Context) error {
+	r.retryRemovals(ctx)
 	snap := r.latest.Load()
 	if snap == nil || bytes.Equal(snap.data, r.mirrored) {
 		return nil
@@ -437,9 +461,7 @@ func (r *runner) finish(runErr, cause error) {
 	if err := r.msg.DoubleAck(ctx); err != nil {
 		r.log.Warn("the run's message not acked: a worker taking it again finds it over", "err", err)
 	}
-	if status == StatusClosed {
-		_ = r.w.c.KV.Delete(ctx, ControlKey(r.job.Run))
-	}
+	r.dropCommands(ctx, status)
 	r.log.Info("run over", "status", status, "reason", reason)
 	if status != StatusBlocked && r.dir != "" {
 		// The branch holds the run; a blocked run's workspace keeps its logs.
@@ -469,16 +491,24 @@ func (r *runner) handBack(ctx context.Context) {
 }
 
 // watchControl delivers the commands stepseq close, retry, approve, reject
-// and budget leave for the run, the one waiting first.
+// and budget leave for the run, one at a time in the order given: those
+// waiting first (a wildcard watch gives the keys' values, then their
+// changes), an older version's single command before them, then an entry
+// that says they are all delivered. The channel is closed once the watch
+// ends.
 func (r *runner) watchControl(ctx context.Context) <-chan controlEntry {
-	out := make(chan controlEntry)
-	kw, err := r.w.c.KV.Watch(ctx, ControlKey(r.job.Run))
+	kw, err := r.w.c.KV.Watch(ctx, ControlKeys(r.job.Run), jetstream.IgnoreDeletes())
 	if err != nil {
 		r.log.Warn("commands for the run not watched: close and retry reach it only through its record", "err", err)
-		return out
+		return nil
 	}
+	out := make(chan controlEntry)
 	go func() {
+		defer close(out)
 		defer kw.Stop()
+		if !r.sendLegacyControl(ctx, out) {
+			return
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -487,17 +517,7 @@ func (r *runner) watchControl(ctx context.Context) <-chan controlEntry {
 				if !ok {
 					return
 				}
-				if en == nil || en.Operation() != jetstream.KeyValuePut {
-					continue
-				}
-				var c Control
-				if err := json.Unmarshal(en.Value(), &c); err != nil {
-					r.log.Warn("a command for the run that is not JSON: ignored", "err", err)
-					continue
-				}
-				select {
-				case out <- controlEntry{c, en.Revision()}:
-				case <-ctx.Done():
+				if !r.sendControl(ctx, out, en) {
 					return
 				}
 			}
@@ -508,17 +528,28 @@ func (r *runner) watchControl(ctx context.Context) <-chan controlEntry {
 
 type controlEntry struct {
 	Control
+	key string
 	rev uint64
+	// caughtUp: the commands that waited when the watch began are all
+	// delivered; this entry is none.
+	caughtUp bool
 }
 
-// control acts on a command: close stops the run; retry queues a new try;
-// an answer goes to a gate; a budget change to the engine.
-func (r *runner) control(ctx context.Context, c controlEntry) {
+// control acts on a command once: close stops the run; retry queues a new
+// try; an answer goes to a gate; a budget change to the engine. It reports
+// whether the command's key is to leave the bucket: a close's goes with the
+// run's other commands once the run is recorded closed, and a command that
+// comes as the run ends waits for its next holder, or ends with it.
+func (r *runner) control(ctx context.Context, c controlEntry) bool {
+	if c.caughtUp || ctx.Err() != nil || r.acted[c.key] {
+		return false
+	}
+	r.acted[c.key] = true
 	if c.Close {
 		r.closedBy = orWord(c.By, "stepseq close")
 		r.log.Info("closing the run", "by", r.closedBy)
 		r.cancel(errClosed)
-		return
+		return false
 	}
 	if c.Retry != "" {
 		if said, err := r.e.retry(c.Retry); err != nil {
@@ -537,7 +568,7 @@ func (r *runner) control(ctx context.Context, c controlEntry) {
 	if c.Budget != nil {
 		r.budget(*c.Budget)
 	}
-	_ = r.w.c.KV.Delete(ctx, ControlKey(r.job.Run), jetstream.LastRevision(c.rev))
+	return true
 }
 
 // makeBudget gives the engine, before the run goes on, the budget changes
