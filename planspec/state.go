@@ -217,6 +217,10 @@ type TryError struct {
 	Error string `json:"error"`
 }
 
+// MaxAppliedKept bounds Settings.Applied: a command waits for its holder
+// far fewer commands than this.
+const MaxAppliedKept = 64
+
 // MaxTryErrorsKept bounds AgentRecord.Errors.
 const MaxTryErrorsKept = 10
 
@@ -277,6 +281,10 @@ type Settings struct {
 	BudgetHeld string
 	// Prices give a cost to the tries of agents that name none.
 	Prices map[string]Price
+	// Applied are the ids of the commands last applied to the run (a
+	// trigger's ID), oldest first, at most MaxAppliedKept: a command given
+	// again with an id listed here was applied already and is not again.
+	Applied []string
 
 	raw object
 }
@@ -308,6 +316,7 @@ func (s Settings) Clone() Settings {
 	}
 	c.Sandbox = s.Sandbox.Clone()
 	c.Prices = maps.Clone(s.Prices)
+	c.Applied = slices.Clone(s.Applied)
 	return c
 }
 
@@ -775,6 +784,7 @@ func (st *Settings) object() object {
 	setOrDel(&o, "spend", st.Spend, !st.Spend.IsZero())
 	setOrDel(&o, "budgetHeld", st.BudgetHeld, st.BudgetHeld != "")
 	setOrDel(&o, "prices", st.Prices, len(st.Prices) > 0)
+	setOrDel(&o, "applied", st.Applied, len(st.Applied) > 0)
 	return o
 }
 

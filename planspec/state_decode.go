@@ -430,6 +430,9 @@ func (d *stateDecoder) settings(key string, raw json.RawMessage) Settings {
 	d.optJSON(o, p, "budget", &st.Budget, "a budget {usd, tokens, tries, wall}")
 	d.optJSON(o, p, "spend", &st.Spend, "the run's spend {tries, inputTokens, outputTokens, cacheTokens, costUsd}")
 	st.BudgetHeld, _ = d.optStr(o, p, "budgetHeld")
+	if r, ok := o.vals["applied"]; ok && !isNull(r) {
+		st.Applied = d.strList(p+"applied", r)
+	}
 	if r, ok := o.vals["prices"]; ok && !isNull(r) {
 		prices, err := ParsePrices(r)
 		if err != nil {

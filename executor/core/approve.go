@@ -325,12 +325,13 @@ func (m *Machine) takeAnswers(ts []Trigger) []Trigger {
 		return ts
 	}
 	rest := make([]Trigger, 0, len(ts))
-	for _, t := range ts {
+	for _, t := range m.notApplied(ts) {
 		if t.Answer == nil {
 			rest = append(rest, t)
 			continue
 		}
 		m.answers([]Trigger{t})
+		m.noteApplied([]Trigger{t})
 	}
 	return rest
 }

@@ -235,12 +235,14 @@ func (m *Machine) applyTriggers() {
 	if len(m.triggers) == 0 {
 		return
 	}
+	m.triggers = m.notApplied(m.triggers)
 	b := CoalesceTriggers(m.st, m.triggers)
 	for _, t := range m.triggers {
 		if t.Budget != "" {
 			m.raiseBudget(t)
 		}
 	}
+	m.noteApplied(m.triggers)
 	m.triggers = nil
 	m.answers(b.Answers)
 	for _, t := range b.Retries {

@@ -24,6 +24,10 @@ type Trigger struct {
 	// Step's when Step is set: the changes as planspec.ParseBudgetChanges
 	// reads them, joined by commas. It re-runs nothing.
 	Budget string `json:"budget,omitempty"`
+	// ID, when set, names the command the trigger carries out: once applied
+	// it is listed in the state (Settings.Applied) in the write that holds
+	// its effect, and a trigger with an id listed there is not applied again.
+	ID string `json:"id,omitempty"`
 }
 
 // ErrNoStep is matched by a command that names a step the plan does not have.

@@ -85,11 +85,11 @@ func (c Commands) answer(a GateAnswer, approve bool) (Answered, error) {
 		}
 		defer rt.Close()
 	}
-	out, err := rt.answerGate(a, approve)
+	out, err := rt.answerGate(a, approve, c.ID)
 	return out, refusal(err)
 }
 
-func (rt *Runtime) answerGate(a GateAnswer, approve bool) (Answered, error) {
+func (rt *Runtime) answerGate(a GateAnswer, approve bool, id string) (Answered, error) {
 	if err := LaunchedAgent(a.Env); err != nil {
 		return Answered{}, err
 	}
@@ -116,7 +116,7 @@ func (rt *Runtime) answerGate(a GateAnswer, approve bool) (Answered, error) {
 	if approve {
 		out.Answer = planspec.AnswerApproved
 	}
-	t := core.Trigger{Step: g.Step, From: a.Face, At: planspec.FormatISO(rt.now()), Answer: &ans}
+	t := core.Trigger{Step: g.Step, From: a.Face, At: planspec.FormatISO(rt.now()), Answer: &ans, ID: id}
 	next, err := rt.deliver(t)
 	if err != nil {
 		return Answered{}, err

@@ -31,7 +31,7 @@ func (c Commands) Budget(ctx context.Context, step string, changes []string, fro
 	if err != nil {
 		return "", refusal(fmt.Errorf("%w: %w", core.ErrBudgetChange, err))
 	}
-	t := core.Trigger{Step: step, From: from, Budget: changesArg(cs)}
+	t := core.Trigger{Step: step, From: from, Budget: changesArg(cs), ID: c.ID}
 	var msg string
 	switch {
 	case c.SC != nil:

@@ -29,6 +29,11 @@ type Commands struct {
 	// command comes from elsewhere. A budget change from the environment of
 	// an agent stepseq launched is refused (ErrAgentBudget).
 	Env func(string) string
+	// ID, when set, is the command's own id (core.Trigger.ID): the state
+	// lists it once the command is applied, and a command whose id it lists
+	// is not applied again. A face that may give one command twice (a
+	// fleet's next holder) sets it.
+	ID string
 }
 
 // Retry asks for a new try of a blocked or failed step. It says what comes
@@ -73,6 +78,7 @@ func (c Commands) Close(_ context.Context, name string) (store.RunInfo, error) {
 }
 
 func (c Commands) queue(ctx context.Context, t core.Trigger) (string, error) {
+	t.ID = c.ID
 	switch {
 	case c.SC != nil:
 		return "queued " + t.Step, refusalForRun(c.SC.trigger(ctx, t), c.WS.Run)

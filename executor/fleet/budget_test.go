@@ -123,7 +123,7 @@ func TestBudget_Running(t *testing.T) {
 	c := dial(t, s.ClientURL(), 1)
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")
-	inProcessWorker(t, s.ClientURL(), "w1", 3*time.Second, 1)
+	logs := loggedWorker(t, s.ClientURL(), "w1", 3*time.Second)
 	submit(t, c, Submission{Repo: bareRepo(t), Run: "live", Plan: capped("live", 2,
 		"pidfile:"+filepath.Join(dir, "pid")+" waitfor:"+release+" write:a.txt", "write:b.txt", "write:c.txt")})
 	readPID(t, filepath.Join(dir, "pid"))
@@ -136,9 +136,10 @@ func TestBudget_Running(t *testing.T) {
 		t.Fatalf("budget: %s, %q, %v; want it asked of the running run's worker", rec.Status, said, err)
 	}
 	// The worker gives the change to its engine, which makes it between
-	// tries, before it judges the next one against the budget.
-	waitFor(t, 10*time.Second, "the command taken from the bucket", func() bool {
-		return len(commandsWaiting(t, c, "live")) == 0
+	// tries, before it judges the next one against the budget; the command
+	// leaves the bucket once the state that holds it is there.
+	waitFor(t, 10*time.Second, "the command handed to the engine", func() bool {
+		return logs.says("budget tries=+1 queued for the running")
 	})
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -148,5 +149,8 @@ func TestBudget_Running(t *testing.T) {
 	}
 	if st := stateOf(t, c, "live"); st.Settings.Budget.Tries != 3 || st.Settings.Spend.Tries != 3 {
 		t.Errorf("budget %s, %d tries spent: want tries=3, all spent", st.Settings.Budget, st.Settings.Spend.Tries)
+	}
+	if got := commandsWaiting(t, c, "live"); len(got) != 0 {
+		t.Errorf("commands still waiting once made: %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,12 +12,54 @@ import (
 
 // A run's commands are a queue in the bucket: each a key of its own, acted
 // on by the run's holder in the order given and removed once acted on, so
-// that a next holder acts only on what still waits. Those waiting when a
-// holder starts are made before its sidecar starts, and leave the bucket
-// once the state that holds them is there: a holder that dies between the
-// two leaves them to the next. One that comes while the sidecar runs is
-// handed to it and leaves at once; the engine makes a retry or a budget
-// change between agents, from its workspace.
+// that a next holder acts only on what still waits. A retry, an answer or a
+// budget change is handed to the engine under the command's id (its key's
+// last part); the engine lists the id in the state in the write that holds
+// the command's effect, and the key leaves the bucket only once a state
+// mirrored there lists it. Those waiting when a holder starts are made
+// before its sidecar starts; one that comes while the sidecar runs is made
+// between agents. A holder that dies before the state that holds a command
+// is in the bucket leaves it to the next, which makes it; one that dies
+// after, but before the key is removed, leaves a key whose id the state
+// lists: the next holder removes it, not acted on again. Each command is
+// thus made once across holders.
+
+// commandOf is the id of the command under key for run: "" for the single
+// key older versions wrote, whose command is removed once acted on.
+func commandOf(run, key string) string {
+	id, ok := strings.CutPrefix(key, controlKey(run, ""))
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+// readApplied takes, as the holder starts, the ids of the commands the
+// run's state, restored or started, holds applied.
+func (r *runner) readApplied() {
+	data, err := r.e.readState()
+	if err != nil {
+		return
+	}
+	if sum, err := summarize(data); err == nil {
+		r.applied = sum.applied
+	}
+}
+
+// removeHanded takes from the bucket the commands handed to the engine
+// whose ids applied, the list of the state just mirrored, holds.
+func (r *runner) removeHanded(ctx context.Context, applied []string) {
+	r.applied = applied
+	left := r.handed[:0]
+	for _, c := range r.handed {
+		if slices.Contains(applied, commandOf(r.job.Run, c.key)) {
+			r.removeCommand(ctx, c)
+		} else {
+			left = append(left, c)
+		}
+	}
+	r.handed = left
+}
 
 // sendLegacyControl hands the mirror's goroutine the command an older
 // version left under the run's single key, when the bucket holds one; false

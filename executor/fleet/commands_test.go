@@ -132,7 +132,7 @@ func TestControl_QuickSuccession(t *testing.T) {
 	release := filepath.Join(dir, "release")
 	submit(t, c, Submission{Repo: bare, Run: "quick", Plan: capped("quick", 1,
 		"pidfile:"+filepath.Join(dir, "pid")+" waitfor:"+release+" write:a.txt", "write:b.txt")})
-	inProcessWorker(t, s.ClientURL(), "w1", 3*time.Second, 1)
+	logs := loggedWorker(t, s.ClientURL(), "w1", 3*time.Second)
 	waitFor(t, 30*time.Second, "the worker cloning the run", func() bool {
 		_, err := os.Stat(held)
 		return err == nil
@@ -151,8 +151,10 @@ func TestControl_QuickSuccession(t *testing.T) {
 	})
 	budgetOf(t, c, "quick", "tries=+2")
 	budgetOf(t, c, "quick", "tries=+4")
-	waitFor(t, 30*time.Second, "the next two acted on", func() bool {
-		return len(commandsWaiting(t, c, "quick")) == 0
+	// Handed to the engine, they are made once the agent ends, and leave
+	// the bucket once the state that holds them is there.
+	waitFor(t, 30*time.Second, "the next two handed to the engine", func() bool {
+		return logs.says("budget tries=+2 queued for the running") && logs.says("budget tries=+4 queued for the running")
 	})
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -162,6 +164,9 @@ func TestControl_QuickSuccession(t *testing.T) {
 	}
 	if b := stateOf(t, c, "quick").Settings.Budget; b.Tries != 12 {
 		t.Errorf("budget %s, want tries=12 (5, +1, +2, +4)", b)
+	}
+	if got := commandsWaiting(t, c, "quick"); len(got) != 0 {
+		t.Errorf("commands still waiting once acted on: %q", got)
 	}
 }
 

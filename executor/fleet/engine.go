@@ -84,25 +84,26 @@ func (e *workspace) restoreState(data []byte) error {
 
 // retry gives step a new try, as stepseq retry does: at once when the
 // sidecar runs, else when it starts. It acts through a runtime of its own:
-// the sidecar's belongs to the sidecar's loop.
-func (e *workspace) retry(step string) (string, error) {
+// the sidecar's belongs to the sidecar's loop. id, when not "", is the
+// command's: the state lists it once the retry is made.
+func (e *workspace) retry(step, id string) (string, error) {
 	rt, err := engine.NewRuntime(e.state, e.rt.Logger)
 	if err != nil {
 		return "", err
 	}
 	defer rt.Close()
-	return engine.Commands{WS: rt.WS, RT: rt}.Retry(context.Background(), step, "retry")
+	return engine.Commands{WS: rt.WS, RT: rt, ID: id}.Retry(context.Background(), step, "retry")
 }
 
 // answer gives a person's answer to a gate, as stepseq approve or reject does,
-// through a runtime of its own.
-func (e *workspace) answer(a GateAnswer, by string) (string, error) {
+// through a runtime of its own; id as for retry.
+func (e *workspace) answer(a GateAnswer, by, id string) (string, error) {
 	rt, err := engine.NewRuntime(e.state, e.rt.Logger)
 	if err != nil {
 		return "", err
 	}
 	defer rt.Close()
-	cmds := engine.Commands{WS: rt.WS, RT: rt}
+	cmds := engine.Commands{WS: rt.WS, RT: rt, ID: id}
 	give := cmds.Approve
 	if !a.Approve {
 		give = cmds.Reject
@@ -113,14 +114,14 @@ func (e *workspace) answer(a GateAnswer, by string) (string, error) {
 
 // budget makes a change to the run's budget, as stepseq budget does: at once
 // when the sidecar does not run yet, else in its loop. It acts through a
-// runtime of its own.
-func (e *workspace) budget(o BudgetOrder) (string, error) {
+// runtime of its own; id as for retry.
+func (e *workspace) budget(o BudgetOrder, id string) (string, error) {
 	rt, err := engine.NewRuntime(e.state, e.rt.Logger)
 	if err != nil {
 		return "", err
 	}
 	defer rt.Close()
-	return engine.Commands{WS: rt.WS, RT: rt}.Budget(context.Background(), o.Step, o.Changes, "fleet")
+	return engine.Commands{WS: rt.WS, RT: rt, ID: id}.Budget(context.Background(), o.Step, o.Changes, "fleet")
 }
 
 // startState is the state rec's run goes on from: the newest its record
@@ -227,6 +228,8 @@ type summary struct {
 	steps    int
 	blockers []string
 	spend    json.RawMessage
+	// applied are the ids of the commands the state holds applied.
+	applied []string
 	// verified are the DONE steps with the time of their last run: a change
 	// in it is a step verified since.
 	verified map[string]string
@@ -237,7 +240,7 @@ func summarize(data []byte) (summary, error) {
 	if err != nil {
 		return summary{}, err
 	}
-	s := summary{status: st.Status, steps: len(st.StepQueue), blockers: st.Blockers, verified: map[string]string{}}
+	s := summary{status: st.Status, steps: len(st.StepQueue), blockers: st.Blockers, applied: st.Settings.Applied, verified: map[string]string{}}
 	for id, r := range st.StepRuns {
 		if r != nil && r.Status == planspec.StatusDone {
 			s.done++

@@ -64,6 +64,11 @@ type runner struct {
 	// whose key the bucket still holds.
 	acted     map[string]bool
 	unremoved []controlEntry
+	// handed are the commands handed to the engine whose keys leave the
+	// bucket once a state mirrored lists their ids; applied are the ids the
+	// newest state mirrored (or, at the start, restored) lists.
+	handed  []controlEntry
+	applied []string
 }
 
 // handle runs one message's run to its end, or until the worker stops or
@@ -197,7 +202,7 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 	}
 	r.makeBudget(prev.Budget)
 	if r.job.Retry != "" {
-		if said, err := e.retry(r.job.Retry); err != nil {
+		if said, err := e.retry(r.job.Retry, ""); err != nil {
 			r.log.Warn("retry refused", "step", r.job.Retry, "err", err)
 		} else {
 			r.log.Info(said)
@@ -206,6 +211,7 @@ func (r *runner) drive(ctx context.Context, prev Record) error {
 	// The commands that wait are made before anything launches, and leave
 	// the bucket once the state that holds them is there.
 	controls := r.watchControl(ctx)
+	r.readApplied()
 	acted := r.actOnWaiting(ctx, controls)
 	// The branch exists from the start, so that a push the remote refuses
 	// blocks the run before any agent works for nothing.
@@ -362,6 +368,9 @@ func (r *runner) mirror(ctx context.Context) error {
 		return err
 	}
 	r.mirrored = snap.data
+	if state != nil {
+		r.removeHanded(ctx, snap.sum.applied)
+	}
 	return nil
 }
 
@@ -537,9 +546,12 @@ type controlEntry struct {
 
 // control acts on a command once: close stops the run; retry queues a new
 // try; an answer goes to a gate; a budget change to the engine. It reports
-// whether the command's key is to leave the bucket: a close's goes with the
-// run's other commands once the run is recorded closed, and a command that
-// comes as the run ends waits for its next holder, or ends with it.
+// whether the command's key is to leave the bucket now: a close's goes with
+// the run's other commands once the run is recorded closed, a command that
+// comes as the run ends waits for its next holder, or ends with it, and one
+// handed to the engine under its id leaves once a state mirrored lists it
+// (handed). One whose id the run's state lists already was applied: it
+// leaves, not acted on again.
 func (r *runner) control(ctx context.Context, c controlEntry) bool {
 	if c.caughtUp || ctx.Err() != nil || r.acted[c.key] {
 		return false
@@ -551,22 +563,34 @@ func (r *runner) control(ctx context.Context, c controlEntry) bool {
 		r.cancel(errClosed)
 		return false
 	}
+	id := commandOf(r.job.Run, c.key)
+	if id != "" && slices.Contains(r.applied, id) {
+		r.log.Info("a command the run's state holds applied: not acted on again", "command", c.Control.String(), "id", id)
+		return true
+	}
+	handed := false
 	if c.Retry != "" {
-		if said, err := r.e.retry(c.Retry); err != nil {
+		if said, err := r.e.retry(c.Retry, id); err != nil {
 			r.log.Warn("retry refused", "step", c.Retry, "err", err)
 		} else {
 			r.log.Info(said, "by", c.By)
+			handed = true
 		}
 	}
 	if c.Answer != nil {
-		if said, err := r.e.answer(*c.Answer, c.By); err != nil {
+		if said, err := r.e.answer(*c.Answer, c.By, id); err != nil {
 			r.log.Warn("answer refused", "step", c.Answer.Step, "err", err)
 		} else {
 			r.log.Info(said, "by", c.By)
+			handed = true
 		}
 	}
 	if c.Budget != nil {
-		r.budget(*c.Budget)
+		handed = r.budget(*c.Budget, id) || handed
+	}
+	if handed && id != "" {
+		r.handed = append(r.handed, c)
+		return false
 	}
 	return true
 }
@@ -575,19 +599,22 @@ func (r *runner) control(ctx context.Context, c controlEntry) bool {
 // its record kept while no worker held it.
 func (r *runner) makeBudget(orders []BudgetOrder) {
 	for _, o := range orders {
-		r.budget(o)
+		r.budget(o, "")
 	}
 	r.budgetMade = len(orders) > 0
 }
 
-// budget gives the engine a change to the run's budget; one it refuses is
-// said in the log.
-func (r *runner) budget(o BudgetOrder) {
-	if said, err := r.e.budget(o); err != nil {
+// budget gives the engine a change to the run's budget, under id when not
+// "", and reports whether the engine took it; one it refuses is said in the
+// log.
+func (r *runner) budget(o BudgetOrder, id string) bool {
+	said, err := r.e.budget(o, id)
+	if err != nil {
 		r.log.Warn("budget change refused", "step", o.Step, "changes", strings.Join(o.Changes, ","), "err", err)
-	} else {
-		r.log.Info(said, "by", o.By)
+		return false
 	}
+	r.log.Info(said, "by", o.By)
+	return true
 }
 
 func orWord(s, dflt string) string {
