@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stepseq/stepseq/executor/core"
+	"github.com/stepseq/stepseq/executor/proc"
 	"github.com/stepseq/stepseq/executor/store"
 	"github.com/stepseq/stepseq/planspec"
 	"github.com/stepseq/stepseq/watcher"
@@ -420,6 +422,16 @@ func (w *testWS) waitPID(rel string) int {
 		pid = atoi(string(data))
 		return err == nil && pid > 0
 	})
+	// An agent a killed sidecar left waiting ends with the test, should the
+	// test fail before it lets it go; known by its start time, so that a
+	// process that took its pid since is spared.
+	if ticks, err := proc.StartTicks(pid); err == nil {
+		w.t.Cleanup(func() {
+			if proc.Alive(pid, ticks) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	}
 	return pid
 }
 
