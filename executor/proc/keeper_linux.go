@@ -80,6 +80,7 @@ type keeper struct {
 	devnull int
 	tries   []*keptTry
 	strays  map[int]stray
+	set     []unix.PollFd // pollSet's, reused: the loop runs at each request and end
 }
 
 func runKeeper(fd int) int {
@@ -147,7 +148,7 @@ func runKeeper(fd int) int {
 // there, any child's end (SIGCHLD, through wake), and each running agent's
 // pidfd, which wakes this thread alone as the agent ends.
 func (k *keeper) pollSet(open bool, wake int) []unix.PollFd {
-	set := make([]unix.PollFd, 0, 2+len(k.tries))
+	set := k.set[:0]
 	if open {
 		set = append(set, unix.PollFd{Fd: int32(k.conn.fd), Events: unix.POLLIN})
 	}
@@ -157,6 +158,7 @@ func (k *keeper) pollSet(open bool, wake int) []unix.PollFd {
 			set = append(set, unix.PollFd{Fd: int32(t.pidfd), Events: unix.POLLIN})
 		}
 	}
+	k.set = set
 	return set
 }
 

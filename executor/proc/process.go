@@ -237,6 +237,12 @@ func (p *Process) awaitEnd(pipeGrace time.Duration) agentEnd {
 		return end
 	}
 	ws, left, err := p.kept.end()
+	return p.keptEnded(ws, left, err, pipeGrace)
+}
+
+// keptEnded is a kept agent's end as its keeper (or, the keeper lost, this
+// process) reaped it, once its output is read.
+func (p *Process) keptEnded(ws syscall.WaitStatus, left bool, err error, pipeGrace time.Duration) agentEnd {
 	p.left = left
 	p.drainOutput(pipeGrace)
 	return agentEnd{status: ws, reaped: err == nil, err: err}
@@ -286,9 +292,7 @@ func (p *Process) wait(timeout time.Duration, started time.Time, pipeGrace time.
 			go func() { exited <- p.awaitEnd(pipeGrace) }()
 		case ans := <-answers:
 			forgetChild(p.PID)
-			p.left = ans.left
-			p.drainOutput(pipeGrace)
-			exited <- agentEnd{status: ans.status, reaped: true}
+			exited <- p.keptEnded(ans.status, ans.left, nil, pipeGrace)
 			answers, lost = nil, nil
 		case end := <-exited:
 			e := p.exit(end, timedOut, started)
