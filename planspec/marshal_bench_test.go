@@ -2,7 +2,6 @@ package planspec
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 )
 
@@ -78,17 +77,7 @@ func BenchmarkReadThenWrite(b *testing.B) {
 }
 
 func benchReadThenWrite(b *testing.B, n int) {
-	s := trackedChain(n)
-	note := strings.Repeat(" Read the notes and cite them.", 4096/30)
-	for i, id := range s.StepQueue {
-		s.Steps[id].Instruction += note
-		if i < n-1 {
-			r := s.Run(id)
-			r.Status, r.Tries, r.LastRunIso = StatusDone, 1, "2026-02-10T21:30:31.123456+00:00"
-		}
-	}
-	s.CurrentStep = n - 1
-	data := s.Marshal()
+	data := longState(n)
 	b.ReportAllocs()
 	for b.Loop() {
 		st, err := ParseStateBytes(data, "state.json")

@@ -20,18 +20,16 @@ func Applied(st *planspec.State, id string) bool {
 // notApplied are ts but the triggers whose command the state held lists as
 // applied already; each left out is said in the log.
 func (m *Machine) notApplied(ts []Trigger) []Trigger {
-	if m.st == nil || len(m.st.Settings.Applied) == 0 || !slices.ContainsFunc(ts, func(t Trigger) bool { return Applied(m.st, t.ID) }) {
+	if m.st == nil || len(m.st.Settings.Applied) == 0 {
 		return ts
 	}
-	out := make([]Trigger, 0, len(ts))
-	for _, t := range ts {
-		if Applied(m.st, t.ID) {
-			m.log(slog.LevelInfo, "command applied already: not applied again", "id", t.ID, "step", t.Step)
-			continue
+	return slices.DeleteFunc(slices.Clone(ts), func(t Trigger) bool {
+		if !Applied(m.st, t.ID) {
+			return false
 		}
-		out = append(out, t)
-	}
-	return out
+		m.log(slog.LevelInfo, "command applied already: not applied again", "id", t.ID, "step", t.Step)
+		return true
+	})
 }
 
 // noteApplied lists the ids of ts, applied (or refused) now, in the state,

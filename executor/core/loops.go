@@ -308,8 +308,7 @@ func abortText(st *planspec.State, id string, f Facts) string {
 	if spec.AbortReason != "" {
 		reason := spec.AbortReason
 		if t, err := plan.CompileTemplate(reason); err == nil {
-			if text, err := t.Render(&plan.Env{Now: f.Now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
-				Params: st.Settings.Params, Loop: st.LoopAround(id), Totals: st.Totals()}); err == nil {
+			if text, err := t.Render(stateEnv(st, f.Now, id)); err == nil {
 				reason = text
 			}
 		}

@@ -458,8 +458,15 @@ func StateCond(st *planspec.State, now time.Time, id, kind string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	return c.Eval(&plan.Env{Now: now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
-		Params: st.Settings.Params, Loop: st.LoopAround(id), Totals: st.Totals()})
+	return c.Eval(stateEnv(st, now, id))
+}
+
+// stateEnv is what step id's conditions and templates read of st as of now,
+// without a workspace: the runs, vars, params, the loop around the step and
+// the running totals. id "" is the run's own, as the summary reads it.
+func stateEnv(st *planspec.State, now time.Time, id string) *plan.Env {
+	return &plan.Env{Now: now, Runs: st.StepRuns, Step: id, Vars: st.Settings.Vars,
+		Params: st.Settings.Params, Loop: st.LoopAround(id), Totals: st.Totals()}
 }
 
 // loopEvent journals a round's start or a loop's end, and tells the user.
@@ -516,8 +523,7 @@ func (m *Machine) summarize(d Decision) bool {
 	}); ok {
 		st.Settings.SummaryValues = s.Summary(m.now, st.Settings.Summary)
 	} else {
-		st.Settings.SummaryValues = plan.EvalSummary(st.Settings.Summary, &plan.Env{Now: m.now, Runs: st.StepRuns,
-			Vars: st.Settings.Vars, Params: st.Settings.Params, Loop: st.LoopAround(""), Totals: st.Totals()})
+		st.Settings.SummaryValues = plan.EvalSummary(st.Settings.Summary, stateEnv(st, m.now, ""))
 	}
 	return true
 }
@@ -530,8 +536,7 @@ func (m *Machine) render(id string) (*planspec.StepSpec, error) {
 	}); ok {
 		return r.Render(m.now, id)
 	}
-	return plan.RenderSpec(m.st.Steps[id], m.st.Settings.Agent, &plan.Env{Now: m.now, Runs: m.st.StepRuns, Step: id,
-		Vars: m.st.Settings.Vars, Params: m.st.Settings.Params, Loop: m.st.LoopAround(id), Totals: m.st.Totals()})
+	return plan.RenderSpec(m.st.Steps[id], m.st.Settings.Agent, stateEnv(m.st, m.now, id))
 }
 
 // launchRefusal says why step id's agent cannot start (a configuration error):

@@ -7,21 +7,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/datadriven"
-
-	"github.com/stepseq/stepseq/planspec"
 )
 
 // scenarioLoops are the scenario commands for long loops: rounds feeds many
-// exits at once, loops shows where each loop stands, and crash starts a new
-// machine on what the last write left on disk, as a restart after a crash
-// does.
+// exits at once, and loops shows where each loop stands. crash, a new machine
+// on what the last write left on disk, as a restart after a crash does, is
+// one of start's.
 var scenarioLoops = map[string]func(s *scenario, t *testing.T, d *datadriven.TestData, verbose bool) string{
 	"rounds": (*scenario).rounds,
 	"loops":  func(s *scenario, _ *testing.T, _ *datadriven.TestData, _ bool) string { return s.loops() },
-	"crash":  (*scenario).crash,
 }
 
 // rounds answers n rounds of a loop: each line of the input, "STEP JSON", is
@@ -82,22 +78,4 @@ func (s *scenario) loops() string {
 		}
 	}
 	return b.String()
-}
-
-// crash is a new machine on what the last successful write put on disk: the
-// state a crash leaves, with its agents gone.
-func (s *scenario) crash(t *testing.T, d *datadriven.TestData, verbose bool) string {
-	st, err := planspec.ParseState(strings.NewReader(string(s.disk)), "state.json")
-	if err != nil {
-		d.Fatalf(t, "the state on disk: %v", err)
-	}
-	persistent := d.HasArg("persistent")
-	driver := "check"
-	if persistent {
-		driver = "watch"
-	}
-	s.m = NewMachine(MachineConfig{Driver: driver, MaxRetries: 3, Persistent: persistent, Probe: s.w, TriggersDir: MetaDir + "/triggers"})
-	s.timer = time.Time{}
-	s.last, s.lastBlk = map[string]string{}, nil
-	return s.feed(StateRead{State: st}, verbose)
 }

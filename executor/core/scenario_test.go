@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -257,7 +258,7 @@ func argOr(d *datadriven.TestData, key, def string) string {
 func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 	verbose := d.HasArg("verbose")
 	switch d.Cmd {
-	case "plan", "state", "empty":
+	case "plan", "state", "empty", "crash":
 		return s.start(t, d, verbose)
 	case "tick":
 		if s.timer.IsZero() {
@@ -284,7 +285,9 @@ func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 	return ""
 }
 
-// start makes a new machine on the plan, the state or no state given.
+// start makes a new machine on the plan, the state or no state given, or,
+// for crash, on what the last successful write put on disk: the state a crash
+// leaves, with its agents gone.
 func (s *scenario) start(t *testing.T, d *datadriven.TestData, verbose bool) string {
 	var st *planspec.State
 	var err error
@@ -296,6 +299,10 @@ func (s *scenario) start(t *testing.T, d *datadriven.TestData, verbose bool) str
 		}
 	case "state":
 		st, err = planspec.ParseState(strings.NewReader(d.Input), "state.json")
+	case "crash":
+		if st, err = planspec.ParseState(bytes.NewReader(s.disk), "state.json"); err != nil {
+			err = fmt.Errorf("the state on disk: %w", err)
+		}
 	}
 	if err != nil {
 		d.Fatalf(t, "%v", err)

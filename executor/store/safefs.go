@@ -115,14 +115,35 @@ func ReadFile(path string, c Cap) ([]byte, error) { return readFileInto(path, c,
 
 // readFileInto is ReadFile reading into buf's storage when it is large enough.
 func readFileInto(path string, c Cap, buf []byte) ([]byte, error) {
-	fi, err := os.Stat(path)
+	f, fi, err := openChecked(path, c)
 	if err != nil {
 		return nil, err
 	}
-	if err := regular(path, fi); err != nil {
-		return nil, err
+	defer f.Close()
+	return readChecked(f, fi, path, c, buf)
+}
+
+// openChecked opens the file at path as ReadFile reads it: a regular file
+// (checked before it is opened, so that a FIFO is never opened to block, and
+// again once open, as it may have been swapped), opened without blocking, not
+// over c.
+func openChecked(path string, c Cap) (*os.File, fs.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
 	}
-	return readOpenInto(path, c, buf)
+	if err := regular(path, fi); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err = checkOpen(f, path, c); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 // readOpenInto is readFileInto past its Stat: it opens path without blocking
@@ -143,6 +164,12 @@ func readCapped(f *os.File, name string, c Cap, into []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readChecked(f, fi, name, c, into)
+}
+
+// readChecked reads at most c.Bytes+1 of f, checked already as checkOpen
+// does; fi is what the check found.
+func readChecked(f *os.File, fi fs.FileInfo, name string, c Cap, into []byte) ([]byte, error) {
 	// The size is a hint: the file may grow while it is read.
 	if int64(cap(into)) < fi.Size()+bytes.MinRead {
 		into = make([]byte, 0, fi.Size()+bytes.MinRead)
@@ -176,21 +203,11 @@ func checkOpen(f *os.File, name string, c Cap) (fs.FileInfo, error) {
 // ReadStatuses reads the statuses of the state file at path as it streams by
 // (planspec.ReadStatuses), refusing what ReadFile refuses.
 func ReadStatuses(path string) (planspec.Statuses, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return planspec.Statuses{}, err
-	}
-	if err := regular(path, fi); err != nil {
-		return planspec.Statuses{}, err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, _, err := openChecked(path, StateCap)
 	if err != nil {
 		return planspec.Statuses{}, err
 	}
 	defer f.Close()
-	if _, err := checkOpen(f, path, StateCap); err != nil {
-		return planspec.Statuses{}, err
-	}
 	return planspec.ReadStatuses(f, path)
 }
 
