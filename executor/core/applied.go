@@ -18,13 +18,16 @@ func Applied(st *planspec.State, id string) bool {
 }
 
 // notApplied are ts but the triggers whose command the state held lists as
-// applied already; each left out is said in the log.
+// applied already, or that an earlier trigger of ts carries too (a command
+// handed twice before either was applied); each left out is said in the log.
 func (m *Machine) notApplied(ts []Trigger) []Trigger {
-	if m.st == nil || len(m.st.Settings.Applied) == 0 {
-		return ts
-	}
+	seen := map[string]bool{}
 	return slices.DeleteFunc(slices.Clone(ts), func(t Trigger) bool {
-		if !Applied(m.st, t.ID) {
+		if t.ID == "" {
+			return false
+		}
+		if !seen[t.ID] && !Applied(m.st, t.ID) {
+			seen[t.ID] = true
 			return false
 		}
 		m.log(slog.LevelInfo, "command applied already: not applied again", "id", t.ID, "step", t.Step)

@@ -85,3 +85,20 @@ func TestMachine_AppliedKeepsTheNewest(t *testing.T) {
 		t.Errorf("tries budget %d, want %d", b, 5+n)
 	}
 }
+
+// TestMachine_AppliedOnceWhenHandedTwiceBeforeApplied: the same command
+// handed twice while an agent runs (both queued before either is applied)
+// is applied once.
+func TestMachine_AppliedOnceWhenHandedTwiceBeforeApplied(t *testing.T) {
+	r := newRig(t, planAB(`,"stepseq":{"budget":{"tries":5}}`), false)
+	if _, ok := started(r.take()); !ok {
+		t.Fatal("a not started")
+	}
+	raise := Trigger{From: "fleet", Budget: "tries=+2", ID: "00000000000000000002-c0ffee00"}
+	r.feed(TriggersIn{Triggers: []Trigger{raise}})
+	r.feed(TriggersIn{Triggers: []Trigger{raise}})
+	r.feed(AgentExited{Step: "a", Try: 1, Exit: Exit{Code: 0}})
+	if b := r.m.State().Settings.Budget.Tries; b != 7 {
+		t.Fatalf("tries budget %d, want 7: one command, applied once", b)
+	}
+}
