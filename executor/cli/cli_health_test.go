@@ -19,7 +19,13 @@ func freeAddr(t *testing.T) string {
 	t.Helper()
 	// On an address of 127.0.0.0/8 of its own, not 127.0.0.1: a port freed
 	// on 127.0.0.1 is soon another test's, whose listener takes port 0 there.
-	return freeAddrOn(t, fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254)))
+	// macOS answers on 127.0.0.1 alone: there it is 127.0.0.1.
+	ip := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254))
+	if ln, err := net.Listen("tcp", ip+":0"); err == nil {
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	return freeAddrOn(t, "127.0.0.1")
 }
 
 // freeAddrOn finds a port of ip nothing listens on.

@@ -241,22 +241,19 @@ func (n *Notifier) newSink(sc SinkConfig, workspace string) (*sink, error) {
 	return s, nil
 }
 
-// Emit appends r to the outbox and wakes the sinks; it never waits on one. r is
-// durable once Sync returns (or Close). It fills in r's ID, and its Time when
-// zero, caps its fields, and returns the report as it will be delivered. An
-// error means r is not in the outbox (the disk is full, or the notifier is
-// closed): the caller journals it.
+// Emit appends r to the outbox and wakes the sinks (a held notifier wakes them
+// at Publish); it never waits on one. r is durable once Sync returns (or
+// Close). It fills in r's ID, and its Time when zero, caps its fields, and
+// returns the report as it will be delivered. An error means r is not in the
+// outbox (the disk is full, or the notifier is closed): the caller journals it.
 func (n *Notifier) Emit(r Notice) (Notice, error) {
 	r, err := n.ob.append(r.capped(), n.cfg.Now())
 	if err != nil {
 		return r, err
 	}
 	n.m.emitted.Inc()
-	for _, s := range n.sinks {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+	if !n.cfg.HoldUntilPublished { // a held report is no sink's to read before Publish
+		n.wakeSinks()
 	}
 	return r, nil
 }
@@ -266,6 +263,12 @@ func (n *Notifier) Emit(r Notice) (Notice, error) {
 // input are done.
 func (n *Notifier) Publish() {
 	n.ob.publish()
+	n.wakeSinks()
+}
+
+// wakeSinks tells each sink's goroutine that the outbox has more for it; a
+// sink already woken is not woken twice.
+func (n *Notifier) wakeSinks() {
 	for _, s := range n.sinks {
 		select {
 		case s.wake <- struct{}{}:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 )
 
@@ -29,7 +30,7 @@ func TestWorkspace_Spend(t *testing.T) {
 	defer rt.Close()
 	v := NewWorkspace(rt, 3, 0).View()
 	want := "$1.20, 6,580 tokens (1,200 in, 80 out, 5,300 cache), 1 try; budget usd=1; held: budget: $1.20 of $1.00 spent (usd)"
-	if v.Spend != want || v.Status != PlanBlocked || v.Steps[0].Spend != "$1.20, 6,580 tokens (1,200 in, 80 out, 5,300 cache), 1 try" {
+	if v.Spend != want || v.Status != core.RunBlocked || v.Steps[0].Spend != "$1.20, 6,580 tokens (1,200 in, 80 out, 5,300 cache), 1 try" {
 		t.Fatalf("view: spend %q, status %s, a's spend %q", v.Spend, v.Status, v.Steps[0].Spend)
 	}
 	html, _, _, err := New(nil, Options{}).fragment(v)

@@ -19,11 +19,6 @@ import (
 	"github.com/stepseq/stepseq/watcher"
 )
 
-// PlanBlocked is the badge of a plan that waits on a person: state.json still
-// says IN_PROGRESS, but nothing moves until a person acts. The badge says the
-// run's word (core.RunWord), as status and runs do.
-const PlanBlocked = core.RunBlocked
-
 // NotesShown is how many of the newest notifications a workspace's page shows.
 const NotesShown = 50
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stepseq/stepseq/executor/core"
 	"github.com/stepseq/stepseq/executor/engine"
 )
 
@@ -77,8 +78,8 @@ func TestWorkspace_BlockedPlanBadge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	if v := NewWorkspace(rt, 3, 13).View(); v.Status != PlanBlocked {
-		t.Errorf("badge %q, want %s", v.Status, PlanBlocked)
+	if v := NewWorkspace(rt, 3, 13).View(); v.Status != core.RunBlocked {
+		t.Errorf("badge %q, want %s", v.Status, core.RunBlocked)
 	}
 }
 
