@@ -293,9 +293,11 @@ func (f *Follower) follow(run string, list []planspec.NotifySink) {
 // reopen replaces the notifier with one whose plan sinks are ids.
 func (f *Follower) reopen(ids []string) {
 	log := f.cfg.Logger
+	held := uint64(0) // the first report the old notifier held from its sinks
 	if f.n != nil {
 		log = f.n.log
 		f.seq = f.n.nextSeq()
+		held = f.n.ob.published()
 		ctx, cancel := context.WithTimeout(context.Background(), CloseWait)
 		if err := f.n.Close(ctx); err != nil {
 			log.Warn("closing the notifier of the previous sinks", "err", err)
@@ -311,6 +313,11 @@ func (f *Follower) reopen(ids []string) {
 			log.Error("notifier for the new sinks", "err", err)
 		}
 		return
+	}
+	if held > 0 {
+		// Reopened within an input, it holds what the old one held until the
+		// driver publishes, rather than letting it go before the state write.
+		n.ob.holdFrom(held)
 	}
 	f.n = n
 }

@@ -365,3 +365,33 @@ func TestSidecar_RunsNotifyTheirPlansSinks(t *testing.T) {
 		t.Errorf("the plans' sinks got %d reports between them, the command line's %d", len(got), len(all))
 	}
 }
+
+// TestFollower_ReopenKeepsWhatIsHeld: a held follower whose notifier is
+// reopened within an input (a plan's sinks change) keeps the reports of that
+// input from every sink until Publish, those emitted before the reopen too.
+func TestFollower_ReopenKeepsWhatIsHeld(t *testing.T) {
+	hook := newHook(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.json")
+	writePlanState(t, state, "first")
+	f, err := NewFollower(Config{Dir: dir, Logger: testLogger(t), Retry: quickRetry, HoldUntilPublished: true}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(0) })
+	note := core.Notification{Time: time.Now(), Plan: "first", Step: "a", Try: 1, Who: "stepseq", Status: "dispatching", Output: "agent launched"}
+	f.Notify(note)
+	note.Status, note.Sinks = "done", []planspec.NotifySink{webhookSink(hook.srv.URL)}
+	f.Notify(note) // the plan's sinks change: the notifier is reopened
+	n := f.Notifier()
+	for _, s := range n.sinks {
+		if _, _, _, _, due, err := n.ob.locate(s.id, new(uint64)); err != nil || due {
+			t.Fatalf("sink %s: a report is due before Publish, across the reopen (err %v)", s.id, err)
+		}
+	}
+	f.Publish()
+	eventually(t, "both reports in the feed", func() bool {
+		feed, err := Recent(dir, 10)
+		return err == nil && len(feed) == 2
+	})
+}

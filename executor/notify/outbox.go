@@ -132,6 +132,24 @@ func openOutbox(dir string, segBytes, maxBytes int64, sinks []string, keep bool)
 	return o, nil
 }
 
+// published is the first record the sinks may not deliver yet: the end of
+// the outbox when nothing is held.
+func (o *outbox) published() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.visible
+}
+
+// holdFrom keeps the records from seq on from the sinks until publish, as
+// the notifier this one replaces held them; only a held outbox holds.
+func (o *outbox) holdFrom(seq uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.held && seq < o.visible {
+		o.visible = seq
+	}
+}
+
 // publish lets the sinks deliver every record appended so far.
 func (o *outbox) publish() {
 	o.mu.Lock()
