@@ -136,20 +136,12 @@ func (rt *Runtime) deliver(t core.Trigger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := WriteTrigger(rt.WS, t); err != nil {
-		return "", err
-	}
-	lock, holder, err := store.TryLock(rt.WS, t.From)
-	if errors.Is(err, store.ErrLocked) {
-		return fmt.Sprintf("queued for the %s that holds the workspace (pid %d)", holder.Kind, holder.PID), nil
-	}
+	holder, err := triggerNow(rt, &store.StateFile{Path: rt.WS.State}, t, maxRetries)
 	if err != nil {
 		return "", err
 	}
-	defer lock.Unlock()
-	ts, _ := DrainTriggers(rt.WS)
-	if err := applyTriggers(rt, &store.StateFile{Path: rt.WS.State}, ts, maxRetries, t.From); err != nil {
-		return "", err
+	if holder != nil {
+		return fmt.Sprintf("queued for the %s that holds the workspace (pid %d)", holder.Kind, holder.PID), nil
 	}
 	return "recorded; no sidecar is running, so the next `stepseq check` acts on it", nil
 }
