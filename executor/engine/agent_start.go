@@ -25,17 +25,9 @@ import (
 // empty one: a sidecar started before its first plan waits for it, as check
 // with no state has nothing to do.
 func (r *Runtime) AgentAtStart(plansDir string) error {
-	argv := strings.Fields(r.Getenv("STEP_AGENT_CMD"))
-	if len(argv) > 0 {
-		dir := r.WS.Dir
-		if planspec.CheckAgentArgv(argv, func(w string) string { return proc.ResolveProgram(w, dir) }) != nil {
-			_, err := r.envAgent()
-			return err
-		}
-	}
 	_, err := r.envAgent()
-	if err == nil {
-		return nil
+	if err == nil || r.envAgentRunsCode() {
+		return err
 	}
 	needs := r.needsEnvAgent(plansDir)
 	if needs == "" {
@@ -52,6 +44,14 @@ func (r *Runtime) AgentAtStart(plansDir string) error {
 // with the error a launch would meet.
 func (r *Runtime) envAgent() (proc.Agent, error) {
 	return proc.ResolveAgent(&planspec.State{}, "", r.Getenv, r.WS.Dir)
+}
+
+// envAgentRunsCode reports whether the shell rule refuses STEP_AGENT_CMD,
+// which then never runs, whatever step would need it.
+func (r *Runtime) envAgentRunsCode() bool {
+	dir := r.WS.Dir
+	argv := strings.Fields(r.Getenv("STEP_AGENT_CMD"))
+	return planspec.CheckAgentArgv(argv, func(w string) string { return proc.ResolveProgram(w, dir) }) != nil
 }
 
 // needsEnvAgent names the first step that would run STEP_AGENT_CMD, "" when

@@ -136,20 +136,12 @@ func (rt *Runtime) deliver(t core.Trigger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := WriteTrigger(rt.WS, t); err != nil {
-		return "", err
-	}
-	lock, holder, err := store.TryLock(rt.WS, t.From)
-	if errors.Is(err, store.ErrLocked) {
-		return fmt.Sprintf("queued for the %s that holds the workspace (pid %d)", holder.Kind, holder.PID), nil
-	}
+	holder, err := triggerNow(rt, &store.StateFile{Path: rt.WS.State}, t, maxRetries)
 	if err != nil {
 		return "", err
 	}
-	defer lock.Unlock()
-	ts, _ := DrainTriggers(rt.WS)
-	if err := applyTriggers(rt, &store.StateFile{Path: rt.WS.State}, ts, maxRetries, t.From); err != nil {
-		return "", err
+	if holder != nil {
+		return fmt.Sprintf("queued for the %s that holds the workspace (pid %d)", holder.Kind, holder.PID), nil
 	}
 	return "recorded; no sidecar is running, so the next `stepseq check` acts on it", nil
 }
@@ -172,22 +164,22 @@ func gateReason(run string, d core.Decision, now time.Time) (reason, at string) 
 // own gate by running stepseq; an agent running as the same user can still
 // edit the files, which only a sandbox stops.
 func LaunchedAgent(env func(string) string) error {
-	step, try, ok := agentMarks(env)
-	if !ok {
-		return nil
-	}
-	return fmt.Errorf("%w: this process runs in the environment of the agent of step %s, try %s (STEPSEQ_STEP and STEPSEQ_TRY are set): "+
-		"a person answers from their own shell, the live page or an operator's MCP session", ErrLaunchedAgent, step, try)
+	return refuseAgent(env, ErrLaunchedAgent, "a person answers from their own shell, the live page or an operator's MCP session")
 }
 
-// agentMarks are the step and try of the agent stepseq launched whose
-// environment env is; ok is false for any other (or a nil env).
-func agentMarks(env func(string) string) (step, try string, ok bool) {
+// refuseAgent refuses env (nil: none to judge) with sentinel when it holds
+// the marks stepseq sets for each try it launches (STEPSEQ_STEP and
+// STEPSEQ_TRY); who says who may give the command instead.
+func refuseAgent(env func(string) string, sentinel error, who string) error {
 	if env == nil {
-		return "", "", false
+		return nil
 	}
-	step, try = env("STEPSEQ_STEP"), env("STEPSEQ_TRY")
-	return step, try, step != "" && try != ""
+	step, try := env("STEPSEQ_STEP"), env("STEPSEQ_TRY")
+	if step == "" || try == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: this process runs in the environment of the agent of step %s, try %s (STEPSEQ_STEP and STEPSEQ_TRY are set): %s",
+		sentinel, step, try, who)
 }
 
 // userName is who this process runs as: $USER, else $LOGNAME, else the

@@ -52,12 +52,7 @@ var ErrAgentBudget = errors.New("an agent stepseq launched may not change a run'
 // an agent stepseq launched, whose marks it holds (STEPSEQ_STEP and
 // STEPSEQ_TRY): an agent may not raise what it may spend by running stepseq.
 func AgentBudget(env func(string) string) error {
-	step, try, ok := agentMarks(env)
-	if !ok {
-		return nil
-	}
-	return fmt.Errorf("%w: this process runs in the environment of the agent of step %s, try %s (STEPSEQ_STEP and STEPSEQ_TRY are set): "+
-		"a person changes it, from their own shell (stepseq budget) or an operator's MCP session", ErrAgentBudget, step, try)
+	return refuseAgent(env, ErrAgentBudget, "a person changes it, from their own shell (stepseq budget) or an operator's MCP session")
 }
 
 // budgetNow queues t, a budget change, for whichever stepseq holds the run,

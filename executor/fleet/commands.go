@@ -134,8 +134,7 @@ func (r *runner) removeCommands(ctx context.Context, acted []controlEntry) {
 // that cannot be removed now is tried again before the next state is
 // written.
 func (r *runner) removeCommand(ctx context.Context, c controlEntry) {
-	err := r.w.c.KV.Delete(ctx, c.key, jetstream.LastRevision(c.rev))
-	if err != nil && !isMismatch(err) {
+	if _, err := removeAt(ctx, r.w.c, c.key, c.rev); err != nil {
 		r.log.Warn("a command acted on not removed from the bucket: tried again before the next state is written", "command", c.Control.String(), "err", err)
 		r.unremoved = append(r.unremoved, c)
 	}
@@ -146,11 +145,21 @@ func (r *runner) removeCommand(ctx context.Context, c controlEntry) {
 func (r *runner) retryRemovals(ctx context.Context) {
 	left := r.unremoved[:0]
 	for _, c := range r.unremoved {
-		if err := r.w.c.KV.Delete(ctx, c.key, jetstream.LastRevision(c.rev)); err != nil && !isMismatch(err) {
+		if _, err := removeAt(ctx, r.w.c, c.key, c.rev); err != nil {
 			left = append(left, c)
 		}
 	}
 	r.unremoved = left
+}
+
+// removeAt removes the command under key as it was read, at revision rev;
+// one written again since is another command, and stays (removed false).
+func removeAt(ctx context.Context, c *Conn, key string, rev uint64) (removed bool, err error) {
+	err = c.KV.Delete(ctx, key, jetstream.LastRevision(rev))
+	if isMismatch(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // dropCommands removes the commands that still wait for the run once it has

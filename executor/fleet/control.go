@@ -224,12 +224,12 @@ func dropCommands(ctx context.Context, c *Conn, run string) ([]Control, error) {
 		if err != nil {
 			return dropped, jsErr("read command "+k, err)
 		}
-		err = c.KV.Delete(ctx, k, jetstream.LastRevision(en.Revision()))
-		if isMismatch(err) {
-			continue // written again since it was read: not this one
-		}
+		removed, err := removeAt(ctx, c, k, en.Revision())
 		if err != nil {
 			return dropped, jsErr("remove command "+k, err)
+		}
+		if !removed {
+			continue // written again since it was read: not this one
 		}
 		var cmd Control
 		_ = json.Unmarshal(en.Value(), &cmd)

@@ -83,45 +83,44 @@ func (e *workspace) restoreState(data []byte) error {
 }
 
 // retry gives step a new try, as stepseq retry does: at once when the
-// sidecar runs, else when it starts. It acts through a runtime of its own:
-// the sidecar's belongs to the sidecar's loop. id, when not "", is the
-// command's: the state lists it once the retry is made.
+// sidecar runs, else when it starts. id, when not "", is the command's: the
+// state lists it once the retry is made.
 func (e *workspace) retry(step, id string) (string, error) {
-	rt, err := engine.NewRuntime(e.state, e.rt.Logger)
-	if err != nil {
-		return "", err
-	}
-	defer rt.Close()
-	return engine.Commands{WS: rt.WS, RT: rt, ID: id}.Retry(context.Background(), step, "retry")
+	return e.command(id, func(cmds engine.Commands) (string, error) {
+		return cmds.Retry(context.Background(), step, "retry")
+	})
 }
 
-// answer gives a person's answer to a gate, as stepseq approve or reject does,
-// through a runtime of its own; id as for retry.
+// answer gives a person's answer to a gate, as stepseq approve or reject
+// does; id as for retry.
 func (e *workspace) answer(a GateAnswer, by, id string) (string, error) {
-	rt, err := engine.NewRuntime(e.state, e.rt.Logger)
-	if err != nil {
-		return "", err
-	}
-	defer rt.Close()
-	cmds := engine.Commands{WS: rt.WS, RT: rt, ID: id}
-	give := cmds.Approve
-	if !a.Approve {
-		give = cmds.Reject
-	}
-	got, err := give(context.Background(), engine.GateAnswer{Step: a.Step, Note: a.Note, By: by, Face: "fleet"})
-	return got.Message, err
+	return e.command(id, func(cmds engine.Commands) (string, error) {
+		give := cmds.Approve
+		if !a.Approve {
+			give = cmds.Reject
+		}
+		got, err := give(context.Background(), engine.GateAnswer{Step: a.Step, Note: a.Note, By: by, Face: "fleet"})
+		return got.Message, err
+	})
 }
 
 // budget makes a change to the run's budget, as stepseq budget does: at once
-// when the sidecar does not run yet, else in its loop. It acts through a
-// runtime of its own; id as for retry.
+// when the sidecar does not run yet, else in its loop; id as for retry.
 func (e *workspace) budget(o BudgetOrder, id string) (string, error) {
+	return e.command(id, func(cmds engine.Commands) (string, error) {
+		return cmds.Budget(context.Background(), o.Step, o.Changes, "fleet")
+	})
+}
+
+// command gives do the engine's commands under id, through a runtime of its
+// own: the sidecar's belongs to the sidecar's loop.
+func (e *workspace) command(id string, do func(engine.Commands) (string, error)) (string, error) {
 	rt, err := engine.NewRuntime(e.state, e.rt.Logger)
 	if err != nil {
 		return "", err
 	}
 	defer rt.Close()
-	return engine.Commands{WS: rt.WS, RT: rt, ID: id}.Budget(context.Background(), o.Step, o.Changes, "fleet")
+	return do(engine.Commands{WS: rt.WS, RT: rt, ID: id})
 }
 
 // startState is the state rec's run goes on from: the newest its record

@@ -71,12 +71,9 @@ func (t *tools) answer(ctx context.Context, req *sdk.CallToolRequest, in AnswerI
 	}
 	defer rt.Close()
 	rt.Getenv = t.opt.Runtime.Getenv
-	a := engine.GateAnswer{Step: in.Step, Note: in.Note, By: in.By, Face: "mcp"}
+	a := engine.GateAnswer{Step: in.Step, Note: in.Note, By: in.By, Face: "mcp", Env: t.clientEnv()}
 	if a.By == "" {
 		a.By = "mcp client " + clientName(req)
-	}
-	if !t.opt.Remote {
-		a.Env = t.opt.Runtime.Getenv // this server's environment is its client's
 	}
 	cmds := engine.Commands{WS: rt.WS, RT: rt}
 	answer := cmds.Approve
@@ -85,6 +82,16 @@ func (t *tools) answer(ctx context.Context, req *sdk.CallToolRequest, in AnswerI
 	}
 	got, err := answer(ctx, a)
 	return nil, got, err
+}
+
+// clientEnv is the environment of the client that gives a command, whose
+// marks of a launched agent refuse it: this server's own over stdio, where
+// it runs in its client's environment; nil over HTTP, where it does not.
+func (t *tools) clientEnv() func(string) string {
+	if t.opt.Remote {
+		return nil
+	}
+	return t.opt.Runtime.Getenv
 }
 
 // operatorAct is an act only an operator's session may do, in the words of

@@ -74,9 +74,7 @@ func (t *tools) budget(ctx context.Context, req *sdk.CallToolRequest, in BudgetC
 	}
 	defer v.close()
 	cmds := v.eng.Commands()
-	if !t.opt.Remote {
-		cmds.Env = t.opt.Runtime.Getenv // this server's environment is its client's
-	}
+	cmds.Env = t.clientEnv()
 	if _, err := cmds.Budget(ctx, in.Step, in.Changes, "mcp"); err != nil {
 		return nil, BudgetChanged{}, err
 	}
